@@ -1,0 +1,66 @@
+# dawnbench: `make run` trains the default reference end to end; `make test` runs the test suite.
+# Every target sets up what it needs (virtual environments under .venv/, datasets under data/).
+
+PYTHON ?= python3
+REF    ?= fashion-mnist-cnn-pytorch
+ARGS   ?=
+NPROC  ?= 1
+RUNS   ?= 3
+
+REFS      := $(notdir $(patsubst %/,%,$(dir $(wildcard references/*/reference.toml))))
+REF_DIR   := references/$(REF)
+VENV      := .venv/$(REF)
+TEST_VENV := .venv/test
+# pip prints a warning per missing local index folder of PIP_FIND_LINKS; keep the output readable
+PIP_FLAGS := --quiet --disable-pip-version-check
+
+.PHONY: run test list bench setup data help clean
+
+help:
+	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2]"
+	@echo "make test | make list | make bench [REF=name] [RUNS=3] | make setup [REF=name] | make clean"
+
+check-ref:
+	@test -f $(REF_DIR)/reference.toml || { echo "unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
+
+# A virtual environment per reference, from its pinned requirements; the harness goes in editable.
+$(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/harness.txt pyproject.toml | check-ref
+	@echo "setting up $(VENV) from $(REF_DIR)/requirements.txt"
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install $(PIP_FLAGS) -r $(REF_DIR)/requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+	@$(VENV)/bin/pip check >/dev/null 2>&1 || { $(VENV)/bin/pip check; exit 1; }
+	$(VENV)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
+	@$(VENV)/bin/python -c "import harness, common" && touch $@
+
+setup: check-ref $(VENV)/.installed
+
+data: setup
+	$(VENV)/bin/dawnbench data fetch --reference $(REF)
+
+run: data
+ifeq ($(NPROC),1)
+	$(VENV)/bin/dawnbench run $(REF) $(ARGS)
+else
+	$(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m dawnbench run $(REF) $(ARGS)
+endif
+
+list: setup
+	@$(VENV)/bin/dawnbench list
+
+bench: data
+	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
+	$(VENV)/bin/python -m bench.overhead --reference $(REF)
+
+$(TEST_VENV)/.installed: requirements/test.txt requirements/harness.txt pyproject.toml
+	@echo "setting up $(TEST_VENV) from requirements/test.txt"
+	@test -x $(TEST_VENV)/bin/python || $(PYTHON) -m venv $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install $(PIP_FLAGS) -r requirements/test.txt 2>&1 | grep -v "^WARNING: Location" || true
+	$(TEST_VENV)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
+	@$(TEST_VENV)/bin/python -c "import harness, common, torch, pytest, jsonschema" && touch $@
+
+test: $(TEST_VENV)/.installed
+	$(TEST_VENV)/bin/dawnbench data fetch fashion-mnist
+	$(TEST_VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf .venv build *.egg-info

@@ -1,0 +1,5 @@
+import sys
+
+from dawnbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,127 @@
+"""The `dawnbench` command: run, infer, list, eval, data."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness import datasets, inference, registry, runner
+from harness.metrics import MetricInputError
+
+PROG = "dawnbench"
+
+
+def _add_ref_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reference", help="a reference name (see `dawnbench list`)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a hyperparameter from reference.toml (repeatable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", type=Path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
+                   help="on-demand price of the machine, for the cost fields")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Time-to-accuracy benchmark harness")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="train a reference to its task's threshold under the harness")
+    _add_ref_options(p)
+    p.add_argument("--max-epochs", type=int, default=None, help="epoch budget (default: reference.toml)")
+    p.add_argument("--max-seconds", type=float, default=None, help="on-clock time budget")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="lower the target (a fraction) for smoke tests; the result is marked unofficial")
+    p.add_argument("--results", type=Path, default=registry.REPO_ROOT / "results")
+    p.add_argument("--run-id", default=None)
+    p.add_argument("--no-save", action="store_true", help="skip saving the trained model")
+
+    p = sub.add_parser("infer", help="batch-1 inference latency over every eval example")
+    _add_ref_options(p)
+    p.add_argument("--model", type=Path, required=True, help="the model folder a run saved")
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--limit", type=int, default=None, help="time only the first N examples (unofficial)")
+    p.add_argument("--out", type=Path, default=None)
+
+    sub.add_parser("list", help="list the references")
+
+    p = sub.add_parser("eval", help="score a predictions file like the official scripts")
+    p.add_argument("what", choices=["squad"])
+    p.add_argument("args", nargs=argparse.REMAINDER)
+
+    p = sub.add_parser("data", help="fetch or verify a dataset")
+    p.add_argument("action", choices=["fetch", "verify"])
+    p.add_argument("dataset", nargs="?", help="a dataset name, e.g. fashion-mnist")
+    p.add_argument("--reference", help="instead of a dataset name: the dataset of this reference's task")
+    p.add_argument("--data", type=Path, default=None)
+    return parser
+
+
+def _check_threshold(value: float | None) -> None:
+    if value is not None and not 0.0 < value <= 1.0:
+        raise registry.UsageError(f"--threshold {value}: give a fraction in (0, 1], e.g. 0.85")
+
+
+def cmd_run(args) -> int:
+    spec = registry.load_spec(args.reference)
+    hp = registry.resolve_hyperparameters(spec, args.assignments)
+    _check_threshold(args.threshold)
+    opts = runner.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
+                             threshold=args.threshold, results_root=args.results, data_root=args.data,
+                             run_id=args.run_id, progress=not args.no_progress,
+                             cost_per_hour=args.cost_per_hour, save_model=not args.no_save)
+    result = runner.run(spec, hp, opts)
+    return 0 if result["status"] == runner.CONVERGED else 1
+
+
+def cmd_infer(args) -> int:
+    spec = registry.load_spec(args.reference)
+    hp = registry.resolve_hyperparameters(spec, args.assignments)
+    result = inference.infer(spec, args.model, hp, data_root=args.data, warmup=args.warmup, limit=args.limit,
+                             cost_per_hour=args.cost_per_hour, out_dir=args.out,
+                             progress=not args.no_progress, seed=args.seed)
+    for line in inference.summary_lines(result):
+        print(line)
+    return 0 if result["reached_threshold"] else 1
+
+
+def cmd_list(args) -> int:
+    for name in registry.available():
+        spec = registry.load_spec(name)
+        print(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
+    return 0
+
+
+def cmd_data(args) -> int:
+    from common import datasets as fetchers   # the fetch code lives with the dataset tooling
+    if args.reference:
+        args.dataset = registry.load_spec(args.reference).task.dataset
+    if not args.dataset:
+        raise registry.UsageError(f"name a dataset ({', '.join(datasets.dataset_names())}) or --reference REF")
+    if args.action == "fetch":
+        path = fetchers.fetch(args.dataset, args.data)
+        print(f"{args.dataset}: ready in {path}")
+    else:
+        fetchers.verify(args.dataset, args.data)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from harness import squad_eval
+    return squad_eval.main(args.args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = {"run": cmd_run, "infer": cmd_infer, "list": cmd_list, "data": cmd_data, "eval": cmd_eval}
+    try:
+        return handler[args.command](args)
+    except (registry.UsageError, datasets.DatasetError, MetricInputError, FileExistsError,
+            FileNotFoundError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

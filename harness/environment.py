@@ -1,0 +1,121 @@
+"""The system description of a run (env.json) and the provenance fields of result.json."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Distribution names whose versions a reader needs to reproduce a result.
+PACKAGES = ("numpy", "tqdm", "torch", "torchvision", "tensorflow", "tensorflow-cpu", "keras",
+            "mxnet", "nvidia-dali-cuda120", "nvidia-dali-cuda110", "jax", "jaxlib")
+FRAMEWORK_PACKAGES = {"pytorch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cpu"),
+                      "mxnet": ("mxnet",), "jax": ("jax",)}
+FRAMEWORK_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "mxnet": "MXNet", "jax": "JAX"}
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def framework_label(framework: str) -> str:
+    """'PyTorch 2.13.0', as DAWNBench entries write the framework field."""
+    for dist in FRAMEWORK_PACKAGES.get(framework, ()):
+        try:
+            return f"{FRAMEWORK_NAMES.get(framework, framework)} {importlib.metadata.version(dist)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return FRAMEWORK_NAMES.get(framework, framework)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _gpus() -> list[dict]:
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    gpus = []
+    for line in out.stdout.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3:
+            gpus.append({"name": parts[0], "driver": parts[1], "memory": parts[2]})
+    return gpus
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def describe_system() -> dict:
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu": {"model": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": usable_cpus()},
+        "memory_gib": _memory_gib(),
+        "gpus": _gpus(),
+        "packages": package_versions(),
+        "image_digest": os.environ.get("DAWNBENCH_IMAGE_DIGEST"),
+        "container": os.environ.get("DAWNBENCH_IMAGE"),
+    }
+
+
+def hardware_label(system: dict, world_size: int) -> str:
+    """A short hardware description for the DAWNBench `hardware` field."""
+    if system["gpus"]:
+        names = [g["name"] for g in system["gpus"]]
+        return f"{len(names)} x {names[0]}"
+    cpu = system["cpu"]
+    procs = f", {world_size} processes" if world_size > 1 else ""
+    return f"{cpu['model']} ({cpu['usable_cores']} cores{procs})"
+
+
+def git_commit(repo: Path) -> dict:
+    """The commit a run came from, and whether the tree had local changes."""
+    commit = os.environ.get("DAWNBENCH_GIT_COMMIT")
+    if commit:
+        return {"commit": commit, "dirty": None}
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return {"commit": None, "dirty": None}
+        status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+        return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}

@@ -1,0 +1,114 @@
+"""Inference entries: batch size 1 over every eval example, each call timed by the harness.
+
+DAWNBench's inference figure is the mean latency per item at the task's threshold; the
+percentiles and the cost per 10,000 items are reported next to it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness import datasets, environment
+from harness.reference import Context
+from harness.registry import REPO_ROOT, ReferenceSpec
+
+
+def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
+          warmup: int = 50, limit: int | None = None, cost_per_hour: float | None = None,
+          out_dir: Path | None = None, progress: bool = True, seed: int = 0) -> dict:
+    task = spec.task
+    data_root = Path(data_root or datasets.default_data_root())
+    model_path = Path(model_path)
+    if not model_path.exists():
+        raise FileNotFoundError(f"model {model_path} not found; a converged `dawnbench run` leaves "
+                                f"one in results/<reference>/<run id>/model")
+    labels = datasets.load_eval_labels(task.dataset, data_root)
+
+    ref = spec.load_entry_class()()
+    ctx = Context(config=dict(hyperparameters), data_root=data_root, seed=seed, task=task,
+                  show_progress=progress)
+    ref.setup(ctx)
+    ref.load(model_path)
+    inputs = ref.eval_inputs()
+    n = len(inputs) if limit is None else min(limit, len(inputs))
+    if limit is None and n != task.eval_examples:
+        raise ValueError(f"eval_inputs() gave {n} examples; the {task.name} eval set has {task.eval_examples}")
+
+    for i in range(min(warmup, n)):   # warm caches, allocators and lazy initialisation
+        ref.infer(inputs[i])
+    latencies = np.empty(n, dtype=np.float64)
+    outputs = []
+    sync = ref.synchronize
+    for i in ctx.progress(range(n), total=n, desc="infer", unit="item"):
+        x = inputs[i]
+        sync()
+        t0 = time.perf_counter()
+        y = ref.infer(x)
+        sync()
+        latencies[i] = time.perf_counter() - t0
+        outputs.append(y)
+
+    if task.metric == "f1":
+        predictions = dict(outputs)       # SQuAD: infer returns (question id, answer text)
+        scores = task.score(predictions, labels)
+    else:
+        predictions = np.stack([np.asarray(o) for o in outputs])
+        scores = task.score(predictions, labels[:n])
+    value = scores[task.metric]
+    ms = latencies * 1000.0
+    mean_ms = float(ms.mean())
+    system = environment.describe_system()
+    result = {
+        "reference": spec.name,
+        "task": task.name,
+        "model_path": str(model_path),
+        "items": n,
+        "complete_eval_set": n == task.eval_examples,
+        "batch_size": 1,
+        "warmup_items": min(warmup, n),
+        "latency": mean_ms,  # DAWNBench v1 field: ms per item
+        "latency_ms": {"mean": mean_ms, "p50": float(np.percentile(ms, 50)),
+                       "p90": float(np.percentile(ms, 90)), "p99": float(np.percentile(ms, 99)),
+                       "min": float(ms.min()), "max": float(ms.max())},
+        "metric": task.metric,
+        "metric_value": value,
+        **scores,
+        "threshold": task.threshold,
+        "reached_threshold": bool(value >= task.threshold),
+        "costPerHour": cost_per_hour,
+        # DAWNBench v1: cost per item = costPerHour x latency / 3.6e6
+        "cost": cost_per_hour * mean_ms / 3.6e6 if cost_per_hour is not None else None,
+        "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4 if cost_per_hour is not None else None,
+        "hardware": environment.hardware_label(system, 1),
+        "framework": environment.framework_label(spec.framework),
+        "threads": os.environ.get("OMP_NUM_THREADS"),
+        "timestamp": time.strftime("%Y-%m-%d", time.gmtime()),
+    }
+    out_dir = Path(out_dir) if out_dir else REPO_ROOT / "results" / spec.name / (
+        "infer-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "inference.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "env.json").write_text(json.dumps(system, indent=2) + "\n", encoding="utf-8")
+    result["out_dir"] = str(out_dir)
+    return result
+
+
+def summary_lines(result: dict) -> list[str]:
+    lat = result["latency_ms"]
+    lines = [
+        f"{result['items']} items, batch 1: mean {lat['mean']:.3f} ms  p50 {lat['p50']:.3f}  "
+        f"p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}",
+        f"{result['metric']} {100 * result['metric_value']:.2f}% "
+        f"({'reaches' if result['reached_threshold'] else 'BELOW'} the {100 * result['threshold']:.0f}% threshold)",
+    ]
+    if result["cost_per_10k_items_usd"] is not None:
+        lines.append(f"cost per 10,000 items: ${result['cost_per_10k_items_usd']:.6f}")
+    lines.append(f"results: {result['out_dir']}")
+    return lines
+
+

@@ -1,0 +1,99 @@
+"""The contract between the harness and a reference: one small class the harness drives.
+
+The harness owns the loop, the clock, the eval labels, the metric and the logs. A reference
+builds its model and data in `setup`, trains one epoch per `train_epoch` call and returns
+predictions for every eval example from `predict`; it never times itself and never writes
+a result.
+"""
+from __future__ import annotations
+
+import abc
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from harness.tasks import Task
+
+
+@dataclass
+class Context:
+    """What the harness hands a reference in `setup`."""
+    config: dict[str, Any]      # hyperparameters: reference.toml defaults + command-line overrides
+    data_root: Path             # datasets live in data_root/<dataset>
+    seed: int
+    task: Task                  # name, eval-set size; never the eval labels
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    work_dir: Path | None = None  # scratch space the reference may use
+    show_progress: bool = True
+    _progress_factory: Callable[..., Iterable] | None = field(default=None, repr=False)
+
+    @property
+    def dataset_dir(self) -> Path:
+        return self.data_root / self.task.dataset
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def progress(self, iterable: Iterable, total: int | None = None, desc: str = "", unit: str = "batch"):
+        """Wrap a loop in the run's progress bar (shown on rank 0 only)."""
+        if not (self.show_progress and self.is_main):
+            return iterable
+        from tqdm import tqdm
+        return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, file=sys.stderr,
+                    dynamic_ncols=True, mininterval=0.5)
+
+
+class Reference(abc.ABC):
+    """One benchmark entry. Subclass it in references/<name>/ and name it in reference.toml."""
+
+    @abc.abstractmethod
+    def setup(self, ctx: Context) -> None:
+        """Build data pipelines and the model. On the clock: init and data loading count."""
+
+    @abc.abstractmethod
+    def train_epoch(self, epoch: int) -> dict[str, float]:
+        """One pass over the training data (epochs count from 1). On the clock.
+
+        Returns at least {"loss": mean training loss, "samples": examples seen on this rank};
+        "lr" and anything else numeric are logged too.
+        """
+
+    @abc.abstractmethod
+    def predict(self) -> Any:
+        """Predictions for every eval example in the task's canonical order: class scores
+        (N, C), ranked class ids (N, k), or {question id: answer text}. Off the clock."""
+
+    @abc.abstractmethod
+    def save(self, path: Path) -> None:
+        """Write the trained model under the directory `path`. Off the clock."""
+
+    @abc.abstractmethod
+    def load(self, path: Path) -> None:
+        """Read back what `save` wrote (after `setup`), for inference."""
+
+    @abc.abstractmethod
+    def eval_inputs(self) -> Sequence[Any]:
+        """The eval examples, unlabeled, in canonical order: what `infer` is timed on."""
+
+    @abc.abstractmethod
+    def infer(self, example: Any) -> Any:
+        """One example -> one prediction (scores or ids for one item, or answer text)."""
+
+    # Hooks with single-process defaults; framework helpers in common/ override them.
+    def synchronize(self) -> None:
+        """Wait for queued device work. The clock calls it before every reading."""
+
+    def all_max(self, values: Sequence[float]) -> list[float]:
+        """Element-wise max across ranks (one clock: the slowest rank's time counts)."""
+        return [float(v) for v in values]
+
+    def close(self) -> None:
+        """Release what setup acquired (a process group, say); called once the run is logged."""
+
+    def framework_versions(self) -> dict[str, str]:
+        """Versions worth recording beyond installed packages (e.g. CUDA, cuDNN)."""
+        return {}

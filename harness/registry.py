@@ -1,0 +1,134 @@
+"""Finding references by name and resolving their configuration.
+
+A reference is a directory references/<name>/ with a reference.toml naming its task, framework,
+model, entry class and default hyperparameters. Command-line overrides are checked against
+those defaults: unknown keys and wrong types are refused with the list of what is valid.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.tasks import Task, UnknownTaskError, get_task
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class UsageError(Exception):
+    """A bad input from the user: the message is one line saying what is wrong and what to do."""
+
+
+def references_root() -> Path:
+    return Path(os.environ.get("DAWNBENCH_REFERENCES", REPO_ROOT / "references"))
+
+
+@dataclass
+class ReferenceSpec:
+    name: str
+    directory: Path
+    task: Task
+    framework: str
+    model: str
+    entry: str                      # "module:Class", module is a file in the reference directory
+    author: str = "dawnbench"
+    author_email: str = ""
+    code_url: str = ""
+    description: str = ""
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    max_epochs: int = 100
+    max_seconds: float = 24 * 3600.0
+
+    def load_entry_class(self):
+        module_name, _, class_name = self.entry.partition(":")
+        path = self.directory / f"{module_name}.py"
+        if not class_name or not path.is_file():
+            raise UsageError(f"{self.directory / 'reference.toml'}: field 'entry' = {self.entry!r} "
+                             f"must be 'module:Class' with {path.name} in the reference directory")
+        # The reference directory goes first on the path so a fork can split its code in files.
+        sys.path.insert(0, str(self.directory))
+        unique = "dawnbench_ref_" + self.name.replace("-", "_")
+        spec = importlib.util.spec_from_file_location(unique, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[unique] = module
+        spec.loader.exec_module(module)
+        try:
+            return getattr(module, class_name)
+        except AttributeError:
+            raise UsageError(f"{path}: no class {class_name!r} (named by 'entry' in reference.toml)") from None
+
+
+def available() -> list[str]:
+    root = references_root()
+    return sorted(p.parent.name for p in root.glob("*/reference.toml"))
+
+
+def load_spec(name: str) -> ReferenceSpec:
+    directory = references_root() / name
+    toml_path = directory / "reference.toml"
+    if not toml_path.is_file():
+        known = ", ".join(available()) or "(none)"
+        raise UsageError(f"unknown reference {name!r}; available: {known}")
+    try:
+        with open(toml_path, "rb") as f:
+            raw = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{toml_path}: not valid TOML: {e}") from None
+    for key in ("task", "framework", "model", "entry"):
+        if not isinstance(raw.get(key), str):
+            raise UsageError(f"{toml_path}: field {key!r} is missing or not a string")
+    try:
+        task = get_task(raw["task"])
+    except UnknownTaskError as e:
+        raise UsageError(f"{toml_path}: field 'task': {e}") from None
+    budget = raw.get("budget", {})
+    return ReferenceSpec(
+        name=name, directory=directory, task=task, framework=raw["framework"], model=raw["model"],
+        entry=raw["entry"], author=raw.get("author", "dawnbench"),
+        author_email=raw.get("author_email", ""), code_url=raw.get("code_url", ""),
+        description=raw.get("description", ""),
+        hyperparameters=dict(raw.get("hyperparameters", {})),
+        max_epochs=int(budget.get("max_epochs", 100)),
+        max_seconds=float(budget.get("max_seconds", 24 * 3600.0)),
+    )
+
+
+def _convert(key: str, text: str, default: Any) -> Any:
+    kind = type(default)
+    try:
+        if kind is bool:
+            low = text.strip().lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ValueError
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+        if kind is list:
+            return [type(default[0])(x) if default else x for x in text.split(",") if x]
+        return text
+    except (ValueError, TypeError):
+        raise UsageError(f"--set {key}={text}: {key!r} takes a {kind.__name__} "
+                         f"(default {default!r})") from None
+
+
+def resolve_hyperparameters(spec: ReferenceSpec, assignments: list[str]) -> dict[str, Any]:
+    """Apply `key=value` overrides to the reference's defaults, typed by the defaults."""
+    config = dict(spec.hyperparameters)
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--set {item!r}: expected key=value, e.g. --set lr=0.2")
+        if key not in config:
+            valid = ", ".join(f"{k}={v!r}" for k, v in sorted(spec.hyperparameters.items()))
+            raise UsageError(f"--set {key}: {spec.name} has no hyperparameter {key!r}; valid: {valid}")
+        config[key] = _convert(key, text, spec.hyperparameters[key])
+    return config

@@ -1,0 +1,60 @@
+"""`dawnbench eval squad DATASET.json PREDICTIONS.json` -- official SQuAD v1.1 scores.
+
+A drop-in for the official ``evaluate-v1.1.py``: same arguments, same JSON on
+stdout (``{"exact_match": ..., "f1": ...}``), so existing scripts that parse its
+output keep working. Also runs as ``python -m harness.squad_eval``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from harness.metrics import (
+    SQUAD_EXPECTED_VERSION,
+    MetricInputError,
+    load_squad_dataset,
+    load_squad_predictions,
+    squad_evaluate,
+    squad_version_warning,
+)
+
+PROG = "dawnbench eval squad"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=f"Evaluation for SQuAD v{SQUAD_EXPECTED_VERSION} "
+                    "(exact match and F1, in percent).",
+    )
+    parser.add_argument("dataset_file", metavar="DATASET.json", help="SQuAD dataset file")
+    parser.add_argument("prediction_file", metavar="PREDICTIONS.json",
+                        help="predictions file: a JSON object {question id: answer text}")
+    args = parser.parse_args(argv)
+
+    try:
+        dataset_json = load_squad_dataset(args.dataset_file)
+        warning = squad_version_warning(dataset_json)
+        if warning:
+            print(f"{PROG}: warning: {warning}", file=sys.stderr)
+        predictions = load_squad_predictions(args.prediction_file)
+    except MetricInputError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+
+    missing: list[str] = []
+    result = squad_evaluate(dataset_json["data"], predictions, missing=missing)
+    if missing:
+        # One summary line rather than the official script's line per question:
+        # an empty predictions file would otherwise print 10,570 lines.
+        total = sum(len(p["qas"]) for a in dataset_json["data"] for p in a["paragraphs"])
+        print(f"{PROG}: warning: {len(missing)} of {total} questions have no "
+              f"prediction and score 0 (first: {missing[0]})", file=sys.stderr)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

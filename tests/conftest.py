@@ -1,0 +1,123 @@
+"""Shared fixtures: the real Fashion-MNIST data and a folder of scripted test references."""
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import datasets
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def fashion_root() -> Path:
+    """The data root holding the real Fashion-MNIST files (`make test` fetches them first)."""
+    root = datasets.default_data_root()
+    try:
+        datasets.verify_dataset("fashion-mnist", root)
+    except datasets.DatasetError:
+        from common.datasets import fetch
+        fetch("fashion-mnist", root, progress=False)
+    return root
+
+
+# A reference whose behaviour each test scripts through its hyperparameters: the accuracy
+# reached per epoch, and where it diverges, raises, miscounts or dawdles. It reads the labels
+# itself only so that tests can dial the accuracy; a real reference never sees them.
+SCRIPTED = '''
+import math, time
+from pathlib import Path
+import numpy as np
+from harness.reference import Reference
+from harness.datasets import load_eval_labels
+
+
+class Scripted(Reference):
+    def setup(self, ctx):
+        self.ctx, self.cfg = ctx, ctx.config
+        time.sleep(self.cfg["setup_sleep"])
+        self.labels = load_eval_labels("fashion-mnist", ctx.data_root)
+        self.epoch = 0
+
+    def train_epoch(self, epoch):
+        self.epoch = epoch
+        time.sleep(self.cfg["train_sleep"])
+        if epoch == self.cfg["raise_at"]:
+            raise RuntimeError("scripted failure")
+        loss = float("nan") if epoch == self.cfg["nan_at"] else 1.0 / epoch
+        return {"loss": loss, "samples": 100, "lr": 0.1}
+
+    def predict(self):
+        time.sleep(self.cfg["eval_sleep"])
+        acc = self.cfg["accuracies"][min(self.epoch, len(self.cfg["accuracies"])) - 1]
+        n = len(self.labels)
+        preds = self.labels.copy()
+        wrong = n - int(round(acc * n))
+        preds[:wrong] = (preds[:wrong] + 1) % 10
+        if self.cfg["short"]:
+            preds = preds[:-1]
+        return np.eye(10, dtype=np.float32)[preds]
+
+    def save(self, path):
+        time.sleep(self.cfg["save_sleep"])
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "model.txt").write_text(str(self.epoch))
+
+    def load(self, path):
+        self.epoch = int((Path(path) / "model.txt").read_text())
+
+    def eval_inputs(self):
+        return list(range(len(self.labels)))
+
+    def infer(self, i):
+        return np.eye(10, dtype=np.float32)[self.labels[i]]
+'''
+
+SCRIPTED_TOML = '''
+task = "fashion-mnist"
+framework = "numpy"
+model = "scripted"
+entry = "scripted:Scripted"
+author = "tests"
+
+[hyperparameters]
+accuracies = [0.5, 0.8, 0.95]
+setup_sleep = 0.0
+train_sleep = 0.0
+eval_sleep = 0.0
+save_sleep = 0.0
+raise_at = -1
+nan_at = -1
+short = false
+
+[budget]
+max_epochs = 5
+'''
+
+
+@pytest.fixture
+def references_root(tmp_path, monkeypatch) -> Path:
+    """A references/ folder with the scripted reference and a symlink to the real default."""
+    root = tmp_path / "references"
+    ref = root / "scripted-test"
+    ref.mkdir(parents=True)
+    (ref / "scripted.py").write_text(SCRIPTED)
+    (ref / "reference.toml").write_text(SCRIPTED_TOML)
+    (root / "fashion-mnist-cnn-pytorch").symlink_to(REPO / "references" / "fashion-mnist-cnn-pytorch")
+    monkeypatch.setenv("DAWNBENCH_REFERENCES", str(root))
+    return root
+
+
+def cli_env(**extra) -> dict:
+    """Environment for running the CLI in a subprocess from the test virtual environment."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+PYTHON = sys.executable

@@ -1,0 +1,95 @@
+"""Bad inputs get one clear line that says what is wrong and what to do; nothing is written."""
+import pytest
+
+from dawnbench.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _refs(references_root, fashion_root):
+    pass
+
+
+def error_of(capsys, argv):
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_unknown_reference_lists_the_valid_ones(capsys):
+    line = error_of(capsys, ["run", "nope"])
+    assert "unknown reference 'nope'" in line
+    assert "fashion-mnist-cnn-pytorch" in line and "scripted-test" in line
+
+
+def test_unknown_hyperparameter_lists_the_valid_ones(capsys, tmp_path):
+    line = error_of(capsys, ["run", "scripted-test", "--set", "lrr=0.2", "--results", str(tmp_path / "r")])
+    assert "no hyperparameter 'lrr'" in line and "train_sleep=" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_wrong_type_names_the_expected_type(capsys, tmp_path):
+    line = error_of(capsys, ["run", "scripted-test", "--set", "nan_at=two", "--results", str(tmp_path)])
+    assert "'nan_at' takes a int" in line
+
+
+def test_malformed_assignment(capsys):
+    assert "expected key=value" in error_of(capsys, ["run", "scripted-test", "--set", "nan_at"])
+
+
+def test_bad_threshold(capsys):
+    assert "fraction" in error_of(capsys, ["run", "scripted-test", "--threshold", "92"])
+
+
+def test_missing_dataset_gives_the_fetch_command_and_writes_nothing(capsys, tmp_path):
+    line = error_of(capsys, ["run", "scripted-test", "--data", str(tmp_path / "empty"),
+                             "--results", str(tmp_path / "results")])
+    assert "dawnbench data fetch fashion-mnist" in line
+    assert not (tmp_path / "results").exists()
+
+
+def test_malformed_reference_toml_names_file_and_field(capsys, references_root):
+    bad = references_root / "broken-ref"
+    bad.mkdir()
+    (bad / "reference.toml").write_text('task = "fashion-mnist"\nframework = "x"\nmodel = "m"\n')
+    line = error_of(capsys, ["run", "broken-ref"])
+    assert str(bad / "reference.toml") in line and "'entry'" in line
+
+
+def test_unknown_task_in_reference_toml(capsys, references_root):
+    bad = references_root / "bad-task"
+    bad.mkdir()
+    (bad / "reference.toml").write_text('task = "mnist"\nframework = "x"\nmodel = "m"\nentry = "a:B"\n')
+    line = error_of(capsys, ["run", "bad-task"])
+    assert "field 'task'" in line and "fashion-mnist" in line
+
+
+def test_list_shows_every_reference(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "fashion-mnist-cnn-pytorch" in out and "scripted-test" in out
+
+
+def test_missing_model_for_infer(capsys, tmp_path):
+    line = error_of(capsys, ["infer", "scripted-test", "--model", str(tmp_path / "nothing")])
+    assert "not found" in line
+
+
+def test_infer_scripted_reports_latency_and_accuracy(capsys, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.txt").write_text("1")
+    code = main(["infer", "scripted-test", "--model", str(model), "--no-progress", "--out", str(tmp_path / "inf"),
+                 "--cost-per-hour", "3.6", "--warmup", "10"])
+    out = capsys.readouterr().out
+    assert code == 0
+    import json
+    result = json.loads((tmp_path / "inf" / "inference.json").read_text())
+    assert result["items"] == 10000 and result["complete_eval_set"] is True
+    assert result["top1"] == 1.0 and result["reached_threshold"] is True
+    lat = result["latency_ms"]
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert result["latency"] == lat["mean"]
+    assert result["cost_per_10k_items_usd"] == pytest.approx(3.6 * lat["mean"] / 3.6e6 * 1e4)
+    assert "p99" in out and "cost per 10,000 items" in out

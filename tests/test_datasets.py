@@ -1,0 +1,446 @@
+"""Datasets: the IDX reader, checksums, and every fetch source and failure mode.
+
+The real Fashion-MNIST files come from Debian's dataset-fashion-mnist package;
+downloads are served from 127.0.0.1, so no test needs the network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import shutil
+import struct
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import common.datasets as cds
+from harness import datasets as hds
+from harness.datasets import DatasetError
+
+NAME = "fashion-mnist"
+FETCH_COMMAND = "dawnbench data fetch fashion-mnist"
+DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
+FILES = list(hds.manifest(NAME)["files"])
+LABELS = "t10k-labels-idx1-ubyte"  # small, so failure-mode tests stay fast
+
+
+@pytest.fixture(autouse=True)
+def _no_env_overrides(monkeypatch):
+    monkeypatch.delenv("DAWNBENCH_DATA", raising=False)
+    monkeypatch.delenv("DAWNBENCH_FASHION_MNIST_URL", raising=False)
+
+
+def idx_bytes(array: np.ndarray, type_code: int, big_endian_dtype: str) -> bytes:
+    header = struct.pack(">BBBB", 0, 0, type_code, array.ndim)
+    header += struct.pack(f">{array.ndim}i", *array.shape)
+    return header + array.astype(big_endian_dtype).tobytes()
+
+
+# --- read_idx ---------------------------------------------------------------
+
+IDX_CASES = [
+    (0x08, ">u1", np.arange(6, dtype=np.uint8).reshape(2, 3) * 40),
+    (0x09, ">i1", np.array([-128, -1, 0, 127], dtype=np.int8)),
+    (0x0B, ">i2", np.array([-32768, -2, 258, 32767, 1, 0, 7, -7], dtype=np.int16).reshape(2, 2, 2)),
+    (0x0C, ">i4", np.array([-(2**31), 16909060, 2**31 - 1], dtype=np.int32)),
+    (0x0D, ">f4", np.array([[1.5, -2.25], [3.0e38, np.inf]], dtype=np.float32)),
+    (0x0E, ">f8", np.array([[[np.pi]], [[-1e300]]], dtype=np.float64)),
+    (0x08, ">u1", np.zeros((0, 28, 28), dtype=np.uint8)),
+]
+
+
+@pytest.mark.parametrize(
+    "type_code,big_endian,expected", IDX_CASES, ids=[f"{dt[1:]}-{a.shape}" for _, dt, a in IDX_CASES]
+)
+def test_read_idx_round_trip(tmp_path, type_code, big_endian, expected):
+    data = idx_bytes(expected, type_code, big_endian)
+    path = tmp_path / "sample-idx"
+    path.write_bytes(data)
+    gz_path = tmp_path / "sample-idx.gz"
+    gz_path.write_bytes(gzip.compress(data))
+
+    for source in (data, path, str(path), gz_path):
+        array = hds.read_idx(source)
+        assert array.shape == expected.shape
+        assert array.dtype == expected.dtype and array.dtype.isnative
+        assert array.flags.writeable
+        np.testing.assert_array_equal(array, expected)
+
+
+def test_read_idx_bad_magic_names_file(tmp_path):
+    path = tmp_path / "bad-magic-idx"
+    data = bytearray(idx_bytes(np.arange(4, dtype=np.uint8), 0x08, ">u1"))
+    data[0] = 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(DatasetError, match="magic") as err:
+        hds.read_idx(path)
+    assert str(path) in str(err.value)
+
+
+def test_read_idx_unknown_type_code(tmp_path):
+    path = tmp_path / "bad-type-idx"
+    data = bytearray(idx_bytes(np.arange(4, dtype=np.uint8), 0x08, ">u1"))
+    data[2] = 0x0A
+    path.write_bytes(bytes(data))
+    with pytest.raises(DatasetError, match="0x0A") as err:
+        hds.read_idx(path)
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("cut,problem", [(-1, "truncated"), (+1, "trailing")])
+def test_read_idx_payload_size_mismatch_names_file(tmp_path, cut, problem):
+    data = idx_bytes(np.arange(12, dtype=np.int32).reshape(3, 4), 0x0C, ">i4")
+    data = data[:cut] if cut < 0 else data + b"\x00" * cut
+    path = tmp_path / "sized-idx"
+    path.write_bytes(data)
+    with pytest.raises(DatasetError, match=problem) as err:
+        hds.read_idx(path)
+    assert str(path) in str(err.value)
+    with pytest.raises(DatasetError, match="labelled-bytes"):
+        hds.read_idx(data, name="labelled-bytes")
+
+
+def test_read_idx_truncated_header():
+    data = struct.pack(">BBBB", 0, 0, 0x08, 3) + struct.pack(">i", 5)
+    with pytest.raises(DatasetError, match="header truncated"):
+        hds.read_idx(data)
+
+
+# --- manifest and data root -------------------------------------------------
+
+def test_manifest_describes_fashion_mnist():
+    entry = hds.manifest(NAME)
+    assert entry["fetch_command"] == FETCH_COMMAND
+    assert entry["eval_labels"] in entry["files"]
+    assert entry["debian_package"] == "dataset-fashion-mnist"
+    assert entry["url_base"].startswith("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com")
+    for split in entry["splits"].values():
+        assert set(split.values()) <= set(entry["files"])
+    for spec in entry["files"].values():
+        assert len(spec["sha256"]) == 64 and spec["size"] > 0
+
+
+def test_manifest_unknown_dataset_lists_known_names():
+    with pytest.raises(DatasetError, match="fashion-mnist") as err:
+        hds.manifest("mnist-but-not-fashion")
+    assert "mnist-but-not-fashion" in str(err.value)
+
+
+def test_default_data_root(monkeypatch, tmp_path):
+    assert hds.default_data_root() == Path(hds.__file__).resolve().parent.parent / "data"
+    monkeypatch.setenv("DAWNBENCH_DATA", str(tmp_path))
+    assert hds.default_data_root() == tmp_path
+    assert hds.dataset_dir(NAME) == tmp_path / "fashion-mnist"
+
+
+def test_sha256_file(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"abc" * (1 << 19))  # spans more than one 1 MiB chunk
+    assert hds.sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- the real data, from Debian's package -----------------------------------
+
+@pytest.fixture(scope="session")
+def debian_dir():
+    if not DEBIAN_DIR.is_dir():
+        pytest.skip(f"{DEBIAN_DIR} absent: install Debian's dataset-fashion-mnist package")
+    return DEBIAN_DIR
+
+
+@pytest.fixture(scope="session")
+def fetched(debian_dir, tmp_path_factory):
+    """(data root, fetch's stderr): one Debian fetch shared by the read-only tests."""
+    root = tmp_path_factory.mktemp("data")
+    log = io.StringIO()
+    with contextlib.redirect_stderr(log):
+        directory = cds.fetch(NAME, root, debian_dir=debian_dir, allow_apt=False, progress=False)
+    assert directory == root / "fashion-mnist"
+    return root, log.getvalue()
+
+
+@pytest.fixture(scope="session")
+def gz_dir(fetched, tmp_path_factory):
+    """The official files re-gzipped by us: what matters is the decompressed bytes."""
+    root, _ = fetched
+    out = tmp_path_factory.mktemp("served")
+    for filename in FILES:
+        data = (root / "fashion-mnist" / filename).read_bytes()
+        (out / f"{filename}.gz").write_bytes(gzip.compress(data, compresslevel=1))
+    return out
+
+
+def copy_dataset(fetched, data_root: Path, only=None) -> Path:
+    source = fetched[0] / "fashion-mnist"
+    dest = data_root / "fashion-mnist"
+    dest.mkdir(parents=True, exist_ok=True)
+    for filename in only if only is not None else FILES:
+        shutil.copyfile(source / filename, dest / filename)
+    return dest
+
+
+def test_fetch_from_debian_then_verify(fetched, capsys):
+    root, log = fetched
+    assert "source: Debian package dataset-fashion-mnist" in log
+    paths = cds.verify(NAME, root)
+    assert capsys.readouterr().out.splitlines() == [f"ok {f}" for f in FILES]
+    assert paths == [root / "fashion-mnist" / f for f in FILES]
+    assert hds.verify_dataset(NAME, root) == paths
+
+
+def test_fetch_keeps_valid_files(fetched, capsys):
+    root, _ = fetched
+    cds.fetch(NAME, root, debian_dir="/nonexistent", allow_apt=False, url_base="http://127.0.0.1:9/", progress=False)
+    err = capsys.readouterr().err
+    assert err.count("already present") == len(FILES)
+    assert "download" not in err
+
+
+def test_load_fashion_mnist(fetched):
+    root, _ = fetched
+    images, labels = cds.load_fashion_mnist(root, "train")
+    assert images.shape == (60000, 28, 28) and images.dtype == np.uint8
+    assert labels.shape == (60000,) and labels.dtype == np.int64
+    assert np.bincount(labels).tolist() == [6000] * 10
+
+    test_images, test_labels = cds.load_fashion_mnist(root, "test")
+    assert test_images.shape == (10000, 28, 28)
+    assert np.bincount(test_labels).tolist() == [1000] * 10
+
+    np.testing.assert_array_equal(cds.load_fashion_mnist_images(root, "test"), test_images)
+    eval_labels = hds.load_eval_labels(NAME, root)
+    assert eval_labels.dtype == np.int64
+    np.testing.assert_array_equal(eval_labels, test_labels)
+
+    with pytest.raises(DatasetError, match="validation"):
+        cds.load_fashion_mnist(root, "validation")
+
+
+def test_corrupted_file_is_named_then_refetched(fetched, debian_dir, tmp_path, capsys):
+    dest = copy_dataset(fetched, tmp_path)
+    data = bytearray((dest / LABELS).read_bytes())
+    data[5000] ^= 0xFF
+    (dest / LABELS).write_bytes(bytes(data))
+
+    for check in (lambda: cds.verify(NAME, tmp_path), lambda: hds.load_eval_labels(NAME, tmp_path)):
+        with pytest.raises(DatasetError, match="checksum mismatch") as err:
+            check()
+        message = str(err.value)
+        assert str(dest / LABELS) in message and "\n" not in message
+        assert hds.manifest(NAME)["files"][LABELS]["sha256"] in message
+        assert FETCH_COMMAND in message
+
+    capsys.readouterr()
+    cds.fetch(NAME, tmp_path, debian_dir=debian_dir, allow_apt=False, progress=False)
+    assert "removing it and fetching again" in capsys.readouterr().err
+    hds.verify_dataset(NAME, tmp_path)
+
+
+def test_missing_dataset_says_how_to_fetch(tmp_path):
+    for check in (
+        lambda: cds.verify(NAME, tmp_path),
+        lambda: hds.load_eval_labels(NAME, tmp_path),
+        lambda: cds.load_fashion_mnist_images(tmp_path, "test"),
+    ):
+        with pytest.raises(DatasetError) as err:
+            check()
+        message = str(err.value)
+        assert "not found in" in message and str(tmp_path / "fashion-mnist") in message
+        assert message.endswith(f"run: {FETCH_COMMAND}") and "\n" not in message
+
+
+def test_missing_file_is_named(fetched, tmp_path):
+    copy_dataset(fetched, tmp_path, only=[f for f in FILES if f != LABELS])
+    with pytest.raises(DatasetError, match=f"{LABELS} of dataset 'fashion-mnist' not found") as err:
+        hds.load_eval_labels(NAME, tmp_path)
+    assert FETCH_COMMAND in str(err.value)
+
+
+# --- downloads from a local server ------------------------------------------
+
+def flip_byte(gz_data: bytes) -> bytes:
+    """A well-formed gzip whose content is wrong: only the checksum can tell."""
+    data = bytearray(gzip.decompress(gz_data))
+    data[len(data) // 2] ^= 0xFF
+    return gzip.compress(bytes(data), compresslevel=1)
+
+
+@pytest.fixture
+def serve(gz_dir):
+    """Start a server for gz_dir; behaviour per file name: "corrupt", "truncate"
+    (half the body, then close) or "overclaim" (whole body, larger Content-Length)."""
+    started = []
+
+    def start(**behaviour):
+        requests: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                filename = self.path.lstrip("/")
+                requests.append(filename)
+                path = gz_dir / filename
+                if not path.is_file():
+                    self.send_error(404)
+                    return
+                body = path.read_bytes()
+                mode = behaviour.get(filename.removesuffix(".gz"))
+                if mode == "corrupt":
+                    body = flip_byte(body)
+                claimed = len(body) + 4096 if mode == "overclaim" else len(body)
+                if mode == "truncate":
+                    body = body[: len(body) // 2]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/gzip")
+                self.send_header("Content-Length", str(claimed))
+                self.end_headers()
+                self.wfile.write(body)
+                self.wfile.flush()
+                self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        started.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/", requests
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def no_apt(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError(f"apt-get must not run here: {args}")
+
+    monkeypatch.setattr(cds.subprocess, "run", forbidden)
+
+
+def test_download_all_files(serve, tmp_path, no_apt, monkeypatch, capsys):
+    monkeypatch.setattr(cds.os, "geteuid", lambda: 0, raising=False)  # root, but allow_apt=False
+    url, requests = serve()
+    directory = cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url)
+    assert sorted(requests) == sorted(f"{f}.gz" for f in FILES)
+    assert f"source: download from {url}" in capsys.readouterr().err
+    assert sorted(p.name for p in directory.iterdir()) == sorted(FILES)
+    hds.verify_dataset(NAME, tmp_path)
+
+
+def test_download_fetches_only_missing_files_from_env_url(fetched, serve, tmp_path, no_apt, monkeypatch, capsys):
+    monkeypatch.setattr(cds.os, "geteuid", lambda: 1000, raising=False)  # not root: apt is not an option
+    copy_dataset(fetched, tmp_path, only=[f for f in FILES if f != LABELS])
+    url, requests = serve()
+    monkeypatch.setenv("DAWNBENCH_FASHION_MNIST_URL", url)
+    cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", progress=False)
+    assert requests == [f"{LABELS}.gz"]
+    assert capsys.readouterr().err.count("already present") == len(FILES) - 1
+    hds.verify_dataset(NAME, tmp_path)
+
+
+def assert_only_good_files(directory: Path, good: list[str]) -> None:
+    assert sorted(p.name for p in directory.iterdir()) == sorted(good)  # no .part, no bad file
+
+
+def test_corrupted_download_leaves_nothing(fetched, serve, tmp_path, no_apt):
+    good = [f for f in FILES if f != LABELS]
+    dest = copy_dataset(fetched, tmp_path, only=good)
+    (dest / LABELS).write_bytes(b"stale and wrong")
+    url, _ = serve(**{LABELS: "corrupt"})
+    with pytest.raises(DatasetError, match="checksum mismatch") as err:
+        cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url, progress=False)
+    message = str(err.value)
+    assert LABELS in message and hds.manifest(NAME)["files"][LABELS]["sha256"] in message
+    assert "\n" not in message
+    assert_only_good_files(dest, good)
+
+
+@pytest.mark.parametrize("mode", ["truncate", "overclaim"])
+def test_interrupted_download_leaves_nothing(fetched, serve, tmp_path, no_apt, mode):
+    good = [f for f in FILES if f != LABELS]
+    dest = copy_dataset(fetched, tmp_path, only=good)
+    url, _ = serve(**{LABELS: mode})
+    with pytest.raises(DatasetError, match="interrupted") as err:
+        cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url, progress=True)
+    assert f"{LABELS}.gz" in str(err.value) and FETCH_COMMAND in str(err.value)
+    assert_only_good_files(dest, good)
+
+
+def test_download_http_error(fetched, serve, tmp_path, no_apt):
+    good = [f for f in FILES if f != LABELS]
+    dest = copy_dataset(fetched, tmp_path, only=good)
+    url, _ = serve()
+    with pytest.raises(DatasetError, match="HTTP 404"):
+        cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False,
+                  url_base=url + "missing/", progress=False)
+    assert_only_good_files(dest, good)
+
+
+# --- apt-get, faked ---------------------------------------------------------
+
+@pytest.fixture
+def fake_apt(monkeypatch):
+    """Pretend to be root with apt-get; record commands, answer from a script."""
+    monkeypatch.setattr(cds.os, "geteuid", lambda: 0, raising=False)
+    monkeypatch.setattr(cds.shutil, "which", lambda cmd: f"/usr/bin/{cmd}" if cmd == "apt-get" else None)
+    calls = []
+
+    def install(answers):
+        def run(command, env=None, **kwargs):
+            calls.append((command, env.get("DEBIAN_FRONTEND") if env else None))
+            return answers[len(calls) - 1](command)
+
+        monkeypatch.setattr(cds.subprocess, "run", run)
+        return calls
+
+    return install
+
+
+def completed(command, code, output=""):
+    return subprocess.CompletedProcess(command, code, stdout=output)
+
+
+def test_apt_install_retries_after_update(fetched, gz_dir, tmp_path, fake_apt, capsys):
+    debian = tmp_path / "debian"
+    dest = copy_dataset(fetched, tmp_path / "data", only=[f for f in FILES if f != LABELS])
+
+    def install_package(command):
+        debian.mkdir()
+        for filename in FILES:
+            (debian / f"{filename}.gz").symlink_to(gz_dir / f"{filename}.gz")
+        return completed(command, 0)
+
+    calls = fake_apt([
+        lambda c: completed(c, 100, "E: Unable to locate package dataset-fashion-mnist"),
+        lambda c: completed(c, 0),
+        install_package,
+    ])
+    cds.fetch(NAME, tmp_path / "data", debian_dir=debian, url_base="http://127.0.0.1:9/", progress=False)
+    install = ["apt-get", "install", "-y", "dataset-fashion-mnist"]
+    assert calls == [(install, "noninteractive"), (["apt-get", "update"], "noninteractive"),
+                     (install, "noninteractive")]
+    assert f"source: Debian package dataset-fashion-mnist in {debian}" in capsys.readouterr().err
+    assert (dest / LABELS).is_file()
+    hds.verify_dataset(NAME, tmp_path / "data")
+
+
+def test_apt_failure_falls_back_to_download(fetched, serve, tmp_path, fake_apt, capsys):
+    dest = copy_dataset(fetched, tmp_path, only=[f for f in FILES if f != LABELS])
+    calls = fake_apt([lambda c: completed(c, 100, "E: no network")] * 3)
+    url, requests = serve()
+    cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", url_base=url, progress=False)
+    assert [c for c, _ in calls] == [["apt-get", "install", "-y", "dataset-fashion-mnist"], ["apt-get", "update"],
+                                     ["apt-get", "install", "-y", "dataset-fashion-mnist"]]
+    assert requests == [f"{LABELS}.gz"]
+    err = capsys.readouterr().err
+    assert "E: no network" in err and "source: download" in err
+    assert (dest / LABELS).is_file()
