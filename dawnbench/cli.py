@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--limit", type=int, default=None, help="time only the first N examples (unofficial)")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--threshold", type=float, default=None, help="lowered target for smoke tests (unofficial)")
 
     sub.add_parser("list", help="list the references")
 
@@ -78,7 +79,9 @@ def cmd_run(args) -> int:
 def cmd_infer(args) -> int:
     spec = registry.load_spec(args.reference)
     hp = registry.resolve_hyperparameters(spec, args.assignments)
+    _check_threshold(args.threshold)
     result = inference.infer(spec, args.model, hp, data_root=args.data, warmup=args.warmup, limit=args.limit,
+                             threshold=args.threshold,
                              cost_per_hour=args.cost_per_hour, out_dir=args.out,
                              progress=not args.no_progress, seed=args.seed)
     for line in inference.summary_lines(result):

@@ -1,0 +1,76 @@
+"""What the harness costs: the same reference, seed and epochs driven by a bare loop and by the harness.
+
+`python -m bench.overhead --reference REF --epochs 1 --repeats 3`. Eval is excluded from both
+sides: the bare loop never evaluates, and the harness's eval spans are off its clock. Runs
+alternate (bare, harness, bare, ...) in fresh processes so drift in machine speed hits both.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BARE = r"""
+import sys, time
+from pathlib import Path
+from harness import datasets, registry
+from harness.reference import Context
+spec = registry.load_spec(sys.argv[1]); epochs = int(sys.argv[2]); seed = int(sys.argv[3])
+cfg = registry.resolve_hyperparameters(spec, [])
+ref = spec.load_entry_class()()
+t0 = time.perf_counter()
+ref.setup(Context(config=cfg, data_root=datasets.default_data_root(), seed=seed, task=spec.task, show_progress=False))
+ref.synchronize()
+for epoch in range(1, epochs + 1):
+    ref.train_epoch(epoch)
+ref.synchronize()
+print(time.perf_counter() - t0)
+"""
+
+
+def bare(reference: str, epochs: int, seed: int) -> float:
+    out = subprocess.run([sys.executable, "-c", BARE, reference, str(epochs), str(seed)],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def harnessed(reference: str, epochs: int, seed: int, results: Path, tag: str) -> dict:
+    # threshold 1.0 is never reached, so the run trains exactly `epochs` epochs (DNC on budget)
+    subprocess.run([sys.executable, "-m", "dawnbench", "run", reference, "--seed", str(seed),
+                    "--max-epochs", str(epochs), "--threshold", "1.0", "--no-progress", "--no-save",
+                    "--results", str(results), "--run-id", tag], capture_output=True, text=True)
+    r = json.loads((results / reference / tag / "result.json").read_text())
+    spans = r["spans_seconds"]
+    return {"on_clock": spans["init"] + spans["train"] + spans.get("harness", 0.0),
+            "harness_span": spans.get("harness", 0.0)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.overhead")
+    p.add_argument("--reference", default="fashion-mnist-cnn-pytorch")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    results = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+    bares, harnesses, spans = [], [], []
+    for i in range(a.repeats):
+        bares.append(bare(a.reference, a.epochs, a.seed))
+        h = harnessed(a.reference, a.epochs, a.seed, results, f"overhead-{i}")
+        harnesses.append(h["on_clock"])
+        spans.append(h["harness_span"])
+        print(f"repeat_{i}_bare_seconds={bares[-1]:.3f} repeat_{i}_harness_seconds={harnesses[-1]:.3f}", flush=True)
+    b, h = statistics.median(bares), statistics.median(harnesses)
+    print(f"bare_seconds={b:.3f} harness_seconds={h:.3f}")
+    # end to end (noisy on a shared machine) and the harness's own bookkeeping span (exact)
+    print(f"harness_overhead_pct={100 * (h - b) / b:.2f}")
+    print(f"harness_span_pct={100 * statistics.median(spans) / h:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
