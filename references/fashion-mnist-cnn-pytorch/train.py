@@ -3,7 +3,8 @@
 Read top to bottom; fork the directory and edit this file to make an entry of your own.
 What makes it fast on a CPU:
   - the whole training set lives in memory as one normalized tensor: no per-image loader;
-  - a narrow network that pools early, so most convolutions run at 14x14 and 7x7;
+  - a narrow network that pools right after its first two convolutions, so batch norm and
+    ReLU run at 14x14 and 7x7;
   - channels_last, which oneDNN runs much faster than NCHW on CPU;
   - a one-cycle learning rate with Nesterov SGD and label smoothing: few epochs, no tuning per run;
   - random horizontal flips for training, and flip test-time augmentation at eval.
@@ -27,17 +28,20 @@ from common.torch_runtime import TorchReference
 MEAN, STD = 0.2860, 0.3530
 
 
-def conv_bn(c_in: int, c_out: int) -> nn.Sequential:
+def conv_block(c_in: int, c_out: int, pool: bool) -> nn.Sequential:
+    # Pool right after the convolution: batch norm and ReLU then touch 4x fewer values, and on a
+    # CPU those memory-bound passes cost as much as the convolutions.
     return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+                         nn.MaxPool2d(2) if pool else nn.Identity(),
                          nn.BatchNorm2d(c_out), nn.ReLU(inplace=True))
 
 
 def build_model(widths: list[int]) -> nn.Module:
     w1, w2, w3 = widths
     return nn.Sequential(
-        conv_bn(1, w1), nn.MaxPool2d(2),       # 28x28 -> 14x14
-        conv_bn(w1, w2), nn.MaxPool2d(2),      # 14x14 -> 7x7
-        conv_bn(w2, w3),                       # 7x7
+        conv_block(1, w1, pool=True),          # 28x28 -> 14x14
+        conv_block(w1, w2, pool=True),         # 14x14 -> 7x7
+        conv_block(w2, w3, pool=False),        # 7x7
         nn.Flatten(), nn.Linear(w3 * 7 * 7, 10),
     )
 
