@@ -70,6 +70,8 @@ def main(argv=None) -> int:
     # and from medians; then the harness's own bookkeeping span, which its clock measures exactly.
     print(f"harness_overhead_pct={100 * (min(harnesses) - min(bares)) / min(bares):.2f}")
     print(f"harness_overhead_median_pct={100 * (h - b) / b:.2f}")
+    # the run-to-run spread of the bare loop alone: differences below it are the machine, not the harness
+    print(f"bare_spread_pct={100 * (max(bares) - min(bares)) / b:.2f}")
     print(f"harness_span_pct={100 * statistics.median(spans) / h:.3f}")
     return 0
 

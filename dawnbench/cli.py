@@ -103,8 +103,7 @@ def cmd_data(args) -> int:
     if not args.dataset:
         raise registry.UsageError(f"name a dataset ({', '.join(datasets.dataset_names())}) or --reference REF")
     if args.action == "fetch":
-        path = fetchers.fetch(args.dataset, args.data)
-        print(f"{args.dataset}: ready in {path}")
+        fetchers.fetch(args.dataset, args.data)
     else:
         fetchers.verify(args.dataset, args.data)
     return 0
