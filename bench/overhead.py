@@ -1,8 +1,8 @@
 """What the harness costs: the same reference, seed and epochs driven by a bare loop and by the harness.
 
-`python -m bench.overhead --reference REF --epochs 1 --repeats 3`. Eval is excluded from both
-sides: the bare loop never evaluates, and the harness's eval spans are off its clock. Runs
-alternate (bare, harness, bare, ...) in fresh processes so drift in machine speed hits both.
+`python -m bench.overhead --reference REF --epochs 1 --repeats 6`. Eval is excluded from both
+sides: the bare loop never evaluates, and the harness's eval spans are off its clock. Each
+repeat runs both, in fresh processes, back to back, alternating which goes first.
 """
 from __future__ import annotations
 
@@ -53,23 +53,29 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.overhead")
     p.add_argument("--reference", default="fashion-mnist-cnn-pytorch")
     p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     results = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
     bares, harnesses, spans = [], [], []
     for i in range(a.repeats):
-        bares.append(bare(a.reference, a.epochs, a.seed))
-        h = harnessed(a.reference, a.epochs, a.seed, results, f"overhead-{i}")
+        # alternate which side goes first, so a machine that speeds up or slows down favours neither
+        if i % 2 == 0:
+            bares.append(bare(a.reference, a.epochs, a.seed))
+            h = harnessed(a.reference, a.epochs, a.seed, results, f"overhead-{i}")
+        else:
+            h = harnessed(a.reference, a.epochs, a.seed, results, f"overhead-{i}")
+            bares.append(bare(a.reference, a.epochs, a.seed))
         harnesses.append(h["on_clock"])
         spans.append(h["harness_span"])
         print(f"repeat_{i}_bare_seconds={bares[-1]:.3f} repeat_{i}_harness_seconds={harnesses[-1]:.3f}", flush=True)
     b, h = statistics.median(bares), statistics.median(harnesses)
     print(f"bare_seconds={b:.3f} harness_seconds={h:.3f}")
-    # End to end, from the fastest run of each side (the one least disturbed by the machine),
-    # and from medians; then the harness's own bookkeeping span, which its clock measures exactly.
-    print(f"harness_overhead_pct={100 * (min(harnesses) - min(bares)) / min(bares):.2f}")
-    print(f"harness_overhead_median_pct={100 * (h - b) / b:.2f}")
+    # Each repeat runs bare then harness back to back; the median of the per-pair ratios cancels
+    # slow drift in machine speed better than comparing the two sets as wholes.
+    ratios = [hh / bb - 1 for hh, bb in zip(harnesses, bares)]
+    print(f"harness_overhead_pct={100 * statistics.median(ratios):.2f}")
+    print(f"harness_overhead_min_pct={100 * (min(harnesses) - min(bares)) / min(bares):.2f}")
     # the run-to-run spread of the bare loop alone: differences below it are the machine, not the harness
     print(f"bare_spread_pct={100 * (max(bares) - min(bares)) / b:.2f}")
     print(f"harness_span_pct={100 * statistics.median(spans) / h:.3f}")
