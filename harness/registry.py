@@ -44,22 +44,31 @@ class ReferenceSpec:
     max_seconds: float = 24 * 3600.0
 
     def load_entry_class(self):
+        """The entry class: `module:Class` with module.py in the reference directory, or a dotted
+        module on the path (so variants of one recipe can share a file in common/)."""
         module_name, _, class_name = self.entry.partition(":")
         path = self.directory / f"{module_name}.py"
-        if not class_name or not path.is_file():
-            raise UsageError(f"{self.directory / 'reference.toml'}: field 'entry' = {self.entry!r} "
-                             f"must be 'module:Class' with {path.name} in the reference directory")
-        # The reference directory goes first on the path so a fork can split its code in files.
-        sys.path.insert(0, str(self.directory))
-        unique = "dawnbench_ref_" + self.name.replace("-", "_")
-        spec = importlib.util.spec_from_file_location(unique, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[unique] = module
-        spec.loader.exec_module(module)
+        where = self.directory / "reference.toml"
+        if not class_name or not module_name:
+            raise UsageError(f"{where}: field 'entry' = {self.entry!r} must be 'module:Class'")
+        if path.is_file():
+            # The reference directory goes first on the path so a fork can split its code in files.
+            sys.path.insert(0, str(self.directory))
+            unique = "dawnbench_ref_" + self.name.replace("-", "_")
+            spec = importlib.util.spec_from_file_location(unique, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[unique] = module
+            spec.loader.exec_module(module)
+        else:
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as e:
+                raise UsageError(f"{where}: field 'entry' = {self.entry!r}: no {path.name} in the "
+                                 f"reference directory and no importable module ({e})") from None
         try:
             return getattr(module, class_name)
         except AttributeError:
-            raise UsageError(f"{path}: no class {class_name!r} (named by 'entry' in reference.toml)") from None
+            raise UsageError(f"{where}: field 'entry': module {module_name!r} has no class {class_name!r}") from None
 
 
 def available() -> list[str]:
