@@ -41,6 +41,8 @@ run: data
 ifeq ($(NPROC),1)
 	$(VENV)/bin/dawnbench run $(REF) $(ARGS)
 else
+	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
+TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
 	$(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m dawnbench run $(REF) $(ARGS)
 endif
 
@@ -56,7 +58,7 @@ $(TEST_VENV)/.installed: requirements/test.txt requirements/harness.txt pyprojec
 	@test -x $(TEST_VENV)/bin/python || $(PYTHON) -m venv $(TEST_VENV)
 	$(TEST_VENV)/bin/pip install $(PIP_FLAGS) -r requirements/test.txt 2>&1 | grep -v "^WARNING: Location" || true
 	$(TEST_VENV)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
-	@$(TEST_VENV)/bin/python -c "import harness, common, torch, pytest, jsonschema" && touch $@
+	@$(TEST_VENV)/bin/python -c "import harness, common, torch, tensorflow, pytest, jsonschema" && touch $@
 
 test: $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/dawnbench data fetch fashion-mnist

@@ -4,12 +4,18 @@ Checksums, the on-disk layout and the IDX reader belong to the harness
 (``harness.datasets``), which must be able to load eval labels on its own; this
 module only gets the files there and hands training data to references.
 
-Sources for Fashion-MNIST, first usable wins:
+Sources for Fashion-MNIST (one gzip file per dataset file), first usable wins:
 1. Debian's ``dataset-fashion-mnist`` package directory, when installed;
 2. installing that package with apt-get, when running as root (containers);
 3. the upstream URLs (or a mirror: ``DAWNBENCH_FASHION_MNIST_URL``).
 Whatever the source, a file reaches its final name only after its sha256
 matched, so an interrupted or corrupted fetch never leaves a bad file in place.
+
+CIFAR-10 comes as one tarball (URL from the manifest, or ``DAWNBENCH_CIFAR10_URL``):
+downloaded to a temp directory inside the dataset directory, its md5 checked,
+unpacked member by member (only the expected regular files: no links, no absolute
+or ``..`` paths), every file's md5 checked, and only then the whole directory
+renamed into place. The dataset directory is complete or absent, never half-written.
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import urllib.error
 import urllib.request
 import zlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -34,9 +41,13 @@ from harness.datasets import (
     CHUNK_SIZE,
     DatasetError,
     dataset_dir,
+    file_matches,
+    files_dir,
     manifest,
+    read_cifar_batch,
     read_idx,
     sha256_file,
+    verify_dataset,
     verify_file,
 )
 
@@ -46,6 +57,8 @@ __all__ = [
     "verify",
     "load_fashion_mnist",
     "load_fashion_mnist_images",
+    "load_cifar10",
+    "load_cifar10_images",
 ]
 
 DOWNLOAD_TIMEOUT_S = 60
@@ -84,34 +97,48 @@ class _CountingReader:
         return data
 
 
+@contextlib.contextmanager
+def _temp_file(directory: Path, name: str):
+    """``(open file, its path)``: a temp file in ``directory``, removed if the block
+    raises. The caller os.replace()s it into place once it is checked."""
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out, tmp
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def _copy_hashing(source, out, algorithm: str) -> tuple[str, int]:
+    """Copy the readable ``source`` into ``out``; (hex digest, size) of what was copied."""
+    digest = hashlib.new(algorithm, usedforsecurity=False)
+    size = 0
+    while chunk := source.read(CHUNK_SIZE):
+        digest.update(chunk)
+        out.write(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
+
+
 def _install(name: str, stream, target: Path, expected: dict, source: str) -> None:
     """Decompress the gzip ``stream`` into ``target``: through a temp file in the
     same directory, checked, then renamed, so ``target`` is whole or absent."""
     entry = manifest(name)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
-        digest = hashlib.sha256()
-        size = 0
-        with os.fdopen(fd, "wb") as out, gzip.GzipFile(fileobj=stream, mode="rb") as gz:
-            while chunk := gz.read(CHUNK_SIZE):
-                digest.update(chunk)
-                out.write(chunk)
-                size += len(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        actual = digest.hexdigest()
+    with _temp_file(target.parent, target.name) as (out, tmp):
+        with gzip.GzipFile(fileobj=stream, mode="rb") as gz:
+            actual, size = _copy_hashing(gz, out, "sha256")
         if actual != expected["sha256"]:
             raise DatasetError(
                 f"checksum mismatch for {target.name} from {source}: expected sha256 {expected['sha256']}, "
                 f"got {actual} (size {size}, expected {expected['size']}); nothing was written to "
                 f"{target.parent}; the source is corrupt, re-fetch with: {entry['fetch_command']}"
             )
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+    os.replace(tmp, target)
 
 
 def _files_to_fetch(name: str, directory: Path) -> list[str]:
@@ -161,7 +188,11 @@ def _can_apt() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get") is not None
 
 
-def _download(name: str, url: str, target: Path, expected: dict, progress: bool) -> None:
+@contextlib.contextmanager
+def _downloading(name: str, url: str, label: str, progress: bool):
+    """Open ``url`` and yield a reader of its body that feeds a tqdm bar (labelled
+    ``label``) and fails on a short body. Network and read errors, inside the
+    block too, become one-line DatasetErrors that say how to retry."""
     entry = manifest(name)
     retry = f"nothing was written; re-run: {entry['fetch_command']}"
     try:
@@ -172,9 +203,9 @@ def _download(name: str, url: str, target: Path, expected: dict, progress: bool)
             if progress:
                 from tqdm import tqdm
 
-                bar = tqdm(total=total, unit="B", unit_scale=True, desc=target.name, file=sys.stderr, leave=False)
+                bar = tqdm(total=total, unit="B", unit_scale=True, desc=label, file=sys.stderr, leave=False)
             try:
-                _install(name, _CountingReader(response, total, bar), target, expected, url)
+                yield _CountingReader(response, total, bar)
             finally:
                 if bar is not None:
                     bar.close()
@@ -187,6 +218,11 @@ def _download(name: str, url: str, target: Path, expected: dict, progress: bool)
         raise DatasetError(f"cannot reach {url} ({_one_line(exc.reason)}); {hint or retry}") from exc
     except (EOFError, OSError, zlib.error, http.client.HTTPException) as exc:
         raise DatasetError(f"download of {url} was interrupted or unreadable ({_one_line(exc)}); {retry}") from exc
+
+
+def _download(name: str, url: str, target: Path, expected: dict, progress: bool) -> None:
+    with _downloading(name, url, target.name, progress) as stream:
+        _install(name, stream, target, expected, url)
 
 
 def _copy_from_debian(name: str, debian_dir: Path, target: Path, expected: dict) -> None:
@@ -209,14 +245,21 @@ def fetch(
     debian_dir: str | os.PathLike | None = None,
     allow_apt: bool = True,
     url_base: str | None = None,
+    url: str | None = None,
     progress: bool = True,
 ) -> Path:
-    """Make ``<data_root>/<dataset dir>`` hold every file of the dataset, verified.
+    """Make the dataset's directory under ``data_root`` hold every file, verified;
+    returns the directory that holds the files.
 
-    ``debian_dir`` defaults to the manifest's; ``url_base`` to ``$<url_env>`` or
-    the manifest's upstream base. Returns the dataset directory.
+    Datasets of gzip files (Fashion-MNIST): ``debian_dir`` defaults to the
+    manifest's; ``url_base`` to ``$<url_env>`` or the manifest's upstream base.
+    Datasets shipped as one tarball (CIFAR-10): the tarball's URL is ``url``, else
+    ``url_base`` + its name, else ``$<url_env>`` (a full URL, or a base ending in
+    ``/``), else the manifest's; ``debian_dir`` and ``allow_apt`` do not apply.
     """
     entry = manifest(name)
+    if "archive" in entry:
+        return _fetch_archive(name, data_root, _archive_url(entry, url, url_base), progress)
     if entry.get("compression") != "gzip" or not (entry.get("debian_dir") or entry.get("url_base")):
         raise DatasetError(f"dataset {name!r} has no automatic source; place its files by hand, see docs")
     directory = dataset_dir(name, data_root)
@@ -254,6 +297,130 @@ def fetch(
     return directory
 
 
+def _archive_url(entry: dict, url: str | None, url_base: str | None) -> str:
+    archive = entry["archive"]
+    chosen = url or url_base or os.environ.get(entry.get("url_env", ""), "") or archive["url"]
+    return chosen + archive["name"] if chosen.endswith("/") else chosen
+
+
+def _make_dirs(directory: Path) -> list[Path]:
+    """mkdir -p; the directories it created, outermost first (to undo on failure)."""
+    created = []
+    for parent in [directory, *directory.parents]:
+        if parent.exists():
+            break
+        created.insert(0, parent)
+    directory.mkdir(parents=True, exist_ok=True)
+    return created
+
+
+def _extract(name: str, tarball: Path, staging: Path) -> None:
+    """Unpack the dataset's files from ``tarball`` into ``staging``, checking each.
+
+    Only regular-file members ``<subdir>/<a file or extra of the manifest>`` (and
+    the ``<subdir>`` directory entry) are allowed; anything else (absolute or
+    ``..`` paths, links, devices, strangers, duplicates) refuses the whole tarball.
+    Members are copied out by hand, never with ``tar.extract``: no metadata,
+    permissions or link targets from the archive reach the disk.
+    """
+    entry = manifest(name)
+    prefix = entry["subdir"]
+    wanted = set(entry["files"]) | set(entry["archive"].get("extras", []))
+    fix = f"the tarball is not the official one; re-fetch with: {entry['fetch_command']}"
+
+    def refuse(member: tarfile.TarInfo, why: str) -> DatasetError:
+        return DatasetError(f"refusing to unpack {tarball.name}: member {member.name!r} {why}; {fix}")
+
+    staging.mkdir()
+    seen: set[str] = set()
+    try:
+        with tarfile.open(tarball, "r:gz") as tar:
+            for member in tar:
+                path = PurePosixPath(member.name)
+                parts = [part for part in path.parts if part != "."]
+                if path.is_absolute():
+                    raise refuse(member, "has an absolute path")
+                if ".." in parts:
+                    raise refuse(member, "points outside the archive (..)")
+                if member.issym() or member.islnk():
+                    raise refuse(member, f"is a link (to {member.linkname!r})")
+                if member.isdir() and parts == [prefix]:
+                    continue
+                if not member.isfile():
+                    raise refuse(member, "is not a regular file")
+                if len(parts) != 2 or parts[0] != prefix or parts[1] not in wanted:
+                    expected = f"{prefix}/<one of {', '.join(sorted(wanted))}>"
+                    raise refuse(member, f"is not a file of {name} (expected {expected})")
+                if parts[1] in seen:
+                    raise refuse(member, "appears twice")
+                seen.add(parts[1])
+                with tar.extractfile(member) as source, open(staging / parts[1], "xb") as out:
+                    shutil.copyfileobj(source, out, CHUNK_SIZE)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        raise DatasetError(f"cannot unpack {tarball.name}: {_one_line(exc)}; {fix}") from exc
+    if missing := sorted(wanted - seen):
+        raise DatasetError(f"{tarball.name} lacks {', '.join(f'{prefix}/{f}' for f in missing)}; {fix}")
+    for filename, expected in entry["files"].items():
+        if mismatch := file_matches(staging / filename, expected):
+            raise DatasetError(f"checksum mismatch for {prefix}/{filename} in {tarball.name}: {mismatch}; {fix}")
+
+
+def _replace_dir(new: Path, target: Path, parking: Path) -> None:
+    """Put directory ``new`` at ``target`` by rename; a previous ``target`` goes
+    to ``parking`` (for the caller to delete). ``target`` is never partly written."""
+    had_previous = target.exists() or target.is_symlink()
+    if had_previous:
+        os.replace(target, parking)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        if had_previous:
+            os.replace(parking, target)
+        raise
+
+
+def _fetch_archive(name: str, data_root, url: str, progress: bool) -> Path:
+    entry = manifest(name)
+    archive = entry["archive"]
+    if not entry.get("subdir"):
+        raise DatasetError(f"datasets.toml entry [{name}] has an archive but no subdir; fix harness/data/datasets.toml")
+    directory = dataset_dir(name, data_root)
+    target = files_dir(name, data_root)
+    try:
+        verify_dataset(name, data_root)
+    except DatasetError as exc:
+        if target.exists():
+            _say(name, f"{target} is present but not intact ({exc}); fetching it again")
+    else:
+        _say(name, f"all files present and verified in {target}; nothing to do")
+        return target
+
+    created = _make_dirs(directory)
+    try:
+        with tempfile.TemporaryDirectory(dir=directory, prefix=".fetch-") as work:
+            tarball = Path(work) / archive["name"]
+            _say(name, f"source: download {url}")
+            with _downloading(name, url, archive["name"], progress) as stream, open(tarball, "xb") as out:
+                actual, size = _copy_hashing(stream, out, "md5")
+            if actual != archive["md5"]:
+                raise DatasetError(
+                    f"checksum mismatch for {archive['name']} from {url}: expected md5 {archive['md5']}, got {actual} "
+                    f"(size {size}); nothing was written to {directory}; the download is corrupt or not the "
+                    f"official tarball, re-fetch with: {entry['fetch_command']}"
+                )
+            staging = Path(work) / entry["subdir"]
+            _extract(name, tarball, staging)
+            tarball.unlink()
+            _replace_dir(staging, target, Path(work) / "previous")
+    except BaseException:
+        for path in reversed(created):  # only directories this call made, and only if empty
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
+    _say(name, f"ready in {target}")
+    return target
+
+
 def verify(name: str, data_root: str | os.PathLike | None = None) -> list[Path]:
     """Print ``ok <file>`` per verified file; raise DatasetError on the first bad one."""
     paths = []
@@ -263,13 +430,15 @@ def verify(name: str, data_root: str | os.PathLike | None = None) -> list[Path]:
     return paths
 
 
-def _split_files(split: str) -> dict:
-    splits = manifest("fashion-mnist")["splits"]
+def _split(name: str, split: str):
+    splits = manifest(name)["splits"]
     if split not in splits:
-        raise DatasetError(f"unknown Fashion-MNIST split {split!r}; splits are: {', '.join(splits)}")
+        raise DatasetError(f"unknown {name} split {split!r}; splits are: {', '.join(splits)}")
     return splits[split]
 
 
+def _split_files(split: str) -> dict:
+    return _split("fashion-mnist", split)
 def load_fashion_mnist_images(data_root: str | os.PathLike | None, split: str) -> np.ndarray:
     """Images of a split, uint8 (N, 28, 28), checksum-verified.
 
@@ -291,3 +460,28 @@ def load_fashion_mnist(data_root: str | os.PathLike | None, split: str) -> tuple
         raise DatasetError(f"malformed IDX file {path}: expected {len(images)} labels, got shape {labels.shape}")
     return images, labels.astype(np.int64)
 
+
+def _cifar10_split(data_root: str | os.PathLike | None, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """(images uint8 (N, 32, 32, 3), labels int64 (N,)): the split's batches in order."""
+    data, labels = [], []
+    for filename in _split("cifar10", split):
+        batch_data, batch_labels = read_cifar_batch(verify_file("cifar10", data_root, filename))
+        data.append(batch_data)
+        labels.append(batch_labels)
+    # Rows are channel-major (1024 R, 1024 G, 1024 B, each row by row): CHW -> HWC.
+    images = np.concatenate(data).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(images), np.concatenate(labels)
+
+
+def load_cifar10_images(data_root: str | os.PathLike | None, split: str) -> np.ndarray:
+    """Images of a split, uint8 (N, 32, 32, 3) HWC, checksum-verified.
+
+    The only loader a reference may use for the eval split: it returns no labels.
+    """
+    return _cifar10_split(data_root, split)[0]
+
+
+def load_cifar10(data_root: str | os.PathLike | None, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """(images uint8 (N, 32, 32, 3) HWC, labels int64 (N,)) of ``"train"`` (the five
+    batches concatenated in order) or ``"test"``, checksum-verified."""
+    return _cifar10_split(data_root, split)

@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("data", help="fetch or verify a dataset")
     p.add_argument("action", choices=["fetch", "verify"])
-    p.add_argument("dataset", nargs="?", help="a dataset name, e.g. fashion-mnist")
+    p.add_argument("dataset", nargs="?", help="a dataset name: fashion-mnist or cifar10")
     p.add_argument("--reference", help="instead of a dataset name: the dataset of this reference's task")
     p.add_argument("--data", type=Path, default=None)
     return parser

@@ -2,8 +2,12 @@
 
 The harness scores every run against eval labels it loads itself, so it must be
 able to prove those labels are the official ones: every file is checked against
-the sha256 recorded in ``data/datasets.toml`` before it is read. Fetching lives
-in ``common.datasets``; the harness only verifies and reads.
+the checksum (sha256 or md5) recorded in ``data/datasets.toml`` before it is read.
+Fetching lives in ``common.datasets``; the harness only verifies and reads.
+
+Formats read here: IDX (MNIST / Fashion-MNIST) and the CIFAR Python pickles,
+the latter through an unpickler that resolves only the numpy globals those
+files need, never through plain ``pickle.load``.
 
 numpy and the standard library only: this module is installed into every
 reference's environment, whatever its framework.
@@ -11,12 +15,15 @@ reference's environment, whatever its framework.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import gzip
 import hashlib
+import importlib
 import importlib.resources
 import os
+import pickle
 import struct
 from pathlib import Path
 
@@ -33,10 +40,15 @@ __all__ = [
     "manifest",
     "dataset_names",
     "dataset_dir",
+    "files_dir",
     "sha256_file",
+    "md5_file",
+    "file_matches",
     "verify_file",
     "verify_dataset",
     "read_idx",
+    "read_cifar_pickle",
+    "read_cifar_batch",
     "load_eval_labels",
 ]
 
@@ -75,10 +87,40 @@ def default_data_root() -> Path:
     return Path(__file__).resolve().parent.parent / "data"
 
 
+MANIFEST_ENV = "DAWNBENCH_DATASETS_MANIFEST"
+
+CHECKSUMS = ("sha256", "md5")  # the algorithms a file entry may name; every one given is checked
+
+
 @functools.lru_cache(maxsize=1)
-def _load_manifests() -> dict:
+def _builtin_manifests() -> dict:
     text = importlib.resources.files("harness").joinpath("data", "datasets.toml").read_text("utf-8")
     return tomllib.loads(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _override_manifests(path: str, mtime_ns: int, size: int) -> dict:
+    # Keyed on the file's identity, so a new path or an edited file is read afresh.
+    try:
+        return tomllib.loads(Path(path).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise DatasetError(f"cannot read ${MANIFEST_ENV}={path}: {exc}; fix the file or unset the variable") from exc
+
+
+def _load_manifests() -> dict:
+    """The built-in manifest, with entries of ``$DAWNBENCH_DATASETS_MANIFEST`` replacing
+    same-named ones. The variable is read on every call."""
+    manifests = dict(_builtin_manifests())
+    override = os.environ.get(MANIFEST_ENV)
+    if override:
+        try:
+            stat = os.stat(override)
+        except OSError as exc:
+            raise DatasetError(
+                f"${MANIFEST_ENV}={override} cannot be read ({exc.strerror or exc}); fix the path or unset the variable"
+            ) from exc
+        manifests.update(_override_manifests(override, stat.st_mtime_ns, stat.st_size))
+    return manifests
 
 
 def dataset_names() -> list[str]:
@@ -95,24 +137,59 @@ def manifest(name: str) -> dict:
     missing = [key for key in ("dir", "files", "eval_labels", "fetch_command") if key not in entry]
     if missing:
         raise DatasetError(f"datasets.toml entry [{name}] lacks {', '.join(missing)}; fix harness/data/datasets.toml")
+    unchecked = [f for f, spec in entry["files"].items() if not any(algo in spec for algo in CHECKSUMS)]
+    if unchecked:
+        raise DatasetError(
+            f"datasets.toml entry [{name}] gives no checksum ({' or '.join(CHECKSUMS)}) for {', '.join(unchecked)}; "
+            "fix harness/data/datasets.toml"
+        )
     return copy.deepcopy(entry)
 
 
 def dataset_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:
+    """``<data root>/<dir>``: everything of the dataset lives under it."""
     root = default_data_root() if data_root is None else Path(data_root)
     return root / manifest(name)["dir"]
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
+def files_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:
+    """Where the dataset's files are: ``<data root>/<dir>[/<subdir>]``."""
+    return dataset_dir(name, data_root) / manifest(name).get("subdir", "")
+
+
+def _hash_file(path: str | os.PathLike, algorithms) -> dict[str, str]:
+    digests = {algo: hashlib.new(algo, usedforsecurity=False) for algo in algorithms}
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK_SIZE):
-            digest.update(chunk)
-    return digest.hexdigest()
+            for digest in digests.values():
+                digest.update(chunk)
+    return {algo: digest.hexdigest() for algo, digest in digests.items()}
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    return _hash_file(path, ["sha256"])["sha256"]
+
+
+def md5_file(path: str | os.PathLike) -> str:
+    return _hash_file(path, ["md5"])["md5"]
+
+
+def checksum_mismatch(expected: dict, actual: dict[str, str]) -> str | None:
+    """``None`` when every checksum ``expected`` gives matches ``actual``; else
+    "expected <algo> <hex>, got <hex>" for the first that does not."""
+    for algo in CHECKSUMS:
+        if algo in expected and actual.get(algo) != expected[algo]:
+            return f"expected {algo} {expected[algo]}, got {actual.get(algo)}"
+    return None
+
+
+def file_matches(path: str | os.PathLike, expected: dict) -> str | None:
+    """Hash ``path`` with every algorithm ``expected`` names; as :func:`checksum_mismatch`."""
+    return checksum_mismatch(expected, _hash_file(path, [a for a in CHECKSUMS if a in expected]))
 
 
 def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -> Path:
-    """Path of one file of the dataset, after checking its size and sha256."""
+    """Path of one file of the dataset, after checking its checksum(s)."""
     entry = manifest(name)
     fix = f"run: {entry['fetch_command']}"
     if filename not in entry["files"]:
@@ -120,18 +197,17 @@ def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -
             f"{filename!r} is not a file of dataset {name!r}; its files are: {', '.join(entry['files'])}"
         )
     expected = entry["files"][filename]
-    directory = dataset_dir(name, data_root)
+    directory = files_dir(name, data_root)
     if not directory.is_dir():
         raise DatasetError(f"dataset {name!r} not found in {directory}; {fix}")
     path = directory / filename
     if not path.is_file():
         raise DatasetError(f"{filename} of dataset {name!r} not found in {directory}; {fix}")
-    actual = sha256_file(path)
-    if actual != expected["sha256"]:
-        size = path.stat().st_size
+    mismatch = file_matches(path, expected)
+    if mismatch:
+        size = f"size {path.stat().st_size}" + (f", expected {expected['size']}" if "size" in expected else "")
         raise DatasetError(
-            f"checksum mismatch for {path}: expected sha256 {expected['sha256']}, got {actual} "
-            f"(size {size}, expected {expected['size']}); the file is corrupt or not the official one, "
+            f"checksum mismatch for {path}: {mismatch} ({size}); the file is corrupt or not the official one, "
             f"re-fetch it with: {entry['fetch_command']}"
         )
     return path
@@ -212,10 +288,107 @@ def read_idx(source: str | os.PathLike | bytes | bytearray | memoryview, *, name
     return array
 
 
+# --- CIFAR pickles ------------------------------------------------------------
+#
+# The official CIFAR-10 batches are Python 2 pickles. Unpickling runs whatever
+# callables the file names, so a plain pickle.load of a file from the network is
+# arbitrary code execution. The unpickler below resolves only the globals a numpy
+# array needs; anything else is refused before it can be called.
+
+def _numpy_reconstruct():
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2 / numpy 1
+        with contextlib.suppress(ImportError, AttributeError):
+            return importlib.import_module(module)._reconstruct
+    raise DatasetError("this numpy has no multiarray._reconstruct; it cannot read CIFAR pickles")
+
+
+def _plain_dtype(*args):
+    """``numpy.dtype`` as a pickle may call it, minus object dtypes (which would
+    let the pickle smuggle arbitrary objects into an array)."""
+    dtype = np.dtype(*args)
+    if dtype.hasobject:
+        raise pickle.UnpicklingError(f"object dtype {dtype} is not allowed")
+    return dtype
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """Resolves exactly the globals of the official CIFAR pickles; refuses the rest."""
+
+    def __init__(self, file, label: str):
+        super().__init__(file, encoding="bytes")
+        self.label = label
+
+    def find_class(self, module: str, name: str):
+        if module in ("numpy.core.multiarray", "numpy._core.multiarray") and name == "_reconstruct":
+            return _numpy_reconstruct()
+        if module == "numpy" and name == "ndarray":
+            return np.ndarray
+        if module == "numpy" and name == "dtype":
+            return _plain_dtype
+        raise DatasetError(
+            f"refusing to load {self.label}: the pickle names {module}.{name}, which no CIFAR file holds; "
+            "the file is not an official CIFAR batch (and may be malicious), delete it"
+        )
+
+    def persistent_load(self, pid):
+        raise DatasetError(f"refusing to load {self.label}: it uses persistent ids, which no CIFAR file holds")
+
+
+def read_cifar_pickle(path: str | os.PathLike) -> dict:
+    """Unpickle a CIFAR file (a dict with byte-string keys) through the restricted
+    unpickler. Verify its checksum first: this parses, it does not authenticate."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            obj = _CifarUnpickler(f, str(path)).load()
+    except DatasetError:
+        raise
+    except OSError as exc:
+        raise DatasetError(f"cannot read CIFAR file {path}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # a corrupt pickle raises almost anything: EOFError, ValueError, UnpicklingError...
+        raise DatasetError(f"malformed CIFAR file {path}: not a readable pickle ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(obj, dict):
+        raise DatasetError(f"malformed CIFAR file {path}: expected a dict, got {type(obj).__name__}")
+    return obj
+
+
+def read_cifar_batch(path: str | os.PathLike, num_classes: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """``(data uint8 (N, 3072) channel-major, labels int64 (N,))`` of one CIFAR-10
+    batch file, its shapes and label range checked."""
+    batch = read_cifar_pickle(path)
+
+    def malformed(problem: str) -> DatasetError:
+        return DatasetError(f"malformed CIFAR batch {path}: {problem}")
+
+    missing = [key.decode() for key in (b"data", b"labels") if key not in batch]
+    if missing:
+        raise malformed(f"no {' or '.join(missing)} key (keys: {sorted(map(repr, batch))})")
+    data = batch[b"data"]
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+        shape = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
+        raise malformed(f"data must be uint8 (N, 3072), got {shape}")
+    try:
+        labels = np.asarray(batch[b"labels"])
+    except (TypeError, ValueError) as exc:
+        raise malformed(f"labels are not a list of integers ({exc})") from exc
+    if labels.ndim != 1 or len(labels) != len(data) or (len(labels) and labels.dtype.kind not in "iu"):
+        raise malformed(f"expected {len(data)} integer labels, got {labels.dtype} {labels.shape}")
+    labels = labels.astype(np.int64)
+    bad = labels[(labels < 0) | (labels >= num_classes)]
+    if len(bad):
+        raise malformed(f"labels must be 0..{num_classes - 1}, found {int(bad[0])}")
+    return data, labels
+
+
 def load_eval_labels(name: str, data_root: str | os.PathLike | None = None) -> np.ndarray:
     """The official eval labels as int64, read only after their checksum matched."""
     entry = manifest(name)
     path = verify_file(name, data_root, entry["eval_labels"])
+    file_format = entry.get("format", "idx")
+    if file_format == "cifar-pickle":
+        return read_cifar_batch(path)[1]
+    if file_format != "idx":
+        raise DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}; known: idx, cifar-pickle")
     labels = read_idx(path)
     if labels.ndim != 1:
         raise DatasetError(f"malformed IDX file {path}: eval labels must be 1-D, got shape {labels.shape}")

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -121,3 +120,18 @@ def cli_env(**extra) -> dict:
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture
+def cifar10_root(tmp_path, monkeypatch) -> Path:
+    """A data root holding a tiny CIFAR-10 in the exact official format (5 x 20 train, 50 test,
+    every class in every batch), under <root>/cifar10/cifar-10-batches-py/, with
+    $DAWNBENCH_DATASETS_MANIFEST pointing at a manifest that carries the fixture's checksums."""
+    from cifar10_fixture import fixture_manifest, write_cifar10_batches
+
+    root = tmp_path / "data"
+    batches = root / "cifar10" / "cifar-10-batches-py"
+    write_cifar10_batches(batches)
+    override = fixture_manifest(tmp_path / "datasets-cifar10-fixture.toml", batches_dir=batches)
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(override))
+    return root

@@ -1,0 +1,194 @@
+"""The CIFAR-10 ResNet recipe in PyTorch (common/recipes/cifar10_resnet_pytorch.py) and the five
+references that share it: the network against the paper, the augmentation, the schedule, and a
+smoke run of every reference on the tiny CIFAR-10 fixture (setup -> one epoch -> predict -> save
+-> load -> infer)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from common.recipes import cifar10_resnet_pytorch as recipe
+from harness import registry
+from harness.reference import Context
+
+REFERENCES = {
+    "cifar10-resnet20-pytorch": (20, "basic"),
+    "cifar10-resnet56-pytorch": (56, "basic"),
+    "cifar10-resnet110-pytorch": (110, "basic"),
+    "cifar10-resnet164-pytorch": (164, "basic"),
+    "cifar10-resnet164b-pytorch": (164, "bottleneck"),
+}
+# He et al. 2016, table 6: parameters of the CIFAR-10 ResNets with option-A shortcuts.
+PUBLISHED = {20: 0.27e6, 56: 0.85e6, 110: 1.7e6}
+# Exact trainable counts (conv weights, batch-norm scales and shifts, linear weight and bias);
+# the TensorFlow recipe must build the same networks, so it compares against these.
+EXACT = {
+    (20, "basic"): 269_722,
+    (56, "basic"): 853_018,
+    (110, "basic"): 1_727_962,
+    (164, "basic"): 2_602_906,
+    (164, "bottleneck"): 1_704_154,
+}
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread: on a shared CPU, OpenMP threads spin-waiting for a busy core made
+    these tests up to 20x slower and erratic; one thread keeps them at about a minute."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------------------------- the network
+
+@pytest.mark.parametrize("depth", sorted(PUBLISHED))
+def test_parameter_counts_match_the_paper(depth):
+    count = recipe.count_parameters(depth, "basic")
+    assert abs(count - PUBLISHED[depth]) / PUBLISHED[depth] < 0.02, count
+
+
+def test_exact_parameter_counts():
+    counts = {key: recipe.count_parameters(*key) for key in EXACT}
+    for (depth, block), count in counts.items():
+        print(f"ResNet-{depth} {block}: {count:,} parameters")
+    assert counts == EXACT
+
+
+@pytest.mark.parametrize("depth, block, n", [(20, "basic", 3), (56, "basic", 9), (110, "basic", 18),
+                                             (164, "basic", 27), (164, "bottleneck", 18),
+                                             (29, "bottleneck", 3), (8, "basic", 1)])
+def test_depth_is_weighted_layers(depth, block, n):
+    assert recipe.blocks_per_stage(depth, block) == n
+    model = recipe.CifarResNetModel(depth, block)
+    assert [len(stage) for stage in model.stages] == [n, n, n]
+    # depth counts the stem, the convolutions on every block's main path and the linear layer;
+    # projection shortcuts are not layers of the depth.
+    main_path = [m for name, m in model.named_modules()
+                 if isinstance(m, nn.Conv2d) and ".shortcut" not in name]
+    assert len(main_path) + 1 == depth
+
+
+@pytest.mark.parametrize("depth, block", [(21, "basic"), (2, "basic"), (20, "bottleneck2"), (30, "bottleneck")])
+def test_impossible_depths_are_refused(depth, block):
+    with pytest.raises(ValueError, match="depth|block"):
+        recipe.blocks_per_stage(depth, block)
+
+
+def test_shapes_and_shortcuts():
+    torch.manual_seed(0)
+    for depth, block in [(20, "basic"), (29, "bottleneck")]:
+        model = recipe.CifarResNetModel(depth, block).eval()
+        with torch.no_grad():
+            assert model(torch.randn(3, 3, 32, 32)).shape == (3, 10)
+    # Option A: stride-2 subsampling, zero channels padded evenly on both sides, no parameters.
+    blk = recipe.BasicBlock(16, 32, stride=2)
+    x = torch.randn(2, 16, 8, 8)
+    s = blk.shortcut(x)
+    assert s.shape == (2, 32, 4, 4)
+    assert torch.equal(s[:, 8:24], x[:, :, ::2, ::2])
+    assert not s[:, :8].any() and not s[:, 24:].any()
+    # Bottleneck: projection only where the shape changes.
+    assert isinstance(recipe.Bottleneck(64, 16, stride=1).shortcut, nn.Identity)
+    assert isinstance(recipe.Bottleneck(16, 16, stride=1).shortcut, nn.Sequential)
+    assert isinstance(recipe.Bottleneck(64, 32, stride=2).shortcut, nn.Sequential)
+
+
+def test_resnet20_overfits_one_batch():
+    torch.manual_seed(0)
+    model = recipe.CifarResNetModel(20, "basic")
+    x = recipe.normalize(torch.randint(0, 256, (16, 3, 32, 32), dtype=torch.uint8))
+    y = torch.arange(16) % 10
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for _ in range(20):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+# ----------------------------------------------------------------------------- data, schedule
+
+def test_crop_flip_keeps_shapes_and_moves_pixels():
+    gen = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (8, 32, 32, 3), dtype=torch.uint8, generator=gen).numpy()
+    padded = recipe.to_padded_chw(images)
+    assert padded.shape == (8, 3, 40, 40) and padded.dtype == torch.uint8
+    assert not padded[:, :, :4].any() and not padded[:, :, :, -4:].any()      # black border
+    original = torch.from_numpy(images).permute(0, 3, 1, 2)
+    center = torch.full((8,), recipe.PAD)
+    no = torch.zeros(8, dtype=torch.bool)
+    assert torch.equal(recipe.crop_flip(padded, center, center, no), original)
+    assert torch.equal(recipe.crop_flip(padded, center, center, ~no), original.flip(3))
+    dx = torch.randint(0, 9, (8,), generator=gen)
+    dy = torch.randint(0, 9, (8,), generator=gen)
+    flip = torch.rand(8, generator=gen) < 0.5
+    out = recipe.crop_flip(padded, dx, dy, flip)
+    assert out.shape == original.shape and out.dtype == torch.uint8
+    moved = (dx != recipe.PAD) | (dy != recipe.PAD) | flip
+    assert moved.any()
+    for i in range(8):
+        assert torch.equal(out[i], original[i]) != bool(moved[i])
+        # the crop is the padded image's window at (dy, dx), mirrored where flipped
+        window = padded[i, :, dy[i]:dy[i] + 32, dx[i]:dx[i] + 32]
+        assert torch.equal(out[i], window.flip(2) if flip[i] else window)
+    x = recipe.normalize(out)
+    assert x.dtype == torch.float32 and x.shape == (8, 3, 32, 32)
+
+
+# ------------------------------------------------------------------- every reference, end to end
+
+def _context(spec, data_root, tmp_path, **overrides):
+    config = dict(spec.hyperparameters, batch_size=16, **overrides)
+    return Context(config=config, data_root=data_root, seed=0, task=spec.task, work_dir=tmp_path,
+                   show_progress=False)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_reference_smoke(name, cifar10_root, tmp_path):
+    spec = registry.load_spec(name)
+    assert (spec.hyperparameters["depth"], spec.hyperparameters["block"]) == REFERENCES[name]
+    assert spec.task.name == "cifar10" and spec.max_epochs == 185
+    cls = spec.load_entry_class()
+    ctx = _context(spec, cifar10_root, tmp_path)
+    torch.manual_seed(0)
+    ref = cls()
+    ref.setup(ctx)
+    stats = ref.train_epoch(1)
+    n_train = len(ref.train_x)
+    assert math.isfinite(stats["loss"]) and stats["lr"] == 0.01
+    assert stats["samples"] == (n_train // 16) * 16
+
+    scores = ref.predict()
+    assert isinstance(scores, np.ndarray) and scores.shape == (50, 10)
+    assert np.isfinite(scores).all()
+
+    ref.save(tmp_path / "model")
+    fresh = cls()
+    fresh.setup(ctx)
+    fresh.load(tmp_path / "model")
+    np.testing.assert_array_equal(fresh.predict(), scores)
+    inputs = fresh.eval_inputs()
+    assert len(inputs) == 50
+    one = fresh.infer(inputs[0])
+    assert one.shape == (10,)
+    np.testing.assert_allclose(one, scores[0], rtol=1e-4, atol=1e-4)
+
+
+def test_learning_rate_schedule(cifar10_root, tmp_path):
+    spec = registry.load_spec("cifar10-resnet20-pytorch")
+    ref = spec.load_entry_class()()
+    ref.setup(_context(spec, cifar10_root, tmp_path))
+    lrs = {epoch: ref.lr_at(epoch) for epoch in (1, 5, 6, 95, 96, 140, 141, 185)}
+    assert lrs == {1: 0.01, 5: 0.01, 6: 0.1, 95: 0.1, 96: 0.01, 140: 0.01, 141: 0.001, 185: 0.001}
+    with pytest.raises(ValueError, match="lr_values"):
+        spec.load_entry_class()().setup(_context(spec, cifar10_root, tmp_path, lr_values=[0.1, 0.01]))
