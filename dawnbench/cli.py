@@ -76,9 +76,23 @@ def cmd_run(args) -> int:
     return 0 if result["status"] == runner.CONVERGED else 1
 
 
+def _recorded_hyperparameters(spec, model: Path) -> dict:
+    """The hyperparameters of the run that saved `model` (its result.json), so a model trained with
+    --set loads with the same network; {} when the model did not come from a run of `spec`."""
+    result_file = Path(model).parent / "result.json"
+    try:
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(result, dict) or result.get("reference") != spec.name:
+        return {}
+    recorded = result.get("hyperparameters")
+    return recorded if isinstance(recorded, dict) else {}
+
+
 def cmd_infer(args) -> int:
     spec = registry.load_spec(args.reference)
-    hp = registry.resolve_hyperparameters(spec, args.assignments)
+    hp = registry.resolve_hyperparameters(spec, args.assignments, base=_recorded_hyperparameters(spec, args.model))
     _check_threshold(args.threshold)
     result = inference.infer(spec, args.model, hp, data_root=args.data, warmup=args.warmup, limit=args.limit,
                              threshold=args.threshold,

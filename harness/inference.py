@@ -15,7 +15,7 @@ import numpy as np
 
 from harness import datasets, environment
 from harness.reference import Context
-from harness.registry import REPO_ROOT, ReferenceSpec
+from harness.registry import REPO_ROOT, ReferenceSpec, UsageError
 
 
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
@@ -35,7 +35,15 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     ctx = Context(config=dict(hyperparameters), data_root=data_root, seed=seed, task=task,
                   show_progress=progress)
     ref.setup(ctx)
-    ref.load(model_path)
+    try:
+        ref.load(model_path)
+    except Exception as e:     # the framework's own error, often many lines: keep it to one
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+        mismatch = [line for line in lines if "mismatch" in line]     # the line that names a shape
+        detail = " ".join((mismatch or lines)[0].split())
+        raise UsageError(f"model {model_path} does not load into {spec.name} with these hyperparameters "
+                         f"({detail[:300]}); give the --set values it was trained with (a run records them "
+                         f"in result.json next to model/)") from e
     inputs = ref.eval_inputs()
     n = len(inputs) if limit is None else min(limit, len(inputs))
     if limit is None and n != task.eval_examples:

@@ -128,9 +128,12 @@ def _convert(key: str, text: str, default: Any) -> Any:
                          f"(default {default!r})") from None
 
 
-def resolve_hyperparameters(spec: ReferenceSpec, assignments: list[str]) -> dict[str, Any]:
-    """Apply `key=value` overrides to the reference's defaults, typed by the defaults."""
+def resolve_hyperparameters(spec: ReferenceSpec, assignments: list[str],
+                            base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Apply `key=value` overrides to the reference's defaults (or to `base`, e.g. the values a run
+    recorded, over the defaults), typed by the defaults."""
     config = dict(spec.hyperparameters)
+    config.update({k: v for k, v in (base or {}).items() if k in config})
     for item in assignments:
         key, sep, text = item.partition("=")
         key = key.strip()

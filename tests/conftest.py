@@ -135,3 +135,19 @@ def cifar10_root(tmp_path, monkeypatch) -> Path:
     override = fixture_manifest(tmp_path / "datasets-cifar10-fixture.toml", batches_dir=batches)
     monkeypatch.setenv(datasets.MANIFEST_ENV, str(override))
     return root
+
+
+def check_inference_entry(spec, model: Path, config: dict, data_root: Path, out: Path, scores, items: int = 5) -> dict:
+    """`dawnbench infer`'s code path on a saved model, over the first `items` eval examples: the
+    report's latencies are timed and its accuracy is that of `scores` (the model's predict())."""
+    from harness import inference
+
+    report = inference.infer(spec, model, config, data_root=data_root, warmup=1, limit=items,
+                             out_dir=out, progress=False, threshold=0.01)
+    assert report["items"] == items and report["batch_size"] == 1 and not report["complete_eval_set"]
+    lat = report["latency_ms"]
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"]
+    labels = datasets.load_eval_labels(spec.task.dataset, data_root)[:items]
+    assert report["top1"] == float((scores[:items].argmax(1) == labels).mean())
+    assert (out / "inference.json").is_file()
+    return report

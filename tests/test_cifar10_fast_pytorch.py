@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import check_inference_entry
 from harness import registry
 from harness.reference import Context
 
@@ -205,3 +206,4 @@ def test_reference_smoke(spec, cifar10_root, tmp_path):
     one = fresh.infer(inputs[0])
     assert one.shape == (10,)
     np.testing.assert_allclose(one, scores[0], rtol=1e-4, atol=1e-4)
+    check_inference_entry(spec, tmp_path / "model", ref.ctx.config, cifar10_root, tmp_path / "infer", scores)

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 
 from common.recipes import cifar10_resnet_pytorch as recipe
+from conftest import check_inference_entry
 from harness import registry
 from harness.reference import Context
 
@@ -182,6 +183,7 @@ def test_reference_smoke(name, cifar10_root, tmp_path):
     one = fresh.infer(inputs[0])
     assert one.shape == (10,)
     np.testing.assert_allclose(one, scores[0], rtol=1e-4, atol=1e-4)
+    check_inference_entry(spec, tmp_path / "model", ctx.config, cifar10_root, tmp_path / "infer", scores)
 
 
 def test_learning_rate_schedule(cifar10_root, tmp_path):

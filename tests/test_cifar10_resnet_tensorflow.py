@@ -20,6 +20,7 @@ import tensorflow as tf
 import torch
 
 from common.recipes import cifar10_resnet_tensorflow as recipe
+from conftest import check_inference_entry, cli_env
 from harness import registry
 from harness.reference import Context
 
@@ -264,6 +265,7 @@ def test_reference_smoke(name, cifar10_root, tmp_path, eager_if):
     one = fresh.infer(inputs[0])
     assert isinstance(one, np.ndarray) and one.shape == (10,)
     np.testing.assert_allclose(one, scores[0], rtol=1e-4, atol=1e-4 * float(np.abs(scores[0]).max() + 1))
+    check_inference_entry(spec, tmp_path / "model", ctx.config, cifar10_root, tmp_path / "infer", scores)
 
 
 MIRRORED = textwrap.dedent('''
@@ -293,7 +295,6 @@ MIRRORED = textwrap.dedent('''
 def test_mirrored_strategy_on_two_logical_cpus(cifar10_root):
     """Several replicas in one process (MirroredStrategy, as on a multi-GPU machine), on two
     logical CPU devices; TensorFlow fixes its devices at start-up, hence the subprocess."""
-    from conftest import cli_env
     proc = subprocess.run([sys.executable, "-c", MIRRORED, str(cifar10_root)], capture_output=True,
                           text=True, env=cli_env(), timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
