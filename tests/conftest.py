@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,47 @@ def check_inference_entry(spec, model: Path, config: dict, data_root: Path, out:
     assert report["top1"] == float((scores[:items].argmax(1) == labels).mean())
     assert (out / "inference.json").is_file()
     return report
+
+
+@pytest.fixture
+def http_server():
+    """http_server(files, **behaviour) serves {path: bytes} from 127.0.0.1 and returns (base URL,
+    the paths requested); behaviour per path: "truncate" (half the body, then close) or
+    "overclaim" (whole body, larger Content-Length). Stopped at the end of the test."""
+    started = []
+
+    def start(files: dict[str, bytes], **behaviour):
+        requests: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                name = self.path.lstrip("/")
+                requests.append(name)
+                if name not in files:
+                    self.send_error(404)
+                    return
+                body = files[name]
+                mode = behaviour.get(name)
+                claimed = len(body) + 65536 if mode == "overclaim" else len(body)
+                if mode == "truncate":
+                    body = body[: len(body) // 2]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/gzip")
+                self.send_header("Content-Length", str(claimed))
+                self.end_headers()
+                self.wfile.write(body)
+                self.wfile.flush()
+                self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        started.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/", requests
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()

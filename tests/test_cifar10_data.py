@@ -13,8 +13,6 @@ import os
 import pickle
 import pickletools
 import tarfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -330,49 +328,6 @@ def test_truncated_pickle_is_named(cifar10_root, monkeypatch):
 # --- fetching from a local server -------------------------------------------------
 
 @pytest.fixture
-def serve():
-    """Serve {path: bytes} from 127.0.0.1; behaviour per path: "truncate" (half the
-    body, then close) or "overclaim" (whole body, larger Content-Length)."""
-    started = []
-
-    def start(files: dict[str, bytes], **behaviour):
-        requests: list[str] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                name = self.path.lstrip("/")
-                requests.append(name)
-                if name not in files:
-                    self.send_error(404)
-                    return
-                body = files[name]
-                mode = behaviour.get(name)
-                claimed = len(body) + 65536 if mode == "overclaim" else len(body)
-                if mode == "truncate":
-                    body = body[: len(body) // 2]
-                self.send_response(200)
-                self.send_header("Content-Type", "application/gzip")
-                self.send_header("Content-Length", str(claimed))
-                self.end_headers()
-                self.wfile.write(body)
-                self.wfile.flush()
-                self.close_connection = True
-
-            def log_message(self, *args):
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        started.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}/", requests
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture
 def tarball(tmp_path, monkeypatch) -> Path:
     """The fixture tarball, its checksums registered."""
     path = tmp_path / "served" / TARBALL_NAME
@@ -389,8 +344,8 @@ def data_root(tmp_path) -> Path:
     return root
 
 
-def test_fetch_verify_load(serve, tarball, data_root, capsys):
-    url, requests = serve({TARBALL_NAME: tarball.read_bytes()})
+def test_fetch_verify_load(http_server, tarball, data_root, capsys):
+    url, requests = http_server({TARBALL_NAME: tarball.read_bytes()})
     directory = cds.fetch(NAME, data_root, url=url + TARBALL_NAME)
     assert requests == [TARBALL_NAME]
     assert directory == batches_dir(data_root)
@@ -417,8 +372,8 @@ def test_fetch_verify_load(serve, tarball, data_root, capsys):
     assert "nothing to do" in capsys.readouterr().err
 
 
-def test_url_sources_in_order(serve, tarball, data_root, monkeypatch):
-    url, requests = serve({TARBALL_NAME: tarball.read_bytes(), f"mirror/{TARBALL_NAME}": tarball.read_bytes()})
+def test_url_sources_in_order(http_server, tarball, data_root, monkeypatch):
+    url, requests = http_server({TARBALL_NAME: tarball.read_bytes(), f"mirror/{TARBALL_NAME}": tarball.read_bytes()})
     monkeypatch.setenv("DAWNBENCH_CIFAR10_URL", url + "mirror/")  # a base: the tarball name is appended
     cds.fetch(NAME, data_root / "a", progress=False)
     cds.fetch(NAME, data_root / "b", url_base=url, progress=False)  # the argument beats the variable
@@ -427,10 +382,10 @@ def test_url_sources_in_order(serve, tarball, data_root, monkeypatch):
     assert requests == [f"mirror/{TARBALL_NAME}", TARBALL_NAME, TARBALL_NAME]
 
 
-def test_corrupted_tarball_leaves_nothing(serve, tarball, data_root):
+def test_corrupted_tarball_leaves_nothing(http_server, tarball, data_root):
     content = bytearray(tarball.read_bytes())
     content[len(content) // 2] ^= 0xFF
-    url, _ = serve({TARBALL_NAME: bytes(content)})
+    url, _ = http_server({TARBALL_NAME: bytes(content)})
     with pytest.raises(DatasetError, match="checksum mismatch") as err:
         cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     message = str(err.value)
@@ -440,16 +395,16 @@ def test_corrupted_tarball_leaves_nothing(serve, tarball, data_root):
 
 
 @pytest.mark.parametrize("mode", ["truncate", "overclaim"])
-def test_interrupted_download_leaves_nothing(serve, tarball, data_root, mode):
-    url, _ = serve({TARBALL_NAME: tarball.read_bytes()}, **{TARBALL_NAME: mode})
+def test_interrupted_download_leaves_nothing(http_server, tarball, data_root, mode):
+    url, _ = http_server({TARBALL_NAME: tarball.read_bytes()}, **{TARBALL_NAME: mode})
     with pytest.raises(DatasetError, match="interrupted") as err:
         cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=True)
     assert TARBALL_NAME in str(err.value) and FETCH_COMMAND in str(err.value)
     assert all_files(data_root) == []
 
 
-def test_unreachable_and_missing_urls(serve, tarball, data_root):
-    url, _ = serve({})
+def test_unreachable_and_missing_urls(http_server, tarball, data_root):
+    url, _ = http_server({})
     with pytest.raises(DatasetError, match="HTTP 404"):
         cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     with pytest.raises(DatasetError, match="DAWNBENCH_CIFAR10_URL"):
@@ -457,8 +412,8 @@ def test_unreachable_and_missing_urls(serve, tarball, data_root):
     assert all_files(data_root) == []
 
 
-def test_interrupted_extraction_leaves_nothing(serve, tarball, data_root, monkeypatch):
-    url, _ = serve({TARBALL_NAME: tarball.read_bytes()})
+def test_interrupted_extraction_leaves_nothing(http_server, tarball, data_root, monkeypatch):
+    url, _ = http_server({TARBALL_NAME: tarball.read_bytes()})
 
     def interrupted(*args):
         raise KeyboardInterrupt
@@ -507,12 +462,12 @@ def add_link(name: str, target: str, kind: bytes):
     (add_file(f"{MEMBER_DIR}/test_batch"), "appears twice"),
     (add_file(f"{MEMBER_DIR}/fifo", b"", type=tarfile.FIFOTYPE), "is not a regular file"),
 ], ids=["dotdot-inside", "dotdot", "absolute", "symlink", "hardlink", "stranger", "duplicate", "fifo"])
-def test_unsafe_tarball_is_refused(serve, tmp_path, data_root, monkeypatch, add, problem):
+def test_unsafe_tarball_is_refused(http_server, tmp_path, data_root, monkeypatch, add, problem):
     path = tmp_path / "served" / TARBALL_NAME
     path.parent.mkdir()
     evil_tarball(path, add)
     use_manifest(monkeypatch, tmp_path / "manifest.toml", tarball=path)  # md5 "official": only the unpacker stands
-    url, _ = serve({TARBALL_NAME: path.read_bytes()})
+    url, _ = http_server({TARBALL_NAME: path.read_bytes()})
     with pytest.raises(DatasetError, match=f"refusing to unpack {TARBALL_NAME}: member .*{problem}"):
         cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
@@ -520,7 +475,7 @@ def test_unsafe_tarball_is_refused(serve, tmp_path, data_root, monkeypatch, add,
     assert not Path("/tmp/evil-absolute-cifar10-test").exists()
 
 
-def test_tarball_missing_a_file_is_refused(serve, tmp_path, data_root, monkeypatch):
+def test_tarball_missing_a_file_is_refused(http_server, tmp_path, data_root, monkeypatch):
     path = tmp_path / "served" / TARBALL_NAME
     path.parent.mkdir()
     write_cifar10_batches(tmp_path / "src" / MEMBER_DIR)
@@ -528,37 +483,37 @@ def test_tarball_missing_a_file_is_refused(serve, tmp_path, data_root, monkeypat
         for f in FILES[:-1] + ["readme.html"]:
             tar.add(tmp_path / "src" / MEMBER_DIR / f, arcname=f"{MEMBER_DIR}/{f}")
     use_manifest(monkeypatch, tmp_path / "manifest.toml", tarball=path)
-    url, _ = serve({TARBALL_NAME: path.read_bytes()})
+    url, _ = http_server({TARBALL_NAME: path.read_bytes()})
     with pytest.raises(DatasetError, match=f"lacks {MEMBER_DIR}/batches.meta"):
         cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
 
 
-def test_member_with_wrong_checksum_is_refused(serve, tarball, data_root, tmp_path, monkeypatch):
+def test_member_with_wrong_checksum_is_refused(http_server, tarball, data_root, tmp_path, monkeypatch):
     use_manifest(monkeypatch, tmp_path / "manifest.toml", tarball=tarball, md5s={"data_batch_4": "0" * 32})
-    url, _ = serve({TARBALL_NAME: tarball.read_bytes()})
+    url, _ = http_server({TARBALL_NAME: tarball.read_bytes()})
     with pytest.raises(DatasetError, match=f"checksum mismatch for {MEMBER_DIR}/data_batch_4 in {TARBALL_NAME}"):
         cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
 
 
-def test_not_a_tarball_is_refused(serve, tmp_path, data_root, monkeypatch):
+def test_not_a_tarball_is_refused(http_server, tmp_path, data_root, monkeypatch):
     path = tmp_path / TARBALL_NAME
     path.write_bytes(gzip.compress(b"not a tar archive" * 100))
     use_manifest(monkeypatch, tmp_path / "manifest.toml", archive_md5=md5_file(path))
-    url, _ = serve({TARBALL_NAME: path.read_bytes()})
+    url, _ = http_server({TARBALL_NAME: path.read_bytes()})
     with pytest.raises(DatasetError, match=f"cannot unpack {TARBALL_NAME}"):
         cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
 
 
-def test_damaged_dataset_is_replaced_whole(serve, tarball, tmp_path, monkeypatch, capsys):
+def test_damaged_dataset_is_replaced_whole(http_server, tarball, tmp_path, monkeypatch, capsys):
     # A dataset whose test_batch is damaged: fetch notices and swaps the whole directory.
     root = tmp_path / "data"
     write_cifar10_batches(batches_dir(root))
     (batches_dir(root) / "test_batch").write_bytes(b"damaged")
     (batches_dir(root) / "stray").write_bytes(b"left over")
-    url, requests = serve({TARBALL_NAME: tarball.read_bytes()})
+    url, requests = http_server({TARBALL_NAME: tarball.read_bytes()})
     cds.fetch(NAME, root, url=url + TARBALL_NAME, progress=False)
     assert "present but not intact" in capsys.readouterr().err
     assert requests == [TARBALL_NAME]
@@ -567,19 +522,19 @@ def test_damaged_dataset_is_replaced_whole(serve, tarball, tmp_path, monkeypatch
     assert sorted(p.name for p in (root / "cifar10").iterdir()) == [MEMBER_DIR]
 
 
-def test_failed_refetch_keeps_the_previous_directory(serve, tarball, tmp_path):
+def test_failed_refetch_keeps_the_previous_directory(http_server, tarball, tmp_path):
     root = tmp_path / "data"
     write_cifar10_batches(batches_dir(root))
     (batches_dir(root) / "test_batch").write_bytes(b"damaged")
     before = {p.name: p.read_bytes() for p in batches_dir(root).iterdir()}
-    url, _ = serve({TARBALL_NAME: tarball.read_bytes()}, **{TARBALL_NAME: "truncate"})
+    url, _ = http_server({TARBALL_NAME: tarball.read_bytes()}, **{TARBALL_NAME: "truncate"})
     with pytest.raises(DatasetError, match="interrupted"):
         cds.fetch(NAME, root, url=url + TARBALL_NAME, progress=False)
     assert {p.name: p.read_bytes() for p in batches_dir(root).iterdir()} == before
     assert sorted(p.name for p in (root / "cifar10").iterdir()) == [MEMBER_DIR]  # no temp dir left
 
 
-def test_pickle_in_tarball_that_runs_code_is_fetched_but_never_run(serve, tmp_path, data_root, monkeypatch):
+def test_pickle_in_tarball_that_runs_code_is_fetched_but_never_run(http_server, tmp_path, data_root, monkeypatch):
     marker = tmp_path / "pwned"
     src = tmp_path / "src" / MEMBER_DIR
     write_cifar10_batches(src)
@@ -588,7 +543,7 @@ def test_pickle_in_tarball_that_runs_code_is_fetched_but_never_run(serve, tmp_pa
     with tarfile.open(path, "w:gz") as tar:
         tar.add(src, arcname=MEMBER_DIR)
     use_manifest(monkeypatch, tmp_path / "manifest.toml", tarball=path)
-    url, _ = serve({TARBALL_NAME: path.read_bytes()})
+    url, _ = http_server({TARBALL_NAME: path.read_bytes()})
     cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)  # checksums match: fetching never unpickles
     with pytest.raises(DatasetError, match="refusing to load .*test_batch"):
         hds.load_eval_labels(NAME, data_root)
@@ -597,8 +552,8 @@ def test_pickle_in_tarball_that_runs_code_is_fetched_but_never_run(serve, tmp_pa
 
 # --- the command line ---------------------------------------------------------------
 
-def test_cli_fetch_and_verify(serve, tarball, data_root, monkeypatch, capsys):
-    url, requests = serve({TARBALL_NAME: tarball.read_bytes()})
+def test_cli_fetch_and_verify(http_server, tarball, data_root, monkeypatch, capsys):
+    url, requests = http_server({TARBALL_NAME: tarball.read_bytes()})
     monkeypatch.setenv("DAWNBENCH_CIFAR10_URL", url + TARBALL_NAME)
     assert cli.main(["data", "fetch", "cifar10", "--data", str(data_root)]) == 0
     assert requests == [TARBALL_NAME]

@@ -12,28 +12,12 @@ import torch
 import torch.nn as nn
 
 from common.recipes import cifar10_resnet_pytorch as recipe
+from cifar10_resnets import EXACT, PUBLISHED, references
 from conftest import check_inference_entry
 from harness import registry
 from harness.reference import Context
 
-REFERENCES = {
-    "cifar10-resnet20-pytorch": (20, "basic"),
-    "cifar10-resnet56-pytorch": (56, "basic"),
-    "cifar10-resnet110-pytorch": (110, "basic"),
-    "cifar10-resnet164-pytorch": (164, "basic"),
-    "cifar10-resnet164b-pytorch": (164, "bottleneck"),
-}
-# He et al. 2016, table 6: parameters of the CIFAR-10 ResNets with option-A shortcuts.
-PUBLISHED = {20: 0.27e6, 56: 0.85e6, 110: 1.7e6}
-# Exact trainable counts (conv weights, batch-norm scales and shifts, linear weight and bias);
-# the TensorFlow recipe must build the same networks, so it compares against these.
-EXACT = {
-    (20, "basic"): 269_722,
-    (56, "basic"): 853_018,
-    (110, "basic"): 1_727_962,
-    (164, "basic"): 2_602_906,
-    (164, "bottleneck"): 1_704_154,
-}
+REFERENCES = references("pytorch")
 
 
 

@@ -20,28 +20,12 @@ import tensorflow as tf
 import torch
 
 from common.recipes import cifar10_resnet_tensorflow as recipe
+from cifar10_resnets import EXACT, PUBLISHED, references
 from conftest import check_inference_entry, cli_env
 from harness import registry
 from harness.reference import Context
 
-REFERENCES = {
-    "cifar10-resnet20-tensorflow": (20, "basic"),
-    "cifar10-resnet56-tensorflow": (56, "basic"),
-    "cifar10-resnet110-tensorflow": (110, "basic"),
-    "cifar10-resnet164-tensorflow": (164, "basic"),
-    "cifar10-resnet164b-tensorflow": (164, "bottleneck"),
-}
-# He et al. 2016, table 6: parameters of the CIFAR-10 ResNets with option-A shortcuts.
-PUBLISHED = {20: 0.27e6, 56: 0.85e6, 110: 1.7e6}
-# Exact trainable counts (conv kernels, batch-norm scales and shifts, dense kernel and bias), the
-# same constants as tests/test_cifar10_resnet_pytorch.py: both recipes build the same networks.
-EXACT = {
-    (20, "basic"): 269_722,
-    (56, "basic"): 853_018,
-    (110, "basic"): 1_727_962,
-    (164, "basic"): 2_602_906,
-    (164, "bottleneck"): 1_704_154,
-}
+REFERENCES = references("tensorflow")
 # Tracing and optimizing the training step of a deep network takes TensorFlow most of a minute
 # on a small CPU, so only ResNet-20 runs its steps compiled here and trains a whole epoch; the
 # other smoke runs execute the same tf.functions eagerly (the same code, without graph

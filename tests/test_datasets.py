@@ -13,8 +13,6 @@ import io
 import shutil
 import struct
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -273,49 +271,19 @@ def flip_byte(gz_data: bytes) -> bytes:
 
 
 @pytest.fixture
-def serve(gz_dir):
-    """Start a server for gz_dir; behaviour per file name: "corrupt", "truncate"
+def serve(gz_dir, http_server):
+    """Serve gz_dir's files; behaviour per file name (without .gz): "corrupt", "truncate"
     (half the body, then close) or "overclaim" (whole body, larger Content-Length)."""
-    started = []
-
     def start(**behaviour):
-        requests: list[str] = []
+        files, served = {}, {}
+        for path in gz_dir.iterdir():
+            mode = behaviour.get(path.name.removesuffix(".gz"))
+            files[path.name] = flip_byte(path.read_bytes()) if mode == "corrupt" else path.read_bytes()
+            if mode in ("truncate", "overclaim"):
+                served[path.name] = mode
+        return http_server(files, **served)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                filename = self.path.lstrip("/")
-                requests.append(filename)
-                path = gz_dir / filename
-                if not path.is_file():
-                    self.send_error(404)
-                    return
-                body = path.read_bytes()
-                mode = behaviour.get(filename.removesuffix(".gz"))
-                if mode == "corrupt":
-                    body = flip_byte(body)
-                claimed = len(body) + 4096 if mode == "overclaim" else len(body)
-                if mode == "truncate":
-                    body = body[: len(body) // 2]
-                self.send_response(200)
-                self.send_header("Content-Type", "application/gzip")
-                self.send_header("Content-Length", str(claimed))
-                self.end_headers()
-                self.wfile.write(body)
-                self.wfile.flush()
-                self.close_connection = True
-
-            def log_message(self, *args):
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        started.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}/", requests
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 @pytest.fixture
