@@ -6,18 +6,26 @@ REF    ?= fashion-mnist-cnn-pytorch
 ARGS   ?=
 NPROC  ?= 1
 RUNS   ?= 3
+RUNTIME ?= auto
+BASE_IMAGE ?=
+FRAMEWORK_PIN ?=
+VERSIONS ?=
 
 REFS      := $(notdir $(patsubst %/,%,$(dir $(wildcard references/*/reference.toml))))
 REF_DIR   := references/$(REF)
 VENV      := .venv/$(REF)
 TEST_VENV := .venv/test
+TOOLS_VENV := .venv/tools
+IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN),--framework-pin '$(FRAMEWORK_PIN)')
 # pip prints a warning per missing local index folder of PIP_FIND_LINKS; keep the output readable
 PIP_FLAGS := --quiet --disable-pip-version-check
 
-.PHONY: run test list bench setup data help clean
+.PHONY: run run-native run-docker build compare test list bench setup data help clean
 
 help:
-	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2]"
+	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
+	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0]"
+	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
 	@echo "make test | make list | make bench [REF=name] [RUNS=3] | make setup [REF=name] | make clean"
 
 check-ref:
@@ -37,7 +45,39 @@ setup: check-ref $(VENV)/.installed
 data: setup
 	$(VENV)/bin/dawnbench data fetch --reference $(REF)
 
-run: data
+# RUNTIME=auto: docker when an engine answers, else native; either way it says which it chose.
+run: check-ref
+	@case "$(RUNTIME)" in \
+	  docker) echo "runtime: docker (RUNTIME=docker)"; $(MAKE) --no-print-directory run-docker ;; \
+	  native) echo "runtime: native (RUNTIME=native)"; $(MAKE) --no-print-directory run-native ;; \
+	  auto) if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
+	          echo "runtime: docker (an engine answers; RUNTIME=native to run here)"; $(MAKE) --no-print-directory run-docker; \
+	        else \
+	          echo "runtime: native (no Docker engine answers; RUNTIME=docker to insist)"; $(MAKE) --no-print-directory run-native; \
+	        fi ;; \
+	  *) echo "RUNTIME=$(RUNTIME): expected auto, docker or native" >&2; exit 2 ;; \
+	esac
+
+# The host-side tools: the Docker SDK for images, matplotlib for comparison plots.
+$(TOOLS_VENV)/.installed: requirements/tools.txt requirements/harness.txt pyproject.toml
+	@echo "setting up $(TOOLS_VENV) from requirements/tools.txt"
+	@test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install $(PIP_FLAGS) -r requirements/tools.txt 2>&1 | grep -v "^WARNING: Location" || true
+	$(TOOLS_VENV)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
+	@$(TOOLS_VENV)/bin/python -c "import harness, common, docker, matplotlib" && touch $@
+
+build: check-ref $(TOOLS_VENV)/.installed
+	$(TOOLS_VENV)/bin/python -m dawnbench.containers build $(REF) $(IMAGE_OPTS)
+
+run-docker: check-ref $(TOOLS_VENV)/.installed
+	$(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+	$(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
+
+compare: check-ref $(TOOLS_VENV)/.installed
+	@test -n "$(VERSIONS)" || { echo "VERSIONS='<pin A> <pin B>': give two framework pins, e.g. VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }
+	$(TOOLS_VENV)/bin/python -m bench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
+
+run-native: data
 ifeq ($(NPROC),1)
 	$(VENV)/bin/dawnbench run $(REF) $(ARGS)
 else

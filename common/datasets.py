@@ -103,6 +103,11 @@ def _temp_file(directory: Path, name: str):
     raises. The caller os.replace()s it into place once it is checked."""
     fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
     tmp = Path(tmp_name)
+    # mkstemp makes the file private (0600); a dataset is read by other users, e.g. the
+    # non-root user of a reference's container, so it gets the mode a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
     try:
         with os.fdopen(fd, "wb") as out:
             yield out, tmp

@@ -203,7 +203,11 @@ def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -
     path = directory / filename
     if not path.is_file():
         raise DatasetError(f"{filename} of dataset {name!r} not found in {directory}; {fix}")
-    mismatch = file_matches(path, expected)
+    try:
+        mismatch = file_matches(path, expected)
+    except PermissionError:
+        raise DatasetError(f"cannot read {path}: permission denied (a container's user needs read access); "
+                           f"fix with: chmod -R a+rX {directory}") from None
     if mismatch:
         size = f"size {path.stat().st_size}" + (f", expected {expected['size']}" if "size" in expected else "")
         raise DatasetError(

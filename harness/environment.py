@@ -80,7 +80,14 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def describe_system() -> dict:
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def describe_system(data_root: Path | None = None) -> dict:
     return {
         "hostname": platform.node(),
         "platform": platform.platform(),
@@ -91,6 +98,9 @@ def describe_system() -> dict:
         "packages": package_versions(),
         "image_digest": os.environ.get("DAWNBENCH_IMAGE_DIGEST"),
         "container": os.environ.get("DAWNBENCH_IMAGE"),
+        # As the process saw them: a container's user and whether its data mount was read-only.
+        "process": {"uid": os.getuid(), "gid": os.getgid()},
+        "data": {"root": str(data_root), "read_only": _read_only(data_root)} if data_root else None,
     }
 
 

@@ -72,7 +72,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     value = scores[task.metric]
     ms = latencies * 1000.0
     mean_ms = float(ms.mean())
-    system = environment.describe_system()
+    system = environment.describe_system(data_root)
     result = {
         "reference": spec.name,
         "task": task.name,
@@ -98,6 +98,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "hardware": environment.hardware_label(system, 1),
         "framework": environment.framework_label(spec.framework),
         "threads": os.environ.get("OMP_NUM_THREADS"),
+        "image_digest": system["image_digest"],
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime()),
     }
     out_dir = Path(out_dir) if out_dir else REPO_ROOT / "results" / spec.name / (

@@ -27,6 +27,9 @@ def references_root() -> Path:
     return Path(os.environ.get("DAWNBENCH_REFERENCES", REPO_ROOT / "references"))
 
 
+DEFAULT_BASE_IMAGE = "python:3.11.14-slim-bookworm"
+
+
 @dataclass
 class ReferenceSpec:
     name: str
@@ -42,6 +45,8 @@ class ReferenceSpec:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     max_epochs: int = 100
     max_seconds: float = 24 * 3600.0
+    base_image: str = DEFAULT_BASE_IMAGE    # [container]: the image's base, pinned by tag
+    gpus: bool = False                      # [container]: the image is meant for GPUs
 
     def load_entry_class(self):
         """The entry class: `module:Class` with module.py in the reference directory, or a dotted
@@ -95,6 +100,13 @@ def load_spec(name: str) -> ReferenceSpec:
     except UnknownTaskError as e:
         raise UsageError(f"{toml_path}: field 'task': {e}") from None
     budget = raw.get("budget", {})
+    container = raw.get("container", {})
+    base_image = container.get("base_image", DEFAULT_BASE_IMAGE)
+    if not isinstance(base_image, str) or not pinned_image(base_image):
+        raise UsageError(f"{toml_path}: field 'container.base_image' = {base_image!r}: pin the base by a tag "
+                         f"other than 'latest' (or a digest), e.g. {DEFAULT_BASE_IMAGE!r}")
+    if not isinstance(container.get("gpus", False), bool):
+        raise UsageError(f"{toml_path}: field 'container.gpus' must be true or false")
     return ReferenceSpec(
         name=name, directory=directory, task=task, framework=raw["framework"], model=raw["model"],
         entry=raw["entry"], author=raw.get("author", "dawnbench"),
@@ -103,7 +115,16 @@ def load_spec(name: str) -> ReferenceSpec:
         hyperparameters=dict(raw.get("hyperparameters", {})),
         max_epochs=int(budget.get("max_epochs", 100)),
         max_seconds=float(budget.get("max_seconds", 24 * 3600.0)),
+        base_image=base_image, gpus=container.get("gpus", False),
     )
+
+
+def pinned_image(ref: str) -> bool:
+    """`name:tag` with a tag other than latest, or `name@sha256:...`: a base that cannot move."""
+    if "@sha256:" in ref:
+        return True
+    name, _, tag = ref.rpartition(":")
+    return bool(name) and "/" not in tag and tag not in ("", "latest")
 
 
 def _convert(key: str, text: str, default: Any) -> Any:

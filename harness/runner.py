@@ -104,7 +104,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
 
     ref: Reference = spec.load_entry_class()()
     run_dir = _new_run_dir(Path(opts.results_root), spec.name, opts.seed, opts.run_id) if rank == 0 else None
-    system = environment.describe_system()
+    system = environment.describe_system(Path(data_root))
     random.seed(opts.seed)
     np.random.seed(opts.seed)
 

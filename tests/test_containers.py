@@ -1,0 +1,292 @@
+"""Reference images: the Dockerfiles and the compose file (static checks), the requirements tool,
+the comparison's arithmetic, and, on a real Docker engine that the tests start, a build of the
+default reference from its real Dockerfile, a run through `make run`, compose, errors and
+`make compare`.
+
+No registry can be reached here, so the engine tests build their own base image: a minimal
+Debian with Python (debootstrap), `docker import`ed. The engine tests need root, `dockerd` and
+`debootstrap` (Debian's docker.io and debootstrap packages); .ci/run installs them and sets
+DAWNBENCH_REQUIRE_DOCKER=1, which turns their absence into a failure instead of a skip.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import compare
+from conftest import REPO, cli_env
+from dawnbench import containers
+from harness import registry
+
+REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
+BASE_TAG = "dawnbench-test/debian-python:bookworm"
+DEFAULT = "fashion-mnist-cnn-pytorch"
+
+
+# ------------------------------------------------------------------------------ static checks
+
+def test_every_reference_has_its_generated_dockerfile_and_service():
+    assert containers.main(["generate", "--check"]) == 0
+    compose = (REPO / "docker-compose.yml").read_text()
+    for name in registry.available():
+        assert (REPO / "references" / name / "Dockerfile").is_file()
+        assert re.search(rf"^  {re.escape(name)}:$", compose, re.M), name
+
+
+@pytest.mark.parametrize("name", registry.available())
+def test_dockerfile_static_rules(name):
+    """Base pinned (no latest, no untagged base), harness copied in (never cloned), non-root user,
+    the harness as entrypoint."""
+    text = (REPO / "references" / name / "Dockerfile").read_text()
+    instructions = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    args = dict(re.match(r"ARG (\w+)=?(.*)", line).groups() for line in instructions if line.startswith("ARG "))
+    froms = [line.split()[1] for line in instructions if line.startswith("FROM ")]
+    assert froms, "no FROM"
+    for base in froms:
+        resolved = args.get(base[2:-1], "") if base.startswith("${") else base
+        assert registry.pinned_image(resolved), f"FROM {base} resolves to {resolved!r}: not pinned"
+    assert any(line.startswith("COPY harness/") for line in instructions)
+    assert any(line.startswith("COPY common/") for line in instructions)
+    assert not any(re.search(r"\bgit clone\b|\bcurl\b.*\|\s*sh|\bwget\b", line) for line in instructions)
+    users = [line.split()[1] for line in instructions if line.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0", "0:0"), "the image must end on a non-root user"
+    assert any(line.startswith("ENTRYPOINT") and "dawnbench" in line for line in instructions)
+
+
+@pytest.mark.parametrize("ref,pinned", [
+    ("python:3.11.14-slim-bookworm", True), ("python", False), ("python:latest", False),
+    ("localhost:5000/python", False), ("localhost:5000/python:3.11", True),
+    ("nvcr.io/nvidia/pytorch:25.01-py3", True), ("python@sha256:" + "a" * 64, True), (":3.11", False),
+])
+def test_pinned_image(ref, pinned):
+    assert registry.pinned_image(ref) is pinned
+
+
+def test_unpinned_base_in_reference_toml_is_named(tmp_path, monkeypatch):
+    ref = tmp_path / "refs" / "x-cnn-pytorch"
+    ref.mkdir(parents=True)
+    (ref / "reference.toml").write_text('task = "fashion-mnist"\nframework = "pytorch"\nmodel = "m"\n'
+                                        'entry = "train:X"\n[container]\nbase_image = "python:latest"\n')
+    monkeypatch.setenv("DAWNBENCH_REFERENCES", str(ref.parent))
+    with pytest.raises(registry.UsageError, match=r"reference.toml: field 'container.base_image'"):
+        registry.load_spec("x-cnn-pytorch")
+
+
+def flatten(req: Path, pin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "flatten", str(req), pin],
+                          capture_output=True, text=True)
+
+
+def test_requirements_flatten_inlines_and_swaps_the_framework():
+    req = REPO / "references" / "cifar10-resnet20-tensorflow" / "requirements.txt"
+    plain = flatten(req).stdout.split()
+    assert "tensorflow-cpu==2.21.0" in plain and "numpy==2.4.6" in plain     # the -r include, inlined
+    swapped = flatten(req, "tensorflow-cpu==2.20.0").stdout.split()
+    assert "tensorflow-cpu==2.20.0" in swapped and "tensorflow-cpu==2.21.0" not in swapped
+    assert [x for x in swapped if "tensorflow" not in x] == [x for x in plain if "tensorflow" not in x]
+    gpu = flatten(req, "tensorflow[and-cuda]==2.21.0").stdout.split()
+    assert "tensorflow[and-cuda]==2.21.0" in gpu and not any(x.startswith("tensorflow-cpu") for x in gpu)
+    torch_req = REPO / "references" / DEFAULT / "requirements.txt"
+    assert "torch==2.13.0+cpu" in flatten(torch_req, "torch==2.13.0+cpu").stdout.split()
+
+
+@pytest.mark.parametrize("pin,problem", [
+    ("numpy==2.0.0", "expected a requirement of one of"),
+    ("torch>=2.0", "pin an exact version with =="),
+    ("tensorflow-cpu==2.20.0", "has no tensorflow requirement to replace"),
+])
+def test_requirements_bad_pins_are_one_line(pin, problem):
+    proc = flatten(REPO / "references" / DEFAULT / "requirements.txt", pin)
+    assert proc.returncode != 0 and problem in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def fake_result(seed, tta, samples, train_s, status="converged"):
+    return {"seed": seed, "status": status, "tta_seconds": tta if status == "converged" else None, "epochs": 3,
+            "history": [{"samples": samples}], "spans_seconds": {"train": train_s}, "image_digest": "sha256:x"}
+
+
+def test_compare_arithmetic_and_plot(tmp_path):
+    versions = ["tensorflow-cpu==2.20.0", "tensorflow-cpu==2.21.0"]
+    runs = {versions[0]: [fake_result(0, 140.0, 60000, 120.0), fake_result(1, 150.0, 60000, 100.0),
+                          fake_result(2, 0, 60000, 150.0, status="DNC")],
+            versions[1]: [fake_result(0, 100.0, 60000, 80.0), fake_result(1, 110.0, 60000, 75.0),
+                          fake_result(2, 90.0, 60000, 60.0)]}
+    s = compare.summarize(runs, versions)
+    a, b = s["versions"][versions[0]], s["versions"][versions[1]]
+    assert a["converged"] == 2 and b["converged"] == 3
+    assert a["tta_seconds"] == {"n": 2, "min": 140.0, "median": 145.0, "max": 150.0}
+    assert b["tta_seconds"]["median"] == 100.0
+    assert s["speedup_tta"] == pytest.approx(1.45)
+    assert a["samples_per_second"]["median"] == pytest.approx(500.0)        # 60000 / 120
+    assert b["samples_per_second"]["median"] == pytest.approx(60000 / 75)
+    assert s["speedup_throughput"] == pytest.approx((60000 / 75) / 500.0)
+    lines = compare.table(s, versions)
+    assert lines[1].startswith("A tensorflow-cpu==2.20.0") and "2/3" in lines[1] and "145.0" in lines[1]
+    assert lines[-1] == "speedup B/A: time-to-accuracy 1.450x, throughput 1.600x (medians)"
+    compare.plot(s, versions, tmp_path / "c.png", "x")
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_engine_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    assert containers.main(["build", DEFAULT]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no Docker engine answers at unix:///nonexistent/docker.sock" in err[0]
+    assert "RUNTIME=native" in err[0]
+
+
+# ------------------------------------------------------------------------------ a real engine
+
+def _missing(reason: str):
+    if os.environ.get("DAWNBENCH_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"{reason} (DAWNBENCH_REQUIRE_DOCKER=1: .ci/run installs docker.io and debootstrap)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    """A Docker daemon of our own (data root, socket), with the base image built locally; yields
+    the environment that points clients at it. Stopped at the end."""
+    if os.geteuid() != 0 or not shutil.which("dockerd") or not shutil.which("debootstrap"):
+        _missing("the engine tests need root, dockerd and debootstrap")
+    # Short paths: a unix socket path is limited to 108 bytes.
+    root = Path("/tmp") / f"dbk-{os.getpid()}"
+    root.mkdir(parents=True, exist_ok=True)
+    sock = root / "docker.sock"
+    log = open(root / "dockerd.log", "wb")
+    daemon = subprocess.Popen(["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+                               "--pidfile", str(root / "dockerd.pid"), "-H", f"unix://{sock}"],
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    env = cli_env(DOCKER_HOST=f"unix://{sock}")
+    try:
+        for _ in range(120):
+            if subprocess.run(["docker", "info"], env=env, capture_output=True).returncode == 0:
+                break
+            if daemon.poll() is not None:
+                pytest.fail(f"dockerd exited: {(root / 'dockerd.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"dockerd did not answer: {(root / 'dockerd.log').read_text()[-2000:]}")
+        rootfs = tmp_path_factory.mktemp("rootfs") / "debian"
+        boot = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
+                               str(rootfs), os.environ.get("DAWNBENCH_DEBIAN_MIRROR", "http://deb.debian.org/debian")],
+                              capture_output=True, text=True)
+        assert boot.returncode == 0, boot.stdout[-2000:] + boot.stderr[-2000:]
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imported = subprocess.run(["docker", "import", "-", BASE_TAG], stdin=tar.stdout, env=env,
+                                  capture_output=True, text=True)
+        tar.wait()
+        assert imported.returncode == 0, imported.stderr
+        shutil.rmtree(rootfs, ignore_errors=True)
+        yield env
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+        log.close()
+        subprocess.run(["umount", "-R", str(root / "data")], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def make(env, *args, timeout=1800) -> subprocess.CompletedProcess:
+    # The test environment already holds the tools' requirements: no second virtual environment.
+    tools = Path(sys.executable).parent.parent
+    return subprocess.run(["make", "--no-print-directory", f"TOOLS_VENV={tools}", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def default_image(engine):
+    proc = make(engine, "build", f"REF={DEFAULT}", f"BASE_IMAGE={BASE_TAG}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    built = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert built["tag"].startswith(f"dawnbench/{DEFAULT}:")
+    return built
+
+
+def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_image, fashion_root, tmp_path):
+    results = tmp_path / "results"
+    proc = make(engine, "run", f"REF={DEFAULT}", f"BASE_IMAGE={BASE_TAG}",
+                f"ARGS=--threshold 0.80 --max-epochs 2 --no-progress --data {fashion_root} --results {results}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "runtime: docker (an engine answers" in proc.stdout          # RUNTIME=auto chose docker
+    (run_dir,) = (results / DEFAULT).iterdir()
+    assert f"results on this host: {run_dir}" in proc.stderr
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(
+        ["env.json", "events.jsonl", f"{DEFAULT}.tsv", "model", "result.json"])
+    result = json.loads((run_dir / "result.json").read_text())
+    env = json.loads((run_dir / "env.json").read_text())
+    assert result["status"] == "converged" and result["official_threshold"] is False
+    assert result["image_digest"] == default_image["id"] == env["image_digest"]
+    assert env["container"] == default_image["tag"]
+    assert env["process"]["uid"] == 10001                        # the image's user, not root
+    assert env["data"] == {"root": "/data", "read_only": True}   # the data mount was read-only
+    assert result["git"]["commit"] == containers.environment.git_commit(REPO)["commit"]
+    assert env["packages"]["torch"].startswith("2.13.0")
+    # The image is the one built above: same ID, labelled with its reference and commit.
+    inspect = json.loads(subprocess.run(["docker", "image", "inspect", default_image["tag"]], env=engine,
+                                        capture_output=True, text=True).stdout)[0]
+    assert inspect["Id"] == default_image["id"] and inspect["Config"]["User"] == "dawn"
+    assert inspect["Config"]["Labels"]["org.dawnbench.reference"] == DEFAULT
+
+
+def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_path):
+    compose = shutil.which("docker-compose")
+    if not compose:
+        _missing("docker-compose (Debian's docker-compose) is not installed")
+    results = tmp_path / "results"
+    (results / DEFAULT).mkdir(parents=True)
+    os.chown(results / DEFAULT, 10001, 10001)
+    env = dict(engine, DAWNBENCH_TAG=default_image["tag"].split(":", 1)[1], DAWNBENCH_DATA=str(fashion_root),
+               DAWNBENCH_RESULTS=str(results))
+    config = subprocess.run([compose, "config"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert config.returncode == 0, config.stderr
+    assert f"{fashion_root}:/data:ro" in config.stdout
+    proc = subprocess.run([compose, "run", "--rm", DEFAULT, "run", DEFAULT, "--results", "/results",
+                           "--threshold", "0.80", "--max-epochs", "2", "--no-progress", "--no-save"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = (results / DEFAULT).iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "converged" and result["image_digest"] is None   # compose passes no digest
+    env_json = json.loads((run_dir / "env.json").read_text())
+    assert env_json["process"]["uid"] == 10001 and env_json["data"]["read_only"] is True
+
+
+def test_failed_build_is_one_line(engine):
+    proc = make(engine, "build", f"REF={DEFAULT}", "BASE_IMAGE=dawnbench-test/no-such-base:1.0")
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("dawnbench: error:")]
+    assert len(errors) == 1 and "dawnbench-test/no-such-base:1.0 is not on this engine" in errors[0]
+
+
+def test_make_compare_two_pins(engine, default_image, fashion_root, tmp_path):
+    """The whole comparison path on the default reference: two builds that differ only in the
+    framework pin (the local CPU wheel named two ways), one run each, the table and the plot."""
+    out = tmp_path / "compare"
+    proc = subprocess.run([sys.executable, "-m", "bench.compare", DEFAULT, "--versions", "torch==2.13.0",
+                           "torch==2.13.0+cpu", "--runs", "1", "--base-image", BASE_TAG, "--out", str(out),
+                           "--data", str(fashion_root), "--", "--threshold", "0.80", "--max-epochs", "2"],
+                          cwd=REPO, env=engine, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "compare.json").read_text())
+    images = summary["images"]
+    assert images["torch==2.13.0"]["tag"] != images["torch==2.13.0+cpu"]["tag"]
+    assert images["torch==2.13.0+cpu"]["tag"].endswith("-torch-2.13.0-cpu")
+    for pin in ("torch==2.13.0", "torch==2.13.0+cpu"):
+        (run,) = summary["versions"][pin]["runs"]
+        assert run["status"] == "converged" and run["image_digest"] == images[pin]["id"]
+        assert run["samples_per_second"] > 0
+    assert "speedup B/A: time-to-accuracy" in proc.stdout
+    assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
