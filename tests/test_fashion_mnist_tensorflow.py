@@ -42,6 +42,7 @@ def test_runs_and_infers_through_the_cli(fashion_root, tmp_path):
     assert 0 < result["tta_seconds"] < result["wall_seconds"]
     extra = json.loads((run_dir / "env.json").read_text())["framework_extra"]
     assert extra["tensorflow"].startswith("2.") and extra["keras"].startswith("3.")
+    assert extra["onednn"] == "true"        # set by the reference before TensorFlow is imported
     rows = [r.split("\t") for r in (run_dir / f"{REF}.tsv").read_text().splitlines()]
     assert rows[0] == ["epoch", "hours", "top1Accuracy"] and len(rows) - 1 == result["epochs"]
     assert float(rows[-1][2]) == pytest.approx(100 * result["metric_value"], abs=0.005)
