@@ -1,15 +1,23 @@
-"""The `dawnbench` command: run, infer, list, eval, data."""
+"""The `dawnbench` command: run, infer, list, eval, data; and the entry tools, each a module of
+this package with its own `main(argv)` (also `python -m dawnbench.<tool>`): submit, validate,
+leaderboard, analyze."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import importlib
 from pathlib import Path
 
 from harness import datasets, inference, registry, runner
 from harness.metrics import MetricInputError
 
 PROG = "dawnbench"
+# Subcommands that are modules of their own; everything after the name is theirs to parse.
+TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
+         "validate": "check entry files or trees; exit 0 only when all is valid",
+         "leaderboard": "rank entries and build the static site",
+         "analyze": "the analyses of the DAWNBench papers, as PNG + numbers"}
 
 
 def _add_ref_options(p: argparse.ArgumentParser) -> None:
@@ -50,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="score a predictions file like the official scripts")
     p.add_argument("what", choices=["squad"])
     p.add_argument("args", nargs=argparse.REMAINDER)
+
+    for name, text in TOOLS.items():
+        p = sub.add_parser(name, help=text, add_help=False)
+        p.add_argument("args", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("data", help="fetch or verify a dataset")
     p.add_argument("action", choices=["fetch", "verify"])
@@ -129,6 +141,9 @@ def cmd_eval(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in TOOLS:
+        return importlib.import_module(f"dawnbench.{argv[0]}").main(argv[1:])
     args = build_parser().parse_args(argv)
     handler = {"run": cmd_run, "infer": cmd_infer, "list": cmd_list, "data": cmd_data, "eval": cmd_eval}
     try:

@@ -1,0 +1,129 @@
+"""Entries on disk: DAWNBench v1 JSON + TSV pairs, as the 2017-2020 entries wrote them.
+
+    entries/<CIFAR10|ImageNet|SQuAD|FashionMNIST>/<train|inference>/<author>_<model>_<hardware>_<framework>.json
+    (training entries also have the .tsv log its `logFilename` names; old entries may omit
+    `logFilename`, and then the log is the .tsv of the same stem)
+
+This module reads entries that are well formed enough to rank; `dawnbench validate` says what
+is wrong with one that is not. Accuracies in the logs and in inference entries are in percent,
+F1 is a fraction: `log_threshold` converts a task's threshold to those units.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.tasks import TASKS, Task
+
+KINDS = ("train", "inference")
+METRIC_COLUMNS = {"top1": "top1Accuracy", "top5": "top5Accuracy", "f1": "f1Score"}
+TASK_BY_DIR = {task.display_name: task for task in TASKS.values()}     # "CIFAR10" -> cifar10
+
+
+class EntryError(ValueError):
+    """An entry that cannot be read; the message names the file (and line and field, if known)."""
+
+
+@dataclass
+class Entry:
+    path: Path                       # the .json
+    kind: str                        # "train" | "inference"
+    task: Task
+    fields: dict                     # the JSON object as written
+    rows: list[dict[str, float]]     # training: the TSV rows by column; inference: []
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def metric_column(self) -> str:
+        return METRIC_COLUMNS[self.task.metric]
+
+    def first_at_threshold(self) -> dict[str, float] | None:
+        """The first log row at or over the task's threshold: the row a training entry ranks by."""
+        return first_at_threshold(self.rows, self.task)
+
+
+def log_threshold(task: Task) -> float:
+    """The task's threshold in the units of the logs: percent for accuracies, a fraction for F1."""
+    return task.threshold if task.metric == "f1" else round(100 * task.threshold, 6)
+
+
+def first_at_threshold(rows: list[dict[str, float]], task: Task) -> dict[str, float] | None:
+    column, target = METRIC_COLUMNS[task.metric], log_threshold(task)
+    for row in rows:
+        value = row.get(column)
+        if value is not None and math.isfinite(value) and value >= target:
+            return row
+    return None
+
+
+def read_tsv(path: Path) -> tuple[list[str], list[list[str]]]:
+    """The header and the data rows of a DAWNBench log, split on tabs; a UTF-8 BOM is dropped and
+    blank lines are skipped."""
+    text = Path(path).read_text(encoding="utf-8-sig")
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return [], []
+    return [c.strip() for c in lines[0].split("\t")], [[c.strip() for c in line.split("\t")] for line in lines[1:]]
+
+
+def tsv_path(json_path: Path, fields: dict) -> Path:
+    name = fields.get("logFilename")
+    if isinstance(name, str) and name and "/" not in name and "\\" not in name and name not in (".", ".."):
+        return Path(json_path).parent / name
+    return Path(json_path).with_suffix(".tsv")
+
+
+def locate(path: Path, root: Path | None = None) -> tuple[Task, str]:
+    """(task, kind) from an entry's place in the tree: <Task>/<kind>/<file>.json."""
+    path = Path(path)
+    kind, task_dir = path.parent.name, path.parent.parent.name
+    if task_dir not in TASK_BY_DIR or kind not in KINDS:
+        raise EntryError(f"{path}: an entry lives in <{'|'.join(TASK_BY_DIR)}>/<{'|'.join(KINDS)}>/, "
+                         f"not in {task_dir}/{kind}/")
+    return TASK_BY_DIR[task_dir], kind
+
+
+def load(json_path: Path) -> Entry:
+    """One entry, JSON and (for training) its TSV rows as numbers. Raises EntryError."""
+    json_path = Path(json_path)
+    task, kind = locate(json_path)
+    try:
+        fields = json.loads(json_path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise EntryError(f"{json_path}: not readable JSON ({e})") from None
+    if not isinstance(fields, dict):
+        raise EntryError(f"{json_path}: the entry must be a JSON object")
+    rows: list[dict[str, float]] = []
+    if kind == "train":
+        log = tsv_path(json_path, fields)
+        try:
+            header, raw = read_tsv(log)
+        except (OSError, UnicodeDecodeError) as e:
+            raise EntryError(f"{log}: the training log is not readable ({e})") from None
+        for n, cells in enumerate(raw, start=2):
+            try:
+                rows.append({column: float(cell) for column, cell in zip(header, cells)})
+            except ValueError:
+                raise EntryError(f"{log}:{n}: not a number in {cells!r}") from None
+    return Entry(path=json_path, kind=kind, task=task, fields=fields, rows=rows)
+
+
+def find(root: Path) -> list[Path]:
+    """Every entry JSON under `root` (a tree as above, or one file), in a stable order."""
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    return sorted(p for task_dir in TASK_BY_DIR for kind in KINDS
+                  for p in (root / task_dir / kind).glob("*.json"))
+
+
+def hms(hours: float) -> str:
+    """Hours as h:mm:ss, the leaderboard's format."""
+    seconds = int(round(hours * 3600))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
