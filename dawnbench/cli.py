@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import importlib
 from pathlib import Path
@@ -27,15 +28,15 @@ def _add_ref_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", type=Path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--instance", default=None, metavar="PROVIDER:INSTANCE",
+                   help="the cloud instance it runs on, priced from common/prices.yaml (e.g. aws:p3.2xlarge)")
     p.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
-                   help="on-demand price of the machine, for the cost fields")
+                   help="instead of --instance: the on-demand price of one node, USD per hour")
+    p.add_argument("--nodes", type=int, default=1, metavar="N",
+                   help="machines used (default 1); the cost per hour is price x N")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Time-to-accuracy benchmark harness")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("run", help="train a reference to its task's threshold under the harness")
+def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_ref_options(p)
     p.add_argument("--max-epochs", type=int, default=None, help="epoch budget (default: reference.toml)")
     p.add_argument("--max-seconds", type=float, default=None, help="on-clock time budget")
@@ -44,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=registry.REPO_ROOT / "results")
     p.add_argument("--run-id", default=None)
     p.add_argument("--no-save", action="store_true", help="skip saving the trained model")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Time-to-accuracy benchmark harness")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="train a reference to its task's threshold under the harness")
+    _add_run_options(p)
 
     p = sub.add_parser("infer", help="batch-1 inference latency over every eval example")
     _add_ref_options(p)
@@ -76,14 +85,38 @@ def _check_threshold(value: float | None) -> None:
         raise registry.UsageError(f"--threshold {value}: give a fraction in (0, 1], e.g. 0.85")
 
 
+def _machine_cost(args) -> dict:
+    """instance, nodes, price (one node's record) and cost_per_hour (all nodes) from the options."""
+    if args.instance is not None and args.cost_per_hour is not None:
+        raise registry.UsageError("give --instance or --cost-per-hour, not both: --instance takes its price "
+                                  "from common/prices.yaml")
+    if args.nodes < 1:
+        raise registry.UsageError(f"--nodes {args.nodes}: give the number of machines used, 1 or more")
+    if args.cost_per_hour is not None and not (math.isfinite(args.cost_per_hour) and args.cost_per_hour >= 0):
+        raise registry.UsageError(f"--cost-per-hour {args.cost_per_hour}: give the on-demand USD per hour of "
+                                  f"one node, e.g. 3.06")
+    price, per_node = None, args.cost_per_hour
+    if args.instance is not None:
+        try:
+            from common import prices      # PyYAML is only needed when an instance is priced
+        except ModuleNotFoundError as e:
+            raise registry.UsageError(f"--instance needs the {e.name} module: pip install -r "
+                                      f"requirements/harness.txt (or give --cost-per-hour USD)") from None
+        found = prices.lookup(args.instance)
+        price, per_node = found.record(), found.usd_per_hour
+    return {"instance": price["instance"] if price else None, "nodes": args.nodes, "price": price,
+            "cost_per_hour": per_node * args.nodes if per_node is not None else None}
+
+
 def cmd_run(args) -> int:
     spec = registry.load_spec(args.reference)
     hp = registry.resolve_hyperparameters(spec, args.assignments)
     _check_threshold(args.threshold)
+    cost = _machine_cost(args)
     opts = runner.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
                              threshold=args.threshold, results_root=args.results, data_root=args.data,
                              run_id=args.run_id, progress=not args.no_progress,
-                             cost_per_hour=args.cost_per_hour, save_model=not args.no_save)
+                             save_model=not args.no_save, **cost)
     result = runner.run(spec, hp, opts)
     return 0 if result["status"] == runner.CONVERGED else 1
 
@@ -106,10 +139,10 @@ def cmd_infer(args) -> int:
     spec = registry.load_spec(args.reference)
     hp = registry.resolve_hyperparameters(spec, args.assignments, base=_recorded_hyperparameters(spec, args.model))
     _check_threshold(args.threshold)
+    cost = _machine_cost(args)
     result = inference.infer(spec, args.model, hp, data_root=args.data, warmup=args.warmup, limit=args.limit,
-                             threshold=args.threshold,
-                             cost_per_hour=args.cost_per_hour, out_dir=args.out,
-                             progress=not args.no_progress, seed=args.seed)
+                             threshold=args.threshold, out_dir=args.out,
+                             progress=not args.no_progress, seed=args.seed, **cost)
     for line in inference.summary_lines(result):
         print(line)
     return 0 if result["reached_threshold"] else 1

@@ -21,7 +21,9 @@ from harness.registry import REPO_ROOT, ReferenceSpec, UsageError
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
           warmup: int = 50, limit: int | None = None, cost_per_hour: float | None = None,
           out_dir: Path | None = None, progress: bool = True, seed: int = 0,
-          threshold: float | None = None) -> dict:
+          threshold: float | None = None, instance: str | None = None, nodes: int = 1,
+          price: dict | None = None) -> dict:
+    """`cost_per_hour` is for every node together (price x nodes); `price` is one node's record."""
     task = spec.task
     threshold = task.threshold if threshold is None else threshold
     data_root = Path(data_root or datasets.default_data_root())
@@ -92,6 +94,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "official_threshold": threshold == task.threshold,
         "reached_threshold": bool(value >= threshold),
         "costPerHour": cost_per_hour,
+        "instance": instance,
+        "nodes": nodes,
+        "price": price,
         # DAWNBench v1: cost per item = costPerHour x latency / 3.6e6
         "cost": cost_per_hour * mean_ms / 3.6e6 if cost_per_hour is not None else None,
         "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4 if cost_per_hour is not None else None,

@@ -53,8 +53,11 @@ class RunOptions:
     data_root: Path | None = None
     run_id: str | None = None
     progress: bool = True
-    cost_per_hour: float | None = None
+    cost_per_hour: float | None = None  # USD per hour for every node together (price x nodes)
     save_model: bool = True
+    instance: str | None = None         # "provider:instance" the price came from (common/prices.yaml)
+    nodes: int = 1
+    price: dict | None = None           # {"instance", "usd_per_hour", "source", "date"} of one node
 
 
 def dist_env() -> tuple[int, int, int]:
@@ -252,6 +255,9 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "tta_seconds": tta_seconds,
         "wall_seconds": round(wall, 3),
         "cost_usd": cost_usd,
+        "instance": opts.instance,
+        "nodes": opts.nodes,
+        "price": opts.price,
         "epochs": epoch,
         "eval_examples": task.eval_examples,
         "seed": opts.seed,

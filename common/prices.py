@@ -1,0 +1,181 @@
+"""On-demand cloud prices (prices.yaml): read and checked, looked up by `provider:instance`.
+
+A result's cost is hours x usd_per_hour x nodes; the record a run keeps (`price` in result.json)
+names the instance, the price, and where and when that price was published.
+"""
+from __future__ import annotations
+
+import datetime
+import difflib
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from harness.registry import UsageError
+
+PRICES_FILE = Path(__file__).with_name("prices.yaml")
+PRICES_ENV = "DAWNBENCH_PRICES"      # another prices file (e.g. a site's negotiated list price)
+
+_FIELDS = {"provider", "instance", "accelerator", "accelerator_count", "vcpus", "usd_per_hour", "region",
+           "date", "source", "note"}
+_OPTIONAL = {"note"}
+_TOP_FIELDS = {"version", "updated", "instances"}
+
+
+class PriceError(UsageError):
+    """An unknown instance or a malformed prices file; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Price:
+    provider: str
+    instance: str
+    accelerator: str | None
+    accelerator_count: int
+    vcpus: int | None
+    usd_per_hour: float
+    region: str
+    date: str            # yyyy-mm-dd: when this figure was published at `source`
+    source: str
+    note: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}:{self.instance}"
+
+    def record(self) -> dict:
+        """The `price` object of result.json and inference.json."""
+        return {"instance": self.key, "usd_per_hour": self.usd_per_hour, "source": self.source,
+                "date": self.date}
+
+
+def prices_file() -> Path:
+    return Path(os.environ.get(PRICES_ENV) or PRICES_FILE)
+
+
+def load(path: str | os.PathLike | None = None) -> dict[str, Price]:
+    """Every instance of the prices file, by lower-cased `provider:instance`."""
+    path = Path(path) if path else prices_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PriceError(f"{path}: cannot read the prices file ({e.strerror or e}); "
+                         f"set ${PRICES_ENV} to a prices file or unset it to use {PRICES_FILE}") from None
+    try:
+        raw = yaml.safe_load(text)   # plain data only: a tag that would build an object is refused
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise PriceError(f"{where}: not valid YAML: {problem}") from None
+    if not isinstance(raw, dict):
+        raise PriceError(f"{path}: expected a mapping with fields {', '.join(sorted(_TOP_FIELDS))}")
+    unknown = sorted(map(str, set(raw) - _TOP_FIELDS))
+    if unknown:
+        raise PriceError(f"{path}: unknown top-level field {unknown[0]!r}; fields: {', '.join(sorted(_TOP_FIELDS))}")
+    version = raw.get("version")
+    if type(version) is not int or version < 1:
+        raise PriceError(f"{path}: field 'version' must be a whole number >= 1 (got {version!r})")
+    _date(raw.get("updated"), lambda problem: PriceError(f"{path}: field 'updated' {problem}"))
+    entries = raw.get("instances")
+    if not isinstance(entries, list) or not entries:
+        raise PriceError(f"{path}: field 'instances' must be a non-empty list of instance records")
+    prices: dict[str, Price] = {}
+    for i, entry in enumerate(entries, 1):
+        price = _check_entry(path, i, entry)
+        if price.key.lower() in prices:
+            raise PriceError(f"{path}: instance {price.key!r} is listed twice; keep one record per instance")
+        prices[price.key.lower()] = price
+    return prices
+
+
+def lookup(name: str, path: str | os.PathLike | None = None) -> Price:
+    """The price of `provider:instance` (case-insensitive), e.g. lookup("aws:p3.2xlarge")."""
+    path = Path(path) if path else prices_file()
+    prices = load(path)
+    found = prices.get(str(name).strip().lower())
+    if found:
+        return found
+    hint = "" if ":" in str(name) else " (give PROVIDER:INSTANCE, e.g. aws:p3.2xlarge)"
+    raise PriceError(f"unknown instance {name!r}{hint}; {_close_matches(str(name), prices)}; "
+                     f"the prices are in {path}: add the instance there with its on-demand price, date "
+                     f"and source, or give --cost-per-hour USD")
+
+
+def _close_matches(name: str, prices: dict[str, Price]) -> str:
+    # Compare with the full keys and with the bare instance names, so "p3.2xlarge" finds aws's.
+    candidates = {key: p.key for key, p in prices.items()}
+    candidates.update({p.instance.lower(): p.key for p in prices.values()})
+    close = difflib.get_close_matches(name.strip().lower(), list(candidates), n=8, cutoff=0.6)
+    matches = list(dict.fromkeys(candidates[c] for c in close))[:4]
+    if matches:
+        return "close matches: " + ", ".join(matches)
+    return "known: " + ", ".join(p.key for p in prices.values())
+
+
+def _check_entry(path: Path, index: int, entry) -> Price:
+    label = f"#{index}"
+    if isinstance(entry, dict) and isinstance(entry.get("provider"), str) and isinstance(entry.get("instance"), str):
+        label = f"{entry['provider']}:{entry['instance']}"
+
+    def bad(field: str, problem: str) -> PriceError:
+        return PriceError(f"{path}: instance {label}: field {field!r} {problem}")
+
+    if not isinstance(entry, dict):
+        raise PriceError(f"{path}: instance {label}: expected a record with fields "
+                         f"{', '.join(sorted(_FIELDS - _OPTIONAL))}")
+    unknown = sorted(map(str, set(entry) - _FIELDS))
+    if unknown:
+        raise bad(unknown[0], f"is not a prices field; fields: {', '.join(sorted(_FIELDS))}")
+    missing = sorted(_FIELDS - _OPTIONAL - set(entry))
+    if missing:
+        raise bad(missing[0], "is missing")
+    for field in ("provider", "instance"):
+        value = entry[field]
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", value):
+            raise bad(field, f"must be a name of letters, digits, '.', '_' or '-' (got {value!r})")
+    count = entry["accelerator_count"]
+    if type(count) is not int or count < 0:
+        raise bad("accelerator_count", f"must be a whole number >= 0 (got {count!r})")
+    accelerator = entry["accelerator"]
+    if count == 0 and accelerator is not None:
+        raise bad("accelerator", f"must be null for a CPU instance (accelerator_count 0), got {accelerator!r}")
+    if count > 0 and (not isinstance(accelerator, str) or not accelerator.strip()):
+        raise bad("accelerator", f"must name the accelerator model (got {accelerator!r})")
+    vcpus = entry["vcpus"]
+    if vcpus is not None and (type(vcpus) is not int or vcpus < 1):
+        raise bad("vcpus", f"must be a whole number >= 1, or null (got {vcpus!r})")
+    usd = entry["usd_per_hour"]
+    if type(usd) not in (int, float) or not math.isfinite(usd) or usd <= 0:
+        raise bad("usd_per_hour", f"must be a positive number of US dollars per hour (got {usd!r})")
+    region = entry["region"]
+    if not isinstance(region, str) or not region.strip():
+        raise bad("region", f"must name the region the price is for (got {region!r})")
+    date = _date(entry["date"], lambda problem: bad("date", problem))
+    source = entry["source"]
+    if not isinstance(source, str) or not re.fullmatch(r"https://\S+", source):
+        raise bad("source", f"must be the https URL of the provider's pricing page (got {source!r})")
+    note = entry.get("note", "")
+    if note is None:
+        note = ""
+    if not isinstance(note, str):
+        raise bad("note", f"must be text (got {note!r})")
+    return Price(provider=entry["provider"], instance=entry["instance"], accelerator=accelerator,
+                 accelerator_count=count, vcpus=vcpus, usd_per_hour=float(usd), region=region, date=date,
+                 source=source, note=note)
+
+
+def _date(value, error) -> str:
+    """yyyy-mm-dd, given unquoted (YAML reads a date) or as a string."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        try:
+            return datetime.date.fromisoformat(value).isoformat()
+        except ValueError:
+            pass
+    raise error(f"must be a date yyyy-mm-dd (got {value!r})")
