@@ -10,6 +10,7 @@ import sys
 import importlib
 from pathlib import Path
 
+from dawnbench import series
 from harness import datasets, inference, registry, runner
 from harness.metrics import MetricInputError
 
@@ -45,6 +46,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", type=Path, default=registry.REPO_ROOT / "results")
     p.add_argument("--run-id", default=None)
     p.add_argument("--no-save", action="store_true", help="skip saving the trained model")
+    p.add_argument("--runs", type=int, default=None, metavar="N",
+                   help="a series: N runs with seeds SEED..SEED+N-1, each a fresh process, into "
+                        "results/REF/<series id>/ with summary.json")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,6 +117,10 @@ def cmd_run(args) -> int:
     hp = registry.resolve_hyperparameters(spec, args.assignments)
     _check_threshold(args.threshold)
     cost = _machine_cost(args)
+    if args.runs is not None:
+        run_options = argparse.ArgumentParser(add_help=False)
+        _add_run_options(run_options)
+        return series.run_series(spec, args, series.forwarded_options(run_options, args))
     opts = runner.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
                              threshold=args.threshold, results_root=args.results, data_root=args.data,
                              run_id=args.run_id, progress=not args.no_progress,

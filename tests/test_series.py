@@ -1,0 +1,234 @@
+"""Repeated runs (`dawnbench run REF --runs N`): the statistics, the series folder, and stopping."""
+import argparse
+import json
+import signal
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import PYTHON, SCRIPTED, SCRIPTED_TOML, cli_env
+from dawnbench import series
+from dawnbench.cli import _add_run_options, build_parser, main
+from harness.events import read_events
+
+SCHEMA = json.loads((Path(__file__).parent.parent / "harness/data/result.schema.json").read_text())
+
+# The scripted reference of conftest, but one seed (`dnc_seed`) never gets over 10%, so a series can
+# hold a DNC next to converged runs.
+SEEDED = '''
+from scripted import Scripted
+
+
+class Seeded(Scripted):
+    def predict(self):
+        if self.ctx.seed == self.cfg["dnc_seed"]:
+            self.cfg = {**self.cfg, "accuracies": [0.1]}
+        return super().predict()
+'''
+
+
+@pytest.fixture
+def seeded_refs(references_root, fashion_root):
+    ref = references_root / "seeded-test"
+    ref.mkdir()
+    (ref / "scripted.py").write_text(SCRIPTED)
+    (ref / "seeded.py").write_text(SEEDED)
+    (ref / "reference.toml").write_text(SCRIPTED_TOML.replace('"scripted:Scripted"', '"seeded:Seeded"')
+                                        .replace("short = false", "short = false\ndnc_seed = -1"))
+    return references_root
+
+
+def converged(tta, seed=0, **extra):
+    return {"reference": "r", "task": "fashion-mnist", "metric": "top1", "threshold": 0.92,
+            "official_threshold": True, "status": "converged", "tta_seconds": tta, "seed": seed,
+            "run_id": f"seed{seed}", "epochs": 3, "metric_value": 0.93, **extra}
+
+
+def dnc(seed=0):
+    return {**converged(None, seed), "status": "DNC", "metric_value": 0.5}
+
+
+# --- the statistics ------------------------------------------------------------------------------
+
+def test_statistics_on_known_values():
+    values = [10, 12, 11, 50, 9]
+    s = series.summarize([converged(v, seed=i) for i, v in enumerate(values)])
+    t = s["tta_seconds"]
+    assert t["n"] == 5 and t["min"] == 9 and t["max"] == 50
+    assert t["median"] == 11
+    assert t["olympic_mean"] == 11          # (10 + 11 + 12) / 3: the best (9) and the worst (50) dropped
+    assert t["mean"] == pytest.approx(18.4)
+    assert t["stdev"] == pytest.approx(statistics.stdev(values))
+    assert t["cv"] == pytest.approx(statistics.stdev(values) / 18.4)
+    assert s["n"] == 5 and s["converged"] == 5 and s["fraction_converged"] == 1.0
+    assert [r["run_dir"] for r in s["runs"]] == [f"seed{i}" for i in range(5)]
+    assert set(s) == {"reference", "task", "metric", "threshold", "official_threshold", "n", "converged",
+                      "fraction_converged", "runs", "tta_seconds"}
+    assert set(s["runs"][0]) == {"seed", "run_dir", "status", "tta_seconds", "epochs", "metric_value"}
+
+
+def test_statistics_are_over_converged_runs_only():
+    s = series.summarize([converged(20.0, 0), dnc(1), converged(30.0, 2), dnc(3)])
+    assert s["n"] == 4 and s["converged"] == 2 and s["fraction_converged"] == 0.5
+    t = s["tta_seconds"]
+    assert t["n"] == 2 and t["median"] == 25.0 and t["mean"] == 25.0
+    assert t["olympic_mean"] is None                      # under 3 converged runs
+    assert t["cv"] == pytest.approx(statistics.stdev([20.0, 30.0]) / 25.0)
+    assert [r["status"] for r in s["runs"]] == ["converged", "DNC", "converged", "DNC"]
+    assert s["runs"][1]["tta_seconds"] is None
+
+
+def test_statistics_of_one_and_of_no_converged_run():
+    one = series.summarize([converged(7.5)])["tta_seconds"]
+    assert one["median"] == 7.5 and one["stdev"] is None and one["cv"] is None and one["olympic_mean"] is None
+    none = series.summarize([dnc(0), dnc(1)])
+    assert none["fraction_converged"] == 0.0 and none["tta_seconds"]["n"] == 0
+    assert all(none["tta_seconds"][k] is None for k in ("min", "median", "max", "mean", "stdev", "cv", "olympic_mean"))
+    assert series.summarize([])["fraction_converged"] is None
+
+
+def test_runs_of_different_thresholds_are_not_summarized_together():
+    with pytest.raises(ValueError, match="threshold"):
+        series.summarize([converged(1.0), converged(2.0, threshold=0.85)])
+
+
+# --- the options every run repeats ---------------------------------------------------------------
+
+def test_every_run_option_but_the_series_own_is_forwarded():
+    argv = ["run", "scripted-test", "--set", "a=1", "--set", "b=2", "--seed", "4", "--data", "/d", "--no-progress",
+            "--instance", "aws:p3.2xlarge", "--nodes", "2", "--max-epochs", "3", "--max-seconds", "9.5",
+            "--threshold", "0.85", "--results", "/r", "--no-save", "--runs", "3"]
+    args = build_parser().parse_args(argv)
+    parser = argparse.ArgumentParser(add_help=False)
+    _add_run_options(parser)
+    forwarded = series.forwarded_options(parser, args)
+    again = build_parser().parse_args(["run", "scripted-test", *forwarded])
+    for dest, value in vars(args).items():
+        if dest in series.OWN_OPTIONS:
+            assert getattr(again, dest) == parser.get_default(dest), dest
+        else:
+            assert getattr(again, dest) == value, dest
+    assert "--cost-per-hour" not in forwarded and "--run-id" not in forwarded
+
+
+# --- a real series -------------------------------------------------------------------------------
+
+def the_series(results: Path, reference: str) -> Path:
+    (folder,) = (results / reference).iterdir()
+    return folder
+
+
+def test_a_series_with_one_dnc(seeded_refs, tmp_path, capsys):
+    results = tmp_path / "results"
+    code = main(["run", "seeded-test", "--runs", "3", "--seed", "5", "--set", "dnc_seed=6",
+                 "--set", "accuracies=0.5,0.95", "--set", "train_sleep=0.05", "--max-epochs", "3",
+                 "--results", str(results), "--no-progress", "--no-save", "--instance", "aws:p3.2xlarge",
+                 "--nodes", "2"])
+    assert code == 1                                   # not every run converged
+    folder = the_series(results, "seeded-test")
+    assert sorted(p.name for p in folder.iterdir()) == ["seed5", "seed6", "seed7", "summary.json"]
+    runs = {}
+    for seed in (5, 6, 7):
+        run_dir = folder / f"seed{seed}"
+        assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "events.jsonl", "result.json",
+                                                             "seeded-test.tsv"]
+        r = json.loads((run_dir / "result.json").read_text())
+        jsonschema.validate(r, SCHEMA)
+        assert r["seed"] == seed and r["run_id"] == f"seed{seed}"
+        assert r["costPerHour"] == pytest.approx(6.12) and r["instance"] == "aws:p3.2xlarge" and r["nodes"] == 2
+        runs[seed] = r
+    assert runs[6]["status"] == "DNC" and runs[6]["epochs"] == 3
+    assert runs[5]["status"] == runs[7]["status"] == "converged"
+
+    summary = json.loads((folder / "summary.json").read_text())
+    ttas = [runs[5]["tta_seconds"], runs[7]["tta_seconds"]]
+    assert summary["reference"] == "seeded-test" and summary["task"] == "fashion-mnist"
+    assert summary["metric"] == "top1" and summary["threshold"] == 0.92 and summary["official_threshold"] is True
+    assert summary["n"] == 3 and summary["converged"] == 2 and summary["fraction_converged"] == pytest.approx(2 / 3)
+    assert summary["requested_runs"] == 3 and summary["interrupted"] is False
+    assert [(r["seed"], r["run_dir"], r["status"]) for r in summary["runs"]] == [
+        (5, "seed5", "converged"), (6, "seed6", "DNC"), (7, "seed7", "converged")]
+    assert [r["tta_seconds"] for r in summary["runs"]] == [ttas[0], None, ttas[1]]
+    assert [r["epochs"] for r in summary["runs"]] == [2, 3, 2]
+    assert summary["runs"][1]["metric_value"] == pytest.approx(0.1)
+    t = summary["tta_seconds"]
+    assert t["median"] == pytest.approx(statistics.median(ttas)) and t["min"] == min(ttas) and t["max"] == max(ttas)
+    assert t["cv"] == pytest.approx(statistics.stdev(ttas) / statistics.fmean(ttas))
+    assert t["olympic_mean"] is None and min(ttas) >= 0.1     # two epochs of 0.05 s sleep each
+
+    out = capsys.readouterr().out
+    assert "converged 2/3 (67%)" in out and f"summary: {folder / 'summary.json'}" in out
+    assert "\nnot stable: " in out
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["5"], ["6"], ["7"])]
+    assert [row[1] for row in rows] == ["converged", "DNC", "converged"]
+
+
+def test_a_series_where_every_run_converges_exits_0(seeded_refs, tmp_path):
+    results = tmp_path / "results"
+    assert main(["run", "seeded-test", "--runs", "2", "--threshold", "0.5", "--results", str(results),
+                 "--no-progress"]) == 0
+    folder = the_series(results, "seeded-test")
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["converged"] == 2 and summary["threshold"] == 0.5 and summary["official_threshold"] is False
+    assert [r["seed"] for r in summary["runs"]] == [0, 1]
+    assert (folder / "seed0" / "model" / "model.txt").read_text() == "1"
+    # the runs were made in place: the paths their logs name are the series' own
+    (checkpoint,) = [e for e in read_events(folder / "seed1" / "events.jsonl") if e["key"] == "checkpoint"]
+    assert checkpoint["value"] == str(folder / "seed1" / "model")
+
+
+@pytest.mark.parametrize("args, env, says", [
+    (["--runs", "2", "--run-id", "x"], {}, "--runs and --run-id do not go together"),
+    (["--runs", "0"], {}, "--runs 0"),
+    (["--runs", "2"], {"WORLD_SIZE": "2"}, "under torchrun (WORLD_SIZE=2)"),
+])
+def test_refused_series_are_one_line_and_write_nothing(seeded_refs, tmp_path, capsys, monkeypatch, args, env, says):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code = main(["run", "seeded-test", "--results", str(tmp_path / "r"), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and says in err[0], err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_series_without_its_dataset_is_one_line_and_writes_nothing(seeded_refs, tmp_path, capsys):
+    code = main(["run", "seeded-test", "--runs", "2", "--data", str(tmp_path / "empty"),
+                 "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "dawnbench data fetch fashion-mnist" in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_interrupted_series_still_writes_its_summary(seeded_refs, tmp_path):
+    """Ctrl-C during the second run: the first is summarized; the second, stopped, keeps its logs."""
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "dawnbench", "run", "seeded-test", "--runs", "3", "--results", str(results), "--no-progress",
+         "--no-save", "--set", "accuracies=0.5,0.95", "--set", "train_sleep=0.3"],
+        env=cli_env(DAWNBENCH_REFERENCES=str(seeded_refs)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        deadline = time.monotonic() + 60
+        # The second run is under way once its first epoch is in its log.
+        while not list(results.glob("seeded-test/*/seed1/seeded-test.tsv")) or \
+                len(next(results.glob("seeded-test/*/seed1/seeded-test.tsv")).read_text().splitlines()) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    folder = the_series(results, "seeded-test")
+    assert sorted(p.name for p in folder.iterdir()) == ["seed0", "seed1", "summary.json"]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["n"] == 1 and summary["runs"][0]["seed"] == 0 and summary["runs"][0]["status"] == "converged"
+    assert summary["interrupted"] is True and summary["requested_runs"] == 3
+    stopped = json.loads((folder / "seed1" / "result.json").read_text())
+    assert stopped["status"] == "DNC" and "KeyboardInterrupt" in stopped["dnc_reason"]
+    assert "summary.json covers the 1 run(s) that finished" in err and "converged 1/1" in out
