@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import harness.tasks
 from harness.tasks import TASKS, Task
 
 KINDS = ("train", "inference")
@@ -61,15 +64,52 @@ def first_at_threshold(rows: list[dict[str, float]], task: Task) -> dict[str, fl
     return None
 
 
+def split_tsv(text: str) -> list[tuple[int, list[str]]]:
+    """(line number, cells) of every non-blank line of a DAWNBench log's text, split on tabs, each
+    cell stripped (old logs pad their cells with spaces)."""
+    numbered = []
+    for n, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if line.strip():
+            numbered.append((n, [c.strip() for c in line.split("\t")]))
+    return numbered
+
+
 def read_tsv(path: Path) -> tuple[list[str], list[list[str]]]:
     """The header and the data rows of a DAWNBench log, split on tabs; a UTF-8 BOM is dropped and
     blank lines are skipped."""
-    text = Path(path).read_text(encoding="utf-8-sig")
-    lines = [line.rstrip("\r") for line in text.split("\n")]
-    lines = [line for line in lines if line.strip()]
+    lines = [cells for _, cells in split_tsv(Path(path).read_text(encoding="utf-8-sig"))]
     if not lines:
         return [], []
-    return [c.strip() for c in lines[0].split("\t")], [[c.strip() for c in line.split("\t")] for line in lines[1:]]
+    return lines[0], lines[1:]
+
+
+def _blacklist_examples() -> dict[str, int]:
+    # tasks.toml records the blacklist size next to the eval-set size; harness.tasks.Task does not carry it
+    with open(Path(harness.tasks.__file__).parent / "data" / "tasks.toml", "rb") as f:
+        raw = tomllib.load(f)["tasks"]
+    return {name: int(t["blacklist_examples"]) for name, t in raw.items() if "blacklist_examples" in t}
+
+
+BLACKLIST_EXAMPLES = _blacklist_examples()      # {"imagenet": 1762}
+
+
+def eval_set_size(task: Task, used_blacklist: bool = False) -> int:
+    """The number of eval examples an entry of `task` is scored on (ImageNet may drop its blacklist)."""
+    return task.eval_examples - (BLACKLIST_EXAMPLES.get(task.name, 0) if used_blacklist else 0)
+
+
+def name_part(text: object) -> str:
+    """One part of an entry's file name: letters, digits, '-' and '.'; anything else becomes '-'
+    (runs of them one '-'), so '_' stays the separator of the four parts."""
+    part = re.sub(r"[^A-Za-z0-9.-]+", "-", str(text))
+    part = re.sub(r"-{2,}", "-", part).strip("-.")
+    return part or "unknown"
+
+
+def entry_stem(author: object, model: object, hardware: object, framework: object) -> str:
+    """<author>_<model>_<hardware>_<framework>, as DAWNBench named its entries."""
+    return "_".join(name_part(p) for p in (author, model, hardware, framework))
 
 
 def tsv_path(json_path: Path, fields: dict) -> Path:

@@ -1,0 +1,357 @@
+"""`dawnbench submit RUN_DIR [--inference INFER_DIR] --to entries/`: a run as DAWNBench v1 entry files.
+
+    entries/<Task>/train/<author>_<model>_<hardware>_<framework>.json   (+ .tsv, the run's log as written)
+    entries/<Task>/inference/<same stem>.json                          (with --inference)
+
+RUN_DIR is a run folder (result.json + its TSV) or a series folder from `dawnbench run --runs N`
+(summary.json + seed<k>/): the series submits its median converged run and records every run's
+statistics in `runs`. The files are written to a staging folder, checked with `dawnbench validate`,
+then moved into place; nothing is written when anything is wrong, and no entry is replaced
+without --force.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from dawnbench import entries, validate
+from harness.tasks import TASKS
+
+PROG = "dawnbench submit"
+
+
+class SubmitError(Exception):
+    """A run that cannot be submitted; the message is the one line the user sees."""
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SubmitError(f"{path}: missing; {what}") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise SubmitError(f"{path}: not readable JSON ({type(e).__name__}); {what}") from None
+    if not isinstance(value, dict):
+        raise SubmitError(f"{path}: not a JSON object; {what}")
+    return value
+
+
+def _need(result: dict, path: Path, field: str, kind, what: str):
+    value = result.get(field)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise SubmitError(f"{path}: {field} is {validate.show(value)}, expected {what} "
+                          f"(is this a result.json that `dawnbench run` wrote?)")
+    return value
+
+
+def _inside(folder: Path, name: object) -> Path | None:
+    """folder/name when name is a plain relative path that stays inside folder."""
+    if not isinstance(name, str) or not name or os.path.isabs(name) or "\0" in name:
+        return None
+    path = folder / name
+    try:
+        if os.path.commonpath([path.resolve(), folder.resolve()]) != str(folder.resolve()):
+            return None
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return path
+
+
+# ---------------------------------------------------------------- the run (or the series' median run)
+
+def load_run(run_dir: Path) -> tuple[Path, dict, dict | None]:
+    """(the run folder to submit, its result.json, the `runs` statistics of its series or None)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise SubmitError(f"{run_dir}: not a folder; give a run folder (results/<reference>/<run id>/) "
+                          f"or a series folder holding summary.json")
+    if (run_dir / "result.json").exists():
+        return run_dir, _read_json(run_dir / "result.json", "a run folder holds the result.json of "
+                                                            "`dawnbench run`"), None
+    if not (run_dir / "summary.json").exists():
+        raise SubmitError(f"{run_dir}: neither result.json (a run) nor summary.json (a series of runs) "
+                          f"is here; give the folder `dawnbench run` printed")
+    summary_path = run_dir / "summary.json"
+    summary = _read_json(summary_path, "a series folder holds the summary.json of `dawnbench run --runs N`")
+    runs = summary.get("runs")
+    if not isinstance(runs, list):
+        raise SubmitError(f"{summary_path}: runs is {validate.show(runs)}, expected a list of runs")
+    converged = [r for r in runs if isinstance(r, dict) and r.get("status") == "converged"
+                 and validate.is_number(r.get("tta_seconds")) and math.isfinite(r["tta_seconds"])]
+    if not converged:
+        raise SubmitError(f"{summary_path}: none of the {len(runs)} runs converged (DNC): "
+                          f"only a converged run is an entry")
+    # the upper median: an actual run, and of two middle runs the slower one
+    median = statistics.median_high([r["tta_seconds"] for r in converged])
+    chosen = next(r for r in converged if r["tta_seconds"] == median)
+    folder = _inside(run_dir, chosen.get("run_dir"))
+    if folder is None or not folder.is_dir():
+        raise SubmitError(f"{summary_path}: the median run's run_dir {validate.show(chosen.get('run_dir'))} "
+                          f"is not a folder inside the series")
+    result = _read_json(folder / "result.json", "each run of a series is a run folder")
+    tta = summary.get("tta_seconds") if isinstance(summary.get("tta_seconds"), dict) else {}
+    stats = {
+        "n": summary.get("n", len(runs)),
+        "converged": summary.get("converged", len(converged)),
+        "fraction_converged": summary.get("fraction_converged"),
+        "median_tta_seconds": tta.get("median"),
+        "min_tta_seconds": tta.get("min"),
+        "max_tta_seconds": tta.get("max"),
+        "mean_tta_seconds": tta.get("mean"),
+        "stdev_tta_seconds": tta.get("stdev"),
+        "cv": tta.get("cv"),
+        "olympic_mean_tta_seconds": tta.get("olympic_mean"),
+        "submitted_seed": chosen.get("seed"),
+        "per_run": [{"seed": r.get("seed"), "status": r.get("status"), "tta_seconds": r.get("tta_seconds")}
+                    for r in runs if isinstance(r, dict)],
+    }
+    if summary.get("official_threshold") is False and result.get("official_threshold") is not False:
+        result = {**result, "official_threshold": False}
+    return folder, result, stats
+
+
+def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
+    path = folder / "result.json"
+    status = result.get("status")
+    if status != "converged":
+        reason = result.get("dnc_reason")
+        raise SubmitError(f"{path}: the run is {validate.show(status)}"
+                          f"{f' ({reason})' if isinstance(reason, str) else ''}: only a converged run is an entry")
+    task = TASKS.get(result.get("task"))
+    if task is None:
+        raise SubmitError(f"{path}: task is {validate.show(result.get('task'))}, expected one of "
+                          f"{', '.join(sorted(TASKS))}")
+    if result.get("official_threshold") is not True and not allow_unofficial:
+        raise SubmitError(f"{path}: the run was trained to a lowered threshold {validate.show(result.get('threshold'))} "
+                          f"(official {task.threshold:g}): a smoke test, not an entry; rerun without --threshold "
+                          f"(--allow-unofficial submits it anyway, marked official_threshold: false)")
+    for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
+        _need(result, path, field, str, "a string")
+    _need(result, path, "tta_seconds", (int, float), "a number of seconds")
+
+
+# ---------------------------------------------------------------- the entries
+
+def _clean(mapping: dict) -> dict:
+    return {k: v for k, v in mapping.items() if v is not None or k in _KEEP_NULL}
+
+
+_KEEP_NULL = {"costPerHour", "cost", "cost_usd", "cost_per_10k_items_usd", "instance", "price",
+              "image_digest", "git_commit", "runs", "commitHash"}
+
+
+def _common(result: dict, args) -> dict:
+    git = result.get("git") if isinstance(result.get("git"), dict) else {}
+    return {
+        "version": "v1.0",
+        "author": args.author or result["author"],
+        "authorEmail": args.author_email if args.author_email is not None else result.get("authorEmail") or "",
+        "framework": result["framework"],
+        "codeURL": args.code_url if args.code_url is not None else result.get("codeURL") or "",
+        "model": result["model"],
+        "hardware": args.hardware or result["hardware"],
+    }, git
+
+
+def train_entry(result: dict, stem: str, args, runs: dict | None) -> dict:
+    common, git = _common(result, args)
+    task = TASKS[result["task"]]
+    misc = dict(result["misc"]) if isinstance(result.get("misc"), dict) else {}
+    misc.update({k: result.get(k) for k in ("seed", "epochs", "wall_seconds", "world_size", "run_id",
+                                             "hyperparameters", "spans_seconds") if k in result})
+    misc["git_dirty"] = git.get("dirty")
+    entry = {
+        **common,
+        "costPerHour": result.get("costPerHour"),
+        "timestamp": result["timestamp"],
+        "logFilename": f"{stem}.tsv",
+        "commitHash": result.get("commitHash", git.get("commit")),
+        "misc": misc,
+        # explicit units and provenance
+        "reference": result["reference"],
+        "rules_version": result.get("rules_version"),
+        "tta_seconds": result["tta_seconds"],
+        "cost_usd": result.get("cost_usd"),
+        "nodes": result.get("nodes", 1),
+        "instance": result.get("instance"),
+        "price": result.get("price"),
+        "image_digest": result.get("image_digest"),
+        "git_commit": git.get("commit"),
+        "runs": runs,
+        "eval_examples": result.get("eval_examples", task.eval_examples),
+        "threshold": result.get("threshold", task.threshold),
+        "official_threshold": result.get("official_threshold") is True,
+    }
+    if isinstance(result.get("usedBlacklist"), bool):
+        entry["usedBlacklist"] = result["usedBlacklist"]
+    return _clean(entry)
+
+
+def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bool) -> None:
+    if infer.get("reference") != result.get("reference"):
+        raise SubmitError(f"{path}: an inference of {validate.show(infer.get('reference'))}, but the run is of "
+                          f"{validate.show(result.get('reference'))}: give the inference of this run's model")
+    if infer.get("complete_eval_set") is not True:
+        raise SubmitError(f"{path}: timed {validate.show(infer.get('items'))} items, not the whole eval set "
+                          f"(rerun `dawnbench infer` without --limit)")
+    if infer.get("official_threshold") is not True and not allow_unofficial:
+        raise SubmitError(f"{path}: scored against a lowered threshold {validate.show(infer.get('threshold'))}: "
+                          f"a smoke test, not an entry (rerun `dawnbench infer` without --threshold)")
+    value, threshold = infer.get("metric_value"), infer.get("threshold")
+    if not (validate.is_number(value) and validate.is_number(threshold) and math.isfinite(value)
+            and value >= threshold and infer.get("reached_threshold") is True):
+        raise SubmitError(f"{path}: {infer.get('metric')} {validate.show(value)} is below the threshold "
+                          f"{validate.show(threshold)}: only a model that reaches it is an inference entry")
+    if not validate.is_number(infer.get("latency")) or not infer["latency"] > 0:
+        raise SubmitError(f"{path}: latency is {validate.show(infer.get('latency'))}, expected ms per item "
+                          f"(is this the inference.json of `dawnbench infer`?)")
+
+
+def inference_entry(infer: dict, result: dict, args) -> dict:
+    common, git = _common(result, args)
+    task = TASKS[result["task"]]
+    if not args.hardware and isinstance(infer.get("hardware"), str) and infer["hardware"].strip():
+        common["hardware"] = infer["hardware"]       # inference may run on other hardware than training
+    if isinstance(infer.get("framework"), str) and infer["framework"].strip():
+        common["framework"] = infer["framework"]
+    accuracy = {}
+    for metric, column in entries.METRIC_COLUMNS.items():
+        if validate.is_number(infer.get(metric)):
+            accuracy[column] = infer[metric] if metric == "f1" else round(100 * infer[metric], 4)
+    stats = infer.get("latency_ms") if isinstance(infer.get("latency_ms"), dict) else {}
+    entry = {
+        **common,
+        "costPerHour": infer.get("costPerHour"),
+        "latency": infer["latency"],
+        "cost": infer.get("cost"),
+        **accuracy,
+        "timestamp": infer.get("timestamp") or result["timestamp"],
+        "commitHash": result.get("commitHash", git.get("commit")),
+        "misc": {"items": infer.get("items"), "batch_size": infer.get("batch_size"),
+                 "warmup_items": infer.get("warmup_items"), "threads": infer.get("threads")},
+        "reference": result["reference"],
+        "rules_version": result.get("rules_version"),
+        "latency_ms": {k: stats.get(k) for k in ("mean", "p50", "p90", "p99")} if stats else None,
+        "cost_per_10k_items_usd": infer.get("cost_per_10k_items_usd"),
+        "nodes": infer.get("nodes", 1),
+        "instance": infer.get("instance"),
+        "price": infer.get("price"),
+        "image_digest": infer.get("image_digest"),
+        "git_commit": git.get("commit"),
+        "eval_examples": infer.get("items"),
+        "threshold": infer.get("threshold", task.threshold),
+        "official_threshold": infer.get("official_threshold") is True,
+    }
+    return _clean(entry)
+
+
+def _dump(entry: dict, path: Path) -> None:
+    try:
+        text = json.dumps(entry, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise SubmitError(f"{path.name}: the run's files hold NaN or Infinity, which an entry cannot "
+                          f"(check result.json and inference.json)") from None
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def submit(args) -> list[Path]:
+    folder, result, runs = load_run(args.run_dir)
+    _check_run(folder, result, args.allow_unofficial)
+    task = TASKS[result["task"]]
+    log_name = result.get("logFilename")
+    log = _inside(folder, log_name) if isinstance(log_name, str) else None
+    log = log or folder / f"{result['reference']}.tsv"
+    if not log.is_file():
+        raise SubmitError(f"{log}: the run's log is missing; a run folder holds the TSV `dawnbench run` wrote")
+    infer = None
+    if args.inference is not None:
+        infer_path = Path(args.inference)
+        infer_path = infer_path / "inference.json" if infer_path.is_dir() or not infer_path.suffix else infer_path
+        infer = _read_json(infer_path, "give the folder `dawnbench infer` wrote (--out)")
+        _check_inference(infer_path, infer, result, args.allow_unofficial)
+
+    train = train_entry(result, "", args, runs)
+    stem = entries.entry_stem(train["author"], train["model"], train["hardware"], train["framework"])
+    train["logFilename"] = f"{stem}.tsv"
+    to = Path(args.to)
+    targets = {("train", f"{stem}.tsv"): None, ("train", f"{stem}.json"): train}
+    if infer is not None:
+        targets[("inference", f"{stem}.json")] = inference_entry(infer, result, args)
+    finals = [to / task.display_name / kind / name for kind, name in targets]
+    if not args.force:
+        existing = [str(p) for p in finals if p.exists() or p.is_symlink()]
+        if existing:
+            raise SubmitError(f"{existing[0]} exists; --force replaces it (nothing was written)")
+
+    to.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".submit-", dir=to))
+    try:
+        for (kind, name), entry in targets.items():
+            path = staging / task.display_name / kind / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if entry is None:
+                shutil.copyfile(log, path)        # the log exactly as the harness wrote it
+            else:
+                _dump(entry, path)
+        problems, _ = validate.check([staging], allow_unofficial=args.allow_unofficial)
+        if problems:
+            first = problems[0]
+            where = Path(first.file).relative_to(staging)
+            raise SubmitError(f"the entry would not pass `dawnbench validate`: {to / where}:{first.line}: "
+                              f"{first.field}: {first.message}")
+        for (kind, name), final in zip(targets, finals):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / task.display_name / kind / name, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return finals
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):       # one line, not argparse's usage block
+        raise SubmitError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Write a converged run (or a series' median run) as DAWNBench v1 "
+                                       "entry files: <Task>/train/<author>_<model>_<hardware>_<framework>"
+                                       ".json + .tsv, and with --inference <Task>/inference/<same>.json.")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (result.json) or a series "
+                                                                 "folder (summary.json)")
+    p.add_argument("--inference", type=Path, metavar="INFER_DIR", help="the folder `dawnbench infer` wrote")
+    p.add_argument("--to", type=Path, default=Path("entries"), help="the entries tree (default: entries)")
+    p.add_argument("--author", help="the author (default: the reference's)")
+    p.add_argument("--author-email", help="the author's e-mail")
+    p.add_argument("--hardware", help="the hardware, as it should read on the leaderboard")
+    p.add_argument("--code-url", help="where the code is")
+    p.add_argument("--force", action="store_true", help="replace existing entry files")
+    p.add_argument("--allow-unofficial", action="store_true",
+                   help="submit a run to a lowered threshold, marked official_threshold: false (smoke tests)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+        written = submit(args)
+    except SubmitError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,756 @@
+"""`dawnbench validate PATH...`: check DAWNBench v1 entries (files or whole trees).
+
+One line per problem, `FILE:LINE: FIELD: what is wrong (how to fix)`, then a count line; exit
+status 0 only when everything is valid. An entry is untrusted input: it is parsed as data only,
+its log is read only from the entry's own folder, and no input makes this module raise.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import datetime as dt
+import json
+import math
+import os
+import re
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from dawnbench import entries
+from harness.tasks import Task
+
+PROG = "dawnbench validate"
+MAX_BYTES = 16 * 2**20          # entries are a few kB; a larger file is not one
+ACCURACY_FIELDS = ("top1Accuracy", "top5Accuracy", "f1Score")
+PERCENT_FIELDS = ("top1Accuracy", "top5Accuracy")
+REL_TOL = 0.01                  # cost and time consistency: within 1%
+HOURS_ULP = 1e-6                # the logs' hours have 6 decimals: tolerate their rounding
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        text = f"{self.file}:{self.line}: {self.field}: {self.message}"
+        return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+class UsageError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- values, shown and checked
+
+def show(value: object, limit: int = 60) -> str:
+    """A value from a file, quoted and cut short for a one-line message."""
+    try:
+        text = json.dumps(value, ensure_ascii=True, allow_nan=True)
+    except (ValueError, TypeError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def as_float(v: object) -> float:
+    """A JSON number as a float; an int too large for a float is infinite."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+def is_real_date(v: object) -> bool:
+    if not isinstance(v, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", v):
+        return False
+    try:
+        dt.date.fromisoformat(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _number_check(minimum: float | None = None, positive: bool = False, null: bool = False):
+    def check(v):
+        if v is None and null:
+            return True
+        if not is_number(v) or not math.isfinite(as_float(v)):
+            return False
+        if positive and not as_float(v) > 0:
+            return False
+        return minimum is None or as_float(v) >= minimum
+    return check
+
+
+def _int_check(minimum: int | None = None):
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
+
+
+def _str_check(nonempty: bool = False, null: bool = False):
+    return lambda v: (v is None and null) or (isinstance(v, str) and (bool(v.strip()) or not nonempty))
+
+
+# field -> (check, what it must be, an example to write)
+TEXT = (_str_check(nonempty=True), "a non-empty string", '"ResNet-56"')
+FIELDS: dict[str, tuple] = {
+    "version": (lambda v: v == "v1.0", 'the string "v1.0"', '"v1.0"'),
+    "author": TEXT,
+    "authorEmail": (_str_check(), "a string (may be empty)", '"me@example.org"'),
+    "framework": TEXT,
+    "codeURL": (_str_check(), "a string (may be empty)", '"https://github.com/me/code"'),
+    "model": TEXT,
+    "hardware": TEXT,
+    "timestamp": (is_real_date, "a real date as yyyy-mm-dd", '"2018-02-28"'),
+    "misc": (lambda v: isinstance(v, dict), "an object", "{}"),
+    "costPerHour": (_number_check(0, null=True), "a number >= 0 (USD per hour, all hardware) or null", "0.9"),
+    "logFilename": (_str_check(nonempty=True), "a file name ending in .tsv", '"me_model_hw_fw.tsv"'),
+    "commitHash": (_str_check(null=True), "a string or null", '"3f2a9c1"'),
+    "usedBlacklist": (lambda v: isinstance(v, bool), "true or false", "false"),
+    "latency": (_number_check(positive=True), "a number > 0 (ms per item)", "28.7"),
+    "cost": (_number_check(0, null=True), "a number >= 0 (USD per item) or null", "7.2e-06"),
+    "top1Accuracy": (_number_check(0), "a number >= 0 (percent)", "94.1"),
+    "top5Accuracy": (_number_check(0), "a number >= 0 (percent)", "93.2"),
+    "f1Score": (_number_check(0), "a number >= 0 (a fraction)", "0.751"),
+    # new entries: explicit units and provenance
+    "tta_seconds": (_number_check(0), "a number >= 0 (seconds)", "1234.5"),
+    "cost_usd": (_number_check(0, null=True), "a number >= 0 (USD) or null", "3.1"),
+    "cost_per_10k_items_usd": (_number_check(0, null=True), "a number >= 0 (USD) or null", "0.07"),
+    "latency_ms": (lambda v: isinstance(v, dict), 'an object {"mean", "p50", "p90", "p99"}',
+                   '{"mean": 1.2, "p50": 1.1, "p90": 1.4, "p99": 2.0}'),
+    "nodes": (_int_check(1), "an integer >= 1", "1"),
+    "instance": (_str_check(null=True), "a string or null", '"aws:p3.2xlarge"'),
+    "price": (lambda v: v is None or isinstance(v, dict),
+              'null or an object {"instance", "usd_per_hour", "source", "date"}', "null"),
+    "image_digest": (_str_check(null=True), "a string or null", '"sha256:..."'),
+    "git_commit": (_str_check(null=True), "a string or null", '"3f2a9c1"'),
+    "runs": (lambda v: v is None or isinstance(v, dict), 'null or an object {"n", "converged", ...}', "null"),
+    "reference": (_str_check(nonempty=True), "a non-empty string", '"cifar10-resnet56-pytorch"'),
+    "rules_version": (_str_check(nonempty=True), "a non-empty string", '"dawnbench-1.0"'),
+    "eval_examples": (_int_check(1), "an integer >= 1", "10000"),
+    "threshold": (lambda v: _number_check(positive=True)(v) and as_float(v) <= 1, "a fraction in (0, 1]", "0.94"),
+    "official_threshold": (lambda v: isinstance(v, bool), "true or false", "true"),
+}
+SUBFIELDS: dict[str, dict[str, tuple]] = {
+    "latency_ms": {k: (_number_check(0), "a number >= 0 (ms)", "1.2") for k in ("mean", "p50", "p90", "p99")},
+    "price": {"instance": (_str_check(nonempty=True), "a non-empty string", '"aws:p3.2xlarge"'),
+              "usd_per_hour": (_number_check(0), "a number >= 0", "3.06"),
+              "source": (_str_check(), "a string (the URL of the price)", '"https://aws.amazon.com/ec2/pricing/"'),
+              "date": (is_real_date, "a real date as yyyy-mm-dd", '"2026-01-15"')},
+    "runs": {"n": (_int_check(1), "an integer >= 1", "5"),
+             "converged": (_int_check(0), "an integer >= 0", "5"),
+             "median_tta_seconds": (_number_check(0, null=True), "a number >= 0 or null", "1234.5")},
+}
+REQUIRED = ("version", "author", "authorEmail", "framework", "codeURL", "model", "hardware", "timestamp", "misc")
+TRAIN_ONLY = ("logFilename", "usedBlacklist", "tta_seconds", "cost_usd")
+INFERENCE_ONLY = ("latency", "cost", "latency_ms", "cost_per_10k_items_usd") + ACCURACY_FIELDS
+
+
+# ---------------------------------------------------------------- reading files safely
+
+def _read_bytes(path: Path, label: str) -> tuple[bytes | None, Problem | None]:
+    f = str(path)
+    try:
+        st = path.stat()
+    except (OSError, ValueError) as e:
+        return None, Problem(f, 1, label, f"cannot be read ({_oserror(e)}) (check the path and its permissions)")
+    if stat.S_ISDIR(st.st_mode):
+        return None, Problem(f, 1, label, "is a directory, not a file (rename or remove it)")
+    if not stat.S_ISREG(st.st_mode):
+        return None, Problem(f, 1, label, "is not a regular file (replace it with the file itself)")
+    if st.st_size > MAX_BYTES:
+        return None, Problem(f, 1, label, f"is {st.st_size} bytes; an entry file is a few kB (is this the right file?)")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except (OSError, ValueError) as e:
+        return None, Problem(f, 1, label, f"cannot be read ({_oserror(e)}) (check its permissions)")
+    return data, None
+
+
+def _oserror(e: Exception) -> str:
+    return getattr(e, "strerror", None) or type(e).__name__
+
+
+def _decode(data: bytes, path: Path, label: str) -> tuple[str | None, Problem | None]:
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        return None, Problem(str(path), line, label,
+                             f"not UTF-8 text (byte {e.start}) (save the file as UTF-8)")
+
+
+def _parse_int(text: str):
+    # Python refuses to make ints of more than 4300 digits: such a number is as good as infinite
+    return int(text) if len(text) <= 4000 else (math.inf if not text.startswith("-") else -math.inf)
+
+
+def _scan(text: str) -> tuple[dict[tuple, int], list[tuple[tuple | None, int]]]:
+    """For a text that json.loads accepted: the line of every key reached through objects only,
+    {("misc", "eval_samples"): 14, ...}, and (key path, line) of each NaN/Infinity literal.
+    Iterative, so nesting depth costs no recursion."""
+    newlines = [m.start() for m in re.finditer("\n", text)]
+
+    def line_at(pos: int) -> int:
+        return bisect.bisect_left(newlines, pos) + 1
+
+    keys: dict[tuple, int] = {}
+    constants: list[tuple[tuple | None, int]] = []
+    stack: list[list] = []     # [is_object, path of the container or None, expecting a key, current key]
+
+    def value_path() -> tuple | None:
+        if not stack:
+            return ()
+        is_obj, path, _, key = stack[-1]
+        return path + (key,) if is_obj and path is not None and key is not None else None
+
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n:":
+            i += 1
+        elif c == ",":
+            if stack and stack[-1][0]:
+                stack[-1][2] = True
+            i += 1
+        elif c == '"':
+            s, end = json.decoder.scanstring(text, i + 1)
+            if stack and stack[-1][0] and stack[-1][2]:
+                stack[-1][2], stack[-1][3] = False, s
+                if stack[-1][1] is not None:
+                    keys[stack[-1][1] + (s,)] = line_at(i)
+            i = end
+        elif c in "{[":
+            stack.append([c == "{", value_path(), True, None])
+            i += 1
+        elif c in "}]":
+            if stack:
+                stack.pop()
+            i += 1
+        else:
+            j = i
+            while j < n and text[j] not in ",]} \t\r\n":
+                j += 1
+            if text[i:j] in ("NaN", "Infinity", "-Infinity"):
+                constants.append((value_path(), line_at(i)))
+            i = max(j, i + 1)
+    return keys, constants
+
+
+UNREADABLE = object()     # read_json's value for a file that holds no JSON value
+
+
+def field_label(path: tuple | None) -> str:
+    """A key path as the FIELD of a problem line: dotted, each key reduced to [A-Za-z0-9_]."""
+    if not path:
+        return "json"
+    return ".".join(re.sub(r"[^A-Za-z0-9_]+", "_", str(key)) or "_" for key in path)
+
+
+def read_json(path: Path) -> tuple[object, dict[tuple, int], list[Problem]]:
+    """(value or UNREADABLE, key lines, problems) for a JSON file."""
+    data, problem = _read_bytes(path, "json")
+    if problem:
+        return UNREADABLE, {}, [problem]
+    f = str(path)
+    text, problem = _decode(data, path, "json")
+    if problem:
+        return UNREADABLE, {}, [problem]
+    if not text.strip():
+        return UNREADABLE, {}, [Problem(f, 1, "json", "empty file (write the entry as a JSON object)")]
+    try:
+        value = json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as e:
+        return UNREADABLE, {}, [Problem(f, e.lineno, "json", f"not valid JSON: {e.msg} at column {e.colno} "
+                                                        f"(fix the syntax; a JSON linter shows where)")]
+    except RecursionError:
+        return UNREADABLE, {}, [Problem(f, 1, "json", "nested too deeply to be an entry (write a flat JSON object)")]
+    except (ValueError, TypeError) as e:
+        return UNREADABLE, {}, [Problem(f, 1, "json", f"not valid JSON ({type(e).__name__}) (fix the syntax)")]
+    try:
+        keys, constants = _scan(text)
+    except (ValueError, IndexError, RecursionError):     # cannot happen for accepted JSON: lines fall back to 1
+        keys, constants = {}, []
+    problems = [Problem(f, line, field_label(path),
+                        "NaN/Infinity is not a JSON number (write a finite number or null)")
+                for path, line in constants]
+    return value, keys, problems
+
+
+# ---------------------------------------------------------------- one entry
+
+class _Report:
+    def __init__(self, path: Path, keys: dict[tuple, int]):
+        self.file, self.keys, self.problems = str(path), keys, []
+
+    def at(self, field: str, message: str, line: int | None = None) -> None:
+        if line is None:
+            line = self.keys.get(tuple(field.split(".")), self.keys.get((field.split(".")[0],), 1))
+        self.problems.append(Problem(self.file, line, field, message))
+
+
+def _check_field(report: _Report, name: str, value: object, spec: tuple) -> bool:
+    check, what, example = spec
+    if check(value):
+        return True
+    report.at(name, f"must be {what}, not {show(value)} (write e.g. {example})")
+    return False
+
+
+def _expected_eval(task: Task, fields: dict) -> tuple[int, str]:
+    used = fields.get("usedBlacklist") is True
+    size = entries.eval_set_size(task, used)
+    if task.name in entries.BLACKLIST_EXAMPLES:
+        other = entries.eval_set_size(task, not used)
+        how = (f"{size:,} examples with usedBlacklist: true" if used else
+               f"{size:,} examples ({other:,} with usedBlacklist: true)")
+    else:
+        how = f"{size:,} examples"
+    return size, how
+
+
+def _units_of_value(report: _Report, name: str, value: float, line: int | None = None) -> bool:
+    """False (and a problem) when an accuracy is written in the other unit."""
+    if value < 0:
+        report.at(name, f"{value:g} is negative (an accuracy is at least 0)", line)
+        return False
+    if name == "f1Score" and value > 1:
+        report.at(name, f"{value:g} is above 1: a percent in a fraction column "
+                        f"(write F1 as a fraction, e.g. {value / 100:g})", line)
+        return False
+    if name in PERCENT_FIELDS and value > 100:
+        report.at(name, f"{value:g} is above 100 (write the accuracy in percent, 0-100)", line)
+        return False
+    return True
+
+
+def _close(a: float, b: float, abs_tol: float = 0.0) -> bool:
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=abs_tol)
+
+
+def check_tsv(report: _Report, log: Path, task: Task, threshold: float) -> list[tuple[int, dict[str, float]]] | None:
+    """Problems of a training log (reported against the log's own file); its numeric rows, or None
+    when they cannot be read by column."""
+    sub = _Report(log, {})
+    rows = _check_tsv(sub, log, task, threshold)
+    report.problems.extend(sub.problems)
+    return rows
+
+
+def _check_tsv(report: _Report, log: Path, task: Task, threshold: float):
+    data, problem = _read_bytes(log, "tsv")
+    if problem:
+        report.problems.append(problem)
+        return None
+    text, problem = _decode(data, log, "tsv")
+    if problem:
+        report.problems.append(problem)
+        return None
+    lines = entries.split_tsv(text)
+    expected = list(task.tsv_columns)
+    want = "\\t".join(expected)
+    if not lines:
+        report.at("header", f"empty log (write the header {want!r} and one row per epoch)", 1)
+        return None
+    header_line, header = lines[0]
+    if header != expected:
+        if sorted(header) == sorted(expected):
+            report.at("header", f"columns in another order: {' '.join(header)}; {task.display_name} logs "
+                                f"have {', '.join(expected)} in this order (reorder the columns)", header_line)
+        else:
+            spaced = len(header) == 1 and header[0].split() == expected
+            fix = "separate the columns with tabs" if spaced else f"write the header {want!r}"
+            report.at("header", f"is {show(chr(9).join(header))}, not {want!r} for {task.display_name} ({fix})",
+                      header_line)
+            return None
+    if len(lines) == 1:
+        report.at("header", "no rows after the header (write one row per evaluated epoch)", header_line)
+        return None
+    rows: list[tuple[int, dict[str, float]]] = []
+    number = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+    for line, cells in lines[1:]:
+        if len(cells) != len(header):
+            report.at("row", f"has {len(cells)} cells, the header {len(header)} "
+                             f"(one tab-separated value per column)", line)
+            continue
+        row: dict[str, float] = {}
+        for column, cell in zip(header, cells):
+            value = float(cell) if number.fullmatch(cell) else math.nan
+            if not math.isfinite(value):
+                report.at(column, f"{show(cell)} is not a finite number (write a decimal number)", line)
+            else:
+                row[column] = value
+        if len(row) == len(header):
+            rows.append((line, row))
+    prev: tuple[float, float] | None = None
+    for line, row in rows:
+        if row["hours"] < 0:
+            report.at("hours", f"{row['hours']:g} is negative (hours since the start of the run)", line)
+        if prev is not None:
+            if row["epoch"] <= prev[0]:
+                report.at("epoch", f"{row['epoch']:g} does not increase (previous row: {prev[0]:g}) "
+                                   f"(one row per epoch, in order)", line)
+            if row["hours"] < prev[1]:
+                report.at("hours", f"{row['hours']:g} goes backwards (previous row: {prev[1]:g}) "
+                                   f"(hours are cumulative on-clock time, never decreasing)", line)
+        prev = (row["epoch"], row["hours"])
+    units_ok = True
+    for column in expected[2:]:
+        values = [(line, row[column]) for line, row in rows]
+        bad = next(((line, v) for line, v in values if not _units_of_value(report, column, v, line)), None)
+        if bad:
+            units_ok = units_ok and column != entries.METRIC_COLUMNS[task.metric]
+            continue
+        if column in PERCENT_FIELDS and values and all(0 < v <= 1 for _, v in values):
+            report.at(column, f"every value is in (0, 1]: a fraction in a percent column "
+                              f"(write {values[-1][1]:g} as {100 * values[-1][1]:g})", values[0][0])
+            if column == entries.METRIC_COLUMNS[task.metric]:
+                units_ok = False
+    column = entries.METRIC_COLUMNS[task.metric]
+    if units_ok and rows and not any(row[column] >= threshold for _, row in rows):
+        best = max(row[column] for _, row in rows)
+        report.at(column, f"the threshold {threshold:g} is never reached (best {best:g}) "
+                          f"(train until a logged epoch reaches it)", rows[-1][0])
+    return rows
+
+
+def _threshold(report: _Report, task: Task, fields: dict, allow_unofficial: bool) -> float:
+    """The threshold the entry must reach, in the units of its log."""
+    official = entries.log_threshold(task)
+    marked = fields.get("official_threshold")
+    recorded = fields.get("threshold")
+    if marked is False:
+        if not allow_unofficial:
+            report.at("official_threshold", "false: a run to a lowered threshold is a smoke test, not an entry "
+                                            "(rerun to the official threshold)")
+        elif FIELDS["threshold"][0](recorded):
+            return recorded if task.metric == "f1" else round(100 * as_float(recorded), 6)
+        else:
+            report.at("threshold", "missing or not a fraction in (0, 1] for an unofficial entry "
+                                   "(record the threshold it was run to)")
+    elif FIELDS["threshold"][0](recorded) and not math.isclose(as_float(recorded), task.threshold):
+        report.at("threshold", f"{show(recorded)} is not {task.display_name}'s threshold {task.threshold:g} "
+                               f"(write {task.threshold:g}, or mark the entry official_threshold: false)")
+    return official
+
+
+def check_entry(path: Path, allow_unofficial: bool = False) -> tuple[list[Problem], Path | None]:
+    """The problems of one entry JSON (and of its log), and the log it names (training entries)."""
+    value, keys, problems = read_json(path)
+    report = _Report(path, keys)
+    report.problems.extend(problems)
+    try:
+        task, kind = entries.locate(path)
+    except entries.EntryError:
+        task, kind = None, None
+        report.at("path", f"not in an entry folder: entries live in <{'|'.join(entries.TASK_BY_DIR)}>/"
+                          f"<{'|'.join(entries.KINDS)}>/ (move the file there)", 1)
+    if value is UNREADABLE:
+        return _finish(report, problems), None
+    if not isinstance(value, dict):
+        report.at("json", f"the entry is a JSON {type(value).__name__ if value is not None else 'null'}, "
+                          f"not an object (write {{\"version\": \"v1.0\", ...}})", 1)
+        return _finish(report, problems), None
+    fields = value
+    for name in REQUIRED:
+        if name not in fields:
+            report.at(name, f"required field missing (add \"{name}\": {FIELDS[name][2]})", 1)
+    if kind == "inference":
+        for name in ("latency", entries.METRIC_COLUMNS[task.metric]):
+            if name not in fields:
+                report.at(name, f"required in a {task.display_name} inference entry "
+                                f"(add \"{name}\": {FIELDS[name][2]})", 1)
+    valid: dict[str, object] = {}
+    for name, spec in FIELDS.items():
+        if name in fields and _check_field(report, name, fields[name], spec):
+            valid[name] = fields[name]
+    for name, subs in SUBFIELDS.items():
+        if isinstance(valid.get(name), dict):
+            for sub, spec in subs.items():
+                if sub in valid[name]:
+                    _check_field(report, f"{name}.{sub}", valid[name][sub], spec)
+                elif name != "runs" or sub != "median_tta_seconds":
+                    report.at(f"{name}.{sub}", f"missing (add \"{sub}\": {spec[2]})")
+    if kind is not None:
+        other = INFERENCE_ONLY if kind == "train" else TRAIN_ONLY
+        for name in other:
+            if name in fields and name not in ACCURACY_FIELDS:
+                report.at(name, f"belongs in a {'inference' if kind == 'train' else 'training'} entry "
+                                f"(remove it from this {kind} entry)")
+    log = None
+    if task is not None:
+        _check_eval_counts(report, task, fields)
+        threshold = _threshold(report, task, fields, allow_unofficial)
+        if fields.get("usedBlacklist") is True and task.name not in entries.BLACKLIST_EXAMPLES:
+            report.at("usedBlacklist", f"only ImageNet has a blacklist (remove it from this "
+                                       f"{task.display_name} entry)")
+        if kind == "train":
+            log = _check_train(report, path, task, fields, valid, threshold)
+        else:
+            _check_inference(report, task, fields, valid, threshold)
+    _check_runs(report, valid)
+    return _finish(report, problems), log
+
+
+def _finish(report: _Report, constants: list[Problem]) -> list[Problem]:
+    # a NaN literal in a checked field is already reported by that field's check
+    seen = {(p.line, p.field) for p in report.problems[len(constants):]}
+    kept = [p for p in constants if (p.line, p.field) not in seen]
+    ordered = kept + report.problems[len(constants):]
+    return sorted(ordered, key=lambda p: (p.file, p.line))
+
+
+def _check_eval_counts(report: _Report, task: Task, fields: dict) -> None:
+    size, how = _expected_eval(task, fields)
+    misc = fields.get("misc")
+    recorded = [("eval_examples", fields.get("eval_examples"))]
+    if isinstance(misc, dict) and "eval_samples" in misc:
+        recorded.append(("misc.eval_samples", misc["eval_samples"]))
+    for name, value in recorded:
+        if value is None and name == "eval_examples":
+            continue
+        if not (isinstance(value, int) and not isinstance(value, bool)):
+            if name != "eval_examples":     # eval_examples' type is checked with the other fields
+                report.at(name, f"must be an integer, not {show(value)} (write {size})")
+        elif value != size:
+            report.at(name, f"{show(value)} examples; the {task.display_name} eval set has {how} "
+                            f"(evaluate on the whole eval set)")
+
+
+def _log_of(report: _Report, path: Path, fields: dict) -> Path | None:
+    name = fields.get("logFilename")
+    folder = path.parent
+    if "logFilename" not in fields:
+        return path.with_suffix(".tsv")          # old entries: the log has the JSON's stem
+    if not isinstance(name, str) or not name.strip():
+        return None
+    if ("/" in name or "\\" in name or "\0" in name or name in (".", "..")
+            or not name.endswith(".tsv")):
+        report.at("logFilename", f"{show(name)} must be a .tsv file name in the entry's own folder "
+                                 f"(write e.g. \"{path.stem}.tsv\")")
+        return None
+    log = folder / name
+    try:
+        if log.is_symlink() and log.resolve().parent != folder.resolve():
+            report.at("logFilename", f"{show(name)} is a link out of the entry's folder "
+                                     f"(put the log itself next to the JSON)")
+            return None
+    except (OSError, RuntimeError, ValueError):
+        report.at("logFilename", f"{show(name)} cannot be resolved (put the log itself next to the JSON)")
+        return None
+    return log
+
+
+def _check_train(report: _Report, path: Path, task: Task, fields: dict, valid: dict,
+                 threshold: float) -> Path | None:
+    log = _log_of(report, path, fields)
+    if log is None:
+        return None
+    try:
+        exists = log.exists()
+    except (OSError, ValueError):
+        exists = False
+    if not exists:
+        report.at("logFilename", f"the training log {log.name} is missing (put the TSV next to the JSON"
+                                 f"{'' if 'logFilename' in fields else ', or name it in logFilename'})")
+        return log
+    rows = check_tsv(report, log, task, threshold)
+    if not rows:
+        return log
+    column = entries.METRIC_COLUMNS[task.metric]
+    reached = next((row for _, row in rows if row[column] >= threshold), None)
+    if reached is None:
+        return log
+    hours = reached["hours"]
+    if "tta_seconds" in valid:
+        tta = as_float(valid["tta_seconds"])
+        if not _close(tta, hours * 3600, abs_tol=HOURS_ULP * 3600 * 2):
+            report.at("tta_seconds", f"{tta:g} s, but the log reaches the threshold at {hours:g} h = "
+                                     f"{hours * 3600:g} s (they must agree within 1%)")
+    cost_usd, per_hour = valid.get("cost_usd"), valid.get("costPerHour")
+    if cost_usd is not None:
+        if per_hour is None:
+            report.at("cost_usd", "given without costPerHour (add costPerHour, or set cost_usd to null)")
+        else:
+            expected = hours * as_float(per_hour)
+            if not _close(as_float(cost_usd), expected, abs_tol=HOURS_ULP * 2 * as_float(per_hour)):
+                report.at("cost_usd", f"{as_float(cost_usd):g} USD, but {hours:g} h x {as_float(per_hour):g} "
+                                      f"USD/h = {expected:g} USD (fix cost_usd or costPerHour)")
+    return log
+
+
+def _check_inference(report: _Report, task: Task, fields: dict, valid: dict, threshold: float) -> None:
+    for name in ACCURACY_FIELDS:
+        if name in valid:
+            value = as_float(valid[name])
+            ok = _units_of_value(report, name, value)
+            if ok and name in PERCENT_FIELDS and 0 < value <= 1:
+                report.at(name, f"{value:g} looks like a fraction; {name} is in percent (write {100 * value:g})")
+                ok = False
+            if ok and name == entries.METRIC_COLUMNS[task.metric] and value < threshold:
+                report.at(name, f"{value:g} is below the threshold {threshold:g} "
+                                f"(an inference entry must reach it: submit a model that does)")
+    latency, cost, per_hour = valid.get("latency"), valid.get("cost"), valid.get("costPerHour")
+    if latency is not None and cost is not None and per_hour is not None:
+        expected = as_float(per_hour) * as_float(latency) / 3.6e6
+        if not _close(as_float(cost), expected, abs_tol=1e-15):
+            report.at("cost", f"{as_float(cost):g} USD per item, but costPerHour x latency / 3.6e6 = "
+                              f"{expected:g} (fix cost, costPerHour or latency)")
+    per_10k = valid.get("cost_per_10k_items_usd")
+    if per_10k is not None and cost is not None and not _close(as_float(per_10k), 1e4 * as_float(cost),
+                                                                abs_tol=1e-11):
+        report.at("cost_per_10k_items_usd", f"{as_float(per_10k):g}, but cost x 10,000 = "
+                                            f"{1e4 * as_float(cost):g} (fix one of them)")
+    stats = valid.get("latency_ms")
+    if isinstance(stats, dict) and all(_number_check(0)(stats.get(k)) for k in ("mean", "p50", "p90", "p99")):
+        if latency is not None and not _close(as_float(stats["mean"]), as_float(latency), abs_tol=1e-9):
+            report.at("latency_ms.mean", f"{as_float(stats['mean']):g} ms, but latency is "
+                                         f"{as_float(latency):g} ms (they are the same figure)")
+        if not as_float(stats["p50"]) <= as_float(stats["p90"]) <= as_float(stats["p99"]):
+            report.at("latency_ms.p90", "percentiles out of order (need p50 <= p90 <= p99)")
+
+
+def _check_runs(report: _Report, valid: dict) -> None:
+    runs = valid.get("runs")
+    if isinstance(runs, dict) and _int_check(1)(runs.get("n")) and _int_check(0)(runs.get("converged")):
+        if runs["converged"] > runs["n"]:
+            report.at("runs.converged", f"{runs['converged']} converged of {runs['n']} runs "
+                                        f"(converged counts runs, at most n)")
+
+
+# ---------------------------------------------------------------- files and trees
+
+def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
+    jsons: set[Path] = set()
+    tsvs: set[Path] = set()
+
+    def onerror(e: OSError) -> None:
+        problems.append(Problem(str(e.filename or root), 1, "path",
+                                f"directory cannot be read ({_oserror(e)}) (check its permissions)"))
+
+    for folder, _, files in os.walk(root, onerror=onerror):
+        for name in files:
+            p = Path(folder) / name
+            if name.endswith(".json"):
+                jsons.add(p)
+            elif name.endswith(".tsv"):
+                tsvs.add(p)
+    try:
+        jsons.update(entries.find(root))
+    except (OSError, ValueError):
+        pass
+    return sorted(jsons), sorted(tsvs)
+
+
+def check(paths: list[Path], allow_unofficial: bool = False) -> tuple[list[Problem], int]:
+    """Every problem under `paths` (files or trees), and the number of files looked at."""
+    problems: list[Problem] = []
+    jsons: list[Path] = []
+    tsvs: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        try:
+            is_dir = path.is_dir()
+            exists = is_dir or path.exists() or path.is_symlink()
+        except (OSError, ValueError):
+            is_dir, exists = False, False
+        if not exists:
+            problems.append(Problem(str(path), 1, "path", "does not exist (give an entry file or a tree of entries)"))
+        elif is_dir:
+            j, t = _walk(path, problems)
+            jsons += j
+            tsvs += t
+        elif path.suffix == ".tsv":
+            tsvs.append(path)
+        else:
+            jsons.append(path)
+    jsons = list(dict.fromkeys(jsons))
+    referenced: set[Path] = set()
+    for path in jsons:
+        found, log = check_entry(path, allow_unofficial)
+        problems += found
+        if log is not None:
+            referenced.add(_norm(log))
+    for log in dict.fromkeys(tsvs):
+        if _norm(log) in referenced:
+            continue
+        owner = _owner_of(log)
+        if owner is not None and _norm(owner) not in {_norm(j) for j in jsons}:
+            found, named = check_entry(owner, allow_unofficial)     # the log's entry, named by the log
+            problems += found
+            jsons.append(owner)
+            if named is not None and _norm(named) == _norm(log):
+                continue
+        problems.append(Problem(str(log), 1, "path", "a training log that no entry JSON in its folder names "
+                                                     "(add the entry JSON, or remove the log)"))
+    return problems, len(jsons) + len(dict.fromkeys(tsvs))
+
+
+def _norm(path: Path) -> str:
+    return os.path.normpath(os.path.abspath(path))
+
+
+def _owner_of(log: Path) -> Path | None:
+    """The JSON in the log's folder that names this log (or has its stem), if any."""
+    try:
+        candidates = sorted(log.parent.glob("*.json"))
+    except (OSError, ValueError):
+        return None
+    for candidate in candidates:
+        if candidate.stem == log.stem:
+            return candidate
+    for candidate in candidates:
+        value, _, _ = read_json(candidate)
+        if isinstance(value, dict) and value.get("logFilename") == log.name:
+            return candidate
+    return None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):       # one line, not argparse's usage block
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Check DAWNBench v1 entries: one line per problem, "
+                                       "FILE:LINE: FIELD: what is wrong (how to fix).")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="entry files or trees (entries/)")
+    p.add_argument("--allow-unofficial", action="store_true",
+                   help="accept entries marked official_threshold: false (smoke tests), checked against "
+                        "their own threshold")
+    return p
+
+
+def _emit(line: str) -> None:
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    sys.stdout.write(line.encode(encoding, "backslashreplace").decode(encoding, "replace") + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    problems, n_files = check(args.paths, args.allow_unofficial)
+    for problem in problems:
+        _emit(str(problem))
+    bad = len({p.file for p in problems})
+    if problems:
+        _emit(f"{len(problems)} problem{'s' * (len(problems) != 1)} in {bad} of {max(n_files, bad)} files")
+        return 1
+    _emit(f"{n_files} file{'s' * (n_files != 1)} checked: all valid")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""`dawnbench submit`: run and series folders as the harness writes them, into v1 entry files."""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from dawnbench import entries, submit, validate
+from dawnbench.cli import main as cli_main
+from harness.tasks import RULES_VERSION, TASKS
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((REPO / "harness" / "data" / "result.schema.json").read_text())
+REF = "cifar10-resnet56-pytorch"
+STEM = "dawnbench_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
+
+
+def make_run(folder: Path, *, task="cifar10", reference=REF, epochs=30, final=0.9412, status="converged",
+             threshold=None, cost_per_hour=3.06, seed=0, hours_per_epoch=0.0031) -> Path:
+    """A run folder as harness/runner.py leaves it: result.json (schema-valid) and <reference>.tsv."""
+    t = TASKS[task]
+    threshold = t.threshold if threshold is None else threshold
+    folder.mkdir(parents=True)
+    tsv = ["\t".join(t.tsv_columns)]
+    history = []
+    for epoch in range(1, epochs + 1):
+        acc = final if epoch == epochs else threshold * (0.6 + 0.39 * epoch / epochs)   # below it until the end
+        on_clock = 3600 * hours_per_epoch * epoch
+        tsv.append("\t".join(t.tsv_row(epoch, on_clock / 3600, {"top1": acc, "f1": acc})))
+        history.append({"epoch": epoch, "tta_seconds": round(on_clock, 3), "wall_seconds": round(on_clock + 2 * epoch, 3),
+                        t.metric: acc, "loss": 1.0 / epoch})
+    (folder / f"{reference}.tsv").write_text("\n".join(tsv) + "\n", encoding="utf-8")
+    converged = status == "converged"
+    tta = history[-1]["tta_seconds"] if converged else None
+    result = {
+        "version": "v1.0", "author": "dawnbench", "authorEmail": "", "framework": "PyTorch 2.13.0",
+        "codeURL": "https://github.com/dawnbench/dawnbench/tree/main/references/" + reference,
+        "model": "ResNet-56", "hardware": "1 x NVIDIA H100 80GB HBM3", "costPerHour": cost_per_hour,
+        "timestamp": "2026-11-20", "logFilename": f"{reference}.tsv", "commitHash": "de8b42f",
+        "misc": {"reference": reference, "description": "ResNet-56, SGD with a one-cycle schedule"},
+        "reference": reference, "task": task, "rules_version": RULES_VERSION, "run_id": folder.name,
+        "status": status, "dnc_reason": None if converged else "budget: max_epochs=30 reached without top1 >= 0.94",
+        "metric": t.metric, "metric_value": final, "threshold": threshold,
+        "official_threshold": threshold == t.threshold, "tta_seconds": tta,
+        "wall_seconds": history[-1]["wall_seconds"] + 5,
+        "cost_usd": cost_per_hour * tta / 3600 if cost_per_hour is not None and tta is not None else None,
+        "epochs": epochs, "eval_examples": t.eval_examples, "seed": seed, "world_size": 1,
+        "hyperparameters": {"lr": 0.4, "batch_size": 512}, "spans_seconds": {"init": 3.1, "train": tta or 1.0,
+                                                                            "eval": 20.0, "checkpoint": 0.4},
+        "history": history, "git": {"commit": "de8b42f2138dedf08d189021a603340ac257828d", "dirty": False},
+        "image_digest": "sha256:" + "b" * 64,
+    }
+    jsonschema.validate(result, SCHEMA)
+    (folder / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def make_inference(folder: Path, *, reference=REF, top1=0.9497, threshold=0.94, items=10000,
+                   cost_per_hour=0.9, mean_ms=28.688002700200006) -> Path:
+    """An inference folder as harness/inference.py leaves it."""
+    folder.mkdir(parents=True)
+    result = {
+        "reference": reference, "task": "cifar10", "model_path": "results/x/model", "items": items,
+        "complete_eval_set": items == 10000, "batch_size": 1, "warmup_items": 50, "latency": mean_ms,
+        "latency_ms": {"mean": mean_ms, "p50": 27.9, "p90": 30.1, "p99": 35.5, "min": 25.0, "max": 60.2},
+        "metric": "top1", "metric_value": top1, "top1": top1, "threshold": threshold,
+        "official_threshold": threshold == 0.94, "reached_threshold": top1 >= threshold,
+        "costPerHour": cost_per_hour, "cost": cost_per_hour * mean_ms / 3.6e6,
+        "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4,
+        "hardware": "1 x NVIDIA T4", "framework": "PyTorch 2.13.0", "threads": None,
+        "image_digest": "sha256:" + "c" * 64, "timestamp": "2026-11-21",
+    }
+    (folder / "inference.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def refused(capsys, argv, words: str) -> str:
+    code = submit.main([str(a) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("dawnbench submit: error: ") and words in err[0], err[0]
+    return err[0]
+
+
+def test_run_folder_round_trip(tmp_path, capsys):
+    run = make_run(tmp_path / "results" / REF / "20261120-seed0")
+    out = tmp_path / "entries"
+    assert submit.main([str(run), "--to", str(out)]) == 0
+    train = out / "CIFAR10" / "train"
+    assert sorted(p.name for p in train.iterdir()) == [f"{STEM}.json", f"{STEM}.tsv"]
+    assert capsys.readouterr().out.split() == [str(train / f"{STEM}.tsv"), str(train / f"{STEM}.json")]
+    assert (train / f"{STEM}.tsv").read_bytes() == (run / f"{REF}.tsv").read_bytes()
+    fields = json.loads((train / f"{STEM}.json").read_text())
+    result = json.loads((run / "result.json").read_text())
+    assert fields["logFilename"] == f"{STEM}.tsv" and fields["version"] == "v1.0"
+    assert fields["tta_seconds"] == result["tta_seconds"] == round(30 * 0.0031 * 3600, 3)
+    assert fields["cost_usd"] == pytest.approx(3.06 * 30 * 0.0031)
+    assert fields["git_commit"] == result["git"]["commit"] and fields["runs"] is None
+    assert (fields["nodes"], fields["instance"], fields["price"]) == (1, None, None)
+    assert fields["misc"]["hyperparameters"] == {"lr": 0.4, "batch_size": 512}
+    assert validate.main([str(out)]) == 0
+    assert capsys.readouterr().out.strip() == "2 files checked: all valid"
+    entry = entries.load(train / f"{STEM}.json")       # the shared reader ranks it
+    assert entry.first_at_threshold()["top1Accuracy"] == 94.12
+
+
+def test_inference_round_trip(tmp_path, capsys):
+    run = make_run(tmp_path / "run")
+    infer = make_inference(tmp_path / "infer")
+    out = tmp_path / "entries"
+    assert submit.main([str(run), "--inference", str(infer), "--to", str(out), "--author", "Jane Doe",
+                        "--author-email", "jane@example.org", "--hardware", "AWS p3.2xlarge (1 V100)"]) == 0
+    stem = "Jane-Doe_ResNet-56_AWS-p3.2xlarge-1-V100_PyTorch-2.13.0"
+    fields = json.loads((out / "CIFAR10" / "inference" / f"{stem}.json").read_text())
+    assert fields["top1Accuracy"] == 94.97 and fields["latency"] == 28.688002700200006
+    assert fields["cost"] == pytest.approx(7.172000675050001e-06)
+    assert (fields["author"], fields["authorEmail"], fields["hardware"]) == (
+        "Jane Doe", "jane@example.org", "AWS p3.2xlarge (1 V100)")
+    assert fields["latency_ms"] == {"mean": 28.688002700200006, "p50": 27.9, "p90": 30.1, "p99": 35.5}
+    assert fields["eval_examples"] == 10000 and "logFilename" not in fields
+    assert (out / "CIFAR10" / "train" / f"{stem}.json").exists()
+    capsys.readouterr()
+    assert validate.main([str(out)]) == 0, capsys.readouterr().out
+
+
+def test_series_submits_the_median_converged_run(tmp_path, capsys):
+    series = tmp_path / "results" / REF / "series1"
+    seeds = {0: 40, 1: 20, 2: 30, 3: None}      # epochs to converge (None: DNC)
+    runs = []
+    for seed, epochs in seeds.items():
+        make_run(series / f"seed{seed}", seed=seed, epochs=epochs or 30,
+                 status="converged" if epochs else "DNC", final=0.9412 if epochs else 0.9)
+        result = json.loads((series / f"seed{seed}" / "result.json").read_text())
+        runs.append({"seed": seed, "run_dir": f"seed{seed}", "status": result["status"],
+                     "tta_seconds": result["tta_seconds"], "epochs": result["epochs"],
+                     "metric_value": result["metric_value"]})
+    ttas = [r["tta_seconds"] for r in runs if r["tta_seconds"] is not None]
+    summary = {"reference": REF, "task": "cifar10", "metric": "top1", "threshold": 0.94, "official_threshold": True,
+               "n": 4, "converged": 3, "fraction_converged": 0.75, "runs": runs,
+               "tta_seconds": {"n": 3, "min": min(ttas), "median": statistics.median(ttas), "max": max(ttas),
+                               "mean": statistics.mean(ttas), "stdev": statistics.stdev(ttas),
+                               "cv": statistics.stdev(ttas) / statistics.mean(ttas), "olympic_mean": ttas[2]}}
+    (series / "summary.json").write_text(json.dumps(summary, indent=2))
+    out = tmp_path / "entries"
+    assert cli_main(["submit", str(series), "--to", str(out)]) == 0
+    fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
+    assert fields["misc"]["seed"] == 2 and fields["tta_seconds"] == round(30 * 0.0031 * 3600, 3)
+    assert (out / "CIFAR10" / "train" / f"{STEM}.tsv").read_bytes() == (series / "seed2" / f"{REF}.tsv").read_bytes()
+    r = fields["runs"]
+    assert (r["n"], r["converged"], r["fraction_converged"], r["submitted_seed"]) == (4, 3, 0.75, 2)
+    assert r["median_tta_seconds"] == statistics.median(ttas) == fields["tta_seconds"]
+    assert [p["status"] for p in r["per_run"]] == ["converged", "converged", "converged", "DNC"]
+    capsys.readouterr()
+    assert validate.main([str(out)]) == 0
+
+
+def test_even_series_takes_the_slower_middle_run(tmp_path):
+    series = tmp_path / "series"
+    for seed, epochs in ((0, 20), (1, 30)):
+        make_run(series / f"seed{seed}", seed=seed, epochs=epochs)
+    runs = [{"seed": s, "run_dir": f"seed{s}", "status": "converged",
+             "tta_seconds": json.loads((series / f"seed{s}" / "result.json").read_text())["tta_seconds"]}
+            for s in (0, 1)]
+    (series / "summary.json").write_text(json.dumps({"n": 2, "converged": 2, "runs": runs, "official_threshold": True}))
+    folder, result, stats = submit.load_run(series)
+    assert folder == series / "seed1" and result["seed"] == 1 and stats["submitted_seed"] == 1
+
+
+def test_refuses_a_dnc_run_and_writes_nothing(tmp_path, capsys):
+    run = make_run(tmp_path / "run", status="DNC", final=0.9)
+    refused(capsys, [run, "--to", tmp_path / "entries"], "only a converged run is an entry")
+    assert not (tmp_path / "entries").exists()
+
+
+def test_refuses_a_series_where_nothing_converged(tmp_path, capsys):
+    series = tmp_path / "series"
+    make_run(series / "seed0", status="DNC", final=0.9)
+    (series / "summary.json").write_text(json.dumps({"n": 1, "converged": 0, "runs": [
+        {"seed": 0, "run_dir": "seed0", "status": "DNC", "tta_seconds": None}]}))
+    refused(capsys, [series, "--to", tmp_path / "entries"], "none of the 1 runs converged")
+
+
+def test_series_run_dir_cannot_leave_the_series(tmp_path, capsys):
+    series = tmp_path / "series"
+    series.mkdir()
+    make_run(tmp_path / "elsewhere")
+    (series / "summary.json").write_text(json.dumps({"runs": [
+        {"seed": 0, "run_dir": "../elsewhere", "status": "converged", "tta_seconds": 10.0}]}))
+    refused(capsys, [series, "--to", tmp_path / "entries"], "is not a folder inside the series")
+
+
+def test_unofficial_threshold_needs_the_flag(tmp_path, capsys):
+    run = make_run(tmp_path / "run", threshold=0.5, final=0.55, epochs=3)
+    out = tmp_path / "entries"
+    refused(capsys, [run, "--to", out], "lowered threshold 0.5 (official 0.94)")
+    assert not out.exists()
+    assert submit.main([str(run), "--to", str(out), "--allow-unofficial"]) == 0
+    fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
+    assert (fields["official_threshold"], fields["threshold"]) == (False, 0.5)
+    capsys.readouterr()
+    assert validate.main([str(out)]) == 1          # not an entry for the leaderboard...
+    assert "official_threshold: false" in capsys.readouterr().out
+    assert validate.main(["--allow-unofficial", str(out)]) == 0      # ...but well formed
+
+
+def test_refuses_inference_below_threshold_of_another_reference_or_partial(tmp_path, capsys):
+    run = make_run(tmp_path / "run")
+    out = tmp_path / "entries"
+    low = make_inference(tmp_path / "low", top1=0.9391)
+    refused(capsys, [run, "--inference", low, "--to", out], "top1 0.9391 is below the threshold 0.94")
+    other = make_inference(tmp_path / "other", reference="cifar10-fast-pytorch")
+    refused(capsys, [run, "--inference", other, "--to", out], 'an inference of "cifar10-fast-pytorch"')
+    partial = make_inference(tmp_path / "partial", items=100)
+    refused(capsys, [run, "--inference", partial, "--to", out], "not the whole eval set")
+    refused(capsys, [run, "--inference", tmp_path / "nowhere", "--to", out], "inference.json: missing")
+    assert not out.exists()
+
+
+def test_existing_entry_needs_force(tmp_path, capsys):
+    out = tmp_path / "entries"
+    assert submit.main([str(make_run(tmp_path / "a", epochs=30)), "--to", str(out)]) == 0
+    before = tree(out)
+    second = make_run(tmp_path / "b", epochs=20)
+    refused(capsys, [second, "--to", out], "exists; --force replaces it")
+    assert tree(out) == before
+    assert submit.main([str(second), "--to", str(out), "--force"]) == 0
+    fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
+    assert fields["tta_seconds"] == round(20 * 0.0031 * 3600, 3)
+    assert [p.name for p in out.iterdir()] == ["CIFAR10"]           # no staging folder left behind
+
+
+def test_bad_run_folders(tmp_path, capsys):
+    refused(capsys, [tmp_path / "missing"], "not a folder")
+    (tmp_path / "empty").mkdir()
+    refused(capsys, [tmp_path / "empty"], "neither result.json")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "result.json").write_text("[1,")
+    refused(capsys, [broken], "not readable JSON")
+    run = make_run(tmp_path / "nolog")
+    (run / f"{REF}.tsv").unlink()
+    refused(capsys, [run, "--to", tmp_path / "entries"], "the run's log is missing")
+
+
+def test_an_entry_that_would_not_validate_is_not_written(tmp_path, capsys):
+    run = make_run(tmp_path / "run")
+    result = json.loads((run / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({**result, "timestamp": "2026-02-30"}))
+    line = refused(capsys, [run, "--to", tmp_path / "entries"], "would not pass `dawnbench validate`")
+    assert f"{STEM}.json:" in line and "timestamp" in line
+    assert not any(p.is_file() for p in (tmp_path / "entries").rglob("*"))
+
+
+def test_usage_errors_are_one_line(capsys):
+    refused(capsys, [], "RUN_DIR")
+    refused(capsys, ["x", "--bogus"], "unrecognized arguments: --bogus")
