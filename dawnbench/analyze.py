@@ -1,0 +1,546 @@
+"""The analyses of the DAWNBench papers, one command each: a PNG and the numbers behind it.
+
+    dawnbench analyze thresholds   RUN_OR_ENTRY... --out DIR   time-to-accuracy as a function of the threshold
+    dawnbench analyze stability    SERIES...       --out DIR   repeated runs: each run's TTA, median, DNC, cv
+    dawnbench analyze cost-vs-time ENTRIES...      --out DIR   training cost vs time; training time vs latency
+    dawnbench analyze curves       RUN_OR_ENTRY... --out DIR   accuracy vs on-clock time, several runs
+
+Each writes <analysis>.png and <analysis>.json into DIR and prints their paths. The numbers come
+from plain functions (`*_numbers`), apart from the drawing (`plot_*`). Metric values are in the
+units of the DAWNBench logs: percent for accuracies, a fraction for F1.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.tasks import TASKS, Task
+from dawnbench import entries, leaderboard
+from dawnbench.entries import Entry, EntryError
+from dawnbench.leaderboard import number
+
+PROG = "dawnbench analyze"
+LABEL_CHARS = 60      # longer labels are cut in the plots (never in the numbers)
+
+
+class InputError(ValueError):
+    """An input that cannot be analysed; the message names it and says what was expected."""
+
+
+@dataclass
+class Curve:
+    """One training log: (on-clock hours, metric value in log units), in epoch order."""
+    label: str
+    source: str
+    task: Task
+    points: list[tuple[float, float]]
+    target: float | None = None          # the run's own threshold (log units) when it was not the task's
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def column(self) -> str:
+        return entries.METRIC_COLUMNS[self.task.metric]
+
+    @property
+    def threshold(self) -> float:
+        return entries.log_threshold(self.task)
+
+
+# ---------------------------------------------------------------- reading inputs
+
+def _read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"{path}: not readable JSON ({e})") from None
+
+
+def _to_log_units(task: Task, fraction: float) -> float:
+    return fraction if task.metric == "f1" else 100.0 * fraction
+
+
+def curve_from_entry(entry: Entry) -> Curve:
+    if entry.kind != "train":
+        raise InputError(f"{entry.path}: an inference entry has no training log; give a training entry "
+                         f"(<Task>/train/<name>.json) or a run folder")
+    points = []
+    for n, row in enumerate(entry.rows, start=2):
+        hours, value = number(row.get("hours")), number(row.get(entry.metric_column))
+        if hours is None or value is None:
+            raise InputError(f"{entries.tsv_path(entry.path, entry.fields)}:{n}: needs numbers in the "
+                             f"'hours' and '{entry.metric_column}' columns")
+        points.append((hours, value))
+    if not points:
+        raise InputError(f"{entries.tsv_path(entry.path, entry.fields)}: the training log has no rows")
+    return Curve(label=entry.name, source=str(entry.path), task=entry.task, points=points)
+
+
+def curve_from_run(run_dir: Path) -> Curve:
+    """A run folder: result.json and its <reference>.tsv, or result.json's per-epoch `history`."""
+    result_file = run_dir / "result.json"
+    result = _read_json(result_file)
+    if not isinstance(result, dict) or result.get("task") not in TASKS:
+        raise InputError(f"{result_file}: not a run's result.json (field 'task' must be one of "
+                         f"{', '.join(TASKS)})")
+    task = TASKS[result["task"]]
+    column = entries.METRIC_COLUMNS[task.metric]
+    label = f"{result.get('reference') or run_dir.parent.name}/{run_dir.name}"
+    name = result.get("logFilename")
+    log = run_dir / name if isinstance(name, str) and name and Path(name).name == name else None
+    points: list[tuple[float, float]] = []
+    if log is not None and log.is_file():
+        try:
+            header, rows = entries.read_tsv(log)
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"{log}: not readable ({e})") from None
+        if "hours" not in header or column not in header:
+            raise InputError(f"{log}:1: the header needs 'hours' and '{column}', it has {header}")
+        h, c = header.index("hours"), header.index(column)
+        for n, cells in enumerate(rows, start=2):
+            try:
+                hours, value = float(cells[h]), float(cells[c])
+            except (IndexError, ValueError):
+                raise InputError(f"{log}:{n}: not a number in 'hours' or '{column}' ({cells!r})") from None
+            points.append((hours, value))
+    else:
+        history = result.get("history")
+        if not isinstance(history, list):
+            raise InputError(f"{run_dir}: no log to read: neither {name or '<reference>.tsv'} nor a "
+                             f"'history' list in result.json")
+        for n, row in enumerate(history):
+            seconds = number(row.get("tta_seconds")) if isinstance(row, dict) else None
+            value = number(row.get(task.metric)) if isinstance(row, dict) else None
+            if seconds is None or value is None:
+                raise InputError(f"{result_file}: history[{n}] needs numbers 'tta_seconds' and '{task.metric}'")
+            points.append((seconds / 3600.0, _to_log_units(task, value)))
+    if not points:
+        raise InputError(f"{run_dir}: the run logged no epoch")
+    target = number(result.get("threshold"))
+    target = _to_log_units(task, target) if target is not None else None
+    return Curve(label=label, source=str(run_dir), task=task, points=points,
+                 target=target if target is not None and target != entries.log_threshold(task) else None,
+                 notes={"status": result.get("status")})
+
+
+def _entry_paths(root: Path) -> list[Path]:
+    return entries.find(root) if root.is_dir() else []
+
+
+def read_curves(paths: list[Path], warn=None) -> list[Curve]:
+    """Curves from run folders (or their result.json), training entries and entry trees. A bad
+    named input raises InputError; inside a tree, an entry that does not load is passed to `warn`."""
+    curves = []
+    for path in map(Path, paths):
+        if path.is_dir() and (path / "result.json").is_file():
+            curves.append(curve_from_run(path))
+        elif path.is_file() and path.name == "result.json":
+            curves.append(curve_from_run(path.parent))
+        elif path.is_file():
+            try:
+                curves.append(curve_from_entry(entries.load(path)))
+            except EntryError as e:
+                raise InputError(f"{e} (expected a run folder or a training entry)") from None
+        elif path.is_dir() and _entry_paths(path):
+            for entry in _load_tree(path, warn):
+                if entry.kind == "train":
+                    try:
+                        curves.append(curve_from_entry(entry))
+                    except InputError as e:
+                        if warn:
+                            warn(str(e))
+        elif path.is_dir():
+            raise InputError(f"{path}: not a run folder (no result.json) nor an entry tree "
+                             f"(<Task>/train/<name>.json)")
+        else:
+            raise InputError(f"{path}: no such file or folder")
+    return curves
+
+
+def _load_tree(root: Path, warn) -> list[Entry]:
+    loaded, _ = leaderboard.load_all(root, report=warn)
+    return loaded
+
+
+def read_entries(paths: list[Path], warn=None) -> list[Entry]:
+    """Entries from entry files and entry trees (an entry in a tree that does not load goes to `warn`)."""
+    found = []
+    for path in map(Path, paths):
+        if path.is_file():
+            try:
+                found.append(entries.load(path))
+            except EntryError as e:
+                raise InputError(str(e)) from None
+        elif path.is_dir():
+            if not _entry_paths(path):
+                raise InputError(f"{path}: no entries in it (expected <Task>/<train|inference>/<name>.json)")
+            found += _load_tree(path, warn)
+        else:
+            raise InputError(f"{path}: no such file or folder")
+    return found
+
+
+def read_series(path: Path) -> dict:
+    """A repeated-run series: its folder (holding summary.json) or the summary.json itself."""
+    path = Path(path)
+    summary_file = path / "summary.json" if path.is_dir() else path
+    if not summary_file.is_file():
+        raise InputError(f"{path}: no summary.json; give a series folder written by "
+                         f"`dawnbench run REF --runs N` (results/<REF>/<series id>/) or its summary.json")
+    summary = _read_json(summary_file)
+    runs = summary.get("runs") if isinstance(summary, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise InputError(f"{summary_file}: not a series summary (field 'runs' must be a list of objects)")
+    for n, run in enumerate(runs):
+        if run.get("status") == "converged" and number(run.get("tta_seconds")) is None:
+            raise InputError(f"{summary_file}: runs[{n}] converged but has no number 'tta_seconds'")
+    summary["_source"] = str(summary_file)
+    summary["_label"] = f"{summary.get('reference') or summary_file.parent.parent.name}/{summary_file.parent.name}"
+    return summary
+
+
+# ---------------------------------------------------------------- the numbers
+
+def tta_at(points: list[tuple[float, float]], threshold: float) -> float | None:
+    """Hours of the first point at or over `threshold` (None if the log never reaches it)."""
+    for hours, value in points:
+        if value >= threshold:
+            return hours
+    return None
+
+
+def threshold_steps(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The step function threshold -> time-to-accuracy, exactly: (v, h) pairs, v increasing, such
+    that for every threshold in (previous v, v] the time is h. They are the log's running maxima."""
+    steps: list[tuple[float, float]] = []
+    for hours, value in points:
+        if not steps or value > steps[-1][0]:
+            steps.append((value, hours))
+    return steps
+
+
+def thresholds_numbers(curves: list[Curve]) -> dict:
+    out = []
+    for c in curves:
+        values = [v for _, v in c.points]
+        tta = tta_at(c.points, c.threshold)
+        out.append({"label": c.label, "source": c.source, "task": c.task.display_name, "metric": c.column,
+                    "task_threshold": c.threshold, "range": [min(values), max(values)],
+                    "tta_hours_at_task_threshold": tta,
+                    "tta_hms_at_task_threshold": entries.hms(tta) if tta is not None else None,
+                    "steps": [{"threshold": v, "hours": h, "seconds": round(h * 3600, 3)}
+                              for v, h in threshold_steps(c.points)]})
+    return {"analysis": "thresholds", "inputs": out}
+
+
+def curves_numbers(curves: list[Curve]) -> dict:
+    out = []
+    for c in curves:
+        tta = tta_at(c.points, c.threshold)
+        out.append({"label": c.label, "source": c.source, "task": c.task.display_name, "metric": c.column,
+                    "task_threshold": c.threshold, "run_threshold": c.target,
+                    "tta_hours": tta, "tta_hms": entries.hms(tta) if tta is not None else None,
+                    "points": [{"hours": h, "value": v} for h, v in c.points], **c.notes})
+    return {"analysis": "curves", "inputs": out}
+
+
+def stability_numbers(series: list[dict]) -> dict:
+    out = []
+    for s in series:
+        runs = s["runs"]
+        converged = [float(r["tta_seconds"]) for r in runs if r.get("status") == "converged"]
+        stats = s.get("tta_seconds") if isinstance(s.get("tta_seconds"), dict) else {}
+        median = number(stats.get("median"))
+        if median is None and converged:
+            median = statistics.median(converged)
+        cv = number(stats.get("cv"))
+        if cv is None and "cv" not in stats and len(converged) >= 2:
+            cv = statistics.stdev(converged) / statistics.mean(converged)
+        n = s.get("n") if isinstance(s.get("n"), int) else len(runs)
+        out.append({"label": s["_label"], "source": s["_source"], "reference": s.get("reference"),
+                    "task": s.get("task"), "threshold": s.get("threshold"), "n": n,
+                    "converged": len(converged), "dnc": n - len(converged),
+                    "fraction_converged": len(converged) / n if n else None,
+                    "runs": [{"seed": r.get("seed"), "status": r.get("status"),
+                              "tta_seconds": number(r.get("tta_seconds"))} for r in runs],
+                    "tta_seconds": converged, "median_seconds": median, "cv": cv,
+                    "olympic_mean_seconds": number(stats.get("olympic_mean"))})
+    return {"analysis": "stability", "series": out}
+
+
+def cost_vs_time_numbers(loaded: list[Entry]) -> dict:
+    """Per task: training hours at the threshold vs training cost (DAWNBench figure 7), and training
+    hours vs inference latency for a training and an inference entry of the same name (figure 5)."""
+    tasks: dict[str, dict] = {}
+    for task in TASKS.values():
+        train = {e.name: e for e in loaded if e.task is task and e.kind == "train"}
+        infer = {e.name: e for e in loaded if e.task is task and e.kind == "inference"}
+        cost_rows, pairs = [], []
+        for name, e in sorted(train.items()):
+            hours, price = leaderboard.training_hours(e), leaderboard.cost_per_hour(e)
+            if hours is not None and price is not None:
+                cost_rows.append({"entry": name, "model": leaderboard.text(e.fields.get("model")),
+                                  "hardware": leaderboard.text(e.fields.get("hardware")),
+                                  "hours": hours, "costPerHour": price, "cost_usd": hours * price})
+            i = infer.get(name)
+            latency = leaderboard.latency_ms(i) if i is not None else None
+            if hours is not None and latency is not None and leaderboard.reaches_threshold(i):
+                pairs.append({"entry": name, "model": leaderboard.text(e.fields.get("model")),
+                              "train_hours": hours, "latency_ms": latency})
+        if cost_rows or pairs:
+            tasks[task.display_name] = {"cost_vs_time": cost_rows, "time_vs_latency": pairs}
+    return {"analysis": "cost-vs-time", "tasks": tasks}
+
+
+# ---------------------------------------------------------------- the plots
+
+@contextlib.contextmanager
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with matplotlib.rc_context({"font.size": 9}):
+        yield plt
+
+
+def _short(label: str) -> str:
+    """A label from an entry, cut to size, as plain text: an unescaped "$" would start mathtext
+    (and a malformed formula fails the drawing)."""
+    label = label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
+    return label.replace("$", r"\$")
+
+
+def time_unit(max_hours: float) -> tuple[str, float]:
+    """A readable unit for a time axis: (name, factor from hours)."""
+    seconds = max_hours * 3600
+    if seconds < 120:
+        return "seconds", 3600.0
+    if seconds < 2 * 3600:
+        return "minutes", 60.0
+    return "hours", 1.0
+
+
+def _save(fig, plt, path: Path) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=100, format="png")
+        os.chmod(tmp, 0o644)          # mkstemp's 0600 would hide the plot from a web server
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _grid(plt, n: int, cols: int = 1, width: float = 6.4, height: float = 4.0):
+    fig, axes = plt.subplots(n, cols, figsize=(width * cols, height * n), squeeze=False)
+    return fig, axes
+
+
+def _by_task(items: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for item in items:
+        groups.setdefault(item["task"], []).append(item)
+    return groups
+
+
+def plot_thresholds(numbers: dict, path: Path) -> None:
+    groups = _by_task(numbers["inputs"])
+    with _pyplot() as plt:
+        fig, axes = _grid(plt, len(groups))
+        for ax, (task, items) in zip(axes[:, 0], groups.items()):
+            unit, factor = time_unit(max(s["hours"] for i in items for s in i["steps"]))
+            for item in items:
+                steps = item["steps"]
+                xs = [item["range"][0]] + [s["threshold"] for s in steps]
+                ys = [steps[0]["hours"] * factor] + [s["hours"] * factor for s in steps]
+                (line,) = ax.step(xs, ys, where="pre", label=_short(item["label"]))
+                if item["tta_hours_at_task_threshold"] is not None:
+                    ax.plot([item["task_threshold"]], [item["tta_hours_at_task_threshold"] * factor], "o",
+                            color=line.get_color())
+            threshold = items[0]["task_threshold"]
+            ax.axvline(threshold, color="k", linestyle="--", linewidth=1, label=f"{task} threshold {threshold:g}")
+            ax.set_xlabel(f"threshold ({items[0]['metric']})")
+            ax.set_ylabel(f"time to accuracy ({unit})")
+            ax.set_title(f"{task}: time-to-accuracy vs threshold")
+            ax.grid(alpha=0.3)
+            ax.legend(loc="upper left")
+        fig.tight_layout()
+        _save(fig, plt, path)
+
+
+def plot_curves(numbers: dict, path: Path, title: str | None = None) -> None:
+    groups = _by_task(numbers["inputs"])
+    with _pyplot() as plt:
+        fig, axes = _grid(plt, len(groups))
+        for ax, (task, items) in zip(axes[:, 0], groups.items()):
+            unit, factor = time_unit(max(p["hours"] for i in items for p in i["points"]))
+            for item in items:
+                ax.plot([p["hours"] * factor for p in item["points"]], [p["value"] for p in item["points"]],
+                        marker=".", label=_short(item["label"]))
+                if item["run_threshold"] is not None:
+                    ax.axhline(item["run_threshold"], color="gray", linestyle=":", linewidth=1,
+                               label=f"run threshold {item['run_threshold']:g}")
+            threshold = items[0]["task_threshold"]
+            ax.axhline(threshold, color="k", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
+            ax.set_xlabel(f"on-clock time ({unit})")
+            ax.set_ylabel(items[0]["metric"])
+            ax.set_title(_short(title) if title else f"{task}: accuracy vs time")
+            ax.grid(alpha=0.3)
+            ax.legend(loc="lower right")
+        fig.tight_layout()
+        _save(fig, plt, path)
+
+
+def plot_stability(numbers: dict, path: Path) -> None:
+    series = numbers["series"]
+    with _pyplot() as plt:
+        fig, axes = _grid(plt, 1, width=max(6.4, 2.2 * len(series)))
+        ax = axes[0, 0]
+        top = max([t for s in series for t in s["tta_seconds"]] or [1.0])
+        unit, factor = time_unit(top / 3600)
+        factor /= 3600        # from seconds
+        ticks = []
+        for x, s in enumerate(series):
+            times = [t * factor for t in s["tta_seconds"]]
+            cv = f"{100 * s['cv']:.1f}%" if s["cv"] is not None else "n/a"
+            ax.plot([x] * len(times), times, "o", alpha=0.7,
+                    label=f"{_short(s['label'])}: cv {cv}, DNC {s['dnc']}/{s['n']}")
+            if s["median_seconds"] is not None:
+                ax.hlines(s["median_seconds"] * factor, x - 0.25, x + 0.25, color="k", linewidth=2)
+            ticks.append(f"{_short(s['label'])}\n{s['converged']}/{s['n']} reached, DNC {s['dnc']}")
+        ax.set_xticks(range(len(series)), ticks)
+        ax.set_xlim(-0.6, len(series) - 0.4)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(f"time to accuracy ({unit}); bar: median")
+        ax.set_title("stability over repeated runs")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        _save(fig, plt, path)
+
+
+def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None) -> None:
+    groups = {t: v for t, v in numbers["tasks"].items() if tasks is None or t in tasks}
+    with _pyplot() as plt:
+        fig, axes = _grid(plt, max(1, len(groups)), cols=2, width=5.2)
+        for row, (task, data) in zip(axes, groups.items()):
+            for ax, points, x, y, xlabel, ylabel, title in (
+                    (row[0], data["cost_vs_time"], "hours", "cost_usd", "training time (hours)",
+                     "training cost (USD)", "training cost vs time"),
+                    (row[1], data["time_vs_latency"], "train_hours", "latency_ms", "training time (hours)",
+                     "inference latency (ms)", "training time vs inference latency")):
+                ax.set_title(f"{task}: {title}")
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(ylabel)
+                if not points:
+                    ax.text(0.5, 0.5, "no entries", ha="center", va="center", transform=ax.transAxes)
+                    continue
+                xs, ys = [p[x] for p in points], [p[y] for p in points]
+                ax.scatter(xs, ys)
+                # Log axes as in the paper, where the points span enough to need them.
+                if min(xs) > 0 and max(xs) / min(xs) > 20:
+                    ax.set_xscale("log")
+                if min(ys) > 0 and max(ys) / min(ys) > 20:
+                    ax.set_yscale("log")
+                if len(points) <= 12:
+                    for p in points:
+                        ax.annotate(_short(p["model"] or p["entry"]), (p[x], p[y]), fontsize=7,
+                                    xytext=(3, 3), textcoords="offset points")
+                ax.grid(alpha=0.3, which="both")
+        fig.tight_layout()
+        _save(fig, plt, path)
+
+
+# ---------------------------------------------------------------- the command
+
+def write_json(data: dict, path: Path) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+ANALYSES = {
+    "thresholds": ("time-to-accuracy as a function of the threshold", "run folders or training entries"),
+    "stability": ("repeated-run statistics: each run's TTA, median, DNC count, cv", "series folders or summary.json"),
+    "cost-vs-time": ("training cost vs time; training time vs inference latency", "entry files or entry trees"),
+    "curves": ("accuracy vs on-clock time for several runs", "run folders or training entries"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="The analyses of the DAWNBench papers: each writes "
+                                "<analysis>.png and <analysis>.json into --out.")
+    sub = p.add_subparsers(dest="analysis", required=True)
+    for name, (help_text, inputs) in ANALYSES.items():
+        a = sub.add_parser(name, help=help_text, description=help_text)
+        a.add_argument("inputs", nargs="+", type=Path, metavar="INPUT", help=inputs)
+        a.add_argument("--out", type=Path, required=True, help="the folder to write the PNG and JSON into")
+    return p
+
+
+READERS = {"stability": lambda path, warn: [read_series(path)],
+           "cost-vs-time": lambda path, warn: read_entries([path], warn),
+           "thresholds": lambda path, warn: read_curves([path], warn),
+           "curves": lambda path, warn: read_curves([path], warn)}
+NUMBERS = {"stability": stability_numbers, "cost-vs-time": cost_vs_time_numbers,
+           "thresholds": thresholds_numbers, "curves": curves_numbers}
+
+
+PLOTS = {"thresholds": plot_thresholds, "stability": plot_stability, "cost-vs-time": plot_cost_vs_time,
+         "curves": plot_curves}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def warn(line: str) -> None:
+        print(f"{PROG}: skipped: {line}", file=sys.stderr)
+
+    items, errors = [], []
+    for path in args.inputs:        # every bad input gets its line, then nothing is written
+        try:
+            items += READERS[args.analysis](path, warn)
+        except InputError as e:
+            errors.append(str(e))
+    if not errors and not items:
+        errors.append(f"nothing to analyse in {', '.join(map(str, args.inputs))}")
+    numbers = NUMBERS[args.analysis](items) if not errors else None
+    if numbers is not None and args.analysis == "cost-vs-time" and not numbers["tasks"]:
+        errors.append("no training entry with a costPerHour reaches its threshold, and no training and "
+                      "inference entries of the same name do: nothing to plot")
+    if errors:
+        for line in errors:
+            print(f"{PROG}: error: {line}", file=sys.stderr)
+        return 2
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"{PROG}: error: cannot make the output folder {args.out} ({e})", file=sys.stderr)
+        return 2
+    png, data = args.out / f"{args.analysis}.png", args.out / f"{args.analysis}.json"
+    PLOTS[args.analysis](numbers, png)
+    write_json(numbers, data)
+    print(png)
+    print(data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

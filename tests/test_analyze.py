@@ -1,0 +1,179 @@
+"""The analyses: the right numbers on known inputs, their files, and one error line per bad input."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dawnbench import analyze
+from dawnbench.cli import main
+from leaderboard_fixture import train, write_entries
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def run_folder(root: Path, name: str, rows: list[tuple[int, float, float]], *, tsv: bool = True,
+               threshold: float = 0.92, reference: str = "fashion-mnist-cnn-pytorch") -> Path:
+    """A run folder as harness/runner.py leaves it: result.json (with `history`) and <reference>.tsv.
+    rows: (epoch, hours, top-1 percent)."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    history = [{"epoch": e, "tta_seconds": h * 3600, "wall_seconds": h * 3600 + 1, "top1": a / 100} for e, h, a in rows]
+    reached = next((r for r in history if r["top1"] >= threshold), None)
+    result = {"version": "v1.0", "reference": reference, "task": "fashion-mnist", "metric": "top1",
+              "threshold": threshold, "official_threshold": threshold == 0.92, "logFilename": f"{reference}.tsv",
+              "status": "converged" if reached else "DNC", "tta_seconds": reached and reached["tta_seconds"],
+              "history": history}
+    (folder / "result.json").write_text(json.dumps(result))
+    if tsv:
+        lines = ["epoch\thours\ttop1Accuracy"] + [f"{e}\t{h:.6f}\t{a:.2f}" for e, h, a in rows]
+        (folder / f"{reference}.tsv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def run(argv, capsys):
+    code = main(["analyze", *map(str, argv)])
+    captured = capsys.readouterr()
+    return code, captured.out.strip().splitlines(), captured.err.strip().splitlines()
+
+
+def outputs(out: Path, name: str, printed: list[str]) -> dict:
+    png, data = out / f"{name}.png", out / f"{name}.json"
+    assert printed == [str(png), str(data)]
+    assert png.read_bytes()[:8] == PNG and png.stat().st_size > 5000
+    return json.loads(data.read_text())
+
+
+def test_threshold_steps_are_the_running_maxima():
+    points = [(0.1, 80.0), (0.2, 90.0), (0.3, 88.0), (0.4, 90.0), (0.5, 93.0), (0.6, 92.0), (0.7, 95.0)]
+    assert analyze.threshold_steps(points) == [(80.0, 0.1), (90.0, 0.2), (93.0, 0.5), (95.0, 0.7)]
+    # the TTA at a threshold is the hours of the first point at or over it, whatever the steps say
+    for threshold in (79.0, 80.0, 85.0, 90.0, 90.5, 93.0, 94.0, 95.0):
+        expected = next(h for h, v in points if v >= threshold)
+        assert analyze.tta_at(points, threshold) == expected
+        step = next(h for v, h in analyze.threshold_steps(points) if v >= threshold)
+        assert step == expected
+    assert analyze.tta_at(points, 95.01) is None
+
+
+def test_thresholds_command_on_an_entry_and_run_folders(tmp_path, capsys):
+    tree = write_entries(tmp_path / "entries")
+    alice = tree / "CIFAR10" / "train" / "alice_resnet18_p3.2xlarge_pytorch.json"
+    with_tsv = run_folder(tmp_path / "results", "run-a", [(1, 0.01, 85.0), (2, 0.02, 91.0), (3, 0.03, 92.5)])
+    history_only = run_folder(tmp_path / "results", "run-b", [(1, 0.015, 89.0), (2, 0.025, 92.1)], tsv=False)
+    out = tmp_path / "out"
+    code, printed, err = run(["thresholds", alice, with_tsv, history_only / "result.json", "--out", out], capsys)
+    assert code == 0 and err == []
+    numbers = outputs(out, "thresholds", printed)
+    a, b, c = numbers["inputs"]
+    assert a["label"] == "alice_resnet18_p3.2xlarge_pytorch" and a["task"] == "CIFAR10"
+    # alice's log: 80 @ 0.1 h, 92 @ 0.3 h, 94.1 @ 0.5 h, 95 @ 0.7 h: at 90% the first row >= 90 is 0.3 h
+    steps = {s["threshold"]: s["hours"] for s in a["steps"]}
+    assert steps == {80.0: 0.1, 92.0: 0.3, 94.1: 0.5, 95.0: 0.7}
+    assert analyze.tta_at([(s["hours"], s["threshold"]) for s in a["steps"]], 90.0) == 0.3
+    assert (a["task_threshold"], a["tta_hours_at_task_threshold"], a["tta_hms_at_task_threshold"]) == (94.0, 0.5, "0:30:00")
+    assert a["range"] == [80.0, 95.0]
+    assert b["label"] == "fashion-mnist-cnn-pytorch/run-a" and b["tta_hours_at_task_threshold"] == 0.03
+    # no TSV: the history's fractions, in percent, and its seconds, in hours
+    assert c["range"] == [89.0, 92.1] and c["tta_hours_at_task_threshold"] == pytest.approx(0.025)
+
+
+def test_curves_command(tmp_path, capsys):
+    a = run_folder(tmp_path, "seed0", [(1, 0.01, 85.0), (2, 0.02, 92.5)])
+    b = run_folder(tmp_path, "seed1", [(1, 0.012, 80.0), (2, 0.024, 90.0), (3, 0.036, 91.0)], threshold=0.85)
+    code, printed, err = run(["curves", a, b, "--out", tmp_path / "out"], capsys)
+    assert code == 0 and err == []
+    x, y = outputs(tmp_path / "out", "curves", printed)["inputs"]
+    assert x["points"] == [{"hours": 0.01, "value": 85.0}, {"hours": 0.02, "value": 92.5}]
+    assert (x["tta_hours"], x["task_threshold"], x["run_threshold"], x["status"]) == (0.02, 92.0, None, "converged")
+    # seed1 converged at its lowered 85% (the plot marks it too) and never reaches the task's 92%
+    assert (y["tta_hours"], y["run_threshold"], y["status"]) == (None, 85.0, "converged")
+
+
+def test_a_dollar_in_a_label_is_text_not_mathtext(tmp_path, capsys):
+    path = train(tmp_path / "entries", "CIFAR10", "me_$\\frac{1_$_x", [(1, 0.1, 94.5)])
+    code, printed, err = run(["curves", path, "--out", tmp_path / "out"], capsys)
+    assert code == 0, err
+    assert outputs(tmp_path / "out", "curves", printed)["inputs"][0]["label"] == "me_$\\frac{1_$_x"
+
+
+def summary(folder: Path, ttas: list[float | None], stats: bool = True) -> Path:
+    folder.mkdir(parents=True)
+    runs = [{"seed": k, "run_dir": f"seed{k}", "status": "converged" if t is not None else "DNC",
+             "tta_seconds": t, "epochs": 3, "metric_value": 0.93} for k, t in enumerate(ttas)]
+    done = [t for t in ttas if t is not None]
+    data = {"reference": "fashion-mnist-cnn-pytorch", "task": "fashion-mnist", "metric": "top1", "threshold": 0.92,
+            "official_threshold": True, "n": len(ttas), "converged": len(done),
+            "fraction_converged": len(done) / len(ttas), "runs": runs}
+    if stats:
+        data["tta_seconds"] = {"n": len(done), "min": min(done), "median": 110.0, "max": max(done), "mean": 113.33,
+                               "stdev": 15.28, "cv": 0.1348, "olympic_mean": 110.0}
+    (folder / "summary.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_stability_command(tmp_path, capsys):
+    a = summary(tmp_path / "fashion-mnist-cnn-pytorch" / "series-a", [100.0, 110.0, None, 130.0])
+    b = summary(tmp_path / "fashion-mnist-cnn-pytorch" / "series-b", [60.0, 80.0], stats=False)
+    code, printed, err = run(["stability", a, b / "summary.json", "--out", tmp_path / "out"], capsys)
+    assert code == 0 and err == []
+    x, y = outputs(tmp_path / "out", "stability", printed)["series"]
+    assert x["label"] == "fashion-mnist-cnn-pytorch/series-a"
+    assert (x["n"], x["converged"], x["dnc"], x["fraction_converged"]) == (4, 3, 1, 0.75)
+    assert x["tta_seconds"] == [100.0, 110.0, 130.0]
+    assert (x["median_seconds"], x["cv"], x["olympic_mean_seconds"]) == (110.0, 0.1348, 110.0)   # as summary.json says
+    # no statistics in the summary: computed from the runs (sample stdev / mean)
+    assert (y["n"], y["dnc"], y["median_seconds"]) == (2, 0, 70.0)
+    assert y["cv"] == pytest.approx(14.142135623730951 / 70.0)
+
+
+def test_cost_vs_time_command(tmp_path, capsys):
+    tree = write_entries(tmp_path / "entries")
+    code, printed, err = run(["cost-vs-time", tree, "--out", tmp_path / "out"], capsys)
+    assert code == 0
+    assert len(err) == 2 and all("skipped:" in line for line in err)     # the two entries that do not load
+    numbers = outputs(tmp_path / "out", "cost-vs-time", printed)
+    assert set(numbers["tasks"]) == {"CIFAR10", "SQuAD"}
+    cifar = numbers["tasks"]["CIFAR10"]
+    cost = {r["entry"]: (r["hours"], r["cost_usd"]) for r in cifar["cost_vs_time"]}
+    assert cost["alice_resnet18_p3.2xlarge_pytorch"] == (0.5, pytest.approx(1.53))
+    assert cost["dave_dip_v100_pytorch"] == (0.75, 1.5)       # the first row at 94, not the later 94.5
+    assert cost["bob_resnet50_k80_tensorflow"] == (3.0, pytest.approx(2.7))
+    assert "frank_noprice_tpu_tensorflow" not in cost and "carol_cnn_cpu_pytorch" not in cost
+    # figure 5: alice has both a training and an inference entry of the same name
+    assert cifar["time_vs_latency"] == [{"entry": "alice_resnet18_p3.2xlarge_pytorch", "model": "resnet18",
+                                         "train_hours": 0.5, "latency_ms": 10.0}]
+    assert numbers["tasks"]["SQuAD"]["cost_vs_time"][0]["cost_usd"] == pytest.approx(0.9)
+
+
+def test_each_bad_input_gets_one_line_and_nothing_is_written(tmp_path, capsys):
+    tree = write_entries(tmp_path / "entries")
+    good = run_folder(tmp_path, "good", [(1, 0.01, 93.0)])
+    bad_tsv = run_folder(tmp_path, "bad", [(1, 0.01, 93.0)])
+    (bad_tsv / "fashion-mnist-cnn-pytorch.tsv").write_text("epoch\thours\ttop1Accuracy\n1\tlate\t93\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    inference_entry = tree / "CIFAR10" / "inference" / "old_resnet_k80_caffe.json"
+    out = tmp_path / "out"
+    for analysis in ("curves", "thresholds"):
+        code, printed, err = run([analysis, good, tmp_path / "missing", bad_tsv, empty, inference_entry,
+                                  "--out", out], capsys)
+        assert code == 2 and printed == []
+        assert len(err) == 4, err
+        assert "missing: no such file" in err[0]
+        assert "fashion-mnist-cnn-pytorch.tsv:2: not a number" in err[1]
+        assert "not a run folder" in err[2]
+        assert "inference entry has no training log" in err[3]
+        assert all(line.startswith("dawnbench analyze: error: ") for line in err)
+    code, printed, err = run(["stability", good, tmp_path / "nope.json", "--out", out], capsys)
+    assert code == 2 and len(err) == 2 and "no summary.json" in err[0] and "no summary.json" in err[1]
+    broken = tmp_path / "s"
+    broken.mkdir()
+    (broken / "summary.json").write_text('{"runs": 3}')
+    code, printed, err = run(["stability", broken, "--out", out], capsys)
+    assert code == 2 and len(err) == 1 and "not a series summary" in err[0]
+    code, printed, err = run(["cost-vs-time", empty, tree / "CIFAR10" / "train" / "broken_x_y_z.json",
+                              "--out", out], capsys)
+    assert code == 2 and len(err) == 2 and "no entries in it" in err[0] and "not readable JSON" in err[1]
+    assert not out.exists()

@@ -1,0 +1,263 @@
+"""The leaderboard: rankings on hand-written entries, the first-row-at-threshold rule, cost arithmetic,
+ties, skipped entries, --format json, and escaping of every string an entry brings."""
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from dawnbench import entries, leaderboard, site
+from dawnbench.cli import main
+from leaderboard_fixture import (EVIL_STEM, INFERENCE_COST_ORDER, LATENCY_ORDER, TRAIN_COST_ORDER,
+                                 TRAIN_TIME_ORDER, XSS, inference, train, write_entries)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    return write_entries(tmp_path_factory.mktemp("entries"))
+
+
+@pytest.fixture(scope="module")
+def rankings(tree) -> dict:
+    loaded, skipped = leaderboard.load_all(tree)
+    return leaderboard.rank(loaded)
+
+
+@pytest.fixture(scope="module")
+def built(tree, tmp_path_factory) -> Path:
+    """(the folder holding the site, the site); built once through the command."""
+    holder = tmp_path_factory.mktemp("built")
+    assert main(["leaderboard", str(tree), "--out", str(holder / "site")]) == 0
+    return holder / "site"
+
+
+def names(rows):
+    return [r["entry"] for r in rows]
+
+
+def by_name(rows):
+    return {r["entry"]: r for r in rows}
+
+
+def test_tables_rank_in_the_known_order(rankings):
+    cifar = rankings["tasks"]["CIFAR10"]
+    assert names(cifar["train_time"]) == TRAIN_TIME_ORDER
+    assert names(cifar["train_cost"]) == TRAIN_COST_ORDER
+    assert names(cifar["inference_latency"]) == LATENCY_ORDER
+    assert names(cifar["inference_cost"]) == INFERENCE_COST_ORDER
+    for rows in cifar.values():
+        assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+    assert set(rankings["tasks"]) == {"CIFAR10", "ImageNet", "SQuAD", "FashionMNIST"}
+    assert all(not rows for rows in rankings["tasks"]["FashionMNIST"].values())
+
+
+def test_late_crossing_ranks_by_its_late_row_and_never_reaching_does_not_rank(rankings):
+    rows = by_name(rankings["tasks"]["CIFAR10"]["train_time"])
+    bob = rows["bob_resnet50_k80_tensorflow"]      # 93.9 at 2.5 h, 94.0 at 3.0 h
+    assert (bob["hours"], bob["hms"], bob["epoch"], bob["accuracy"]) == (3.0, "3:00:00", 6.0, 94.0)
+    assert rows["alice_resnet18_p3.2xlarge_pytorch"]["hms"] == "0:30:00"
+    unranked = {u["entry"]: u for u in rankings["unranked"]}
+    assert "carol_cnn_cpu_pytorch" in unranked and "never reaches top1Accuracy 94" in unranked["carol_cnn_cpu_pytorch"]["reason"]
+    assert all("carol_cnn_cpu_pytorch" not in names(rows) for rows in rankings["tasks"]["CIFAR10"].values())
+
+
+def test_rank_uses_the_first_row_at_or_over_the_threshold(rankings):
+    # dave: 94.0 at 0.75 h, dips to 93.5, 94.5 at 1.25 h: the 0.75 h row counts
+    dave = by_name(rankings["tasks"]["CIFAR10"]["train_time"])["dave_dip_v100_pytorch"]
+    assert (dave["hours"], dave["epoch"], dave["hms"]) == (0.75, 2.0, "0:45:00")
+
+
+def test_first_row_rule_on_its_own(tmp_path):
+    path = train(tmp_path, "CIFAR10", "x_m_h_f", [(1, 0.2, 94.0001), (2, 0.4, 93.0), (3, 0.6, 99.0)])
+    assert leaderboard.training_hours(entries.load(path)) == 0.2
+    path = train(tmp_path, "CIFAR10", "y_m_h_f", [(1, 0.2, 93.9999), (2, 0.4, float("nan")), (3, 0.6, 94.0)])
+    assert leaderboard.training_hours(entries.load(path)) == 0.6
+
+
+def test_ties_go_to_the_earlier_timestamp_then_the_name(rankings):
+    order = names(rankings["tasks"]["CIFAR10"]["train_time"])
+    # erin and gina: 0.75 h on 2018-05-01 (name decides); dave: 0.75 h on 2018-06-01
+    assert order.index("erin_tie_v100_pytorch") < order.index("gina_tie_v100_pytorch") < order.index("dave_dip_v100_pytorch")
+
+
+def test_training_cost_is_hours_times_cost_per_hour(rankings):
+    cost = by_name(rankings["tasks"]["CIFAR10"]["train_cost"])
+    assert cost["alice_resnet18_p3.2xlarge_pytorch"]["cost_usd"] == pytest.approx(0.5 * 3.06)
+    assert cost["bob_resnet50_k80_tensorflow"]["cost_usd"] == pytest.approx(3.0 * 0.9)
+    # no price: ranked by time, absent from the cost table
+    assert "frank_noprice_tpu_tensorflow" in names(rankings["tasks"]["CIFAR10"]["train_time"])
+    assert "frank_noprice_tpu_tensorflow" not in cost
+    assert by_name(rankings["tasks"]["CIFAR10"]["train_time"])["frank_noprice_tpu_tensorflow"]["cost_usd"] is None
+
+
+def test_inference_cost_per_10000_items(rankings, tmp_path):
+    rows = by_name(rankings["tasks"]["CIFAR10"]["inference_cost"])
+    # costPerHour only: 3.06 $/h x 10 ms / 3.6e6 ms/h x 10,000 items
+    assert rows["alice_resnet18_p3.2xlarge_pytorch"]["cost_per_10000_usd"] == pytest.approx(3.06 * 10 / 3.6e6 * 1e4)
+    assert rows["old_resnet_k80_caffe"]["cost_per_10000_usd"] == pytest.approx(2e-5 * 1e4)   # the v1 `cost` only
+    assert "henry_nocost_cpu_onnx" in names(rankings["tasks"]["CIFAR10"]["inference_latency"])
+    assert "henry_nocost_cpu_onnx" not in rows
+    # both given: the entry's own per-item cost stands
+    both = entries.load(inference(tmp_path, "CIFAR10", "b_m_h_f", latency=10.0, top1Accuracy=95.0,
+                                  costPerHour=3.6, cost=5e-6))
+    assert leaderboard.inference_cost(both) == pytest.approx(0.05)
+    # a new entry's latency_ms.mean stands in for a missing v1 latency
+    new = entries.load(inference(tmp_path, "CIFAR10", "n_m_h_f", latency_ms={"mean": 2.0, "p50": 1.9},
+                                 top1Accuracy=95.0, costPerHour=3.6))
+    assert leaderboard.latency_ms(new) == 2.0 and leaderboard.inference_cost(new) == pytest.approx(0.02)
+
+
+def test_inference_under_the_threshold_does_not_rank(rankings):
+    assert all("slow_cnn_cpu_pytorch" not in names(rows) for rows in rankings["tasks"]["CIFAR10"].values())
+    reason = {u["entry"]: u["reason"] for u in rankings["unranked"]}["slow_cnn_cpu_pytorch"]
+    assert "93 is under the threshold 94" in reason
+
+
+def test_f1_is_a_fraction(rankings):
+    (ivan,) = rankings["tasks"]["SQuAD"]["train_time"]
+    assert (ivan["entry"], ivan["hours"], ivan["accuracy"]) == ("ivan_bidaf_k80_tensorflow", 1.0, 0.76)
+
+
+def test_json_format_prints_the_rankings_and_writes_nothing(tree, rankings, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["leaderboard", str(tree), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out)
+    assert printed == json.loads(json.dumps(rankings))
+    row = printed["tasks"]["CIFAR10"]["train_time"][0]
+    assert {"rank", "entry", "author", "model", "hardware", "framework", "hours", "hms"} <= set(row)
+    assert list(tmp_path.iterdir()) == []
+    # the two entries that do not load: one line each, no traceback
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in captured.err
+    assert "broken_x_y_z.json" in lines[0] and "not readable JSON" in lines[0]
+    assert "textlog_x_y_z.tsv:2" in lines[1] and "not a number" in lines[1]
+
+
+def test_usage_errors_are_one_line(tmp_path, capsys):
+    for argv, words in ((["leaderboard", str(tmp_path / "nope"), "--out", str(tmp_path / "s")], "does not exist"),
+                        (["leaderboard", str(tmp_path)], "--out SITE_DIR is needed"),
+                        (["leaderboard", str(tmp_path), "--out", str(tmp_path / "s")], "no entries under")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
+    assert not (tmp_path / "s").exists()
+
+
+class Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.attrs, self.text = set(), [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.attrs += attrs
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+ALLOWED_TAGS = {"html", "head", "meta", "title", "link", "body", "header", "h1", "h2", "h3", "p", "nav", "a",
+                "section", "small", "figure", "img", "figcaption", "table", "thead", "tbody", "tr", "th", "td",
+                "ul", "li", "pre", "span"}
+
+
+def test_every_entry_string_is_escaped(built):
+    pages = sorted(built.rglob("*.html"))
+    assert len(pages) == 15    # the index and the 14 entries that load
+    evil_page = built / "CIFAR10" / "train" / (leaderboard.safe_stem(EVIL_STEM) + ".html")
+    assert evil_page in pages
+    for page in pages:
+        content = page.read_text(encoding="utf-8")
+        parsed = Tags()
+        parsed.feed(content)
+        assert parsed.tags <= ALLOWED_TAGS, (page, parsed.tags - ALLOWED_TAGS)
+        assert not [name for name, _ in parsed.attrs if name.startswith("on")], page
+        assert ("src", "x") not in parsed.attrs
+        assert not [v for name, v in parsed.attrs if name == "href" and v.lower().startswith("javascript")]
+        for raw in ("<script", "<img src=x", "<svg", "<b onmouseover"):
+            assert raw not in content, (page, raw)
+    index = (built / "index.html").read_text(encoding="utf-8")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index
+    assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in index           # in text and in attributes
+    assert f'data-entry="{site.esc(EVIL_STEM)}"' in index
+    evil = Tags()
+    evil.feed(evil_page.read_text(encoding="utf-8"))
+    text = "".join(evil.text)
+    for value in XSS.values():                 # shown literally, as text
+        assert value in text
+    assert "javascript:alert(1)" in text       # the code URL, never a link
+
+
+def test_nothing_is_written_outside_the_site(tree, tmp_path):
+    before = {p for p in tmp_path.rglob("*")}
+    out = tmp_path / "site"
+    assert main(["leaderboard", str(tree), "--out", str(out)]) == 0
+    after = {p for p in tmp_path.rglob("*")}
+    assert after - before and all(out in p.parents or p == out for p in after - before)
+    for p in out.rglob("*"):
+        assert re.fullmatch(r"[A-Za-z0-9._/-]+", str(p.relative_to(out))), p
+    # the entry named ".." (ImageNet/inference/...json) has its page inside its folder
+    assert len(list((out / "ImageNet" / "inference").glob("*.html"))) == 1
+    # a second build replaces the first whole; a folder that is not a site is left alone
+    assert main(["leaderboard", str(tree), "--out", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    assert main(["leaderboard", str(tree), "--out", str(other)]) == 2
+    assert [p.name for p in other.iterdir()] == ["notes.txt"]
+
+
+def test_safe_stem_is_a_plain_distinct_file_name():
+    stems = ["a_b_c_d", "..", ".", "...", "../../etc/passwd", "a b", "a_b", 'x"><y', "ünï", "", "a" * 300]
+    safe = [leaderboard.safe_stem(s) for s in stems]
+    assert len(set(safe)) == len(stems)
+    for s in safe:
+        assert re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", s) and len(s) < 150
+    assert leaderboard.safe_stem("a_b_c_d") == "a_b_c_d"
+
+
+def test_links_and_money():
+    assert site.link("https://github.com/x/y").startswith('<a href="https://github.com/x/y"')
+    for url in ("javascript:alert(1)", "data:text/html,<script>", "//evil.example/x", "ftp://x/y",
+                "https://a b", " javascript:alert(1)"):
+        assert "<a " not in site.link(url), url
+    assert site.link('http://x/"onmouseover=alert(1)').count('"') == 4       # href and rel, quotes escaped
+    assert [site.usd(v) for v in (1.53, 1234.5, 0.085, 0.2, 0.0012, 0.0)] == \
+        ["$1.53", "$1,234.50", "$0.085", "$0.20", "$0.0012", "$0.00"]
+    assert entries.hms(0.75) == "0:45:00" and entries.hms(26.5) == "26:30:00"
+
+
+def test_site_links_resolve(built):
+    for page in built.rglob("*.html"):
+        parsed = Tags()
+        parsed.feed(page.read_text(encoding="utf-8"))
+        for name, value in parsed.attrs:
+            if name in ("href", "src") and not value.startswith(("http://", "https://", "#")):
+                target = (page.parent / value.split("#")[0]).resolve()
+                assert target.is_file() and built.resolve() in target.parents, (page, value)
+
+
+def test_fields_of_the_wrong_type_count_as_missing(tmp_path, capsys):
+    train(tmp_path, "CIFAR10", "w_m_h_f", [(1, 0.5, 95.0)], costPerHour="3.06", author={"name": "<i>x</i>"},
+          timestamp=20180420, model=None)
+    train(tmp_path, "CIFAR10", "v_m_h_f", [(1, 0.5, 95.0)], costPerHour=True)
+    inference(tmp_path, "CIFAR10", "u_m_h_f", latency="10", top1Accuracy=95.0)
+    inference(tmp_path, "CIFAR10", "t_m_h_f", latency=10.0, top1Accuracy="95", cost=-1)
+    out = tmp_path / "site"
+    assert main(["leaderboard", str(tmp_path), "--out", str(out)]) == 0
+    rankings = leaderboard.rank(leaderboard.load_all(tmp_path)[0])["tasks"]["CIFAR10"]
+    assert names(rankings["train_time"]) == ["v_m_h_f", "w_m_h_f"]     # a timestamp that is not a string sorts last
+    assert rankings["train_cost"] == [] and rankings["inference_latency"] == []
+    assert by_name(rankings["train_time"])["w_m_h_f"]["author"] == '{"name": "<i>x</i>"}'
+    assert "<i>" not in (out / "index.html").read_text()
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_site_files_are_readable_by_a_web_server(built):
+    for p in [built, *built.rglob("*")]:
+        assert p.stat().st_mode & 0o004, p       # world-readable, as a server's user needs
