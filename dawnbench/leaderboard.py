@@ -128,6 +128,11 @@ def rank_task(task_entries: list[Entry]) -> tuple[dict[str, list[dict]], list[di
     threshold = entries.log_threshold(task_entries[0].task) if task_entries else None
     for entry in task_entries:
         price = cost_per_hour(entry)
+        if entry.fields.get("official_threshold") is False:
+            # `dawnbench submit --allow-unofficial`: a smoke test at a lowered threshold, not an entry
+            unranked.append({**_common(entry), "kind": entry.kind,
+                             "reason": "run at a lowered threshold (official_threshold: false)"})
+            continue
         if entry.kind == "train":
             row = training_row(entry)
             if row is None:

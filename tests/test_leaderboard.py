@@ -261,3 +261,13 @@ def test_fields_of_the_wrong_type_count_as_missing(tmp_path, capsys):
 def test_site_files_are_readable_by_a_web_server(built):
     for p in [built, *built.rglob("*")]:
         assert p.stat().st_mode & 0o004, p       # world-readable, as a server's user needs
+
+
+def test_an_entry_at_a_lowered_threshold_does_not_rank(tmp_path):
+    """`submit --allow-unofficial` writes smoke-test entries; they are listed as unranked, never ranked."""
+    train(tmp_path, "CIFAR10", "smoke_net_cpu_pytorch", [(1, 0.01, 95.0)], official_threshold=False, threshold=0.5)
+    train(tmp_path, "CIFAR10", "real_net_cpu_pytorch", [(1, 0.02, 95.0)])
+    result = leaderboard.rank(leaderboard.load_all(tmp_path)[0])
+    assert names(result["tasks"]["CIFAR10"]["train_time"]) == ["real_net_cpu_pytorch"]
+    (unranked,) = result["unranked"]
+    assert unranked["entry"] == "smoke_net_cpu_pytorch" and "lowered threshold" in unranked["reason"]

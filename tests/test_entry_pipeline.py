@@ -1,0 +1,71 @@
+"""The whole path from runs to the leaderboard, through the real commands: a series of runs
+(fresh processes), batch-1 inference on the median run's model, `submit`, `validate`,
+`leaderboard` (JSON and site) and `analyze` on what those commands wrote."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dawnbench.cli import main
+from dawnbench import entries
+
+
+def test_series_to_entry_to_leaderboard(references_root, fashion_root, tmp_path, capsys):
+    results, tree = tmp_path / "results", tmp_path / "entries"
+    # The scripted reference reaches 95% at epoch 3 on the official threshold (92%).
+    assert main(["run", "scripted-test", "--runs", "3", "--set", "train_sleep=0.02", "--data", str(fashion_root),
+                 "--results", str(results), "--no-progress", "--instance", "aws:p3.2xlarge"]) == 0
+    (series,) = (results / "scripted-test").iterdir()
+    summary = json.loads((series / "summary.json").read_text())
+    assert summary["converged"] == 3 and summary["official_threshold"] is True
+    median = summary["tta_seconds"]["median"]
+
+    # The series' entry is its median run: submit says which, then that run's model is timed.
+    assert main(["submit", str(series), "--to", str(tree), "--author", "Pipeline Test"]) == 0
+    (train_json,) = (tree / "FashionMNIST" / "train").glob("*.json")
+    seed = json.loads(train_json.read_text())["runs"]["submitted_seed"]
+    run_dir = series / f"seed{seed}"
+    assert json.loads((run_dir / "result.json").read_text())["tta_seconds"] == pytest.approx(median)
+
+    infer_dir = tmp_path / "infer"
+    assert main(["infer", "scripted-test", "--model", str(run_dir / "model"), "--data", str(fashion_root),
+                 "--out", str(infer_dir), "--no-progress", "--warmup", "5", "--instance", "aws:p3.2xlarge"]) == 0
+    capsys.readouterr()
+
+    assert main(["submit", str(series), "--inference", str(infer_dir), "--to", str(tree),
+                 "--author", "Pipeline Test", "--force"]) == 0
+    written = capsys.readouterr().out
+    (train_json,) = (tree / "FashionMNIST" / "train").glob("*.json")
+    (infer_json,) = (tree / "FashionMNIST" / "inference").glob("*.json")
+    assert str(train_json) in written and train_json.stem.startswith("Pipeline-Test_scripted_")
+    assert infer_json.stem == train_json.stem
+    entry = json.loads(train_json.read_text())
+    assert entry["version"] == "v1.0" and entry["costPerHour"] == pytest.approx(3.06)
+    assert entry["runs"]["n"] == 3 and entry["tta_seconds"] == pytest.approx(median)
+    # The TSV is the median run's log as the harness wrote it.
+    assert train_json.with_suffix(".tsv").read_text() == (run_dir / "scripted-test.tsv").read_text()
+
+    assert main(["validate", str(tree)]) == 0
+    capsys.readouterr()
+
+    assert main(["leaderboard", str(tree), "--format", "json"]) == 0
+    tables = json.loads(capsys.readouterr().out)["tasks"]["FashionMNIST"]
+    (train_row,) = tables["train_time"]
+    (cost_row,) = tables["train_cost"]
+    (latency_row,) = tables["inference_latency"]
+    hours = float(train_json.with_suffix(".tsv").read_text().splitlines()[3].split("\t")[1])   # epoch 3
+    assert train_row["entry"] == train_json.stem and train_row["hours"] == pytest.approx(hours)
+    assert train_row["hms"] == entries.hms(hours)
+    assert cost_row["cost_usd"] == pytest.approx(hours * 3.06)
+    inference = json.loads((infer_dir / "inference.json").read_text())
+    assert latency_row["latency_ms"] == pytest.approx(inference["latency"])
+
+    site = tmp_path / "site"
+    assert main(["leaderboard", str(tree), "--out", str(site)]) == 0
+    index = (site / "index.html").read_text()
+    assert "Pipeline Test" in index and f"{train_json.stem}.html" in index
+
+    out = tmp_path / "analysis"
+    assert main(["analyze", "curves", str(train_json), str(run_dir), "--out", str(out)]) == 0
+    assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG" and (out / "curves.json").is_file()
