@@ -2,7 +2,8 @@
 
 The TensorFlow counterpart of fashion-mnist-cnn-pytorch: the same network, initialization,
 optimizer, schedule shape and augmentation, so the two frameworks (or two TensorFlow releases)
-can be compared on one workload; the schedule is one epoch longer (6), for a margin over 92%. Read top to bottom; fork the directory and edit this file to make an entry of your own.
+can be compared on one workload; the schedule is one epoch longer (6), for a margin over 92%.
+Read top to bottom; fork the directory and edit this file to make an entry of your own.
 What makes it fast on a CPU:
   - the whole training set lives in memory as one normalized tensor: no tf.data, no per-image
     Python; each step gathers and flips its batch inside one compiled tf.function;
