@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -23,8 +22,8 @@ from pathlib import Path
 
 from harness.tasks import TASKS, Task
 from dawnbench import entries, leaderboard
-from dawnbench.entries import Entry, EntryError
-from dawnbench.leaderboard import number
+from dawnbench.series import tta_statistics
+from dawnbench.entries import Entry, EntryError, number, to_log_units
 
 PROG = "dawnbench analyze"
 LABEL_CHARS = 60      # longer labels are cut in the plots (never in the numbers)
@@ -60,10 +59,6 @@ def _read_json(path: Path):
         return json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise InputError(f"{path}: not readable JSON ({e})") from None
-
-
-def _to_log_units(task: Task, fraction: float) -> float:
-    return fraction if task.metric == "f1" else 100.0 * fraction
 
 
 def curve_from_entry(entry: Entry) -> Curve:
@@ -119,11 +114,11 @@ def curve_from_run(run_dir: Path) -> Curve:
             value = number(row.get(task.metric)) if isinstance(row, dict) else None
             if seconds is None or value is None:
                 raise InputError(f"{result_file}: history[{n}] needs numbers 'tta_seconds' and '{task.metric}'")
-            points.append((seconds / 3600.0, _to_log_units(task, value)))
+            points.append((seconds / 3600.0, to_log_units(task, value)))
     if not points:
         raise InputError(f"{run_dir}: the run logged no epoch")
     target = number(result.get("threshold"))
-    target = _to_log_units(task, target) if target is not None else None
+    target = to_log_units(task, target) if target is not None else None
     return Curve(label=label, source=str(run_dir), task=task, points=points,
                  target=target if target is not None and target != entries.log_threshold(task) else None,
                  notes={"status": result.get("status")})
@@ -255,13 +250,8 @@ def stability_numbers(series: list[dict]) -> dict:
     for s in series:
         runs = s["runs"]
         converged = [float(r["tta_seconds"]) for r in runs if r.get("status") == "converged"]
-        stats = s.get("tta_seconds") if isinstance(s.get("tta_seconds"), dict) else {}
-        median = number(stats.get("median"))
-        if median is None and converged:
-            median = statistics.median(converged)
-        cv = number(stats.get("cv"))
-        if cv is None and "cv" not in stats and len(converged) >= 2:
-            cv = statistics.stdev(converged) / statistics.mean(converged)
+        # summary.json's statistics as written; from the runs, computed as a series does, if absent
+        stats = s.get("tta_seconds") if isinstance(s.get("tta_seconds"), dict) else tta_statistics(converged)
         n = s.get("n") if isinstance(s.get("n"), int) else len(runs)
         out.append({"label": s["_label"], "source": s["_source"], "reference": s.get("reference"),
                     "task": s.get("task"), "threshold": s.get("threshold"), "n": n,
@@ -269,8 +259,8 @@ def stability_numbers(series: list[dict]) -> dict:
                     "fraction_converged": len(converged) / n if n else None,
                     "runs": [{"seed": r.get("seed"), "status": r.get("status"),
                               "tta_seconds": number(r.get("tta_seconds"))} for r in runs],
-                    "tta_seconds": converged, "median_seconds": median, "cv": cv,
-                    "olympic_mean_seconds": number(stats.get("olympic_mean"))})
+                    "tta_seconds": converged, "median_seconds": number(stats.get("median")),
+                    "cv": number(stats.get("cv")), "olympic_mean_seconds": number(stats.get("olympic_mean"))})
     return {"analysis": "stability", "series": out}
 
 

@@ -50,9 +50,23 @@ class Entry:
         return first_at_threshold(self.rows, self.task)
 
 
+def number(value) -> float | None:
+    """A finite JSON number as float; None for anything else (strings, booleans, NaN, null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def to_log_units(task: Task, fraction: float) -> float:
+    """A metric as the harness computes it (a fraction) in the units of the logs: percent for
+    accuracies, a fraction for F1."""
+    return fraction if task.metric == "f1" else 100.0 * fraction
+
+
 def log_threshold(task: Task) -> float:
-    """The task's threshold in the units of the logs: percent for accuracies, a fraction for F1."""
-    return task.threshold if task.metric == "f1" else round(100 * task.threshold, 6)
+    """The task's threshold in the units of the logs."""
+    return round(to_log_units(task, task.threshold), 6)
 
 
 def first_at_threshold(rows: list[dict[str, float]], task: Task) -> dict[str, float] | None:

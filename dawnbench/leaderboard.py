@@ -13,26 +13,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import re
 import sys
 from pathlib import Path
 
 from harness.tasks import TASKS, Task
 from dawnbench import entries
-from dawnbench.entries import Entry, EntryError
+from dawnbench.entries import Entry, EntryError, number
 
 PROG = "dawnbench leaderboard"
 TABLES = ("train_time", "train_cost", "inference_latency", "inference_cost")
 ITEMS = 10_000   # inference cost is quoted per 10,000 items, as DAWNBench did
-
-
-def number(value) -> float | None:
-    """A finite JSON number as float; None for anything else (strings, booleans, NaN, null)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def text(value) -> str:

@@ -124,6 +124,14 @@ def cli_env(**extra) -> dict:
 PYTHON = sys.executable
 
 
+def missing(reason: str, require_env: str):
+    """A prerequisite this machine lacks (a Docker engine, a browser, a Debian package): the test
+    fails where `require_env`=1, as .ci/run sets it after installing them, and skips elsewhere."""
+    if os.environ.get(require_env) == "1":
+        pytest.fail(f"{reason} ({require_env}=1: .ci/run installs it)")
+    pytest.skip(reason)
+
+
 @pytest.fixture
 def cifar10_root(tmp_path, monkeypatch) -> Path:
     """A data root holding a tiny CIFAR-10 in the exact official format (5 x 20 train, 50 test,

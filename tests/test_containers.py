@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from bench import compare
-from conftest import REPO, cli_env
+from conftest import REPO, cli_env, missing
 from dawnbench import containers
 from harness import registry
 
@@ -147,9 +147,7 @@ def test_no_engine_is_one_line(monkeypatch, capsys):
 # ------------------------------------------------------------------------------ a real engine
 
 def _missing(reason: str):
-    if os.environ.get("DAWNBENCH_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"{reason} (DAWNBENCH_REQUIRE_DOCKER=1: .ci/run installs docker.io and debootstrap)")
-    pytest.skip(reason)
+    missing(reason, "DAWNBENCH_REQUIRE_DOCKER")
 
 
 @pytest.fixture(scope="module")

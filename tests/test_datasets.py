@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import common.datasets as cds
+from conftest import missing
 from harness import datasets as hds
 from harness.datasets import DatasetError
 
@@ -149,7 +150,8 @@ def test_sha256_file(tmp_path):
 @pytest.fixture(scope="session")
 def debian_dir():
     if not DEBIAN_DIR.is_dir():
-        pytest.skip(f"{DEBIAN_DIR} absent: install Debian's dataset-fashion-mnist package")
+        missing(f"{DEBIAN_DIR} absent: install Debian's dataset-fashion-mnist package",
+                "DAWNBENCH_REQUIRE_DEBIAN_DATA")
     return DEBIAN_DIR
 
 

@@ -2,11 +2,11 @@
 chromedriver (no downloaded browser). Skips without them, unless DAWNBENCH_REQUIRE_BROWSER=1 (CI)."""
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 
+from conftest import missing
 from dawnbench.cli import main
 from leaderboard_fixture import (EVIL_STEM, INFERENCE_COST_ORDER, LATENCY_ORDER, TRAIN_COST_ORDER,
                                  TRAIN_TIME_ORDER, XSS, write_entries)
@@ -22,9 +22,7 @@ def _browser_or_skip():
         missing.append("selenium (requirements/test.txt)")
     if missing:
         message = f"the browser test needs {', '.join(missing)} (apt-get install chromium chromium-driver)"
-        if os.environ.get("DAWNBENCH_REQUIRE_BROWSER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing(message, "DAWNBENCH_REQUIRE_BROWSER")
 
 
 @pytest.fixture(scope="module")
