@@ -20,10 +20,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.tasks import TASKS, Task
 from dawnbench import entries, leaderboard
-from dawnbench.series import tta_statistics
 from dawnbench.entries import Entry, EntryError, number, to_log_units
+from dawnbench.series import tta_statistics
+from harness.tasks import TASKS, Task
 
 PROG = "dawnbench analyze"
 LABEL_CHARS = 60      # longer labels are cut in the plots (never in the numbers)

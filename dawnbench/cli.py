@@ -4,10 +4,10 @@ leaderboard, analyze."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
-import importlib
 from pathlib import Path
 
 from dawnbench import series
@@ -102,7 +102,7 @@ def _machine_cost(args) -> dict:
     price, per_node = None, args.cost_per_hour
     if args.instance is not None:
         try:
-            from common import prices      # PyYAML is only needed when an instance is priced
+            from common import prices  # PyYAML is only needed when an instance is priced
         except ModuleNotFoundError as e:
             raise registry.UsageError(f"--instance needs the {e.name} module: pip install -r "
                                       f"requirements/harness.txt (or give --cost-per-hour USD)") from None
@@ -164,7 +164,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_data(args) -> int:
-    from common import datasets as fetchers   # the fetch code lives with the dataset tooling
+    from common import datasets as fetchers  # the fetch code lives with the dataset tooling
     if args.reference:
         args.dataset = registry.load_spec(args.reference).task.dataset
     if not args.dataset:

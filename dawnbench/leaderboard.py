@@ -17,9 +17,9 @@ import re
 import sys
 from pathlib import Path
 
-from harness.tasks import TASKS, Task
 from dawnbench import entries
 from dawnbench.entries import Entry, EntryError, number
+from harness.tasks import TASKS, Task
 
 PROG = "dawnbench leaderboard"
 TABLES = ("train_time", "train_cost", "inference_latency", "inference_cost")
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(rankings, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from dawnbench import site      # the site draws with matplotlib and imports this module
+    from dawnbench import site  # the site draws with matplotlib and imports this module
     try:
         index = site.build(loaded, rankings, args.out)
     except site.SiteError as e:

@@ -16,10 +16,10 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.tasks import RULES_VERSION
 from dawnbench import analyze, entries, leaderboard
 from dawnbench.entries import Entry, number
 from dawnbench.leaderboard import text
+from harness.tasks import RULES_VERSION
 
 MARKER = ".dawnbench-site"     # says a folder is a site this module built, so it may replace it
 CSP = "default-src 'none'; img-src 'self'; style-src 'self'"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 SPANS = ("init", "train", "eval", "checkpoint", "harness")
 # DAWNBench v1: eval and checkpointing are off the clock; init and data loading are on it.

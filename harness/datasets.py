@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.errors import DawnbenchError
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10 has no tomllib; tomli is the same parser.
@@ -67,7 +69,7 @@ IDX_DTYPES = {
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-class DatasetError(Exception):
+class DatasetError(DawnbenchError):
     """A dataset is missing, corrupt or malformed.
 
     The message is one line that says what is wrong and how to fix it, because

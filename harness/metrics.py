@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.errors import DawnbenchError
+
 __all__ = [
     "MetricInputError",
     "topk_accuracy",
@@ -37,7 +39,7 @@ __all__ = [
 SQUAD_EXPECTED_VERSION = "1.1"
 
 
-class MetricInputError(ValueError):
+class MetricInputError(DawnbenchError, ValueError):
     """An input file for a metric is missing or malformed (one-line message)."""
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import abc
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from harness.tasks import Task
 
@@ -86,6 +87,7 @@ class Reference(abc.ABC):
     # Hooks with single-process defaults; framework helpers in common/ override them.
     def synchronize(self) -> None:
         """Wait for queued device work. The clock calls it before every reading."""
+        return None
 
     def all_max(self, values: Sequence[float]) -> list[float]:
         """Element-wise max across ranks (one clock: the slowest rank's time counts)."""
@@ -93,6 +95,7 @@ class Reference(abc.ABC):
 
     def close(self) -> None:
         """Release what setup acquired (a process group, say); called once the run is logged."""
+        return None
 
     def framework_versions(self) -> dict[str, str]:
         """Versions worth recording beyond installed packages (e.g. CUDA, cuDNN)."""

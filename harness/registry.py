@@ -14,13 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UsageError
 from harness.tasks import Task, UnknownTaskError, get_task
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-class UsageError(Exception):
-    """A bad input from the user: the message is one line saying what is wrong and what to do."""
 
 
 def references_root() -> Path:

@@ -77,7 +77,7 @@ def _new_run_dir(results_root: Path, reference: str, seed: int, run_id: str | No
             return candidate
         except FileExistsError:
             if run_id:
-                raise FileExistsError(f"run folder {candidate} already exists; choose another --run-id")
+                raise FileExistsError(f"run folder {candidate} already exists; choose another --run-id") from None
     raise RuntimeError(f"could not create a run folder under {base}")
 
 
@@ -127,7 +127,6 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     scores: dict[str, float] = {}
     reached_at: dict | None = None
     history: list[dict] = []
-    tta = 0.0
     try:
         clock.start()
         log.point("submission_benchmark", task.name)
@@ -174,7 +173,6 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
             log.point("eval_accuracy", value, clock.elapsed(), epoch_num=epoch, metric=task.metric,
                       **{k: v for k, v in scores.items() if k != task.metric})
             log.end("eval_stop", clock.elapsed(), epoch_num=epoch)
-            tta = on_clock
             row = {"epoch": epoch, "tta_seconds": round(on_clock, 3),
                    "wall_seconds": round(clock.elapsed(), 3), **scores,
                    **{k: v for k, v in stats.items() if isinstance(v, (int, float))}}

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from harness import metrics
+from harness.errors import DawnbenchError
 
 _TASKS_FILE = Path(__file__).parent / "data" / "tasks.toml"
 
 
-class UnknownTaskError(ValueError):
+class UnknownTaskError(DawnbenchError, ValueError):
     pass
 
 

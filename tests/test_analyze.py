@@ -5,10 +5,10 @@ import json
 from pathlib import Path
 
 import pytest
+from leaderboard_fixture import train, write_entries
 
 from dawnbench import analyze
 from dawnbench.cli import main
-from leaderboard_fixture import train, write_entries
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

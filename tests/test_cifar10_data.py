@@ -17,8 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import common.datasets as cds
 from cifar10_fixture import (
     LABEL_NAMES,
     MEMBER_DIR,
@@ -30,6 +28,8 @@ from cifar10_fixture import (
     write_cifar10_batches,
     write_cifar10_tarball,
 )
+
+import common.datasets as cds
 from dawnbench import cli
 from harness import datasets as hds
 from harness.datasets import DatasetError

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from cifar10_fixture import fixture_manifest, write_cifar10_batches
 from conftest import PYTHON, REPO, cli_env
+
 from harness import datasets
 from harness.events import read_events
 

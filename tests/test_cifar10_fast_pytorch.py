@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import check_inference_entry
+
 from harness import registry
 from harness.reference import Context
 

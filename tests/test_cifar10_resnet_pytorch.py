@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-
-from common.recipes import cifar10_resnet_pytorch as recipe
 from cifar10_resnets import EXACT, PUBLISHED, references
 from conftest import check_inference_entry
+
+from common.recipes import cifar10_resnet_pytorch as recipe
 from harness import registry
 from harness.reference import Context
 

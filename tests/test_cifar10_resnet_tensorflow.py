@@ -15,13 +15,12 @@ import textwrap
 
 import numpy as np
 import pytest
-
 import tensorflow as tf
 import torch
-
-from common.recipes import cifar10_resnet_tensorflow as recipe
 from cifar10_resnets import EXACT, PUBLISHED, references
 from conftest import check_inference_entry, cli_env
+
+from common.recipes import cifar10_resnet_tensorflow as recipe
 from harness import registry
 from harness.reference import Context
 

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO, cli_env, missing
 
 from bench import compare
-from conftest import REPO, cli_env, missing
 from dawnbench import containers
 from harness import registry
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import missing
 
 import common.datasets as cds
-from conftest import missing
 from harness import datasets as hds
 from harness.datasets import DatasetError
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from conftest import PYTHON, REPO, cli_env
+
 from harness.events import read_events
 
 REF = "fashion-mnist-cnn-pytorch"

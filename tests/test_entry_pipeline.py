@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from dawnbench.cli import main
 from dawnbench import entries
+from dawnbench.cli import main
 
 
 def test_series_to_entry_to_leaderboard(references_root, fashion_root, tmp_path, capsys):

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import PYTHON, REPO, cli_env
+
 from harness import registry
 from harness.reference import Context
 

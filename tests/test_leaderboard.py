@@ -8,11 +8,20 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from leaderboard_fixture import (
+    EVIL_STEM,
+    INFERENCE_COST_ORDER,
+    LATENCY_ORDER,
+    TRAIN_COST_ORDER,
+    TRAIN_TIME_ORDER,
+    XSS,
+    inference,
+    train,
+    write_entries,
+)
 
 from dawnbench import entries, leaderboard, site
 from dawnbench.cli import main
-from leaderboard_fixture import (EVIL_STEM, INFERENCE_COST_ORDER, LATENCY_ORDER, TRAIN_COST_ORDER,
-                                 TRAIN_TIME_ORDER, XSS, inference, train, write_entries)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from conftest import PYTHON, SCRIPTED, SCRIPTED_TOML, cli_env
+
 from dawnbench import series
 from dawnbench.cli import _add_run_options, build_parser, main
 from harness.events import read_events

@@ -5,11 +5,17 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from leaderboard_fixture import (
+    EVIL_STEM,
+    INFERENCE_COST_ORDER,
+    LATENCY_ORDER,
+    TRAIN_COST_ORDER,
+    TRAIN_TIME_ORDER,
+    XSS,
+    write_entries,
+)
 
-from conftest import missing
 from dawnbench.cli import main
-from leaderboard_fixture import (EVIL_STEM, INFERENCE_COST_ORDER, LATENCY_ORDER, TRAIN_COST_ORDER,
-                                 TRAIN_TIME_ORDER, XSS, write_entries)
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
@@ -17,7 +23,7 @@ CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 def _browser_or_skip():
     missing = [name for name, path in (("chromium", CHROMIUM), ("chromium-driver", CHROMEDRIVER)) if not path]
     try:
-        from selenium import webdriver     # noqa: F401
+        from selenium import webdriver  # noqa: F401
     except ImportError:
         missing.append("selenium (requirements/test.txt)")
     if missing:
@@ -44,7 +50,7 @@ def browser():
 def no_alert(driver) -> bool:
     from selenium.common.exceptions import NoAlertPresentException
     try:
-        driver.switch_to.alert
+        _ = driver.switch_to.alert
     except NoAlertPresentException:
         return True
     return False

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dawnbench import validate
 from dawnbench.cli import main as cli_main
@@ -448,7 +449,7 @@ def _fresh(base: Path, name: str) -> Path:
 def _checked(capsys, root: Path) -> None:
     try:
         code = validate.main([str(root)])
-    except BaseException as e:          # noqa: BLE001: the point is that nothing escapes
+    except BaseException as e:          # noqa: BLE001 -- the point is that nothing escapes
         pytest.fail(f"validate raised {type(e).__name__}: {e}")
     out = capsys.readouterr().out.splitlines()
     assert code in (0, 1)

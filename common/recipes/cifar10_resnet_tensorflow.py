@@ -40,9 +40,9 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # keep TensorFlow's start-up chatter off stderr
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 from keras import layers
 
 from common.datasets import load_cifar10, load_cifar10_images

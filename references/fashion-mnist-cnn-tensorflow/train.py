@@ -29,9 +29,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # keep TensorFlow's start-u
 # imported (it reads the variable once); TF_ENABLE_ONEDNN_OPTS=0 in the environment overrides.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 from keras import layers
 
 from common.datasets import load_fashion_mnist, load_fashion_mnist_images
@@ -218,7 +218,7 @@ def onednn_enabled() -> str:
     """Whether TensorFlow runs its oneDNN kernels: what it decided, which differs from the
     environment variable where TensorFlow was imported before this file set it."""
     try:
-        from tensorflow.python.util import _pywrap_util_port     # private, hence the fallback
+        from tensorflow.python.util import _pywrap_util_port  # private, hence the fallback
         return str(bool(_pywrap_util_port.IsMklEnabled())).lower()
     except (ImportError, AttributeError):
         return "unknown (TF_ENABLE_ONEDNN_OPTS=" + os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset") + ")"
