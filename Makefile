@@ -1,7 +1,12 @@
 # dawnbench: `make run` trains the default reference end to end; `make test` runs the test suite.
 # Every target sets up what it needs (virtual environments under .venv/, datasets under data/).
+# Recipes run in bash with -eu -o pipefail: a failed step fails the target, whatever follows it.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
 
 PYTHON ?= python3
+, := ,
 REF    ?= fashion-mnist-cnn-pytorch
 ARGS   ?=
 NPROC  ?= 1
@@ -16,29 +21,43 @@ REF_DIR   := references/$(REF)
 VENV      := .venv/$(REF)
 TEST_VENV := .venv/test
 TOOLS_VENV := .venv/tools
+NUMPY1_VENV := .venv/harness-numpy1
 IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN),--framework-pin '$(FRAMEWORK_PIN)')
-# pip prints a warning per missing local index folder of PIP_FIND_LINKS; keep the output readable
+# pip prints a warning per missing local index folder of PIP_FIND_LINKS; the filter keeps the
+# output readable and, under pipefail, never hides pip's own exit status.
 PIP_FLAGS := --quiet --disable-pip-version-check
+QUIET_PIP := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: run run-native run-docker build compare test list bench setup data help clean
+# $(call venv,DIR,REQUIREMENTS,IMPORTS): a virtual environment from pinned requirements, the
+# project installed into it (editable, no dependencies: they are the pinned ones), and a check
+# that it imports what its users need before it is marked installed.
+define venv
+	@echo "setting up $(1) from $(2)"
+	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/pip install $(PIP_FLAGS) -r requirements/build.txt $(QUIET_PIP)
+	$(1)/bin/pip install $(PIP_FLAGS) -r $(2) $(QUIET_PIP)
+	$(1)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . $(QUIET_PIP)
+	@$(1)/bin/pip check >/dev/null || { $(1)/bin/pip check; exit 1; }
+	$(1)/bin/python -c "import $(3)"
+	@touch $(1)/.installed
+endef
+
+.PHONY: run run-native run-docker build compose compare test test-harness-numpy1 lint tools list bench setup \
+        data help clean check-ref
 
 help:
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
-	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0]"
+	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] | make compose"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
-	@echo "make test | make list | make bench [REF=name] [RUNS=3] | make setup [REF=name] | make clean"
+	@echo "make test | make lint | make test-harness-numpy1 | make list | make bench [REF=name] [RUNS=3]"
+	@echo "make setup [REF=name] | make tools | make clean"
 
 check-ref:
 	@test -f $(REF_DIR)/reference.toml || { echo "unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
 
-# A virtual environment per reference, from its pinned requirements; the harness goes in editable.
-$(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/harness.txt pyproject.toml | check-ref
-	@echo "setting up $(VENV) from $(REF_DIR)/requirements.txt"
-	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install $(PIP_FLAGS) -r $(REF_DIR)/requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
-	@$(VENV)/bin/pip check >/dev/null 2>&1 || { $(VENV)/bin/pip check; exit 1; }
-	$(VENV)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
-	@$(VENV)/bin/python -c "import harness, common" && touch $@
+# A virtual environment per reference, from its pinned requirements.
+$(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/harness.txt requirements/build.txt pyproject.toml | check-ref
+	$(call venv,$(VENV),$(REF_DIR)/requirements.txt,harness$(,) common$(,) dawnbench)
 
 setup: check-ref $(VENV)/.installed
 
@@ -58,16 +77,19 @@ run: check-ref
 	  *) echo "RUNTIME=$(RUNTIME): expected auto, docker or native" >&2; exit 2 ;; \
 	esac
 
-# The host-side tools: the Docker SDK for images, matplotlib for comparison plots.
-$(TOOLS_VENV)/.installed: requirements/tools.txt requirements/harness.txt pyproject.toml
-	@echo "setting up $(TOOLS_VENV) from requirements/tools.txt"
-	@test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
-	$(TOOLS_VENV)/bin/pip install $(PIP_FLAGS) -r requirements/tools.txt 2>&1 | grep -v "^WARNING: Location" || true
-	$(TOOLS_VENV)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
-	@$(TOOLS_VENV)/bin/python -c "import harness, common, docker, matplotlib" && touch $@
+# The host-side tools: the Docker SDK for images, matplotlib for plots, jinja2 and jsonschema for
+# the entry tools.
+$(TOOLS_VENV)/.installed: requirements/tools.txt requirements/harness.txt requirements/build.txt pyproject.toml
+	$(call venv,$(TOOLS_VENV),requirements/tools.txt,harness$(,) common$(,) dawnbench.cli$(,) docker$(,) matplotlib$(,) jinja2)
+	@test -x $(TOOLS_VENV)/bin/dawnbench
+
+tools: $(TOOLS_VENV)/.installed
 
 build: check-ref $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers build $(REF) $(IMAGE_OPTS)
+
+compose: $(TOOLS_VENV)/.installed
+	$(TOOLS_VENV)/bin/python -m dawnbench.containers compose
 
 run-docker: check-ref $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
@@ -83,7 +105,7 @@ ifeq ($(NPROC),1)
 else
 	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
 TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
-	$(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m dawnbench run $(REF) $(ARGS)
+	$(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m harness run $(REF) $(ARGS)
 endif
 
 list: setup
@@ -93,16 +115,23 @@ bench: data
 	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
 	$(VENV)/bin/python -m bench.overhead --reference $(REF)
 
-$(TEST_VENV)/.installed: requirements/test.txt requirements/harness.txt pyproject.toml
-	@echo "setting up $(TEST_VENV) from requirements/test.txt"
-	@test -x $(TEST_VENV)/bin/python || $(PYTHON) -m venv $(TEST_VENV)
-	$(TEST_VENV)/bin/pip install $(PIP_FLAGS) -r requirements/test.txt 2>&1 | grep -v "^WARNING: Location" || true
-	$(TEST_VENV)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
-	@$(TEST_VENV)/bin/python -c "import harness, common, torch, tensorflow, pytest, jsonschema" && touch $@
+$(TEST_VENV)/.installed: requirements/test.txt requirements/tools.txt requirements/harness.txt requirements/build.txt pyproject.toml
+	$(call venv,$(TEST_VENV),requirements/test.txt,harness$(,) common$(,) dawnbench$(,) torch$(,) tensorflow$(,) pytest$(,) jsonschema)
 
 test: $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/dawnbench data fetch fashion-mnist
 	$(TEST_VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: $(TEST_VENV)/.installed
+	$(TEST_VENV)/bin/ruff check .
+
+# The harness alone (numpy, tqdm), under numpy 1.23.5: what an MXNet 1.9.1 image has.
+$(NUMPY1_VENV)/.installed: requirements/harness-numpy1.txt requirements/build.txt pyproject.toml
+	$(call venv,$(NUMPY1_VENV),requirements/harness-numpy1.txt,harness.cli$(,) pytest)
+
+test-harness-numpy1: $(NUMPY1_VENV)/.installed
+	$(NUMPY1_VENV)/bin/python -c "import numpy; assert numpy.__version__ == '1.23.5', numpy.__version__"
+	$(NUMPY1_VENV)/bin/python -m pytest -q -m harness -p no:cacheprovider
 
 clean:
 	rm -rf .venv build *.egg-info

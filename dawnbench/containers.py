@@ -1,15 +1,19 @@
-"""Reference images: generate their Dockerfiles and the compose file, build them, run them.
+"""Reference images: the compose file, building them, running them.
 
   python -m dawnbench.containers build REF [--base-image IMG] [--framework-pin PIN] [--rebuild]
   python -m dawnbench.containers run REF [--nproc N] [--gpus auto|all|none] [-- DAWNBENCH RUN OPTIONS]
   python -m dawnbench.containers engine                  # does an engine answer? exit 0 / 1
-  python -m dawnbench.containers generate [--check]      # Dockerfiles and docker-compose.yml
+  python -m dawnbench.containers compose                 # write docker-compose.yml for today's references
 
-The image of a reference holds its pinned environment (/opt/venv), the harness, `common/` and the
-reference, copied from this repository, and runs `dawnbench` as the non-root user `dawn`. A run
-mounts the data read-only at /data and the results folder at /results, so a docker run leaves the
-same result folder as a native one; the image's tag and ID (its digest) go into result.json and
-env.json. Uses the Docker SDK (requirements/tools.txt); every failure is one line.
+Each reference directory holds its own Dockerfile, written by hand: its base pinned by tag in
+`ARG FROM_IMAGE_NAME=...` (for GPU references, a base that names the CUDA and cuDNN its
+framework build uses: docker/cuda.toml), its pinned requirements in /opt/venv, the harness,
+`common/` and the reference copied from the project, the non-root user `dawn`, and the harness
+as entrypoint. The reference is the build argument REFERENCE, so `cp -r` of a directory gives a
+fork whose Dockerfile builds the fork. A run mounts the data read-only at /data and the results
+folder at /results, so a docker run leaves the same result folder as a native one; the image's
+tag and ID (its digest) go into result.json and env.json. Uses the Docker SDK
+(requirements/tools.txt); every failure is one line.
 """
 from __future__ import annotations
 
@@ -22,38 +26,59 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dawnbench import images
 from harness import datasets, environment, registry
-from harness.registry import REPO_ROOT, UsageError
+from harness.errors import UsageError
 
-TEMPLATE = REPO_ROOT / "docker" / "Dockerfile.in"
-WHEELHOUSE = REPO_ROOT / "docker" / "wheelhouse"
-REQUIREMENTS_TOOL = REPO_ROOT / "docker" / "requirements.py"
-COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
-IMAGE_USER = "10001:10001"            # the image's `dawn` user (docker/Dockerfile.in)
+IMAGE_USER = "10001:10001"            # the images' `dawn` user (references/*/Dockerfile)
 RESULTS_IN_CONTAINER = "/results"
 DATA_IN_CONTAINER = "/data"
+BASE_ARG = "FROM_IMAGE_NAME"          # the build argument naming a Dockerfile's base, MLPerf style
+
+
+def project_root() -> Path:
+    """The folder holding references/, harness/, common/ and docker/: the build context."""
+    root = registry.references_root().resolve().parent
+    missing = [d for d in ("harness", "common", "docker", "requirements") if not (root / d).is_dir()]
+    if missing:
+        raise UsageError(f"{root} has no {', '.join(missing)}: building images needs a dawnbench checkout; "
+                         f"run from one, or point DAWNBENCH_REFERENCES at its references/ folder")
+    return root
 
 
 # ----------------------------------------------------------------------------------------------
-# Generated files: one Dockerfile per reference, and the compose file
+# A reference's Dockerfile, and the compose file
 
-def base_note(spec: registry.ReferenceSpec) -> str:
-    if not spec.gpus:
-        return "A plain Python base: this reference runs on the CPU."
-    if spec.framework == "tensorflow":
-        return ("tensorflow-cpu by default; for GPUs build with FRAMEWORK_PIN='tensorflow[and-cuda]==2.21.0' "
-                "(CUDA from the wheels).")
-    return "PyPI's torch wheel carries its CUDA libraries: on a host with the NVIDIA toolkit, GPUs work as is."
+def dockerfile_path(spec: registry.ReferenceSpec) -> Path:
+    return spec.directory / "Dockerfile"
 
 
-def dockerfile(spec: registry.ReferenceSpec) -> str:
-    return TEMPLATE.read_text(encoding="utf-8").format(reference=spec.name, base_image=spec.base_image,
-                                                       base_note=base_note(spec))
+def dockerfile_args(spec: registry.ReferenceSpec) -> dict[str, str]:
+    """The Dockerfile's `ARG NAME=default` defaults (an ARG without one maps to "")."""
+    path = dockerfile_path(spec)
+    if not path.is_file():
+        raise UsageError(f"{spec.name} has no Dockerfile ({path}); copy one from a reference of the same "
+                         f"framework, e.g. references/fashion-mnist-cnn-pytorch/Dockerfile")
+    args: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"\s*ARG\s+(\w+)(?:=(\S*))?\s*$", line)
+        if match:
+            args.setdefault(match.group(1), match.group(2) or "")
+    return args
+
+
+def default_base(spec: registry.ReferenceSpec) -> str:
+    base = dockerfile_args(spec).get(BASE_ARG, "")
+    if not base:
+        raise UsageError(f"{dockerfile_path(spec)}: no `ARG {BASE_ARG}=<image:tag>` default; name the pinned base "
+                         f"there, e.g. ARG {BASE_ARG}=python:3.11.14-slim-bookworm")
+    return base
 
 
 def compose(specs: list[registry.ReferenceSpec]) -> str:
     lines = [
-        "# One service per reference; generated by `python -m dawnbench.containers generate`.",
+        "# One service per reference; written by `make compose` (python -m dawnbench.containers compose),",
+        "# which `make build` and `make run RUNTIME=docker` also run, so a fork is listed once it is built.",
         "#   docker compose run --rm fashion-mnist-cnn-pytorch [run fashion-mnist-cnn-pytorch --results /results ...]",
         "# The data is mounted read-only, the results writable (owned by DAWNBENCH_UID, default the",
         "# image's user 10001). `make run RUNTIME=docker` does the same through the Docker SDK.",
@@ -75,7 +100,8 @@ def compose(specs: list[registry.ReferenceSpec]) -> str:
             "      context: .",
             f"      dockerfile: references/{spec.name}/Dockerfile",
             "      args:",
-            f"        BASE_IMAGE: ${{BASE_IMAGE:-{spec.base_image}}}",
+            f"        REFERENCE: {spec.name}",
+            f"        {BASE_ARG}: ${{BASE_IMAGE:-{default_base(spec)}}}",
             "        GIT_COMMIT: ${GIT_COMMIT:-unknown}",
         ]
         if spec.gpus:
@@ -84,26 +110,14 @@ def compose(specs: list[registry.ReferenceSpec]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generated_files() -> dict[Path, str]:
-    specs = [registry.load_spec(name) for name in registry.available()]
-    files = {spec.directory / "Dockerfile": dockerfile(spec) for spec in specs}
-    files[COMPOSE_FILE] = compose(specs)
-    return files
-
-
-def generate(check: bool) -> int:
-    stale = [path for path, text in generated_files().items()
-             if not path.is_file() or path.read_text(encoding="utf-8") != text]
-    if check:
-        for path in stale:
-            print(f"{path.relative_to(REPO_ROOT)} is not what docker/Dockerfile.in and reference.toml give; "
-                  f"run: python -m dawnbench.containers generate", file=sys.stderr)
-        return 1 if stale else 0
-    for path, text in generated_files().items():
-        if path in stale:
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path.relative_to(REPO_ROOT)}")
-    return 0
+def write_compose() -> Path:
+    """docker-compose.yml for the references there are now (a fork included); written only when it changes."""
+    path = project_root() / "docker-compose.yml"
+    text = compose([registry.load_spec(name) for name in registry.available()])
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+        _say(f"wrote {path}")
+    return path
 
 
 # ----------------------------------------------------------------------------------------------
@@ -140,7 +154,7 @@ def engine_answers() -> bool:
 
 def image_tag(spec: registry.ReferenceSpec, framework_pin: str = "") -> str:
     """dawnbench/<reference>:<commit>[-dirty][-<pin>]: the reference, the code, the framework."""
-    git = environment.git_commit(REPO_ROOT)
+    git = environment.git_commit(project_root())
     tag = (git["commit"] or "nogit")[:12] + ("-dirty" if git["dirty"] else "")
     if framework_pin:
         tag += "-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", framework_pin).strip("-")
@@ -152,20 +166,21 @@ def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str) -> int:
     docker/wheelhouse/, which the image installs from offline. Skipped, leaving the folder empty
     (the image then uses the index), when the host has no PIP_FIND_LINKS (DAWNBENCH_WHEELHOUSE=1
     gathers the wheels anyway)."""
-    for old in list(WHEELHOUSE.glob("*.whl")) + list(WHEELHOUSE.glob("*.tar.gz")):
+    wheelhouse = project_root() / "docker" / "wheelhouse"
+    for old in list(wheelhouse.glob("*.whl")) + list(wheelhouse.glob("*.tar.gz")):
         old.unlink()
     if not os.environ.get("PIP_FIND_LINKS") and os.environ.get("DAWNBENCH_WHEELHOUSE") != "1":
         return 0
-    flat = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "flatten",
+    flat = subprocess.run([sys.executable, str(project_root() / "docker" / "requirements.py"), "flatten",
                            str(spec.directory / "requirements.txt"), framework_pin],
                           capture_output=True, text=True)
     if flat.returncode:
         raise UsageError(flat.stderr.strip() or f"cannot read {spec.directory / 'requirements.txt'}")
-    listing = WHEELHOUSE / "requirements.flat.txt"
+    listing = wheelhouse / "requirements.flat.txt"
     listing.write_text(flat.stdout, encoding="utf-8")
     try:
         pip = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                              "--only-binary=:all:", "--dest", str(WHEELHOUSE), "-r", str(listing)],
+                              "--only-binary=:all:", "--dest", str(wheelhouse), "-r", str(listing)],
                              capture_output=True, text=True)
     finally:
         listing.unlink()
@@ -173,7 +188,7 @@ def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str) -> int:
         last = [line for line in pip.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
         raise UsageError(f"cannot gather the wheels of {spec.name} for the build ({last[-1] if last else 'pip failed'}); "
                          f"check the pins in {spec.directory / 'requirements.txt'}")
-    return len(list(WHEELHOUSE.glob("*.whl")))
+    return len(list(wheelhouse.glob("*.whl")))
 
 
 def build(name: str, base_image: str | None = None, framework_pin: str = "", rebuild: bool = False,
@@ -184,9 +199,11 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     spec = registry.load_spec(name)
     client = engine()
     tag = image_tag(spec, framework_pin)
-    base = base_image or spec.base_image
-    if not registry.pinned_image(base):
-        raise UsageError(f"BASE_IMAGE {base!r}: pin it by a tag other than latest, e.g. {registry.DEFAULT_BASE_IMAGE}")
+    base = base_image or default_base(spec)
+    if not images.pinned_image(base):
+        raise UsageError(f"BASE_IMAGE {base!r}: pin it by a tag other than latest, e.g. {images.DEFAULT_BASE_IMAGE}")
+    root = project_root()
+    write_compose()
     if not rebuild and not tag.endswith("-dirty") and "-dirty-" not in tag:
         try:
             image = client.images.get(tag)
@@ -198,12 +215,12 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     wheels = fill_wheelhouse(spec, framework_pin)
     _say(f"building {tag} from {base}" + (f", {framework_pin}" if framework_pin else "")
          + (f", {wheels} wheels from the host's wheelhouse" if wheels else ", packages from the index"))
-    git = environment.git_commit(REPO_ROOT)
+    git = environment.git_commit(root)
     last, error = [], None
     try:
-        stream = client.api.build(path=str(REPO_ROOT), dockerfile=f"references/{name}/Dockerfile", tag=tag,
+        stream = client.api.build(path=str(root), dockerfile=f"references/{name}/Dockerfile", tag=tag,
                                   rm=True, forcerm=True, decode=True, pull=False,
-                                  buildargs={"BASE_IMAGE": base, "FRAMEWORK_PIN": framework_pin,
+                                  buildargs={BASE_ARG: base, "REFERENCE": name, "FRAMEWORK_PIN": framework_pin,
                                              "GIT_COMMIT": git["commit"] or "unknown"},
                                   labels={"org.dawnbench.base-image": base})
         for chunk in stream:
@@ -217,7 +234,7 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     except Exception as e:
         error = " ".join(str(e).split())
     finally:
-        for old in WHEELHOUSE.glob("*.whl"):
+        for old in (root / "docker" / "wheelhouse").glob("*.whl"):
             old.unlink()
     if error:
         pulling = any(s in error for s in ("pull access denied", "not found", "manifest unknown", "registry", "dial tcp"))
@@ -261,7 +278,7 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     client = engine()
     image = image or build(name, base_image=base_image, framework_pin=framework_pin)
     data_root = Path(data_root or datasets.default_data_root()).resolve()
-    results = Path(results or REPO_ROOT / "results").resolve()
+    results = Path(results or project_root() / "results").resolve()
     dataset_dir = data_root / spec.task.dataset
     if not dataset_dir.is_dir():
         raise UsageError(f"dataset {spec.task.dataset!r} not found in {data_root}; run: "
@@ -286,8 +303,8 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     command = ["run", name, "--results", RESULTS_IN_CONTAINER, *args]
     entrypoint = None
     if nproc > 1:
-        entrypoint = ["/opt/venv/bin/torchrun", "--standalone", "--nproc-per-node", str(nproc), "-m", "dawnbench"]
-    git = environment.git_commit(REPO_ROOT)
+        entrypoint = ["/opt/venv/bin/torchrun", "--standalone", "--nproc-per-node", str(nproc), "-m", "harness"]
+    git = environment.git_commit(project_root())
     tag = image.tags[0] if image.tags else image.id
     before = set(runs_dir.iterdir())
     _say(f"runtime: docker, image {tag}, {'GPUs: all' if use_gpus else 'no GPUs'}, data {data_root} (read-only), "
@@ -326,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("build", help="build a reference's image")
     p.add_argument("reference")
-    p.add_argument("--base-image", default=None, help="default: container.base_image of reference.toml")
+    p.add_argument("--base-image", default=None, help=f"default: the {BASE_ARG} of the reference's Dockerfile")
     p.add_argument("--framework-pin", default="", help="replace the framework requirement, e.g. tensorflow-cpu==2.20.0")
     p.add_argument("--rebuild", action="store_true")
     p = sub.add_parser("run", help="dawnbench run, in the reference's image")
@@ -338,16 +355,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=None)
     p.add_argument("--results", type=Path, default=None)
     sub.add_parser("engine", help="exit 0 when a Docker engine answers")
-    p = sub.add_parser("generate", help="write the Dockerfiles and docker-compose.yml")
-    p.add_argument("--check", action="store_true", help="only say which generated files are stale")
+    sub.add_parser("compose", help="write docker-compose.yml: one service per reference there is now")
     argv = sys.argv[1:] if argv is None else list(argv)
     forwarded = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
         if args.command == "engine":
             return 0 if engine_answers() else 1
-        if args.command == "generate":
-            return generate(args.check)
+        if args.command == "compose":
+            write_compose()
+            return 0
         if args.command == "build":
             image = build(args.reference, args.base_image, args.framework_pin, args.rebuild)
             print(json.dumps({"tag": image.tags[0] if image.tags else None, "id": image.id}))

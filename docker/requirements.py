@@ -11,6 +11,7 @@ the only difference between the two images of a version-bump comparison.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -69,8 +70,11 @@ def install(path: Path, pin: str = "") -> None:
     subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     # A filled wheelhouse is the only source (offline builds); an empty one means the index.
     source = ["--no-index", "--find-links", str(WHEELHOUSE)] if any(WHEELHOUSE.glob("*.whl")) else []
+    # A Dockerfile declares PIP_EXTRA_INDEX_URL= (empty) where PyPI's default build is the one it
+    # wants; an empty setting is no setting.
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("PIP_") and not v.strip())}
     subprocess.run([str(VENV / "bin" / "pip"), "install", "--no-cache-dir", "--disable-pip-version-check",
-                    *source, "-r", str(flat)], check=True)
+                    *source, "-r", str(flat)], check=True, env=env)
     subprocess.run([str(VENV / "bin" / "pip"), "check"], check=True)
 
 

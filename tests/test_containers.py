@@ -18,13 +18,15 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, cli_env, missing
 
 from bench import compare
-from dawnbench import containers
+from dawnbench import containers, images
 from harness import registry
 
 REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
@@ -34,32 +36,89 @@ DEFAULT = "fashion-mnist-cnn-pytorch"
 
 # ------------------------------------------------------------------------------ static checks
 
-def test_every_reference_has_its_generated_dockerfile_and_service():
-    assert containers.main(["generate", "--check"]) == 0
-    compose = (REPO / "docker-compose.yml").read_text()
-    for name in registry.available():
-        assert (REPO / "references" / name / "Dockerfile").is_file()
-        assert re.search(rf"^  {re.escape(name)}:$", compose, re.M), name
+CUDA_TABLE = tomllib.loads((REPO / "docker" / "cuda.toml").read_text())
+
+
+def dockerfile_instructions(name: str) -> list[str]:
+    text = (REPO / "references" / name / "Dockerfile").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def framework_requirement(name: str) -> str:
+    lines = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "flatten",
+                            str(REPO / "references" / name / "requirements.txt")],
+                           capture_output=True, text=True, check=True).stdout.split()
+    (line,) = [x for x in lines if x.split("==")[0].split("[")[0] in ("torch", "tensorflow", "tensorflow-cpu")]
+    return line
 
 
 @pytest.mark.parametrize("name", registry.available())
 def test_dockerfile_static_rules(name):
-    """Base pinned (no latest, no untagged base), harness copied in (never cloned), non-root user,
-    the harness as entrypoint."""
-    text = (REPO / "references" / name / "Dockerfile").read_text()
-    instructions = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    args = dict(re.match(r"ARG (\w+)=?(.*)", line).groups() for line in instructions if line.startswith("ARG "))
+    """Base pinned by tag in ARG FROM_IMAGE_NAME (no latest), the reference a build argument (so a
+    copied directory builds itself), harness copied in (never cloned), non-root user, the harness
+    as entrypoint."""
+    instructions = dockerfile_instructions(name)
+    spec = registry.load_spec(name)
+    args = containers.dockerfile_args(spec)
+    assert images.pinned_image(args["FROM_IMAGE_NAME"]), args["FROM_IMAGE_NAME"]
     froms = [line.split()[1] for line in instructions if line.startswith("FROM ")]
-    assert froms, "no FROM"
-    for base in froms:
-        resolved = args.get(base[2:-1], "") if base.startswith("${") else base
-        assert registry.pinned_image(resolved), f"FROM {base} resolves to {resolved!r}: not pinned"
+    assert froms and all(base == "${FROM_IMAGE_NAME}" for base in froms), froms
+    assert "REFERENCE" in args and args["REFERENCE"] == ""       # given at build time, never written in
+    assert name not in "\n".join(instructions), "the Dockerfile names its reference: a fork would build the original"
     assert any(line.startswith("COPY harness/") for line in instructions)
     assert any(line.startswith("COPY common/") for line in instructions)
+    assert any(line.startswith("COPY references/${REFERENCE}/ ") for line in instructions)
+    assert not any(line.startswith("COPY dawnbench/") for line in instructions), "host tools stay out of images"
     assert not any(re.search(r"\bgit clone\b|\bcurl\b.*\|\s*sh|\bwget\b", line) for line in instructions)
     users = [line.split()[1] for line in instructions if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0", "0:0"), "the image must end on a non-root user"
-    assert any(line.startswith("ENTRYPOINT") and "dawnbench" in line for line in instructions)
+    assert any(line.startswith("ENTRYPOINT") and "entrypoint.sh" in line for line in instructions)
+
+
+@pytest.mark.parametrize("name", registry.available())
+def test_image_pins_the_cuda_its_framework_uses(name):
+    """A GPU reference's base names the CUDA (major.minor) and cuDNN (major) that its framework
+    build was compiled against; a CPU reference installs a CPU build on a base without CUDA."""
+    spec = registry.load_spec(name)
+    args = containers.dockerfile_args(spec)
+    base = args["FROM_IMAGE_NAME"]
+    assert base in CUDA_TABLE["bases"], f"{base}: add its CUDA and cuDNN to docker/cuda.toml"
+    requirement, index = framework_requirement(name), args.get("PIP_EXTRA_INDEX_URL", "")
+    builds = [b for b in CUDA_TABLE["frameworks"] if b["requirement"] == requirement and b["index"] == index]
+    assert builds, f"{requirement} from {index or 'PyPI'}: add the build's CUDA and cuDNN to docker/cuda.toml"
+    has, wants = CUDA_TABLE["bases"][base], builds[0]
+    if spec.gpus:
+        assert wants["cuda"], f"{name} says gpus = true but installs a CPU build ({requirement}, {index or 'PyPI'})"
+        assert has["cuda"] == wants["cuda"], f"base {base} has CUDA {has['cuda']}, {requirement} uses {wants['cuda']}"
+        assert has["cudnn"].split(".")[0] == wants["cudnn"].split(".")[0]
+    else:
+        assert not wants["cuda"], f"{name} is a CPU reference but installs a CUDA build ({requirement}): " \
+                                  f"use the CPU index or the -cpu package"
+        assert not has["cuda"], f"{name} is a CPU reference on a CUDA base {base}"
+
+
+def test_cuda_table_is_well_formed():
+    for base, row in CUDA_TABLE["bases"].items():
+        assert images.pinned_image(base) and set(row) == {"cuda", "cudnn"}
+        if base.startswith("nvidia/cuda:"):       # the tag says it: nvidia/cuda:<X.Y.Z>-cudnn-...
+            assert base.split(":")[1].startswith(row["cuda"] + ".") and "-cudnn" in base
+    for build in CUDA_TABLE["frameworks"]:
+        assert "==" in build["requirement"] and build["source"]
+
+
+def test_compose_lists_references_as_generated_and_tolerates_a_fresh_fork():
+    """docker-compose.yml is written by `make compose` (and `make build`): every service in it is
+    what the generator gives for that reference; a reference not listed yet (a fresh fork) fails
+    nothing."""
+    tracked = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    generated = yaml.safe_load(containers.compose([registry.load_spec(n) for n in registry.available()]))
+    assert set(tracked["services"]) <= set(generated["services"])
+    for name, service in tracked["services"].items():
+        assert service == generated["services"][name], name
+        assert service["build"]["args"]["REFERENCE"] == name
+    gpu = generated["services"]["cifar10-resnet56-pytorch"]
+    assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert "deploy" not in generated["services"][DEFAULT]
 
 
 @pytest.mark.parametrize("ref,pinned", [
@@ -68,17 +127,18 @@ def test_dockerfile_static_rules(name):
     ("nvcr.io/nvidia/pytorch:25.01-py3", True), ("python@sha256:" + "a" * 64, True), (":3.11", False),
 ])
 def test_pinned_image(ref, pinned):
-    assert registry.pinned_image(ref) is pinned
+    assert images.pinned_image(ref) is pinned
 
 
-def test_unpinned_base_in_reference_toml_is_named(tmp_path, monkeypatch):
-    ref = tmp_path / "refs" / "x-cnn-pytorch"
+def test_dockerfile_without_a_base_default_is_one_line(tmp_path, monkeypatch):
+    ref = tmp_path / "references" / "x-cnn-pytorch"
     ref.mkdir(parents=True)
     (ref / "reference.toml").write_text('task = "fashion-mnist"\nframework = "pytorch"\nmodel = "m"\n'
-                                        'entry = "train:X"\n[container]\nbase_image = "python:latest"\n')
+                                        'entry = "train:X"\n')
+    (ref / "Dockerfile").write_text("ARG FROM_IMAGE_NAME\nFROM ${FROM_IMAGE_NAME}\n")
     monkeypatch.setenv("DAWNBENCH_REFERENCES", str(ref.parent))
-    with pytest.raises(registry.UsageError, match=r"reference.toml: field 'container.base_image'"):
-        registry.load_spec("x-cnn-pytorch")
+    with pytest.raises(containers.UsageError, match=r"Dockerfile: no `ARG FROM_IMAGE_NAME=<image:tag>` default"):
+        containers.default_base(registry.load_spec("x-cnn-pytorch"))
 
 
 def flatten(req: Path, pin: str = "") -> subprocess.CompletedProcess:
@@ -87,7 +147,7 @@ def flatten(req: Path, pin: str = "") -> subprocess.CompletedProcess:
 
 
 def test_requirements_flatten_inlines_and_swaps_the_framework():
-    req = REPO / "references" / "cifar10-resnet20-tensorflow" / "requirements.txt"
+    req = REPO / "references" / "fashion-mnist-cnn-tensorflow" / "requirements.txt"
     plain = flatten(req).stdout.split()
     assert "tensorflow-cpu==2.21.0" in plain and "numpy==2.4.6" in plain     # the -r include, inlined
     swapped = flatten(req, "tensorflow-cpu==2.20.0").stdout.split()
