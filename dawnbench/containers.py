@@ -204,7 +204,8 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
         raise UsageError(f"BASE_IMAGE {base!r}: pin it by a tag other than latest, e.g. {images.DEFAULT_BASE_IMAGE}")
     root = project_root()
     write_compose()
-    if not rebuild and not tag.endswith("-dirty") and "-dirty-" not in tag:
+    # An image of committed code is reused; one of uncommitted code (or of no git) is built again.
+    if not rebuild and not re.search(r":nogit|-dirty(-|$)", tag):
         try:
             image = client.images.get(tag)
             if image.labels.get("org.dawnbench.base-image", base) == base:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, cli_env, missing
+from project_copy import FORK, MARKER, copy_project, fork
 
 from bench import compare
 from dawnbench import containers, images
@@ -257,10 +258,10 @@ def engine(tmp_path_factory):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def make(env, *args, timeout=1800) -> subprocess.CompletedProcess:
+def make(env, *args, timeout=1800, cwd=REPO) -> subprocess.CompletedProcess:
     # The test environment already holds the tools' requirements: no second virtual environment.
     tools = Path(sys.executable).parent.parent
-    return subprocess.run(["make", "--no-print-directory", f"TOOLS_VENV={tools}", *args], cwd=REPO, env=env,
+    return subprocess.run(["make", "--no-print-directory", f"TOOLS_VENV={tools}", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -348,3 +349,29 @@ def test_make_compare_two_pins(engine, default_image, fashion_root, tmp_path):
         assert run["samples_per_second"] > 0
     assert "speedup B/A: time-to-accuracy" in proc.stdout
     assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fork_builds_and_runs_in_docker(engine, default_image, fashion_root, tmp_path):
+    """cp -r of the default reference and an edit of its train.py, in a copy of the project: make
+    run with the engine answering builds the fork's image from the copied Dockerfile untouched and
+    runs the fork's code; make wrote the fork's compose service."""
+    project = copy_project(tmp_path / "project")
+    fork(project)
+    results = tmp_path / "results"
+    env = {k: v for k, v in engine.items() if k != "PYTHONPATH"}
+    proc = make(env, "run", f"REF={FORK}", f"BASE_IMAGE={BASE_TAG}",
+                f"ARGS=--threshold 0.80 --max-epochs 2 --no-progress --no-save --data {fashion_root} --results {results}",
+                cwd=project)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "runtime: docker (an engine answers" in proc.stdout
+    assert MARKER in proc.stderr                                   # the fork's own code ran, in the image
+    (run_dir,) = (results / FORK).iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["reference"] == FORK and result["status"] == "converged"
+    tag = json.loads((run_dir / "env.json").read_text())["container"]
+    assert tag.startswith(f"dawnbench/{FORK}:")
+    inspect = json.loads(subprocess.run(["docker", "image", "inspect", tag], env=engine,
+                                        capture_output=True, text=True).stdout)[0]
+    assert inspect["Config"]["Labels"]["org.dawnbench.reference"] == FORK
+    assert inspect["Config"]["Env"].count(f"DAWNBENCH_REFERENCE={FORK}") == 1
+    assert f"  {FORK}:\n" in (project / "docker-compose.yml").read_text()
