@@ -73,6 +73,45 @@ def _gpus() -> list[dict]:
     return gpus
 
 
+# The CUDA stack as the image or environment carries it, read without importing a framework:
+# the pip wheels the frameworks pull (PyTorch bundles its CUDA libraries this way), and the
+# variables NVIDIA's CUDA base images set for the libraries they hold.
+CUDA_WHEELS = {"cuda_runtime": ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12"),
+               "cudnn": ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"),
+               "nccl": ("nvidia-nccl-cu13", "nvidia-nccl-cu12")}
+CUDA_IMAGE_VARIABLES = {"cuda": "CUDA_VERSION", "cudnn": "NV_CUDNN_VERSION", "nccl": "NCCL_VERSION"}
+
+
+def _driver_cuda() -> str | None:
+    """The newest CUDA the driver supports, from nvidia-smi's header ("CUDA Version: 13.0")."""
+    try:
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    marker = "CUDA Version:"
+    if marker not in out:
+        return None
+    return out.split(marker, 1)[1].split()[0].strip("|") or None
+
+
+def cuda_stack(gpus: list[dict]) -> dict | None:
+    """CUDA, cuDNN, NCCL and driver versions, when a GPU is present (None otherwise). The
+    framework's own view (torch.version.cuda, ...) is in env.json's framework_extra."""
+    if not gpus:
+        return None
+    wheels = {}
+    for part, names in CUDA_WHEELS.items():
+        for name in names:
+            try:
+                wheels[part] = f"{name}=={importlib.metadata.version(name)}"
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return {"driver": gpus[0]["driver"], "driver_cuda": _driver_cuda(),
+            "image": {part: os.environ[var] for part, var in CUDA_IMAGE_VARIABLES.items() if os.environ.get(var)},
+            "wheels": wheels}
+
+
 def usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -88,13 +127,15 @@ def _read_only(path: Path) -> bool:
 
 
 def describe_system(data_root: Path | None = None) -> dict:
+    gpus = _gpus()
     return {
         "hostname": platform.node(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "cpu": {"model": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": usable_cpus()},
         "memory_gib": _memory_gib(),
-        "gpus": _gpus(),
+        "gpus": gpus,
+        "cuda": cuda_stack(gpus),
         "packages": package_versions(),
         "image_digest": os.environ.get("DAWNBENCH_IMAGE_DIGEST"),
         "container": os.environ.get("DAWNBENCH_IMAGE"),
