@@ -142,9 +142,9 @@ def read_json(path: Path, root: Path | None = None) -> tuple[object, dict[tuple,
         keys, constants = _scan(text)
     except (ValueError, IndexError, RecursionError):     # cannot happen for accepted JSON: lines fall back to 1
         keys, constants = {}, []
-    problems = [Problem(str(path), line, field_label(path),
+    problems = [Problem(str(path), line, field_label(keys_path),
                         "NaN/Infinity is not a JSON number (write a finite number or null)")
-                for path, line in constants]
+                for keys_path, line in constants]
     return value, keys, problems
 
 
