@@ -3,7 +3,10 @@ ties, invalid entries (listed, never ranked), --format json, and escaping of eve
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -295,3 +298,43 @@ def test_an_entry_at_a_lowered_threshold_does_not_rank(tmp_path):
     (invalid,) = result["invalid"]
     assert invalid["entry"] == "smoke_net_cpu_pytorch" and "lowered threshold" in invalid["reason"]
     assert result["unranked"] == []
+
+
+def test_a_hostile_tree_is_listed_invalid_and_the_rest_ranked(tmp_path):
+    """/dev/zero behind a link, a FIFO, JSON nested 100,000 deep, a 300 MB log and negative hours:
+    each is listed invalid with its reason, none is ranked, and the command ends, quickly."""
+    tree = tmp_path / "entries"
+    train(tree, "CIFAR10", "good_net_gpu_pytorch", [(1, 0.5, 95.0)], costPerHour=1.0)
+    inference(tree, "CIFAR10", "good_net_gpu_pytorch", latency=2.0, top1Accuracy=95.0)
+    folder = tree / "CIFAR10" / "train"
+    (folder / "zero_x_y_z.json").symlink_to("/dev/zero")
+    os.mkfifo(folder / "fifo_x_y_z.json")
+    (folder / "deep_x_y_z.json").write_text("[" * 100_000 + "]" * 100_000)
+    big = train(tree, "CIFAR10", "big_x_y_z", [(1, 0.5, 95.0)]).with_suffix(".tsv")
+    os.truncate(big, 300 * 2**20)           # sparse: no disk used, no time spent writing
+    train(tree, "CIFAR10", "negative_x_y_z", [(1, -2.0, 95.0)])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-m", "dawnbench", "leaderboard", str(tree), "--format", "json"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    result = json.loads(done.stdout)
+    tables = result["tasks"]["CIFAR10"]
+    assert names(tables["train_time"]) == names(tables["train_cost"]) == ["good_net_gpu_pytorch"]
+    assert names(tables["inference_latency"]) == ["good_net_gpu_pytorch"]
+    reasons = {u["entry"]: u["reason"] for u in result["invalid"]}
+    assert set(reasons) == {"zero_x_y_z", "fifo_x_y_z", "deep_x_y_z", "big_x_y_z", "negative_x_y_z"}
+    assert "json: is a link out of the entries tree" in reasons["zero_x_y_z"]
+    assert "json: is not a regular file" in reasons["fifo_x_y_z"]
+    assert "json: nested too deeply" in reasons["deep_x_y_z"]
+    assert f"big_x_y_z.tsv:1: tsv: is {300 * 2**20} bytes, over the" in reasons["big_x_y_z"]
+    assert "negative_x_y_z.tsv:2: hours: -2 is negative" in reasons["negative_x_y_z"]
+    assert sorted(line.split(": invalid: ", 1)[1] for line in done.stderr.splitlines()) == sorted(reasons.values())
+
+    site_dir = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "dawnbench", "leaderboard", str(tree), "--out", str(site_dir)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    index = (site_dir / "index.html").read_text(encoding="utf-8")
+    for name, reason in reasons.items():
+        assert f'<li data-entry="{name}">' in index and str(escape(reason)) in index
+    assert sorted(p.stem for p in (site_dir / "CIFAR10" / "train").glob("*.html")) == ["good_net_gpu_pytorch"]
