@@ -22,7 +22,6 @@ from leaderboard_fixture import (
     train,
     write_entries,
 )
-
 from markupsafe import escape
 
 from dawnbench import entries, ranking, site
