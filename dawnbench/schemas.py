@@ -17,9 +17,11 @@ import jsonschema
 import referencing
 from referencing.jsonschema import DRAFT202012
 
+import harness.tasks
 from harness.tasks import RULES_VERSION
 
 SCHEMA_DIR = Path(__file__).parent / "data" / "schemas"
+RESULT_SCHEMA_FILE = Path(harness.tasks.__file__).parent / "data" / "result.schema.json"   # a run's result.json
 KINDS = ("train", "inference")
 
 
@@ -34,6 +36,8 @@ def _load(name: str) -> dict:
 
 
 SCHEMAS = {name: _load(name) for name in ("fields", *KINDS)}
+with open(RESULT_SCHEMA_FILE, encoding="utf-8") as _f:
+    RESULT_SCHEMA = json.load(_f)
 FIELDS: dict[str, dict] = SCHEMAS["fields"]["properties"]
 REQUIRED: tuple[str, ...] = tuple(SCHEMAS["fields"]["required"])
 SUBFIELDS: dict[str, tuple[str, ...]] = {name: tuple(spec["properties"]) for name, spec in FIELDS.items()
@@ -73,6 +77,12 @@ def errors(fields: object, kind: str | None) -> list[jsonschema.ValidationError]
     """Every way `fields` breaks the schema of its kind (only the common fields' when the kind is
     unknown), in no particular order."""
     return list(_validator(kind if kind in KINDS else "fields").iter_errors(fields))
+
+
+def result_errors(result: object) -> list[jsonschema.ValidationError]:
+    """Every way a run's result.json breaks harness/data/result.schema.json, the field's first."""
+    found = _Validator(RESULT_SCHEMA, format_checker=_Validator.FORMAT_CHECKER).iter_errors(result)
+    return sorted(found, key=lambda e: [str(k) for k in e.path])
 
 
 def field(path: tuple) -> dict | None:

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import entries, safe_read, validate
+from dawnbench import entries, safe_read, schemas, validate
 from dawnbench.arguments import Parser
 from harness.errors import EXIT_OK, DawnbenchError, report
 from harness.tasks import TASKS
@@ -136,6 +136,12 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(result, path, field, str, "a string")
     _need(result, path, "tta_seconds", (int, float), "a number of seconds")
+    problems = schemas.result_errors(result)
+    if problems:
+        first = problems[0]
+        where = ".".join(map(str, first.path)) or "result"
+        raise SubmitError(f"{path}: {where}: {first.message[:200]} (is this a result.json that `dawnbench run` "
+                          f"wrote? harness/data/result.schema.json is its format)")
 
 
 # ---------------------------------------------------------------- the entries
