@@ -11,7 +11,6 @@ units of the DAWNBench logs: percent for accuracies, a fraction for F1.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -20,16 +19,18 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench import entries, leaderboard
+from dawnbench import entries, safe_read
+from dawnbench.arguments import Parser
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
+from harness.errors import EXIT_OK, DawnbenchError, report
 from harness.tasks import TASKS, Task
 
 PROG = "dawnbench analyze"
 LABEL_CHARS = 60      # longer labels are cut in the plots (never in the numbers)
 
 
-class InputError(ValueError):
+class InputError(DawnbenchError):
     """An input that cannot be analysed; the message names it and says what was expected."""
 
 
@@ -55,10 +56,11 @@ class Curve:
 # ---------------------------------------------------------------- reading inputs
 
 def _read_json(path: Path):
+    """A run's or a series' JSON, read like an entry's: nothing from outside its folder, bounded."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise InputError(f"{path}: not readable JSON ({e})") from None
+        return safe_read.read_json(path, Path(path).parent)
+    except safe_read.Refused as e:
+        raise InputError(f"{path}: not readable JSON: {e.reason}") from None
 
 
 def curve_from_entry(entry: Entry) -> Curve:
@@ -92,9 +94,9 @@ def curve_from_run(run_dir: Path) -> Curve:
     points: list[tuple[float, float]] = []
     if log is not None and log.is_file():
         try:
-            header, rows = entries.read_tsv(log)
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"{log}: not readable ({e})") from None
+            header, rows = entries.read_tsv(log, run_dir)
+        except safe_read.Refused as e:
+            raise InputError(f"{log}: not readable: {e.reason}") from None
         if "hours" not in header or column not in header:
             raise InputError(f"{log}:1: the header needs 'hours' and '{column}', it has {header}")
         h, c = header.index("hours"), header.index(column)
@@ -159,7 +161,7 @@ def read_curves(paths: list[Path], warn=None) -> list[Curve]:
 
 
 def _load_tree(root: Path, warn) -> list[Entry]:
-    loaded, _ = leaderboard.load_all(root, report=warn)
+    loaded, _ = entries.load_tree(root, report=warn)
     return loaded
 
 
@@ -273,15 +275,15 @@ def cost_vs_time_numbers(loaded: list[Entry]) -> dict:
         infer = {e.name: e for e in loaded if e.task is task and e.kind == "inference"}
         cost_rows, pairs = [], []
         for name, e in sorted(train.items()):
-            hours, price = leaderboard.training_hours(e), leaderboard.cost_per_hour(e)
+            hours, price = entries.training_hours(e), entries.cost_per_hour(e)
             if hours is not None and price is not None:
-                cost_rows.append({"entry": name, "model": leaderboard.text(e.fields.get("model")),
-                                  "hardware": leaderboard.text(e.fields.get("hardware")),
+                cost_rows.append({"entry": name, "model": entries.text(e.fields.get("model")),
+                                  "hardware": entries.text(e.fields.get("hardware")),
                                   "hours": hours, "costPerHour": price, "cost_usd": hours * price})
             i = infer.get(name)
-            latency = leaderboard.latency_ms(i) if i is not None else None
-            if hours is not None and latency is not None and leaderboard.reaches_threshold(i):
-                pairs.append({"entry": name, "model": leaderboard.text(e.fields.get("model")),
+            latency = entries.latency_ms(i) if i is not None else None
+            if hours is not None and latency is not None and entries.reaches_threshold(i):
+                pairs.append({"entry": name, "model": entries.text(e.fields.get("model")),
                               "train_hours": hours, "latency_ms": latency})
         if cost_rows or pairs:
             tasks[task.display_name] = {"cost_vs_time": cost_rows, "time_vs_latency": pairs}
@@ -474,8 +476,8 @@ ANALYSES = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="The analyses of the DAWNBench papers: each writes "
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description="The analyses of the DAWNBench papers: each writes "
                                 "<analysis>.png and <analysis>.json into --out.")
     sub = p.add_subparsers(dest="analysis", required=True)
     for name, (help_text, inputs) in ANALYSES.items():
@@ -498,7 +500,10 @@ PLOTS = {"thresholds": plot_thresholds, "stability": plot_stability, "cost-vs-ti
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except DawnbenchError as e:
+        return report(PROG, e)
 
     def warn(line: str) -> None:
         print(f"{PROG}: skipped: {line}", file=sys.stderr)
@@ -508,28 +513,25 @@ def main(argv: list[str] | None = None) -> int:
         try:
             items += READERS[args.analysis](path, warn)
         except InputError as e:
-            errors.append(str(e))
+            errors.append(e)
     if not errors and not items:
-        errors.append(f"nothing to analyse in {', '.join(map(str, args.inputs))}")
+        errors.append(InputError(f"nothing to analyse in {', '.join(map(str, args.inputs))}"))
     numbers = NUMBERS[args.analysis](items) if not errors else None
     if numbers is not None and args.analysis == "cost-vs-time" and not numbers["tasks"]:
-        errors.append("no training entry with a costPerHour reaches its threshold, and no training and "
-                      "inference entries of the same name do: nothing to plot")
+        errors.append(InputError("no training entry with a costPerHour reaches its threshold, and no training "
+                                 "and inference entries of the same name do: nothing to plot"))
     if errors:
-        for line in errors:
-            print(f"{PROG}: error: {line}", file=sys.stderr)
-        return 2
+        return max(report(PROG, e) for e in errors)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        print(f"{PROG}: error: cannot make the output folder {args.out} ({e})", file=sys.stderr)
-        return 2
+        return report(PROG, InputError(f"cannot make the output folder {args.out} ({e})"))
     png, data = args.out / f"{args.analysis}.png", args.out / f"{args.analysis}.json"
     PLOTS[args.analysis](numbers, png)
     write_json(numbers, data)
     print(png)
     print(data)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
     (training entries also have the .tsv log its `logFilename` names; old entries may omit
     `logFilename`, and then the log is the .tsv of the same stem)
 
-This module reads entries that are well formed enough to rank; `dawnbench validate` says what
-is wrong with one that is not. Accuracies in the logs and in inference entries are in percent,
+This module reads entries (every file through `dawnbench.safe_read`) and computes the figures the
+leaderboard and the analyses show (hours to the threshold, costs, latency); `dawnbench validate`
+says what is wrong with an entry. Accuracies in the logs and in inference entries are in percent,
 F1 is a fraction: `log_threshold` converts a task's threshold to those units.
 """
 from __future__ import annotations
@@ -18,14 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import harness.tasks
+from dawnbench import safe_read
+from harness.errors import DawnbenchError
 from harness.tasks import TASKS, Task
 
 KINDS = ("train", "inference")
 METRIC_COLUMNS = {"top1": "top1Accuracy", "top5": "top5Accuracy", "f1": "f1Score"}
 TASK_BY_DIR = {task.display_name: task for task in TASKS.values()}     # "CIFAR10" -> cifar10
+ITEMS = 10_000   # inference cost is quoted per 10,000 items, as DAWNBench did
 
 
-class EntryError(ValueError):
+class EntryError(DawnbenchError):
     """An entry that cannot be read; the message names the file (and line and field, if known)."""
 
 
@@ -89,10 +93,12 @@ def split_tsv(text: str) -> list[tuple[int, list[str]]]:
     return numbered
 
 
-def read_tsv(path: Path) -> tuple[list[str], list[list[str]]]:
+def read_tsv(path: Path, root: Path | None = None) -> tuple[list[str], list[list[str]]]:
     """The header and the data rows of a DAWNBench log, split on tabs; a UTF-8 BOM is dropped and
-    blank lines are skipped."""
-    lines = [cells for _, cells in split_tsv(Path(path).read_text(encoding="utf-8-sig"))]
+    blank lines are skipped. Read from the tree `root` only (default: the log's folder);
+    safe_read.Refused for a file that is not a log's."""
+    text = safe_read.read_text(path, Path(path).parent if root is None else root)
+    lines = [cells for _, cells in split_tsv(text)]
     if not lines:
         return [], []
     return lines[0], lines[1:]
@@ -133,7 +139,7 @@ def tsv_path(json_path: Path, fields: dict) -> Path:
     return Path(json_path).with_suffix(".tsv")
 
 
-def locate(path: Path, root: Path | None = None) -> tuple[Task, str]:
+def locate(path: Path) -> tuple[Task, str]:
     """(task, kind) from an entry's place in the tree: <Task>/<kind>/<file>.json."""
     path = Path(path)
     kind, task_dir = path.parent.name, path.parent.parent.name
@@ -143,29 +149,54 @@ def locate(path: Path, root: Path | None = None) -> tuple[Task, str]:
     return TASK_BY_DIR[task_dir], kind
 
 
-def load(json_path: Path) -> Entry:
-    """One entry, JSON and (for training) its TSV rows as numbers. Raises EntryError."""
+def tree_root(path: Path) -> Path:
+    """The entries tree an entry file belongs to, <root>/<Task>/<kind>/<file>, judged by its place;
+    the file's own folder when it is in no such place. Nothing is read from outside it."""
+    path = Path(path)
+    if path.parent.name in KINDS and path.parent.parent.name in TASK_BY_DIR:
+        return path.parent.parent.parent
+    return path.parent
+
+
+def load(json_path: Path, root: Path | None = None) -> Entry:
+    """One entry, JSON and (for training) its TSV rows as numbers, read from the entries tree `root`
+    (default: the tree its place names). Raises EntryError. It is not validated: see
+    `dawnbench.validate.load_entry` for an entry to rank."""
     json_path = Path(json_path)
     task, kind = locate(json_path)
+    root = tree_root(json_path) if root is None else root
     try:
-        fields = json.loads(json_path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise EntryError(f"{json_path}: not readable JSON ({e})") from None
+        fields = safe_read.read_json(json_path, root)
+    except safe_read.Refused as e:
+        raise EntryError(f"{json_path}: not readable JSON: {e.reason}") from None
     if not isinstance(fields, dict):
         raise EntryError(f"{json_path}: the entry must be a JSON object")
     rows: list[dict[str, float]] = []
     if kind == "train":
         log = tsv_path(json_path, fields)
         try:
-            header, raw = read_tsv(log)
-        except (OSError, UnicodeDecodeError) as e:
-            raise EntryError(f"{log}: the training log is not readable ({e})") from None
+            header, raw = read_tsv(log, root)
+        except safe_read.Refused as e:
+            raise EntryError(f"{log}: the training log is not readable: {e.reason}") from None
         for n, cells in enumerate(raw, start=2):
             try:
                 rows.append({column: float(cell) for column, cell in zip(header, cells)})
             except ValueError:
                 raise EntryError(f"{log}:{n}: not a number in {cells!r}") from None
     return Entry(path=json_path, kind=kind, task=task, fields=fields, rows=rows)
+
+
+def load_tree(root: Path, report=None) -> tuple[list[Entry], list[str]]:
+    """Every entry under `root` that loads; the others as one line each (also passed to `report`)."""
+    loaded, skipped = [], []
+    for path in find(root):
+        try:
+            loaded.append(load(path, root if Path(root).is_dir() else None))
+        except EntryError as e:
+            skipped.append(str(e))
+            if report:
+                report(str(e))
+    return loaded, skipped
 
 
 def find(root: Path) -> list[Path]:
@@ -181,3 +212,57 @@ def hms(hours: float) -> str:
     """Hours as h:mm:ss, the leaderboard's format."""
     seconds = int(round(hours * 3600))
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+# ---------------------------------------------------------------- the figures an entry is ranked and plotted by
+
+def text(value) -> str:
+    """An entry field as display text (untrusted: HTML escapes it)."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def cost_per_hour(entry: Entry) -> float | None:
+    price = number(entry.fields.get("costPerHour"))
+    return price if price is not None and price >= 0 else None
+
+
+def training_row(entry: Entry) -> dict | None:
+    """The log row a training entry ranks by: the first at or over the threshold, with finite hours."""
+    row = entry.first_at_threshold()
+    return row if row is not None and number(row.get("hours")) is not None else None
+
+
+def training_hours(entry: Entry) -> float | None:
+    row = training_row(entry)
+    return row["hours"] if row else None
+
+
+def inference_accuracy(entry: Entry) -> float | None:
+    """The accuracy an inference entry reports, in log units (percent, or a fraction for F1)."""
+    return number(entry.fields.get(entry.metric_column))
+
+
+def reaches_threshold(entry: Entry) -> bool:
+    accuracy = inference_accuracy(entry)
+    return accuracy is not None and accuracy >= log_threshold(entry.task)
+
+
+def latency_ms(entry: Entry) -> float | None:
+    """Mean ms per item: the v1 `latency`, or the mean of a new entry's `latency_ms`."""
+    value = number(entry.fields.get("latency"))
+    if value is None and isinstance(entry.fields.get("latency_ms"), dict):
+        value = number(entry.fields["latency_ms"].get("mean"))
+    return value if value is not None and value >= 0 else None
+
+
+def inference_cost(entry: Entry) -> float | None:
+    """USD per 10,000 items: the entry's own per-item `cost`, else costPerHour x latency."""
+    per_item = number(entry.fields.get("cost"))
+    if per_item is None:
+        price, latency = cost_per_hour(entry), latency_ms(entry)
+        if price is None or latency is None:
+            return None
+        per_item = price * latency / 3.6e6
+    return per_item * ITEMS if per_item >= 0 else None

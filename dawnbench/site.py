@@ -1,14 +1,15 @@
-"""The leaderboard's static site: an index with each task's four ranked tables and analysis plots,
-and a page per entry (its accuracy-vs-time curve, hardware, framework, code, commit, cost).
+"""The leaderboard's static site: an index with each task's four ranked tables, its invalid entries
+and analysis plots, and a page per entry (its accuracy-vs-time curve, hardware, framework, code,
+commit, cost).
 
-Every string from an entry is untrusted: it goes through `esc` (text and attributes alike), only
-http(s) URLs become links, and file names come from `leaderboard.safe_stem`, never from the
-entry. No script, no network resource; a Content-Security-Policy forbids both. The site is
-built in a temporary folder next to the target and swapped in whole.
+The pages are rendered from the jinja2 templates in dawnbench/templates/ with autoescaping, so every
+string from an entry is escaped wherever it lands (text or attribute); only http(s) URLs become
+links (the `http_url` test), and file names come from `ranking.safe_stem`, never from the entry. No
+script, no network resource; a Content-Security-Policy forbids both. The site is built in a
+temporary folder next to the target and swapped in whole.
 """
 from __future__ import annotations
 
-import html
 import json
 import os
 import shutil
@@ -16,38 +17,21 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from dawnbench import analyze, entries, leaderboard
+import jinja2
+
+from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
-from dawnbench.leaderboard import text
+from harness.errors import DawnbenchError
 from harness.tasks import RULES_VERSION
 
 MARKER = ".dawnbench-site"     # says a folder is a site this module built, so it may replace it
 CSP = "default-src 'none'; img-src 'self'; style-src 'self'"
 TABLE_TITLES = {"train_time": "Training time", "train_cost": "Training cost",
                 "inference_latency": "Inference latency", "inference_cost": "Inference cost (10,000 items)"}
-STYLE = """\
-body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 72em; padding: 0 1em; color: #222; }
-h1 { margin-bottom: 0.2em; }
-h2 { border-bottom: 2px solid #8c1515; padding-bottom: 0.2em; margin-top: 2em; }
-nav a { margin-right: 1em; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; width: 100%; font-size: 0.92em; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f4f4f4; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-table.fields th { width: 12em; }
-table.log { width: auto; }
-img.plot { max-width: 100%; border: 1px solid #eee; }
-pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
-.muted { color: #777; }
-"""
 
 
-class SiteError(ValueError):
+class SiteError(DawnbenchError):
     """The site cannot be written where asked; the message says why and what to do."""
-
-
-def esc(value) -> str:
-    return html.escape(text(value), quote=True)
 
 
 def usd(value: float | None) -> str:
@@ -68,31 +52,33 @@ def ms(value: float | None) -> str:
     return f"{value:,.0f} ms" if value >= 100 else f"{value:.2f} ms" if value >= 1 else f"{value:.3g} ms"
 
 
-def link(url) -> str:
-    """An http(s) URL as a link; anything else (javascript:, data:, relative...) as plain text."""
-    url = text(url)
+def is_http_url(url) -> bool:
+    """Whether a code URL may be a link: http(s), a host, no whitespace (javascript:, data:,
+    relative and protocol-relative URLs stay text)."""
+    url = entries.text(url)
     try:
         parts = urlsplit(url)
     except ValueError:
-        parts = None
-    if parts and parts.scheme.lower() in ("http", "https") and parts.netloc and not any(c.isspace() for c in url):
-        return f'<a href="{esc(url)}" rel="nofollow noopener noreferrer">{esc(url)}</a>'
-    return f'<span class="url">{esc(url)}</span>'
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc) and not any(c.isspace() for c in url)
+
+
+ENV = jinja2.Environment(loader=jinja2.PackageLoader("dawnbench", "templates"),
+                         autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined,
+                         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+ENV.tests["http_url"] = is_http_url
+
+
+def link(url) -> str:
+    """An entry's code URL as the pages show it: a link when `is_http_url`, else text."""
+    return str(ENV.get_template("macros.html").module.code_link(entries.text(url)))
 
 
 def commit(fields: dict) -> str:
     for key in ("commitHash", "git_commit"):
         if fields.get(key):
-            return text(fields[key])
+            return entries.text(fields[key])
     return ""
-
-
-def _page(title: str, body: str, root: str) -> str:
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f'<title>{esc(title)}</title>\n<link rel="stylesheet" href="{root}style.css">\n</head>\n'
-            f'<body>\n{body}\n</body>\n</html>\n')
 
 
 # ---------------------------------------------------------------- the index
@@ -106,50 +92,19 @@ COLUMNS = {      # each table's own columns, before the ones all tables share
 }
 
 
-def ranking_table(task: str, table: str, rows: list[dict]) -> str:
-    head = ["Rank", *(c[0] for c in COLUMNS[table]), "Model", "Team", "Hardware", "Framework", "Date"]
-    out = [f'<table id="{task}-{table}" class="ranking" data-table="{table}">',
-           "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr></thead>", "<tbody>"]
-    for r in rows:
-        cells = [f'<td class="num">{r["rank"]}</td>']
-        cells += [f'<td class="num">{esc(fn(r))}</td>' for _, fn in COLUMNS[table]]
-        cells.append(f'<td><a class="entry-link" href="{esc(r["page"])}" title="{esc(r["entry"])}">'
-                     f'{esc(r["model"] or r["entry"])}</a></td>')
-        cells += [f"<td>{esc(r[k])}</td>" for k in ("author", "hardware", "framework", "timestamp")]
-        out.append(f'<tr data-entry="{esc(r["entry"])}">' + "".join(cells) + "</tr>")
-    if not rows:
-        out.append(f'<tr><td colspan="{len(head)}" class="muted">no ranked entries</td></tr>')
-    out += ["</tbody>", "</table>"]
-    return "\n".join(out)
-
-
 def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
-    tasks = rankings["tasks"]
-    body = ["<header>", "<h1>dawnbench leaderboard</h1>",
-            f'<p class="muted">{n_entries} entries; rules version {esc(RULES_VERSION)}. Training time is the '
-            f"hours of the first log row at or over the task's threshold; ties go to the earlier entry.</p>",
-            "<nav>" + "".join(f'<a href="#{t}">{t}</a>' for t in tasks) + "</nav>", "</header>"]
-    for task_name, tables in tasks.items():
-        task = entries.TASK_BY_DIR[task_name]
-        body.append(f'<section id="{task_name}">')
-        body.append(f"<h2>{task_name} <small class=\"muted\">threshold: "
-                    f"{esc(leaderboard.threshold_label(task))}</small></h2>")
-        if task_name in plots:
-            body.append(f'<figure><img class="plot analysis" src="{esc(plots[task_name])}" '
-                        f'alt="{task_name}: training cost vs time; training time vs inference latency">'
-                        f"<figcaption>Training cost vs time (DAWNBench figure 7) and training time vs "
-                        f"inference latency (figure 5).</figcaption></figure>")
-        for table, rows in tables.items():
-            body.append(f"<h3>{TABLE_TITLES[table]}</h3>")
-            body.append(ranking_table(task_name, table, rows))
-        unranked = [u for u in rankings["unranked"] if u["task"] == task_name]
-        if unranked:
-            body.append("<h3>Not ranked</h3>\n<ul class=\"unranked\">")
-            body += [f'<li><a href="{esc(u["page"])}">{esc(u["entry"])}</a> ({esc(u["kind"])}): '
-                     f"{esc(u['reason'])}</li>" for u in unranked]
-            body.append("</ul>")
-        body.append("</section>")
-    return _page("dawnbench leaderboard", "\n".join(body), "")
+    tasks = []
+    for task_name, tables in rankings["tasks"].items():
+        tasks.append({
+            "name": task_name, "threshold": ranking.threshold_label(entries.TASK_BY_DIR[task_name]),
+            "plot": plots.get(task_name),
+            "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": [c[0] for c in COLUMNS[table]],
+                        "rows": [{**r, "cells": [fn(r) for _, fn in COLUMNS[table]]} for r in rows]}
+                       for table, rows in tables.items()],
+            "unranked": [u for u in rankings["unranked"] if u["task"] == task_name],
+            "invalid": [u for u in rankings.get("invalid", []) if u["task"] == task_name]})
+    return ENV.get_template("index.html").render(csp=CSP, root="", tasks=tasks, n_entries=n_entries,
+                                                 rules_version=RULES_VERSION)
 
 
 # ---------------------------------------------------------------- entry pages
@@ -162,16 +117,17 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     f = entry.fields
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
-        ("Task", f"{task} ({esc(entry.kind)}), threshold {esc(leaderboard.threshold_label(entry.task))}"),
+        ("Task", f"{task} ({entry.kind}), threshold {ranking.threshold_label(entry.task)}"),
         ("Rank", ", ".join(f"{_ordinal(r)} in {TABLE_TITLES[t].lower()}" for t, r in ranks) or "not ranked"),
-        ("Author", esc(f.get("author"))), ("Model", esc(f.get("model"))), ("Hardware", esc(f.get("hardware"))),
-        ("Framework", esc(f.get("framework"))), ("Code", link(f.get("codeURL"))), ("Commit", esc(commit(f))),
-        ("Timestamp", esc(f.get("timestamp"))),
-        ("Cost per hour", usd(leaderboard.cost_per_hour(entry)) or "not given"),
+        ("Author", entries.text(f.get("author"))), ("Model", entries.text(f.get("model"))),
+        ("Hardware", entries.text(f.get("hardware"))), ("Framework", entries.text(f.get("framework"))),
+        ("Code", entries.text(f.get("codeURL"))), ("Commit", commit(f)),
+        ("Timestamp", entries.text(f.get("timestamp"))),
+        ("Cost per hour", usd(entries.cost_per_hour(entry)) or "not given"),
     ]
     if entry.kind == "train":
-        row = leaderboard.training_row(entry)
-        price = leaderboard.cost_per_hour(entry)
+        row = entries.training_row(entry)
+        price = entries.cost_per_hour(entry)
         if row:
             epoch = number(row.get("epoch"))
             rows.append(("Time to threshold", f"{entries.hms(row['hours'])} ({row['hours']:.4g} hours"
@@ -180,29 +136,16 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         else:
             rows.append(("Time to threshold", "the log never reaches the threshold"))
     else:
-        accuracy = leaderboard.inference_accuracy(entry)
-        rows += [("Latency", esc(ms(leaderboard.latency_ms(entry))) or "not given"),
+        accuracy = entries.inference_accuracy(entry)
+        rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
                  ("Accuracy", f"{entry.metric_column} {accuracy:g}" if accuracy is not None else "not given"),
-                 ("Cost per 10,000 items", usd(leaderboard.inference_cost(entry)) or "not given")]
-    if sibling:
-        other = "inference" if entry.kind == "train" else "training"
-        rows.append((f"The {other} entry", f'<a href="{esc(sibling)}">{esc(entry.name)}</a>'))
-
-    body = [f'<p><a href="../../index.html#{task}">&larr; {task} leaderboard</a></p>',
-            f"<h1>{esc(entry.name)}</h1>"]
-    if image:
-        body.append(f'<img class="plot curve" src="{esc(image)}" alt="accuracy vs time for {esc(entry.name)}">')
-    body.append('<table class="fields">' + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-                + "</table>")
-    if entry.rows:
-        columns = list(entry.rows[0])
-        body.append("<h2>Log</h2>\n<table class=\"log\"><thead><tr>"
-                    + "".join(f"<th>{esc(c)}</th>" for c in columns) + "</tr></thead><tbody>")
-        body += ["<tr>" + "".join(f'<td class="num">{esc(format(r.get(c, float("nan")), "g"))}</td>'
-                                  for c in columns) + "</tr>" for r in entry.rows]
-        body.append("</tbody></table>")
-    body.append("<h2>Entry</h2>\n<pre>" + esc(json.dumps(f, indent=2, ensure_ascii=False)) + "</pre>")
-    return _page(f"{entry.name} ({task} {entry.kind})", "\n".join(body), "../../")
+                 ("Cost per 10,000 items", usd(entries.inference_cost(entry)) or "not given")]
+    columns = list(entry.rows[0]) if entry.rows else []
+    log = [[format(r.get(c, float("nan")), "g") for c in columns] for r in entry.rows]
+    other = {"kind": "inference" if entry.kind == "train" else "training", "href": sibling} if sibling else None
+    return ENV.get_template("entry.html").render(
+        csp=CSP, root="../../", task=task, kind=entry.kind, name=entry.name, image=image, fields=rows,
+        sibling=other, columns=columns, log=log, entry_json=json.dumps(f, indent=2, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------- writing the site
@@ -244,7 +187,14 @@ def _swap(tmp: Path, out: Path) -> None:
 
 def build(loaded: list[Entry], rankings: dict, out: Path) -> Path:
     """Write the site for `loaded` (ranked as `rankings`) into `out`; returns the index's path."""
-    out = Path(out)
+    try:
+        return _build(loaded, rankings, Path(out))
+    except OSError as e:
+        raise SiteError(f"cannot write the site at {out} ({e.strerror or type(e).__name__}: {e.filename}) "
+                        f"(check the folder and its permissions)") from None
+
+
+def _build(loaded: list[Entry], rankings: dict, out: Path) -> Path:
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
@@ -252,7 +202,7 @@ def build(loaded: list[Entry], rankings: dict, out: Path) -> Path:
         os.chmod(tmp, 0o755)
         w = _Writer(tmp)
         w.text(MARKER, "built by `dawnbench leaderboard`; the command replaces this folder whole\n")
-        w.text("style.css", STYLE)
+        w.text("style.css", ENV.loader.get_source(ENV, "style.css")[0])
 
         numbers = analyze.cost_vs_time_numbers(loaded)
         plots = {}
@@ -265,7 +215,7 @@ def build(loaded: list[Entry], rankings: dict, out: Path) -> Path:
             for table, rows in tables.items():
                 for r in rows:
                     ranks.setdefault(r["page"], []).append((table, r["rank"]))
-        pages = {(e.task.display_name, e.kind, e.name): leaderboard.page(e) for e in loaded}
+        pages = {(e.task.display_name, e.kind, e.name): ranking.page(e) for e in loaded}
         for entry in loaded:
             relative = pages[(entry.task.display_name, entry.kind, entry.name)]
             image = None

@@ -11,7 +11,6 @@ without --force.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -21,23 +20,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import entries, validate
+from dawnbench import entries, safe_read, schemas, validate
+from dawnbench.arguments import Parser
+from harness.errors import EXIT_OK, DawnbenchError, report
 from harness.tasks import TASKS
 
 PROG = "dawnbench submit"
 
 
-class SubmitError(Exception):
+class SubmitError(DawnbenchError):
     """A run that cannot be submitted; the message is the one line the user sees."""
 
 
 def _read_json(path: Path, what: str) -> dict:
+    if not (path.exists() or path.is_symlink()):
+        raise SubmitError(f"{path}: missing; {what}")
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SubmitError(f"{path}: missing; {what}") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise SubmitError(f"{path}: not readable JSON ({type(e).__name__}); {what}") from None
+        value = safe_read.read_json(path, path.parent)
+    except safe_read.Refused as e:
+        raise SubmitError(f"{path}: not readable JSON: {e.reason}; {what}") from None
     if not isinstance(value, dict):
         raise SubmitError(f"{path}: not a JSON object; {what}")
     return value
@@ -135,6 +136,12 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(result, path, field, str, "a string")
     _need(result, path, "tta_seconds", (int, float), "a number of seconds")
+    problems = schemas.result_errors(result)
+    if problems:
+        first = problems[0]
+        where = ".".join(map(str, first.path)) or "result"
+        raise SubmitError(f"{path}: {where}: {first.message[:200]} (is this a result.json that `dawnbench run` "
+                          f"wrote? harness/data/result.schema.json is its format)")
 
 
 # ---------------------------------------------------------------- the entries
@@ -314,13 +321,8 @@ def submit(args) -> list[Path]:
     return finals
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):       # one line, not argparse's usage block
-        raise SubmitError(f"{message} (see `{self.prog} --help`)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Write a converged run (or a series' median run) as DAWNBench v1 "
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description="Write a converged run (or a series' median run) as DAWNBench v1 "
                                        "entry files: <Task>/train/<author>_<model>_<hardware>_<framework>"
                                        ".json + .tsv, and with --inference <Task>/inference/<same>.json.")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (result.json) or a series "
@@ -342,15 +344,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         written = submit(args)
-    except SubmitError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+    except DawnbenchError as e:
+        return report(PROG, e)
+    except OSError as e:        # e.g. --to on a read-only disk: nothing was moved into place
+        return report(PROG, SubmitError(str(e)))
     for path in written:
         print(path)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -1,28 +1,29 @@
 """`dawnbench validate PATH...`: check DAWNBench v1 entries (files or whole trees).
 
 One line per problem, `FILE:LINE: FIELD: what is wrong (how to fix)`, then a count line; exit
-status 0 only when everything is valid. An entry is untrusted input: it is parsed as data only,
-its log is read only from the entry's own folder, and no input makes this module raise.
+status 0 only when everything is valid. The fields are checked against the entry's JSON Schema
+(`dawnbench.schemas`), whose errors become those lines; what a schema cannot say (the log, the
+threshold, costs and times that must agree, eval-set sizes) is checked here. An entry is untrusted
+input: it is read through `dawnbench.safe_read` and parsed as data only, its log is read only from
+the entry's own folder, and no input makes this module raise.
 """
 from __future__ import annotations
 
-import argparse
 import bisect
-import datetime as dt
 import json
 import math
 import os
 import re
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dawnbench import entries
+from dawnbench import entries, safe_read, schemas
+from dawnbench.arguments import Parser
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, report
 from harness.tasks import Task
 
 PROG = "dawnbench validate"
-MAX_BYTES = 16 * 2**20          # entries are a few kB; a larger file is not one
 ACCURACY_FIELDS = ("top1Accuracy", "top5Accuracy", "f1Score")
 PERCENT_FIELDS = ("top1Accuracy", "top5Accuracy")
 REL_TOL = 0.01                  # cost and time consistency: within 1%
@@ -39,10 +40,6 @@ class Problem:
     def __str__(self) -> str:
         text = f"{self.file}:{self.line}: {self.field}: {self.message}"
         return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
-class UsageError(Exception):
-    pass
 
 
 # ---------------------------------------------------------------- values, shown and checked
@@ -68,130 +65,7 @@ def as_float(v: object) -> float:
         return math.inf if v > 0 else -math.inf
 
 
-def is_real_date(v: object) -> bool:
-    if not isinstance(v, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", v):
-        return False
-    try:
-        dt.date.fromisoformat(v)
-    except ValueError:
-        return False
-    return True
-
-
-def _number_check(minimum: float | None = None, positive: bool = False, null: bool = False):
-    def check(v):
-        if v is None and null:
-            return True
-        if not is_number(v) or not math.isfinite(as_float(v)):
-            return False
-        if positive and not as_float(v) > 0:
-            return False
-        return minimum is None or as_float(v) >= minimum
-    return check
-
-
-def _int_check(minimum: int | None = None):
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
-
-
-def _str_check(nonempty: bool = False, null: bool = False):
-    return lambda v: (v is None and null) or (isinstance(v, str) and (bool(v.strip()) or not nonempty))
-
-
-# field -> (check, what it must be, an example to write)
-TEXT = (_str_check(nonempty=True), "a non-empty string", '"ResNet-56"')
-FIELDS: dict[str, tuple] = {
-    "version": (lambda v: v == "v1.0", 'the string "v1.0"', '"v1.0"'),
-    "author": TEXT,
-    "authorEmail": (_str_check(), "a string (may be empty)", '"me@example.org"'),
-    "framework": TEXT,
-    "codeURL": (_str_check(), "a string (may be empty)", '"https://github.com/me/code"'),
-    "model": TEXT,
-    "hardware": TEXT,
-    "timestamp": (is_real_date, "a real date as yyyy-mm-dd", '"2018-02-28"'),
-    "misc": (lambda v: isinstance(v, dict), "an object", "{}"),
-    "costPerHour": (_number_check(0, null=True), "a number >= 0 (USD per hour, all hardware) or null", "0.9"),
-    "logFilename": (_str_check(nonempty=True), "a file name ending in .tsv", '"me_model_hw_fw.tsv"'),
-    "commitHash": (_str_check(null=True), "a string or null", '"3f2a9c1"'),
-    "usedBlacklist": (lambda v: isinstance(v, bool), "true or false", "false"),
-    "latency": (_number_check(positive=True), "a number > 0 (ms per item)", "28.7"),
-    "cost": (_number_check(0, null=True), "a number >= 0 (USD per item) or null", "7.2e-06"),
-    "top1Accuracy": (_number_check(0), "a number >= 0 (percent)", "94.1"),
-    "top5Accuracy": (_number_check(0), "a number >= 0 (percent)", "93.2"),
-    "f1Score": (_number_check(0), "a number >= 0 (a fraction)", "0.751"),
-    # new entries: explicit units and provenance
-    "tta_seconds": (_number_check(0), "a number >= 0 (seconds)", "1234.5"),
-    "cost_usd": (_number_check(0, null=True), "a number >= 0 (USD) or null", "3.1"),
-    "cost_per_10k_items_usd": (_number_check(0, null=True), "a number >= 0 (USD) or null", "0.07"),
-    "latency_ms": (lambda v: isinstance(v, dict), 'an object {"mean", "p50", "p90", "p99"}',
-                   '{"mean": 1.2, "p50": 1.1, "p90": 1.4, "p99": 2.0}'),
-    "nodes": (_int_check(1), "an integer >= 1", "1"),
-    "instance": (_str_check(null=True), "a string or null", '"aws:p3.2xlarge"'),
-    "price": (lambda v: v is None or isinstance(v, dict),
-              'null or an object {"instance", "usd_per_hour", "source", "date"}', "null"),
-    "image_digest": (_str_check(null=True), "a string or null", '"sha256:..."'),
-    "git_commit": (_str_check(null=True), "a string or null", '"3f2a9c1"'),
-    "runs": (lambda v: v is None or isinstance(v, dict), 'null or an object {"n", "converged", ...}', "null"),
-    "reference": (_str_check(nonempty=True), "a non-empty string", '"cifar10-resnet56-pytorch"'),
-    "rules_version": (_str_check(nonempty=True), "a non-empty string", '"dawnbench-1.0"'),
-    "eval_examples": (_int_check(1), "an integer >= 1", "10000"),
-    "threshold": (lambda v: _number_check(positive=True)(v) and as_float(v) <= 1, "a fraction in (0, 1]", "0.94"),
-    "official_threshold": (lambda v: isinstance(v, bool), "true or false", "true"),
-}
-SUBFIELDS: dict[str, dict[str, tuple]] = {
-    "latency_ms": {k: (_number_check(0), "a number >= 0 (ms)", "1.2") for k in ("mean", "p50", "p90", "p99")},
-    "price": {"instance": (_str_check(nonempty=True), "a non-empty string", '"aws:p3.2xlarge"'),
-              "usd_per_hour": (_number_check(0), "a number >= 0", "3.06"),
-              "source": (_str_check(), "a string (the URL of the price)", '"https://aws.amazon.com/ec2/pricing/"'),
-              "date": (is_real_date, "a real date as yyyy-mm-dd", '"2026-01-15"')},
-    "runs": {"n": (_int_check(1), "an integer >= 1", "5"),
-             "converged": (_int_check(0), "an integer >= 0", "5"),
-             "median_tta_seconds": (_number_check(0, null=True), "a number >= 0 or null", "1234.5")},
-}
-REQUIRED = ("version", "author", "authorEmail", "framework", "codeURL", "model", "hardware", "timestamp", "misc")
-TRAIN_ONLY = ("logFilename", "usedBlacklist", "tta_seconds", "cost_usd")
-INFERENCE_ONLY = ("latency", "cost", "latency_ms", "cost_per_10k_items_usd") + ACCURACY_FIELDS
-
-
-# ---------------------------------------------------------------- reading files safely
-
-def _read_bytes(path: Path, label: str) -> tuple[bytes | None, Problem | None]:
-    f = str(path)
-    try:
-        st = path.stat()
-    except (OSError, ValueError) as e:
-        return None, Problem(f, 1, label, f"cannot be read ({_oserror(e)}) (check the path and its permissions)")
-    if stat.S_ISDIR(st.st_mode):
-        return None, Problem(f, 1, label, "is a directory, not a file (rename or remove it)")
-    if not stat.S_ISREG(st.st_mode):
-        return None, Problem(f, 1, label, "is not a regular file (replace it with the file itself)")
-    if st.st_size > MAX_BYTES:
-        return None, Problem(f, 1, label, f"is {st.st_size} bytes; an entry file is a few kB (is this the right file?)")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-    except (OSError, ValueError) as e:
-        return None, Problem(f, 1, label, f"cannot be read ({_oserror(e)}) (check its permissions)")
-    return data, None
-
-
-def _oserror(e: Exception) -> str:
-    return getattr(e, "strerror", None) or type(e).__name__
-
-
-def _decode(data: bytes, path: Path, label: str) -> tuple[str | None, Problem | None]:
-    try:
-        return data.decode("utf-8-sig"), None
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        return None, Problem(str(path), line, label,
-                             f"not UTF-8 text (byte {e.start}) (save the file as UTF-8)")
-
-
-def _parse_int(text: str):
-    # Python refuses to make ints of more than 4300 digits: such a number is as good as infinite
-    return int(text) if len(text) <= 4000 else (math.inf if not text.startswith("-") else -math.inf)
-
+# ---------------------------------------------------------------- reading files
 
 def _scan(text: str) -> tuple[dict[tuple, int], list[tuple[tuple | None, int]]]:
     """For a text that json.loads accepted: the line of every key reached through objects only,
@@ -255,33 +129,22 @@ def field_label(path: tuple | None) -> str:
     return ".".join(re.sub(r"[^A-Za-z0-9_]+", "_", str(key)) or "_" for key in path)
 
 
-def read_json(path: Path) -> tuple[object, dict[tuple, int], list[Problem]]:
-    """(value or UNREADABLE, key lines, problems) for a JSON file."""
-    data, problem = _read_bytes(path, "json")
-    if problem:
-        return UNREADABLE, {}, [problem]
-    f = str(path)
-    text, problem = _decode(data, path, "json")
-    if problem:
-        return UNREADABLE, {}, [problem]
-    if not text.strip():
-        return UNREADABLE, {}, [Problem(f, 1, "json", "empty file (write the entry as a JSON object)")]
+def read_json(path: Path, root: Path | None = None) -> tuple[object, dict[tuple, int], list[Problem]]:
+    """(value or UNREADABLE, key lines, problems) for a JSON file of the entries tree `root`
+    (default: the tree the file's place names)."""
+    root = entries.tree_root(path) if root is None else root
     try:
-        value = json.loads(text, parse_int=_parse_int)
-    except json.JSONDecodeError as e:
-        return UNREADABLE, {}, [Problem(f, e.lineno, "json", f"not valid JSON: {e.msg} at column {e.colno} "
-                                                        f"(fix the syntax; a JSON linter shows where)")]
-    except RecursionError:
-        return UNREADABLE, {}, [Problem(f, 1, "json", "nested too deeply to be an entry (write a flat JSON object)")]
-    except (ValueError, TypeError) as e:
-        return UNREADABLE, {}, [Problem(f, 1, "json", f"not valid JSON ({type(e).__name__}) (fix the syntax)")]
+        text = safe_read.decode(safe_read.read_bytes(path, root, safe_read.MAX_JSON_BYTES))
+        value = safe_read.parse_json(text)
+    except safe_read.Refused as e:
+        return UNREADABLE, {}, [Problem(str(path), e.line, "json", e.reason)]
     try:
         keys, constants = _scan(text)
     except (ValueError, IndexError, RecursionError):     # cannot happen for accepted JSON: lines fall back to 1
         keys, constants = {}, []
-    problems = [Problem(f, line, field_label(path),
+    problems = [Problem(str(path), line, field_label(keys_path),
                         "NaN/Infinity is not a JSON number (write a finite number or null)")
-                for path, line in constants]
+                for keys_path, line in constants]
     return value, keys, problems
 
 
@@ -295,14 +158,6 @@ class _Report:
         if line is None:
             line = self.keys.get(tuple(field.split(".")), self.keys.get((field.split(".")[0],), 1))
         self.problems.append(Problem(self.file, line, field, message))
-
-
-def _check_field(report: _Report, name: str, value: object, spec: tuple) -> bool:
-    check, what, example = spec
-    if check(value):
-        return True
-    report.at(name, f"must be {what}, not {show(value)} (write e.g. {example})")
-    return False
 
 
 def _expected_eval(task: Task, fields: dict) -> tuple[int, str]:
@@ -336,23 +191,21 @@ def _close(a: float, b: float, abs_tol: float = 0.0) -> bool:
     return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=abs_tol)
 
 
-def check_tsv(report: _Report, log: Path, task: Task, threshold: float) -> list[tuple[int, dict[str, float]]] | None:
+def check_tsv(report: _Report, log: Path, task: Task, threshold: float,
+              root: Path) -> list[tuple[int, dict[str, float]]] | None:
     """Problems of a training log (reported against the log's own file); its numeric rows, or None
     when they cannot be read by column."""
     sub = _Report(log, {})
-    rows = _check_tsv(sub, log, task, threshold)
+    rows = _check_tsv(sub, log, task, threshold, root)
     report.problems.extend(sub.problems)
     return rows
 
 
-def _check_tsv(report: _Report, log: Path, task: Task, threshold: float):
-    data, problem = _read_bytes(log, "tsv")
-    if problem:
-        report.problems.append(problem)
-        return None
-    text, problem = _decode(data, log, "tsv")
-    if problem:
-        report.problems.append(problem)
+def _check_tsv(report: _Report, log: Path, task: Task, threshold: float, root: Path):
+    try:
+        text = safe_read.read_text(log, root)
+    except safe_read.Refused as e:
+        report.problems.append(Problem(str(log), e.line, "tsv", e.reason))
         return None
     lines = entries.split_tsv(text)
     expected = list(task.tsv_columns)
@@ -431,20 +284,67 @@ def _threshold(report: _Report, task: Task, fields: dict, allow_unofficial: bool
         if not allow_unofficial:
             report.at("official_threshold", "false: a run to a lowered threshold is a smoke test, not an entry "
                                             "(rerun to the official threshold)")
-        elif FIELDS["threshold"][0](recorded):
+        elif schemas.conforms(("threshold",), recorded):
             return recorded if task.metric == "f1" else round(100 * as_float(recorded), 6)
         else:
             report.at("threshold", "missing or not a fraction in (0, 1] for an unofficial entry "
                                    "(record the threshold it was run to)")
-    elif FIELDS["threshold"][0](recorded) and not math.isclose(as_float(recorded), task.threshold):
+    elif schemas.conforms(("threshold",), recorded) and not math.isclose(as_float(recorded), task.threshold):
         report.at("threshold", f"{show(recorded)} is not {task.display_name}'s threshold {task.threshold:g} "
                                f"(write {task.threshold:g}, or mark the entry official_threshold: false)")
     return official
 
 
-def check_entry(path: Path, allow_unofficial: bool = False) -> tuple[list[Problem], Path | None]:
-    """The problems of one entry JSON (and of its log), and the log it names (training entries)."""
-    value, keys, problems = read_json(path)
+def _schema_problems(report: _Report, fields: dict, task: Task | None, kind: str | None) -> set[str]:
+    """The entry's breaks of its kind's JSON Schema as problem lines, one per field, in the format's
+    order (required fields, then each field and its subfields, then fields of the other kind); and
+    the names of the fields whose own value is wrong (their subfields aside)."""
+    order = {name: n for n, name in enumerate(schemas.FIELDS)}
+
+    def position(path: tuple) -> tuple:
+        subs = schemas.SUBFIELDS.get(path[0], ())
+        return (2, order[path[0]], -1 if len(path) == 1 else subs.index(path[1]) if path[1] in subs else len(subs))
+
+    found: dict[tuple, tuple[tuple, str, str, int | None]] = {}    # path -> (position, field, message, line)
+    required = [*schemas.REQUIRED]
+    if kind == "inference":
+        # the accuracy field an inference entry needs depends on its task, which is its folder's, not a field
+        column = entries.METRIC_COLUMNS[task.metric]
+        if column not in fields:
+            found[(column,)] = ((1, 1), column, f"required in a {task.display_name} inference entry "
+                                                f'(add "{column}": {schemas.example((column,))})', 1)
+    bad = set()
+    for error in schemas.errors(fields, kind):
+        path = tuple(error.path)
+        if error.validator == "required" and isinstance(error.instance, dict):
+            for name in (n for n in error.validator_value if n not in error.instance):
+                where, add = path + (name,), f'(add "{name}": {schemas.example(path + (name,))})'
+                if path:
+                    found.setdefault(where, (position(where), field_label(where), f"missing {add}", None))
+                elif name in required:
+                    found.setdefault(where, ((0, required.index(name)), name, f"required field missing {add}", 1))
+                else:
+                    found.setdefault(where, ((1, 0), name, f"required in a {task.display_name} {kind} entry {add}", 1))
+        elif path and path[0] in order and error.validator == "not":     # a field of the other kind of entry
+            other = "inference" if kind == "train" else "training"
+            found.setdefault(path + (None,), ((4, order[path[0]]), path[0],
+                                              f"belongs in a {other} entry (remove it from this {kind} entry)", None))
+        elif path and path[0] in order:
+            spec = schemas.field(path) or {}
+            found.setdefault(path, (position(path), field_label(path),
+                                    f"must be {spec.get('description', 'as the format says')}, not "
+                                    f"{show(error.instance)} (write e.g. {schemas.example(path)})", None))
+            if len(path) == 1:
+                bad.add(path[0])
+    for _, label, message, line in sorted(found.values(), key=lambda item: item[0]):
+        report.at(label, message, line)
+    return bad
+
+
+def _inspect(path: Path, allow_unofficial: bool, root: Path | None):
+    """(problems, the log it names, its fields, its log's rows, task, kind) of one entry JSON."""
+    root = entries.tree_root(path) if root is None else root
+    value, keys, problems = read_json(path, root)
     report = _Report(path, keys)
     report.problems.extend(problems)
     try:
@@ -454,38 +354,15 @@ def check_entry(path: Path, allow_unofficial: bool = False) -> tuple[list[Proble
         report.at("path", f"not in an entry folder: entries live in <{'|'.join(entries.TASK_BY_DIR)}>/"
                           f"<{'|'.join(entries.KINDS)}>/ (move the file there)", 1)
     if value is UNREADABLE:
-        return _finish(report, problems), None
+        return _finish(report, problems), None, None, None, task, kind
     if not isinstance(value, dict):
         report.at("json", f"the entry is a JSON {type(value).__name__ if value is not None else 'null'}, "
                           f"not an object (write {{\"version\": \"v1.0\", ...}})", 1)
-        return _finish(report, problems), None
+        return _finish(report, problems), None, None, None, task, kind
     fields = value
-    for name in REQUIRED:
-        if name not in fields:
-            report.at(name, f"required field missing (add \"{name}\": {FIELDS[name][2]})", 1)
-    if kind == "inference":
-        for name in ("latency", entries.METRIC_COLUMNS[task.metric]):
-            if name not in fields:
-                report.at(name, f"required in a {task.display_name} inference entry "
-                                f"(add \"{name}\": {FIELDS[name][2]})", 1)
-    valid: dict[str, object] = {}
-    for name, spec in FIELDS.items():
-        if name in fields and _check_field(report, name, fields[name], spec):
-            valid[name] = fields[name]
-    for name, subs in SUBFIELDS.items():
-        if isinstance(valid.get(name), dict):
-            for sub, spec in subs.items():
-                if sub in valid[name]:
-                    _check_field(report, f"{name}.{sub}", valid[name][sub], spec)
-                elif name != "runs" or sub != "median_tta_seconds":
-                    report.at(f"{name}.{sub}", f"missing (add \"{sub}\": {spec[2]})")
-    if kind is not None:
-        other = INFERENCE_ONLY if kind == "train" else TRAIN_ONLY
-        for name in other:
-            if name in fields and name not in ACCURACY_FIELDS:
-                report.at(name, f"belongs in a {'inference' if kind == 'train' else 'training'} entry "
-                                f"(remove it from this {kind} entry)")
-    log = None
+    bad = _schema_problems(report, fields, task, kind)
+    valid = {name: v for name, v in fields.items() if name in schemas.FIELDS and name not in bad}
+    log, rows = None, None
     if task is not None:
         _check_eval_counts(report, task, fields)
         threshold = _threshold(report, task, fields, allow_unofficial)
@@ -493,11 +370,29 @@ def check_entry(path: Path, allow_unofficial: bool = False) -> tuple[list[Proble
             report.at("usedBlacklist", f"only ImageNet has a blacklist (remove it from this "
                                        f"{task.display_name} entry)")
         if kind == "train":
-            log = _check_train(report, path, task, fields, valid, threshold)
+            log, rows = _check_train(report, path, task, fields, valid, threshold, root)
         else:
             _check_inference(report, task, fields, valid, threshold)
     _check_runs(report, valid)
-    return _finish(report, problems), log
+    return _finish(report, problems), log, fields, rows, task, kind
+
+
+def check_entry(path: Path, allow_unofficial: bool = False,
+                root: Path | None = None) -> tuple[list[Problem], Path | None]:
+    """The problems of one entry JSON (and of its log), and the log it names (training entries).
+    Files are read from the entries tree `root` only (default: the tree the entry's place names)."""
+    problems, log, *_ = _inspect(path, allow_unofficial, root)
+    return problems, log
+
+
+def load_entry(path: Path, root: Path | None = None) -> tuple[entries.Entry | None, list[Problem]]:
+    """An entry as the leaderboard ranks it, built from the very bytes validated, or None and the
+    problems that make it invalid."""
+    problems, _, fields, rows, task, kind = _inspect(path, False, root)
+    if problems:
+        return None, problems
+    return entries.Entry(path=Path(path), kind=kind, task=task, fields=fields,
+                         rows=[row for _, row in rows or []]), []
 
 
 def _finish(report: _Report, constants: list[Problem]) -> list[Problem]:
@@ -549,11 +444,12 @@ def _log_of(report: _Report, path: Path, fields: dict) -> Path | None:
     return log
 
 
-def _check_train(report: _Report, path: Path, task: Task, fields: dict, valid: dict,
-                 threshold: float) -> Path | None:
+def _check_train(report: _Report, path: Path, task: Task, fields: dict, valid: dict, threshold: float,
+                 root: Path) -> tuple[Path | None, list | None]:
+    """(the log, its rows as (line, numbers)) of a training entry, its problems reported."""
     log = _log_of(report, path, fields)
     if log is None:
-        return None
+        return None, None
     try:
         exists = log.exists()
     except (OSError, ValueError):
@@ -561,14 +457,14 @@ def _check_train(report: _Report, path: Path, task: Task, fields: dict, valid: d
     if not exists:
         report.at("logFilename", f"the training log {log.name} is missing (put the TSV next to the JSON"
                                  f"{'' if 'logFilename' in fields else ', or name it in logFilename'})")
-        return log
-    rows = check_tsv(report, log, task, threshold)
+        return log, None
+    rows = check_tsv(report, log, task, threshold, root)
     if not rows:
-        return log
+        return log, rows
     column = entries.METRIC_COLUMNS[task.metric]
     reached = next((row for _, row in rows if row[column] >= threshold), None)
     if reached is None:
-        return log
+        return log, rows
     hours = reached["hours"]
     if "tta_seconds" in valid:
         tta = as_float(valid["tta_seconds"])
@@ -584,7 +480,7 @@ def _check_train(report: _Report, path: Path, task: Task, fields: dict, valid: d
             if not _close(as_float(cost_usd), expected, abs_tol=HOURS_ULP * 2 * as_float(per_hour)):
                 report.at("cost_usd", f"{as_float(cost_usd):g} USD, but {hours:g} h x {as_float(per_hour):g} "
                                       f"USD/h = {expected:g} USD (fix cost_usd or costPerHour)")
-    return log
+    return log, rows
 
 
 def _check_inference(report: _Report, task: Task, fields: dict, valid: dict, threshold: float) -> None:
@@ -610,7 +506,8 @@ def _check_inference(report: _Report, task: Task, fields: dict, valid: dict, thr
         report.at("cost_per_10k_items_usd", f"{as_float(per_10k):g}, but cost x 10,000 = "
                                             f"{1e4 * as_float(cost):g} (fix one of them)")
     stats = valid.get("latency_ms")
-    if isinstance(stats, dict) and all(_number_check(0)(stats.get(k)) for k in ("mean", "p50", "p90", "p99")):
+    if isinstance(stats, dict) and all(schemas.conforms(("latency_ms", k), stats.get(k))
+                                       for k in ("mean", "p50", "p90", "p99")):
         if latency is not None and not _close(as_float(stats["mean"]), as_float(latency), abs_tol=1e-9):
             report.at("latency_ms.mean", f"{as_float(stats['mean']):g} ms, but latency is "
                                          f"{as_float(latency):g} ms (they are the same figure)")
@@ -620,10 +517,10 @@ def _check_inference(report: _Report, task: Task, fields: dict, valid: dict, thr
 
 def _check_runs(report: _Report, valid: dict) -> None:
     runs = valid.get("runs")
-    if isinstance(runs, dict) and _int_check(1)(runs.get("n")) and _int_check(0)(runs.get("converged")):
-        if runs["converged"] > runs["n"]:
-            report.at("runs.converged", f"{runs['converged']} converged of {runs['n']} runs "
-                                        f"(converged counts runs, at most n)")
+    if (isinstance(runs, dict) and all(schemas.conforms(("runs", k), runs.get(k)) for k in ("n", "converged"))
+            and runs["converged"] > runs["n"]):
+        report.at("runs.converged", f"{runs['converged']} converged of {runs['n']} runs "
+                                    f"(converged counts runs, at most n)")
 
 
 # ---------------------------------------------------------------- files and trees
@@ -634,7 +531,8 @@ def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
 
     def onerror(e: OSError) -> None:
         problems.append(Problem(str(e.filename or root), 1, "path",
-                                f"directory cannot be read ({_oserror(e)}) (check its permissions)"))
+                                f"directory cannot be read ({e.strerror or type(e).__name__}) "
+                                f"(check its permissions)"))
 
     for folder, _, files in os.walk(root, onerror=onerror):
         for name in files:
@@ -655,6 +553,7 @@ def check(paths: list[Path], allow_unofficial: bool = False) -> tuple[list[Probl
     problems: list[Problem] = []
     jsons: list[Path] = []
     tsvs: list[Path] = []
+    roots: dict[Path, Path] = {}      # a file found in a tree given -> that tree: nothing is read outside it
     for path in paths:
         path = Path(path)
         try:
@@ -666,6 +565,7 @@ def check(paths: list[Path], allow_unofficial: bool = False) -> tuple[list[Probl
             problems.append(Problem(str(path), 1, "path", "does not exist (give an entry file or a tree of entries)"))
         elif is_dir:
             j, t = _walk(path, problems)
+            roots.update((found, path) for found in j)
             jsons += j
             tsvs += t
         elif path.suffix == ".tsv":
@@ -675,7 +575,7 @@ def check(paths: list[Path], allow_unofficial: bool = False) -> tuple[list[Probl
     jsons = list(dict.fromkeys(jsons))
     referenced: set[Path] = set()
     for path in jsons:
-        found, log = check_entry(path, allow_unofficial)
+        found, log = check_entry(path, allow_unofficial, roots.get(path))
         problems += found
         if log is not None:
             referenced.add(_norm(log))
@@ -714,13 +614,8 @@ def _owner_of(log: Path) -> Path | None:
     return None
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):       # one line, not argparse's usage block
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Check DAWNBench v1 entries: one line per problem, "
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description="Check DAWNBench v1 entries: one line per problem, "
                                        "FILE:LINE: FIELD: what is wrong (how to fix).")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="entry files or trees (entries/)")
     p.add_argument("--allow-unofficial", action="store_true",
@@ -738,18 +633,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
-    except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+    except DawnbenchError as e:
+        return report(PROG, e)
     problems, n_files = check(args.paths, args.allow_unofficial)
     for problem in problems:
         _emit(str(problem))
     bad = len({p.file for p in problems})
     if problems:
         _emit(f"{len(problems)} problem{'s' * (len(problems) != 1)} in {bad} of {max(n_files, bad)} files")
-        return 1
+        return EXIT_FAILED
     _emit(f"{n_files} file{'s' * (n_files != 1)} checked: all valid")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def write_entries(root: Path) -> Path:
     train(root, "CIFAR10", "gina_tie_v100_pytorch", [(1, 0.75, 94.2)], costPerHour=2.0, timestamp="2018-05-01")
     train(root, "CIFAR10", "frank_noprice_tpu_tensorflow", [(1, 1.0, 94.5)], timestamp="2018-05-01")
     train(root, "CIFAR10", EVIL_STEM, [(1, 1.0, 60.0), (2, 2.0, 94.0)], costPerHour=1.0,
-          logFilename="../../../../escape.tsv", **XSS)
+          **XSS)
     inference(root, "CIFAR10", "alice_resnet18_p3.2xlarge_pytorch", latency=10.0, top1Accuracy=94.2,
               costPerHour=3.06)
     inference(root, "CIFAR10", "henry_nocost_cpu_onnx", latency=20.0, top1Accuracy=94.0)

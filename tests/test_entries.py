@@ -1,12 +1,21 @@
-"""The shared entry reader: naming, eval-set sizes, logs with line numbers."""
+"""The shared entry reader: naming, eval-set sizes, logs with line numbers; the safe reader under it, the
+entry schemas' version, and the module graph of the tools (downward only)."""
 from __future__ import annotations
 
+import ast
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import jsonschema
 import pytest
 
-from dawnbench import entries
-from harness.tasks import TASKS
+from dawnbench import entries, safe_read, schemas
+from harness.tasks import RULES_VERSION, TASKS
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("text, part", [
@@ -52,3 +61,119 @@ def test_load_an_old_entry_without_log_filename(tmp_path):
     assert (entry.task.name, entry.kind, entry.name) == ("cifar10", "train", "dawn_x")
     assert entry.first_at_threshold() == {"epoch": 2.0, "hours": 1.0, "top1Accuracy": 94.1}
     assert entries.find(tmp_path) == [folder / "dawn_x.json"]
+
+
+# ---------------------------------------------------------------- the safe reader
+
+def test_safe_read_reads_regular_files_in_the_tree_only(tmp_path):
+    tree = tmp_path / "entries"
+    (tree / "CIFAR10" / "train").mkdir(parents=True)
+    good = tree / "CIFAR10" / "train" / "a.json"
+    good.write_text('{"version": "v1.0"}')
+    assert safe_read.read_json(good, tree) == {"version": "v1.0"}
+    inner = tree / "CIFAR10" / "train" / "inner.json"
+    inner.symlink_to(good)                       # a link inside the tree to a file inside it is followed
+    assert safe_read.read_json(inner, tree) == {"version": "v1.0"}
+    outside = tmp_path / "secret.json"
+    outside.write_text("{}")
+    refusals = {"out": (tree / "out.json", "is a link out of the entries tree"),
+                "zero": (tree / "zero.json", "is a link out of the entries tree"),
+                "fifo": (tree / "fifo.json", "is not a regular file"),
+                "dir": (tree / "CIFAR10", "is a directory"),
+                "missing": (tree / "missing.json", "cannot be read (No such file or directory)")}
+    (tree / "out.json").symlink_to(outside)
+    (tree / "zero.json").symlink_to("/dev/zero")
+    os.mkfifo(tree / "fifo.json")
+    for name, (path, words) in refusals.items():
+        with pytest.raises(safe_read.Refused) as refused:
+            safe_read.read_bytes(path, tree, safe_read.MAX_JSON_BYTES)
+        assert words in refused.value.reason, name
+
+
+def test_safe_read_caps_size_and_depth(tmp_path):
+    big = tmp_path / "big.tsv"
+    big.write_bytes(b"x")
+    os.truncate(big, safe_read.MAX_TSV_BYTES + 1)
+    with pytest.raises(safe_read.Refused, match=f"is {safe_read.MAX_TSV_BYTES + 1} bytes, over the"):
+        safe_read.read_text(big, tmp_path)
+    assert safe_read.depth('{"a": [[{"b": "[[[[[[["}]]]}') == 4      # brackets in strings do not nest
+    assert safe_read.parse_json("[" * safe_read.MAX_DEPTH + "]" * safe_read.MAX_DEPTH) is not None
+    for text in ("[" * (safe_read.MAX_DEPTH + 1) + "]" * (safe_read.MAX_DEPTH + 1), "{" * 10**6):
+        with pytest.raises(safe_read.Refused, match="nested too deeply"):
+            safe_read.parse_json(text)
+    with pytest.raises(safe_read.Refused) as refused:
+        safe_read.parse_json('{\n "a": 1,\n "b": }')
+    assert refused.value.line == 3 and "not valid JSON" in refused.value.reason
+
+
+# ---------------------------------------------------------------- the schemas are the rules' version
+
+def test_the_entry_schemas_are_versioned_with_the_rules():
+    for name in ("fields", *schemas.KINDS):
+        path = schemas.schema_file(name)
+        assert path.is_file(), f"rules {RULES_VERSION} need {path.name}: copy the last version's and review it"
+        schema = json.loads(path.read_text())
+        assert path.name == f"entry-{name}.{RULES_VERSION}.schema.json"
+        assert f"/{RULES_VERSION}/" in schema["$id"] and RULES_VERSION in schema["title"]
+        jsonschema.Draft202012Validator.check_schema(schema)
+    for name, spec in schemas.FIELDS.items():          # validate's messages are made of these
+        assert spec["description"] and spec["examples"], name
+        assert schemas.conforms((name,), spec["examples"][0]) or spec["examples"][0] is None, name
+
+
+def test_the_schemas_read_json_numbers_as_json_defines_them():
+    assert schemas.conforms(("nodes",), 2) and not schemas.conforms(("nodes",), 2.0)
+    assert not schemas.conforms(("latency",), float("nan")) and not schemas.conforms(("latency",), 10**400)
+    assert not schemas.conforms(("timestamp",), "2018-02-30") and schemas.conforms(("timestamp",), "2018-02-28")
+    paths = {tuple(e.path) for e in schemas.errors({"latency": 1.0, "logFilename": "x.tsv"}, "train")}
+    assert {("latency",), ("logFilename",)} - paths == {("logFilename",)}
+
+
+# ---------------------------------------------------------------- modules import downward only
+
+PACKAGES = ("dawnbench", "harness", "common")
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """The project modules a module imports, anywhere in it (a lazy import in a function counts)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            found.add(package)
+    return found
+
+
+def test_no_import_cycle():
+    modules = {f"{package}.{p.stem}" if p.stem != "__init__" else package: p
+               for package in PACKAGES for p in (REPO / package).glob("*.py")}
+    graph = {name: sorted({m for m in _imports(path, name.split(".")[0]) if m in modules} - {name})
+             for name, path in modules.items()}
+    state: dict[str, int] = {}       # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for dep in graph[name]:
+            if state.get(dep) == 1:
+                pytest.fail("import cycle: " + " -> ".join(path[path.index(dep):] + [name, dep]))
+            if dep not in state:
+                visit(dep, path + [name])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+    assert graph["dawnbench.site"] and "dawnbench.site" not in graph["dawnbench.analyze"]
+
+
+@pytest.mark.parametrize("module", sorted(p.stem for p in (REPO / "dawnbench").glob("*.py") if p.stem != "__main__"))
+def test_each_module_imports_alone(module):
+    """In a fresh interpreter, so that an order that only works after another import shows."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MPLBACKEND": "Agg"}
+    done = subprocess.run([sys.executable, "-c", f"import dawnbench.{module}"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr

@@ -1,9 +1,12 @@
 """The leaderboard: rankings on hand-written entries, the first-row-at-threshold rule, cost arithmetic,
-ties, skipped entries, --format json, and escaping of every string an entry brings."""
+ties, invalid entries (listed, never ranked), --format json, and escaping of every string an entry brings."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -19,8 +22,9 @@ from leaderboard_fixture import (
     train,
     write_entries,
 )
+from markupsafe import escape
 
-from dawnbench import entries, leaderboard, site
+from dawnbench import entries, ranking, site
 from dawnbench.cli import main
 
 
@@ -31,8 +35,7 @@ def tree(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def rankings(tree) -> dict:
-    loaded, skipped = leaderboard.load_all(tree)
-    return leaderboard.rank(loaded)
+    return ranking.rank(*ranking.load_all(tree))
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +71,8 @@ def test_late_crossing_ranks_by_its_late_row_and_never_reaching_does_not_rank(ra
     bob = rows["bob_resnet50_k80_tensorflow"]      # 93.9 at 2.5 h, 94.0 at 3.0 h
     assert (bob["hours"], bob["hms"], bob["epoch"], bob["accuracy"]) == (3.0, "3:00:00", 6.0, 94.0)
     assert rows["alice_resnet18_p3.2xlarge_pytorch"]["hms"] == "0:30:00"
-    unranked = {u["entry"]: u for u in rankings["unranked"]}
-    assert "carol_cnn_cpu_pytorch" in unranked and "never reaches top1Accuracy 94" in unranked["carol_cnn_cpu_pytorch"]["reason"]
+    invalid = {u["entry"]: u for u in rankings["invalid"]}
+    assert "the threshold 94 is never reached" in invalid["carol_cnn_cpu_pytorch"]["reason"]
     assert all("carol_cnn_cpu_pytorch" not in names(rows) for rows in rankings["tasks"]["CIFAR10"].values())
 
 
@@ -81,9 +84,9 @@ def test_rank_uses_the_first_row_at_or_over_the_threshold(rankings):
 
 def test_first_row_rule_on_its_own(tmp_path):
     path = train(tmp_path, "CIFAR10", "x_m_h_f", [(1, 0.2, 94.0001), (2, 0.4, 93.0), (3, 0.6, 99.0)])
-    assert leaderboard.training_hours(entries.load(path)) == 0.2
+    assert entries.training_hours(entries.load(path)) == 0.2
     path = train(tmp_path, "CIFAR10", "y_m_h_f", [(1, 0.2, 93.9999), (2, 0.4, float("nan")), (3, 0.6, 94.0)])
-    assert leaderboard.training_hours(entries.load(path)) == 0.6
+    assert entries.training_hours(entries.load(path)) == 0.6
 
 
 def test_ties_go_to_the_earlier_timestamp_then_the_name(rankings):
@@ -112,17 +115,18 @@ def test_inference_cost_per_10000_items(rankings, tmp_path):
     # both given: the entry's own per-item cost stands
     both = entries.load(inference(tmp_path, "CIFAR10", "b_m_h_f", latency=10.0, top1Accuracy=95.0,
                                   costPerHour=3.6, cost=5e-6))
-    assert leaderboard.inference_cost(both) == pytest.approx(0.05)
+    assert entries.inference_cost(both) == pytest.approx(0.05)
     # a new entry's latency_ms.mean stands in for a missing v1 latency
     new = entries.load(inference(tmp_path, "CIFAR10", "n_m_h_f", latency_ms={"mean": 2.0, "p50": 1.9},
                                  top1Accuracy=95.0, costPerHour=3.6))
-    assert leaderboard.latency_ms(new) == 2.0 and leaderboard.inference_cost(new) == pytest.approx(0.02)
+    assert entries.latency_ms(new) == 2.0 and entries.inference_cost(new) == pytest.approx(0.02)
 
 
 def test_inference_under_the_threshold_does_not_rank(rankings):
     assert all("slow_cnn_cpu_pytorch" not in names(rows) for rows in rankings["tasks"]["CIFAR10"].values())
-    reason = {u["entry"]: u["reason"] for u in rankings["unranked"]}["slow_cnn_cpu_pytorch"]
-    assert "93 is under the threshold 94" in reason
+    reason = {u["entry"]: u["reason"] for u in rankings["invalid"]}["slow_cnn_cpu_pytorch"]
+    assert reason.endswith("slow_cnn_cpu_pytorch.json:1: top1Accuracy: 93 is below the threshold 94 "
+                           "(an inference entry must reach it: submit a model that does)")
 
 
 def test_f1_is_a_fraction(rankings):
@@ -139,11 +143,17 @@ def test_json_format_prints_the_rankings_and_writes_nothing(tree, rankings, tmp_
     row = printed["tasks"]["CIFAR10"]["train_time"][0]
     assert {"rank", "entry", "author", "model", "hardware", "framework", "hours", "hms"} <= set(row)
     assert list(tmp_path.iterdir()) == []
-    # the two entries that do not load: one line each, no traceback
+    # the four entries validate rejects: one line each, validate's first, no traceback
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 2 and "Traceback" not in captured.err
-    assert "broken_x_y_z.json" in lines[0] and "not readable JSON" in lines[0]
-    assert "textlog_x_y_z.tsv:2" in lines[1] and "not a number" in lines[1]
+    assert len(lines) == 4 and "Traceback" not in captured.err
+    assert all(line.startswith("dawnbench leaderboard: invalid: ") for line in lines)
+    assert "slow_cnn_cpu_pytorch.json:1: top1Accuracy:" in lines[0]
+    assert "broken_x_y_z.json:1: json: not valid JSON" in lines[1]
+    assert "carol_cnn_cpu_pytorch.tsv:3: top1Accuracy:" in lines[2]
+    assert "textlog_x_y_z.tsv:2: hours:" in lines[3] and "not a finite number" in lines[3]
+    assert [u["entry"] for u in printed["invalid"]] == ["slow_cnn_cpu_pytorch", "broken_x_y_z", "carol_cnn_cpu_pytorch",
+                                                        "textlog_x_y_z"]
+    assert [u["reason"] for u in printed["invalid"]] == [line.split("invalid: ", 1)[1] for line in lines]
 
 
 def test_usage_errors_are_one_line(tmp_path, capsys):
@@ -171,13 +181,13 @@ class Tags(HTMLParser):
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "link", "body", "header", "h1", "h2", "h3", "p", "nav", "a",
                 "section", "small", "figure", "img", "figcaption", "table", "thead", "tbody", "tr", "th", "td",
-                "ul", "li", "pre", "span"}
+                "ul", "li", "pre", "span", "code"}
 
 
 def test_every_entry_string_is_escaped(built):
     pages = sorted(built.rglob("*.html"))
-    assert len(pages) == 15    # the index and the 14 entries that load
-    evil_page = built / "CIFAR10" / "train" / (leaderboard.safe_stem(EVIL_STEM) + ".html")
+    assert len(pages) == 13    # the index and the 12 valid entries
+    evil_page = built / "CIFAR10" / "train" / (ranking.safe_stem(EVIL_STEM) + ".html")
     assert evil_page in pages
     for page in pages:
         content = page.read_text(encoding="utf-8")
@@ -191,8 +201,8 @@ def test_every_entry_string_is_escaped(built):
             assert raw not in content, (page, raw)
     index = (built / "index.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index
-    assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in index           # in text and in attributes
-    assert f'data-entry="{site.esc(EVIL_STEM)}"' in index
+    assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in index           # in text and in attributes
+    assert f'data-entry="{escape(EVIL_STEM)}"' in index
     evil = Tags()
     evil.feed(evil_page.read_text(encoding="utf-8"))
     text = "".join(evil.text)
@@ -223,11 +233,11 @@ def test_nothing_is_written_outside_the_site(tree, tmp_path):
 
 def test_safe_stem_is_a_plain_distinct_file_name():
     stems = ["a_b_c_d", "..", ".", "...", "../../etc/passwd", "a b", "a_b", 'x"><y', "ünï", "", "a" * 300]
-    safe = [leaderboard.safe_stem(s) for s in stems]
+    safe = [ranking.safe_stem(s) for s in stems]
     assert len(set(safe)) == len(stems)
     for s in safe:
         assert re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", s) and len(s) < 150
-    assert leaderboard.safe_stem("a_b_c_d") == "a_b_c_d"
+    assert ranking.safe_stem("a_b_c_d") == "a_b_c_d"
 
 
 def test_links_and_money():
@@ -251,19 +261,25 @@ def test_site_links_resolve(built):
                 assert target.is_file() and built.resolve() in target.parents, (page, value)
 
 
-def test_fields_of_the_wrong_type_count_as_missing(tmp_path, capsys):
+def test_entries_validate_rejects_are_listed_never_ranked(tmp_path, capsys):
     train(tmp_path, "CIFAR10", "w_m_h_f", [(1, 0.5, 95.0)], costPerHour="3.06", author={"name": "<i>x</i>"},
           timestamp=20180420, model=None)
     train(tmp_path, "CIFAR10", "v_m_h_f", [(1, 0.5, 95.0)], costPerHour=True)
     inference(tmp_path, "CIFAR10", "u_m_h_f", latency="10", top1Accuracy=95.0)
     inference(tmp_path, "CIFAR10", "t_m_h_f", latency=10.0, top1Accuracy="95", cost=-1)
+    train(tmp_path, "CIFAR10", "ok_m_h_f", [(1, 0.5, 95.0)])
     out = tmp_path / "site"
     assert main(["leaderboard", str(tmp_path), "--out", str(out)]) == 0
-    rankings = leaderboard.rank(leaderboard.load_all(tmp_path)[0])["tasks"]["CIFAR10"]
-    assert names(rankings["train_time"]) == ["v_m_h_f", "w_m_h_f"]     # a timestamp that is not a string sorts last
-    assert rankings["train_cost"] == [] and rankings["inference_latency"] == []
-    assert by_name(rankings["train_time"])["w_m_h_f"]["author"] == '{"name": "<i>x</i>"}'
-    assert "<i>" not in (out / "index.html").read_text()
+    result = ranking.rank(*ranking.load_all(tmp_path))
+    assert [names(rows) for rows in result["tasks"]["CIFAR10"].values()] == [["ok_m_h_f"], [], [], []]
+    reasons = {u["entry"]: u["reason"] for u in result["invalid"]}
+    assert set(reasons) == {"t_m_h_f", "u_m_h_f", "v_m_h_f", "w_m_h_f"}
+    assert reasons["w_m_h_f"].endswith('w_m_h_f.json:1: model: required field missing (add "model": "ResNet-56")')
+    assert reasons["v_m_h_f"].endswith("v_m_h_f.json:1: costPerHour: must be a number >= 0 (USD per hour, all "
+                                       "hardware) or null, not true (write e.g. 0.9)")
+    index = (out / "index.html").read_text()
+    assert "<i>" not in index and all(f'<li data-entry="{name}">' in index for name in reasons)
+    assert not (out / "CIFAR10" / "train" / "w_m_h_f.html").exists()       # no page for an invalid entry
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -276,7 +292,48 @@ def test_an_entry_at_a_lowered_threshold_does_not_rank(tmp_path):
     """`submit --allow-unofficial` writes smoke-test entries; they are listed as unranked, never ranked."""
     train(tmp_path, "CIFAR10", "smoke_net_cpu_pytorch", [(1, 0.01, 95.0)], official_threshold=False, threshold=0.5)
     train(tmp_path, "CIFAR10", "real_net_cpu_pytorch", [(1, 0.02, 95.0)])
-    result = leaderboard.rank(leaderboard.load_all(tmp_path)[0])
+    result = ranking.rank(*ranking.load_all(tmp_path))
     assert names(result["tasks"]["CIFAR10"]["train_time"]) == ["real_net_cpu_pytorch"]
-    (unranked,) = result["unranked"]
-    assert unranked["entry"] == "smoke_net_cpu_pytorch" and "lowered threshold" in unranked["reason"]
+    (invalid,) = result["invalid"]
+    assert invalid["entry"] == "smoke_net_cpu_pytorch" and "lowered threshold" in invalid["reason"]
+    assert result["unranked"] == []
+
+
+def test_a_hostile_tree_is_listed_invalid_and_the_rest_ranked(tmp_path):
+    """/dev/zero behind a link, a FIFO, JSON nested 100,000 deep, a 300 MB log and negative hours:
+    each is listed invalid with its reason, none is ranked, and the command ends, quickly."""
+    tree = tmp_path / "entries"
+    train(tree, "CIFAR10", "good_net_gpu_pytorch", [(1, 0.5, 95.0)], costPerHour=1.0)
+    inference(tree, "CIFAR10", "good_net_gpu_pytorch", latency=2.0, top1Accuracy=95.0)
+    folder = tree / "CIFAR10" / "train"
+    (folder / "zero_x_y_z.json").symlink_to("/dev/zero")
+    os.mkfifo(folder / "fifo_x_y_z.json")
+    (folder / "deep_x_y_z.json").write_text("[" * 100_000 + "]" * 100_000)
+    big = train(tree, "CIFAR10", "big_x_y_z", [(1, 0.5, 95.0)]).with_suffix(".tsv")
+    os.truncate(big, 300 * 2**20)           # sparse: no disk used, no time spent writing
+    train(tree, "CIFAR10", "negative_x_y_z", [(1, -2.0, 95.0)])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-m", "dawnbench", "leaderboard", str(tree), "--format", "json"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    result = json.loads(done.stdout)
+    tables = result["tasks"]["CIFAR10"]
+    assert names(tables["train_time"]) == names(tables["train_cost"]) == ["good_net_gpu_pytorch"]
+    assert names(tables["inference_latency"]) == ["good_net_gpu_pytorch"]
+    reasons = {u["entry"]: u["reason"] for u in result["invalid"]}
+    assert set(reasons) == {"zero_x_y_z", "fifo_x_y_z", "deep_x_y_z", "big_x_y_z", "negative_x_y_z"}
+    assert "json: is a link out of the entries tree" in reasons["zero_x_y_z"]
+    assert "json: is not a regular file" in reasons["fifo_x_y_z"]
+    assert "json: nested too deeply" in reasons["deep_x_y_z"]
+    assert f"big_x_y_z.tsv:1: tsv: is {300 * 2**20} bytes, over the" in reasons["big_x_y_z"]
+    assert "negative_x_y_z.tsv:2: hours: -2 is negative" in reasons["negative_x_y_z"]
+    assert sorted(line.split(": invalid: ", 1)[1] for line in done.stderr.splitlines()) == sorted(reasons.values())
+
+    site_dir = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "dawnbench", "leaderboard", str(tree), "--out", str(site_dir)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    index = (site_dir / "index.html").read_text(encoding="utf-8")
+    for name, reason in reasons.items():
+        assert f'<li data-entry="{name}">' in index and str(escape(reason)) in index
+    assert sorted(p.stem for p in (site_dir / "CIFAR10" / "train").glob("*.html")) == ["good_net_gpu_pytorch"]

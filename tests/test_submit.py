@@ -261,3 +261,13 @@ def test_an_entry_that_would_not_validate_is_not_written(tmp_path, capsys):
 def test_usage_errors_are_one_line(capsys):
     refused(capsys, [], "RUN_DIR")
     refused(capsys, ["x", "--bogus"], "unrecognized arguments: --bogus")
+
+
+def test_a_result_json_off_its_schema_is_refused(tmp_path, capsys):
+    """result.json is checked against harness/data/result.schema.json before it becomes an entry."""
+    run = make_run(tmp_path / "run")
+    result = json.loads((run / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({**result, "seed": "zero"}))
+    line = refused(capsys, [run, "--to", tmp_path / "entries"], "result.json: seed: 'zero' is not of type")
+    assert "result.schema.json" in line
+    assert not (tmp_path / "entries").exists()

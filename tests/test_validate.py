@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dawnbench import validate
+from dawnbench import safe_read, schemas, validate
 from dawnbench.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -381,13 +381,13 @@ def test_directories_links_fifos_and_unreadable_files(tmp_path, capsys, monkeypa
     (tmp_path / "CIFAR10" / "inference" / "dangling.json").symlink_to(tmp_path / "nowhere.json")
     os.mkfifo(tmp_path / "CIFAR10" / "inference" / "fifo.json")
     locked = inference_entry(tmp_path, stem="locked")
-    real_open = open
+    real_open = os.open
 
     def deny(path, *a, **k):
-        if Path(path) == locked:
+        if Path(path) == locked.resolve():
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *a, **k)
-    monkeypatch.setattr(validate, "open", deny, raising=False)
+    monkeypatch.setattr(safe_read.os, "open", deny)
     found = problems_of(capsys, tmp_path, tmp_path / "missing")
     assert {(Path(p["file"]).name, p["field"]) for p in found} == {
         ("dir.json", "json"), ("dangling.json", "json"), ("fifo.json", "json"), ("locked.json", "json"),
@@ -482,11 +482,11 @@ def test_fuzz_bases_are_valid(tmp_path, capsys):
     assert problems_of(capsys, tmp_path) == []
 
 
-SUBFIELDS = [f"{name}.{sub}" for name, subs in validate.SUBFIELDS.items() for sub in subs] + ["misc.eval_samples"]
+SUBFIELDS = [f"{name}.{sub}" for name, subs in schemas.SUBFIELDS.items() for sub in subs] + ["misc.eval_samples"]
 
 
 @FUZZ
-@given(field=st.sampled_from(sorted(validate.FIELDS) + SUBFIELDS + ["extra"]), value=json_values,
+@given(field=st.sampled_from(sorted(schemas.FIELDS) + SUBFIELDS + ["extra"]), value=json_values,
        kind=st.sampled_from(["train", "inference"]))
 def test_fuzz_any_json_value_in_any_field(tmp_path_factory, capsys, field, value, kind):
     root = _fresh(tmp_path_factory.getbasetemp(), "values")

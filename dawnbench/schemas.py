@@ -1,0 +1,105 @@
+"""The entry formats as JSON Schema, versioned with the rules: data/schemas/entry-<kind>.<rules>.schema.json.
+
+`entry-fields` holds every field an entry may carry (its description and an example make the
+messages of `dawnbench validate`), `entry-train` and `entry-inference` what each kind requires and
+forbids. The files of the current `harness.tasks.RULES_VERSION` are loaded: a rules bump without its
+schemas fails at import, not at a user. JSON has no NaN, Infinity or integral floats, so here
+`number` is finite and `integer` is a JSON integer; everything else is Draft 2020-12 as written.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import referencing
+from referencing.jsonschema import DRAFT202012
+
+import harness.tasks
+from harness.tasks import RULES_VERSION
+
+SCHEMA_DIR = Path(__file__).parent / "data" / "schemas"
+RESULT_SCHEMA_FILE = Path(harness.tasks.__file__).parent / "data" / "result.schema.json"   # a run's result.json
+KINDS = ("train", "inference")
+
+
+def schema_file(name: str, rules_version: str = RULES_VERSION) -> Path:
+    """data/schemas/entry-<name>.<rules version>.schema.json; name: fields, train or inference."""
+    return SCHEMA_DIR / f"entry-{name}.{rules_version}.schema.json"
+
+
+def _load(name: str) -> dict:
+    with open(schema_file(name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+SCHEMAS = {name: _load(name) for name in ("fields", *KINDS)}
+with open(RESULT_SCHEMA_FILE, encoding="utf-8") as _f:
+    RESULT_SCHEMA = json.load(_f)
+FIELDS: dict[str, dict] = SCHEMAS["fields"]["properties"]
+REQUIRED: tuple[str, ...] = tuple(SCHEMAS["fields"]["required"])
+SUBFIELDS: dict[str, tuple[str, ...]] = {name: tuple(spec["properties"]) for name, spec in FIELDS.items()
+                                         if "properties" in spec}
+
+
+def _is_number(checker, value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:         # an int too large for a float
+        return False
+
+
+def _is_integer(checker, value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"number": _is_number, "integer": _is_integer}))
+# A referenced schema that names its $schema would be checked by jsonschema's stock class for that
+# draft (`validator_for`), without the type checker above: the registry holds them without it.
+_REGISTRY = referencing.Registry().with_resources(
+    (schema["$id"], DRAFT202012.create_resource({k: v for k, v in schema.items() if k != "$schema"}))
+    for schema in SCHEMAS.values())
+
+
+@cache
+def _validator(name: str):
+    return _Validator(SCHEMAS[name], registry=_REGISTRY, format_checker=_Validator.FORMAT_CHECKER)
+
+
+def errors(fields: object, kind: str | None) -> list[jsonschema.ValidationError]:
+    """Every way `fields` breaks the schema of its kind (only the common fields' when the kind is
+    unknown), in no particular order."""
+    return list(_validator(kind if kind in KINDS else "fields").iter_errors(fields))
+
+
+def result_errors(result: object) -> list[jsonschema.ValidationError]:
+    """Every way a run's result.json breaks harness/data/result.schema.json, the field's first."""
+    found = _Validator(RESULT_SCHEMA, format_checker=_Validator.FORMAT_CHECKER).iter_errors(result)
+    return sorted(found, key=lambda e: [str(k) for k in e.path])
+
+
+def field(path: tuple) -> dict | None:
+    """The schema of a field or subfield, ("latency_ms", "mean"); None for one the format does not name."""
+    spec: dict | None = {"properties": FIELDS}
+    for key in path:
+        spec = spec.get("properties", {}).get(key) if isinstance(spec, dict) else None
+    return spec if isinstance(spec, dict) else None
+
+
+def example(path: tuple) -> str:
+    """A value to write for a field, as JSON text."""
+    spec = field(path) or {}
+    return json.dumps(spec.get("examples", [None])[0], ensure_ascii=False)
+
+
+def conforms(path: tuple, value: object) -> bool:
+    """Whether `value` is a valid value of the field at `path` (an unknown field accepts anything)."""
+    spec = field(path)
+    return spec is None or _Validator(spec, format_checker=_Validator.FORMAT_CHECKER).is_valid(value)
