@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 import yaml
 
-from common import prices
+from dawnbench import prices
 from dawnbench.cli import main
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "harness/data/result.schema.json").read_text())
