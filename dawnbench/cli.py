@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, add_help=False)
         p.add_argument("args", nargs=argparse.REMAINDER)
     harness_cli.add_data_options(sub.add_parser("data", help="fetch or verify a dataset"), ("fetch", "verify"))
+    parser.set_defaults(prog=PROG)
     return parser
 
 

@@ -93,6 +93,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     add_references_option(sub.add_parser("list", help="list the references"))
     add_eval_options(sub.add_parser("eval", help="score a predictions file like the official scripts"))
     add_data_options(sub.add_parser("data", help="verify a dataset against its checksums"))
+    parser.set_defaults(prog=prog)
     return parser
 
 
@@ -213,7 +214,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from harness import squad_eval
-    return squad_eval.main(args.args)
+    return squad_eval.main(args.args, prog=f"{getattr(args, 'prog', PROG)} eval squad")
 
 
 COMMANDS = {"run": cmd_run, "infer": cmd_infer, "list": cmd_list, "data": cmd_data, "eval": cmd_eval}

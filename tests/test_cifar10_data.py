@@ -35,6 +35,8 @@ from dawnbench import cli
 from harness import datasets as hds
 from harness.datasets import DatasetError
 
+pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
+
 NAME = "cifar10"
 FETCH_COMMAND = "dawnbench data fetch cifar10"
 FILES = ["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch", "batches.meta"]

@@ -25,6 +25,8 @@ from harness import datasets as hds
 from harness.cli import main as harness_main
 from harness.datasets import DatasetError
 
+pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
+
 NAME = "fashion-mnist"
 FETCH_COMMAND = "dawnbench data fetch fashion-mnist"
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
