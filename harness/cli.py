@@ -20,7 +20,7 @@ import math
 import sys
 from pathlib import Path
 
-from harness import datasets, inference, registry, runner
+from harness import datasets, inference, paths, registry, runner
 from harness.errors import DawnbenchError, UsageError
 
 PROG = "harness"
@@ -188,6 +188,9 @@ def cmd_infer(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     root = registry.references_root(args.references)
+    if not root.is_dir():
+        raise UsageError(f"no references in {root}: give --references DIR or set {paths.REFERENCES_ENV}, or run from "
+                         f"the folder that holds references/")
     for name in registry.available(root):
         spec = registry.load_spec(name, root)
         print(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
