@@ -1,4 +1,8 @@
-"""Base-image policy of the reference images: a base must be pinned."""
+"""The base-image policy of reference images: a base pinned by tag (or digest), never `latest`.
+
+A host tool: a reference's base is the `ARG FROM_IMAGE_NAME=` default of its own Dockerfile
+(dawnbench.containers reads it); `make build BASE_IMAGE=...` overrides it, checked here too.
+"""
 from __future__ import annotations
 
 DEFAULT_BASE_IMAGE = "python:3.11.14-slim-bookworm"

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import datasets, runner
+from harness import datasets, paths, runner
 from harness.registry import ReferenceSpec, UsageError
 
 SUMMARY = "summary.json"
@@ -131,7 +131,7 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
     # A missing dataset fails here, once, before any folder is made (as it does for one run).
     datasets.load_eval_labels(spec.task.dataset, args.data or datasets.default_data_root())
 
-    results_root = Path(args.results).resolve()
+    results_root = Path(args.results or paths.results_root()).resolve()
     series_dir = _new_series_dir(results_root / spec.name)
     env = dict(os.environ)
     # The runs import the very tree this series runs from, whatever is installed.

@@ -3,7 +3,7 @@
 The harness scores every run against eval labels it loads itself, so it must be
 able to prove those labels are the official ones: every file is checked against
 the checksum (sha256 or md5) recorded in ``data/datasets.toml`` before it is read.
-Fetching lives in ``common.datasets``; the harness only verifies and reads.
+Fetching is a host tool (``dawnbench.fetch``); the harness only verifies and reads.
 
 Formats read here: IDX (MNIST / Fashion-MNIST) and the CIFAR Python pickles,
 the latter through an unpickler that resolves only the numpy globals those
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import paths
 from harness.errors import DawnbenchError
 
 try:
@@ -82,11 +83,9 @@ class DatasetError(DawnbenchError):
 
 
 def default_data_root() -> Path:
-    """``$DAWNBENCH_DATA`` if set, else ``<repo>/data``."""
-    env = os.environ.get("DAWNBENCH_DATA")
-    if env:
-        return Path(env).expanduser()
-    return Path(__file__).resolve().parent.parent / "data"
+    """``$DAWNBENCH_DATA`` if set, else ``./data``, else the source checkout's ``data/``
+    (see :mod:`harness.paths`)."""
+    return paths.data_root()
 
 
 MANIFEST_ENV = "DAWNBENCH_DATASETS_MANIFEST"

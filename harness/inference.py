@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment
+from harness import datasets, environment, paths
 from harness.reference import Context
-from harness.registry import REPO_ROOT, ReferenceSpec, UsageError
+from harness.registry import ReferenceSpec, UsageError
 
 
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
@@ -105,7 +105,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "image_digest": system["image_digest"],
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime()),
     }
-    out_dir = Path(out_dir) if out_dir else REPO_ROOT / "results" / spec.name / (
+    out_dir = Path(out_dir) if out_dir else paths.results_root() / spec.name / (
         "infer-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "inference.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

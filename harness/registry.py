@@ -3,6 +3,7 @@
 A reference is a directory references/<name>/ with a reference.toml naming its task, framework,
 model, entry class and default hyperparameters. Command-line overrides are checked against
 those defaults: unknown keys and wrong types are refused with the list of what is valid.
+Which references/ folder is searched: harness.paths.references_root.
 """
 from __future__ import annotations
 
@@ -14,17 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import paths
 from harness.errors import UsageError
 from harness.tasks import Task, UnknownTaskError, get_task
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The package's parent: the repository root in a source checkout (for the tools that build images
+# from it). References, data and results are found through harness.paths, never through this.
+REPO_ROOT = paths.PACKAGE_PARENT
 
 
-def references_root() -> Path:
-    return Path(os.environ.get("DAWNBENCH_REFERENCES", REPO_ROOT / "references"))
-
-
-DEFAULT_BASE_IMAGE = "python:3.11.14-slim-bookworm"
+def references_root(explicit: str | os.PathLike | None = None) -> Path:
+    return paths.references_root(explicit)
 
 
 @dataclass
@@ -42,8 +43,8 @@ class ReferenceSpec:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     max_epochs: int = 100
     max_seconds: float = 24 * 3600.0
-    base_image: str = DEFAULT_BASE_IMAGE    # [container]: the image's base, pinned by tag
-    gpus: bool = False                      # [container]: the image is meant for GPUs
+    gpus: bool = False                      # [container] gpus: the reference is meant for GPUs
+    container: dict[str, Any] = field(default_factory=dict)   # the raw [container] table, for host tools
 
     def load_entry_class(self):
         """The entry class: `module:Class` with module.py in the reference directory, or a dotted
@@ -73,16 +74,22 @@ class ReferenceSpec:
             raise UsageError(f"{where}: field 'entry': module {module_name!r} has no class {class_name!r}") from None
 
 
-def available() -> list[str]:
-    root = references_root()
+def available(root: str | os.PathLike | None = None) -> list[str]:
+    """The names of the references under `root` (default: harness.paths.references_root())."""
+    root = references_root(root)
     return sorted(p.parent.name for p in root.glob("*/reference.toml"))
 
 
-def load_spec(name: str) -> ReferenceSpec:
-    directory = references_root() / name
+def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec:
+    """The reference `name` under `root` (default: harness.paths.references_root())."""
+    root = references_root(root)
+    directory = root / name
     toml_path = directory / "reference.toml"
     if not toml_path.is_file():
-        known = ", ".join(available()) or "(none)"
+        known = ", ".join(available(root))
+        if not known:
+            raise UsageError(f"unknown reference {name!r}: no references in {root}; give --references DIR or set "
+                             f"{paths.REFERENCES_ENV}, or run from the folder that holds references/")
         raise UsageError(f"unknown reference {name!r}; available: {known}")
     try:
         with open(toml_path, "rb") as f:
@@ -98,10 +105,8 @@ def load_spec(name: str) -> ReferenceSpec:
         raise UsageError(f"{toml_path}: field 'task': {e}") from None
     budget = raw.get("budget", {})
     container = raw.get("container", {})
-    base_image = container.get("base_image", DEFAULT_BASE_IMAGE)
-    if not isinstance(base_image, str) or not pinned_image(base_image):
-        raise UsageError(f"{toml_path}: field 'container.base_image' = {base_image!r}: pin the base by a tag "
-                         f"other than 'latest' (or a digest), e.g. {DEFAULT_BASE_IMAGE!r}")
+    if not isinstance(container, dict):
+        raise UsageError(f"{toml_path}: 'container' must be a table ([container])")
     if not isinstance(container.get("gpus", False), bool):
         raise UsageError(f"{toml_path}: field 'container.gpus' must be true or false")
     return ReferenceSpec(
@@ -112,16 +117,8 @@ def load_spec(name: str) -> ReferenceSpec:
         hyperparameters=dict(raw.get("hyperparameters", {})),
         max_epochs=int(budget.get("max_epochs", 100)),
         max_seconds=float(budget.get("max_seconds", 24 * 3600.0)),
-        base_image=base_image, gpus=container.get("gpus", False),
+        gpus=container.get("gpus", False), container=dict(container),
     )
-
-
-def pinned_image(ref: str) -> bool:
-    """`name:tag` with a tag other than latest, or `name@sha256:...`: a base that cannot move."""
-    if "@sha256:" in ref:
-        return True
-    name, _, tag = ref.rpartition(":")
-    return bool(name) and "/" not in tag and tag not in ("", "latest")
 
 
 def _convert(key: str, text: str, default: Any) -> Any:

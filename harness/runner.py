@@ -20,16 +20,16 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment
+from harness import datasets, environment, paths
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.reference import Context, Reference
-from harness.registry import REPO_ROOT, ReferenceSpec
+from harness.registry import ReferenceSpec
 from harness.tasks import RULES_VERSION
 
 CONVERGED, DNC = "converged", "DNC"
@@ -49,13 +49,13 @@ class RunOptions:
     max_epochs: int | None = None       # default: the reference's budget
     max_seconds: float | None = None    # on-clock seconds; default: the reference's budget
     threshold: float | None = None      # default: the task's; a lowered one is marked unofficial
-    results_root: Path = REPO_ROOT / "results"
+    results_root: Path = field(default_factory=paths.results_root)     # default ./results
     data_root: Path | None = None
     run_id: str | None = None
     progress: bool = True
     cost_per_hour: float | None = None  # USD per hour for every node together (price x nodes)
     save_model: bool = True
-    instance: str | None = None         # "provider:instance" the price came from (common/prices.yaml)
+    instance: str | None = None         # "provider:instance" the price came from (the host's prices table)
     nodes: int = 1
     price: dict | None = None           # {"instance", "usd_per_hour", "source", "date"} of one node
 
@@ -222,7 +222,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     log.close()
 
     tta_seconds = reached_at["tta_seconds"] if reached_at else None
-    git = environment.git_commit(REPO_ROOT)
+    git = code_commit(spec)
     cost_usd = (opts.cost_per_hour * tta_seconds / 3600.0
                 if opts.cost_per_hour is not None and tta_seconds is not None else None)
     result = {
@@ -278,6 +278,15 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         _say(f"results: {run_dir}", rank)
     result["run_dir"] = str(run_dir) if run_dir else None
     return result
+
+
+def code_commit(spec: ReferenceSpec) -> dict:
+    """The git commit of the reference's code: its folder's repository, else the source checkout's."""
+    git = environment.git_commit(spec.directory)
+    checkout = paths.checkout_root()
+    if git["commit"] is None and checkout is not None:
+        git = environment.git_commit(checkout)
+    return git
 
 
 def _safe(fn) -> dict:

@@ -23,9 +23,9 @@ from harness.metrics import (
 PROG = "dawnbench eval squad"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=prog,
         description=f"Evaluation for SQuAD v{SQUAD_EXPECTED_VERSION} "
                     "(exact match and F1, in percent).",
     )
@@ -38,10 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         dataset_json = load_squad_dataset(args.dataset_file)
         warning = squad_version_warning(dataset_json)
         if warning:
-            print(f"{PROG}: warning: {warning}", file=sys.stderr)
+            print(f"{prog}: warning: {warning}", file=sys.stderr)
         predictions = load_squad_predictions(args.prediction_file)
     except MetricInputError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
 
     missing: list[str] = []
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         # One summary line rather than the official script's line per question:
         # an empty predictions file would otherwise print 10,570 lines.
         total = sum(len(p["qas"]) for a in dataset_json["data"] for p in a["paragraphs"])
-        print(f"{PROG}: warning: {len(missing)} of {total} questions have no "
+        print(f"{prog}: warning: {len(missing)} of {total} questions have no "
               f"prediction and score 0 (first: {missing[0]})", file=sys.stderr)
     print(json.dumps(result))
     return 0

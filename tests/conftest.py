@@ -21,7 +21,7 @@ def fashion_root() -> Path:
     try:
         datasets.verify_dataset("fashion-mnist", root)
     except datasets.DatasetError:
-        from common.datasets import fetch
+        from dawnbench.fetch import fetch
         fetch("fashion-mnist", root, progress=False)
     return root
 

@@ -30,9 +30,12 @@ from cifar10_fixture import (
 )
 
 import common.datasets as cds
+import dawnbench.fetch as fetcher
 from dawnbench import cli
 from harness import datasets as hds
 from harness.datasets import DatasetError
+
+pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
 
 NAME = "cifar10"
 FETCH_COMMAND = "dawnbench data fetch cifar10"
@@ -212,18 +215,20 @@ def test_corrupted_file_is_named(cifar10_root, capsys):
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
-    for check in (lambda: cds.verify(NAME, cifar10_root), lambda: cds.load_cifar10(cifar10_root, "train")):
+    for check in (lambda: hds.verify_dataset(NAME, cifar10_root), lambda: cds.load_cifar10(cifar10_root, "train")):
         with pytest.raises(DatasetError, match="checksum mismatch") as err:
             check()
         message = str(err.value)
         assert str(path) in message and "md5" in message and FETCH_COMMAND in message and "\n" not in message
-    assert capsys.readouterr().out.splitlines() == ["ok data_batch_1", "ok data_batch_2"]
+    assert cli.main(["data", "verify", NAME, "--data", str(cifar10_root)]) == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["ok data_batch_1", "ok data_batch_2"] and str(path) in err
     assert hds.load_eval_labels(NAME, cifar10_root).shape == (50,)  # test_batch itself is intact
 
 
 def test_missing_dataset_says_how_to_fetch(tmp_path):
     for check in (
-        lambda: cds.verify(NAME, tmp_path),
+        lambda: hds.verify_dataset(NAME, tmp_path),
         lambda: hds.load_eval_labels(NAME, tmp_path),
         lambda: cds.load_cifar10_images(tmp_path, "test"),
         lambda: cds.load_cifar10(tmp_path, "train"),
@@ -346,7 +351,7 @@ def data_root(tmp_path) -> Path:
 
 def test_fetch_verify_load(http_server, tarball, data_root, capsys):
     url, requests = http_server({TARBALL_NAME: tarball.read_bytes()})
-    directory = cds.fetch(NAME, data_root, url=url + TARBALL_NAME)
+    directory = fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME)
     assert requests == [TARBALL_NAME]
     assert directory == batches_dir(data_root)
     assert all_files(data_root) == ["cifar10", f"cifar10/{MEMBER_DIR}"] + sorted(
@@ -354,9 +359,9 @@ def test_fetch_verify_load(http_server, tarball, data_root, capsys):
     err = capsys.readouterr().err
     assert f"source: download {url}{TARBALL_NAME}" in err and "ready in" in err
 
-    paths = cds.verify(NAME, data_root)
+    assert cli.main(["data", "verify", NAME, "--data", str(data_root)]) == 0
     assert capsys.readouterr().out.splitlines() == [f"ok {f}" for f in FILES]
-    assert paths == [directory / f for f in FILES]
+    assert hds.verify_dataset(NAME, data_root) == [directory / f for f in FILES]
 
     with tarfile.open(tarball) as tar:
         test_raw = pickle.load(tar.extractfile(f"{MEMBER_DIR}/test_batch"), encoding="bytes")
@@ -367,7 +372,7 @@ def test_fetch_verify_load(http_server, tarball, data_root, capsys):
     assert cds.load_cifar10(data_root, "train")[0].shape == (100, 32, 32, 3)
 
     # Already there and valid: nothing is downloaded.
-    cds.fetch(NAME, data_root, url=url + TARBALL_NAME)
+    fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME)
     assert requests == [TARBALL_NAME]
     assert "nothing to do" in capsys.readouterr().err
 
@@ -375,10 +380,10 @@ def test_fetch_verify_load(http_server, tarball, data_root, capsys):
 def test_url_sources_in_order(http_server, tarball, data_root, monkeypatch):
     url, requests = http_server({TARBALL_NAME: tarball.read_bytes(), f"mirror/{TARBALL_NAME}": tarball.read_bytes()})
     monkeypatch.setenv("DAWNBENCH_CIFAR10_URL", url + "mirror/")  # a base: the tarball name is appended
-    cds.fetch(NAME, data_root / "a", progress=False)
-    cds.fetch(NAME, data_root / "b", url_base=url, progress=False)  # the argument beats the variable
+    fetcher.fetch(NAME, data_root / "a", progress=False)
+    fetcher.fetch(NAME, data_root / "b", url_base=url, progress=False)  # the argument beats the variable
     monkeypatch.setenv("DAWNBENCH_CIFAR10_URL", url + TARBALL_NAME)
-    cds.fetch(NAME, data_root / "c", progress=False)
+    fetcher.fetch(NAME, data_root / "c", progress=False)
     assert requests == [f"mirror/{TARBALL_NAME}", TARBALL_NAME, TARBALL_NAME]
 
 
@@ -387,7 +392,7 @@ def test_corrupted_tarball_leaves_nothing(http_server, tarball, data_root):
     content[len(content) // 2] ^= 0xFF
     url, _ = http_server({TARBALL_NAME: bytes(content)})
     with pytest.raises(DatasetError, match="checksum mismatch") as err:
-        cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     message = str(err.value)
     assert TARBALL_NAME in message and md5_file(tarball) in message and FETCH_COMMAND in message
     assert "\n" not in message
@@ -398,7 +403,7 @@ def test_corrupted_tarball_leaves_nothing(http_server, tarball, data_root):
 def test_interrupted_download_leaves_nothing(http_server, tarball, data_root, mode):
     url, _ = http_server({TARBALL_NAME: tarball.read_bytes()}, **{TARBALL_NAME: mode})
     with pytest.raises(DatasetError, match="interrupted") as err:
-        cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=True)
+        fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=True)
     assert TARBALL_NAME in str(err.value) and FETCH_COMMAND in str(err.value)
     assert all_files(data_root) == []
 
@@ -406,9 +411,9 @@ def test_interrupted_download_leaves_nothing(http_server, tarball, data_root, mo
 def test_unreachable_and_missing_urls(http_server, tarball, data_root):
     url, _ = http_server({})
     with pytest.raises(DatasetError, match="HTTP 404"):
-        cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     with pytest.raises(DatasetError, match="DAWNBENCH_CIFAR10_URL"):
-        cds.fetch(NAME, data_root, url="http://127.0.0.1:9/" + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, data_root, url="http://127.0.0.1:9/" + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
 
 
@@ -418,9 +423,9 @@ def test_interrupted_extraction_leaves_nothing(http_server, tarball, data_root, 
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cds, "file_matches", interrupted)  # after the members are written, before the move
+    monkeypatch.setattr(fetcher, "file_matches", interrupted)  # after the members are written, before the move
     with pytest.raises(KeyboardInterrupt):
-        cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
 
 
@@ -469,7 +474,7 @@ def test_unsafe_tarball_is_refused(http_server, tmp_path, data_root, monkeypatch
     use_manifest(monkeypatch, tmp_path / "manifest.toml", tarball=path)  # md5 "official": only the unpacker stands
     url, _ = http_server({TARBALL_NAME: path.read_bytes()})
     with pytest.raises(DatasetError, match=f"refusing to unpack {TARBALL_NAME}: member .*{problem}"):
-        cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
     assert not (tmp_path / "evil").exists() and not (data_root / "evil").exists()
     assert not Path("/tmp/evil-absolute-cifar10-test").exists()
@@ -485,7 +490,7 @@ def test_tarball_missing_a_file_is_refused(http_server, tmp_path, data_root, mon
     use_manifest(monkeypatch, tmp_path / "manifest.toml", tarball=path)
     url, _ = http_server({TARBALL_NAME: path.read_bytes()})
     with pytest.raises(DatasetError, match=f"lacks {MEMBER_DIR}/batches.meta"):
-        cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
 
 
@@ -493,7 +498,7 @@ def test_member_with_wrong_checksum_is_refused(http_server, tarball, data_root, 
     use_manifest(monkeypatch, tmp_path / "manifest.toml", tarball=tarball, md5s={"data_batch_4": "0" * 32})
     url, _ = http_server({TARBALL_NAME: tarball.read_bytes()})
     with pytest.raises(DatasetError, match=f"checksum mismatch for {MEMBER_DIR}/data_batch_4 in {TARBALL_NAME}"):
-        cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
 
 
@@ -503,7 +508,7 @@ def test_not_a_tarball_is_refused(http_server, tmp_path, data_root, monkeypatch)
     use_manifest(monkeypatch, tmp_path / "manifest.toml", archive_md5=md5_file(path))
     url, _ = http_server({TARBALL_NAME: path.read_bytes()})
     with pytest.raises(DatasetError, match=f"cannot unpack {TARBALL_NAME}"):
-        cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)
     assert all_files(data_root) == []
 
 
@@ -514,7 +519,7 @@ def test_damaged_dataset_is_replaced_whole(http_server, tarball, tmp_path, monke
     (batches_dir(root) / "test_batch").write_bytes(b"damaged")
     (batches_dir(root) / "stray").write_bytes(b"left over")
     url, requests = http_server({TARBALL_NAME: tarball.read_bytes()})
-    cds.fetch(NAME, root, url=url + TARBALL_NAME, progress=False)
+    fetcher.fetch(NAME, root, url=url + TARBALL_NAME, progress=False)
     assert "present but not intact" in capsys.readouterr().err
     assert requests == [TARBALL_NAME]
     hds.verify_dataset(NAME, root)
@@ -529,7 +534,7 @@ def test_failed_refetch_keeps_the_previous_directory(http_server, tarball, tmp_p
     before = {p.name: p.read_bytes() for p in batches_dir(root).iterdir()}
     url, _ = http_server({TARBALL_NAME: tarball.read_bytes()}, **{TARBALL_NAME: "truncate"})
     with pytest.raises(DatasetError, match="interrupted"):
-        cds.fetch(NAME, root, url=url + TARBALL_NAME, progress=False)
+        fetcher.fetch(NAME, root, url=url + TARBALL_NAME, progress=False)
     assert {p.name: p.read_bytes() for p in batches_dir(root).iterdir()} == before
     assert sorted(p.name for p in (root / "cifar10").iterdir()) == [MEMBER_DIR]  # no temp dir left
 
@@ -544,7 +549,7 @@ def test_pickle_in_tarball_that_runs_code_is_fetched_but_never_run(http_server, 
         tar.add(src, arcname=MEMBER_DIR)
     use_manifest(monkeypatch, tmp_path / "manifest.toml", tarball=path)
     url, _ = http_server({TARBALL_NAME: path.read_bytes()})
-    cds.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)  # checksums match: fetching never unpickles
+    fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)  # checksums match: fetching never unpickles
     with pytest.raises(DatasetError, match="refusing to load .*test_batch"):
         hds.load_eval_labels(NAME, data_root)
     assert not marker.exists()

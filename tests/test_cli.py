@@ -3,6 +3,8 @@ import pytest
 
 from dawnbench.cli import main
 
+pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
+
 
 @pytest.fixture(autouse=True)
 def _refs(references_root, fashion_root):

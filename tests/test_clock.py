@@ -2,6 +2,8 @@ import pytest
 
 from harness.clock import Clock
 
+pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
+
 
 class FakeTime:
     def __init__(self):

@@ -20,8 +20,12 @@ import pytest
 from conftest import missing
 
 import common.datasets as cds
+import dawnbench.fetch as fetcher
 from harness import datasets as hds
+from harness.cli import main as harness_main
 from harness.datasets import DatasetError
+
+pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
 
 NAME = "fashion-mnist"
 FETCH_COMMAND = "dawnbench data fetch fashion-mnist"
@@ -133,7 +137,12 @@ def test_manifest_unknown_dataset_lists_known_names():
 
 
 def test_default_data_root(monkeypatch, tmp_path):
+    """$DAWNBENCH_DATA > ./data > the source checkout's data/ (the tests run from a checkout)."""
+    monkeypatch.delenv("DAWNBENCH_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
     assert hds.default_data_root() == Path(hds.__file__).resolve().parent.parent / "data"
+    (tmp_path / "data").mkdir()
+    assert hds.default_data_root() == tmp_path / "data"
     monkeypatch.setenv("DAWNBENCH_DATA", str(tmp_path))
     assert hds.default_data_root() == tmp_path
     assert hds.dataset_dir(NAME) == tmp_path / "fashion-mnist"
@@ -161,7 +170,7 @@ def fetched(debian_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     log = io.StringIO()
     with contextlib.redirect_stderr(log):
-        directory = cds.fetch(NAME, root, debian_dir=debian_dir, allow_apt=False, progress=False)
+        directory = fetcher.fetch(NAME, root, debian_dir=debian_dir, allow_apt=False, progress=False)
     assert directory == root / "fashion-mnist"
     return root, log.getvalue()
 
@@ -189,15 +198,14 @@ def copy_dataset(fetched, data_root: Path, only=None) -> Path:
 def test_fetch_from_debian_then_verify(fetched, capsys):
     root, log = fetched
     assert "source: Debian package dataset-fashion-mnist" in log
-    paths = cds.verify(NAME, root)
+    assert harness_main(["data", "verify", NAME, "--data", str(root)]) == 0
     assert capsys.readouterr().out.splitlines() == [f"ok {f}" for f in FILES]
-    assert paths == [root / "fashion-mnist" / f for f in FILES]
-    assert hds.verify_dataset(NAME, root) == paths
+    assert hds.verify_dataset(NAME, root) == [root / "fashion-mnist" / f for f in FILES]
 
 
 def test_fetch_keeps_valid_files(fetched, capsys):
     root, _ = fetched
-    cds.fetch(NAME, root, debian_dir="/nonexistent", allow_apt=False, url_base="http://127.0.0.1:9/", progress=False)
+    fetcher.fetch(NAME, root, debian_dir="/nonexistent", allow_apt=False, url_base="http://127.0.0.1:9/", progress=False)
     err = capsys.readouterr().err
     assert err.count("already present") == len(FILES)
     assert "download" not in err
@@ -229,7 +237,7 @@ def test_corrupted_file_is_named_then_refetched(fetched, debian_dir, tmp_path, c
     data[5000] ^= 0xFF
     (dest / LABELS).write_bytes(bytes(data))
 
-    for check in (lambda: cds.verify(NAME, tmp_path), lambda: hds.load_eval_labels(NAME, tmp_path)):
+    for check in (lambda: hds.verify_dataset(NAME, tmp_path), lambda: hds.load_eval_labels(NAME, tmp_path)):
         with pytest.raises(DatasetError, match="checksum mismatch") as err:
             check()
         message = str(err.value)
@@ -238,14 +246,14 @@ def test_corrupted_file_is_named_then_refetched(fetched, debian_dir, tmp_path, c
         assert FETCH_COMMAND in message
 
     capsys.readouterr()
-    cds.fetch(NAME, tmp_path, debian_dir=debian_dir, allow_apt=False, progress=False)
+    fetcher.fetch(NAME, tmp_path, debian_dir=debian_dir, allow_apt=False, progress=False)
     assert "removing it and fetching again" in capsys.readouterr().err
     hds.verify_dataset(NAME, tmp_path)
 
 
 def test_missing_dataset_says_how_to_fetch(tmp_path):
     for check in (
-        lambda: cds.verify(NAME, tmp_path),
+        lambda: hds.verify_dataset(NAME, tmp_path),
         lambda: hds.load_eval_labels(NAME, tmp_path),
         lambda: cds.load_fashion_mnist_images(tmp_path, "test"),
     ):
@@ -293,13 +301,13 @@ def no_apt(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError(f"apt-get must not run here: {args}")
 
-    monkeypatch.setattr(cds.subprocess, "run", forbidden)
+    monkeypatch.setattr(fetcher.subprocess, "run", forbidden)
 
 
 def test_download_all_files(serve, tmp_path, no_apt, monkeypatch, capsys):
-    monkeypatch.setattr(cds.os, "geteuid", lambda: 0, raising=False)  # root, but allow_apt=False
+    monkeypatch.setattr(fetcher.os, "geteuid", lambda: 0, raising=False)  # root, but allow_apt=False
     url, requests = serve()
-    directory = cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url)
+    directory = fetcher.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url)
     assert sorted(requests) == sorted(f"{f}.gz" for f in FILES)
     assert f"source: download from {url}" in capsys.readouterr().err
     assert sorted(p.name for p in directory.iterdir()) == sorted(FILES)
@@ -307,11 +315,11 @@ def test_download_all_files(serve, tmp_path, no_apt, monkeypatch, capsys):
 
 
 def test_download_fetches_only_missing_files_from_env_url(fetched, serve, tmp_path, no_apt, monkeypatch, capsys):
-    monkeypatch.setattr(cds.os, "geteuid", lambda: 1000, raising=False)  # not root: apt is not an option
+    monkeypatch.setattr(fetcher.os, "geteuid", lambda: 1000, raising=False)  # not root: apt is not an option
     copy_dataset(fetched, tmp_path, only=[f for f in FILES if f != LABELS])
     url, requests = serve()
     monkeypatch.setenv("DAWNBENCH_FASHION_MNIST_URL", url)
-    cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", progress=False)
+    fetcher.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", progress=False)
     assert requests == [f"{LABELS}.gz"]
     assert capsys.readouterr().err.count("already present") == len(FILES) - 1
     hds.verify_dataset(NAME, tmp_path)
@@ -327,7 +335,7 @@ def test_corrupted_download_leaves_nothing(fetched, serve, tmp_path, no_apt):
     (dest / LABELS).write_bytes(b"stale and wrong")
     url, _ = serve(**{LABELS: "corrupt"})
     with pytest.raises(DatasetError, match="checksum mismatch") as err:
-        cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url, progress=False)
+        fetcher.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url, progress=False)
     message = str(err.value)
     assert LABELS in message and hds.manifest(NAME)["files"][LABELS]["sha256"] in message
     assert "\n" not in message
@@ -340,7 +348,7 @@ def test_interrupted_download_leaves_nothing(fetched, serve, tmp_path, no_apt, m
     dest = copy_dataset(fetched, tmp_path, only=good)
     url, _ = serve(**{LABELS: mode})
     with pytest.raises(DatasetError, match="interrupted") as err:
-        cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url, progress=True)
+        fetcher.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False, url_base=url, progress=True)
     assert f"{LABELS}.gz" in str(err.value) and FETCH_COMMAND in str(err.value)
     assert_only_good_files(dest, good)
 
@@ -350,7 +358,7 @@ def test_download_http_error(fetched, serve, tmp_path, no_apt):
     dest = copy_dataset(fetched, tmp_path, only=good)
     url, _ = serve()
     with pytest.raises(DatasetError, match="HTTP 404"):
-        cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False,
+        fetcher.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", allow_apt=False,
                   url_base=url + "missing/", progress=False)
     assert_only_good_files(dest, good)
 
@@ -360,8 +368,8 @@ def test_download_http_error(fetched, serve, tmp_path, no_apt):
 @pytest.fixture
 def fake_apt(monkeypatch):
     """Pretend to be root with apt-get; record commands, answer from a script."""
-    monkeypatch.setattr(cds.os, "geteuid", lambda: 0, raising=False)
-    monkeypatch.setattr(cds.shutil, "which", lambda cmd: f"/usr/bin/{cmd}" if cmd == "apt-get" else None)
+    monkeypatch.setattr(fetcher.os, "geteuid", lambda: 0, raising=False)
+    monkeypatch.setattr(fetcher.shutil, "which", lambda cmd: f"/usr/bin/{cmd}" if cmd == "apt-get" else None)
     calls = []
 
     def install(answers):
@@ -369,7 +377,7 @@ def fake_apt(monkeypatch):
             calls.append((command, env.get("DEBIAN_FRONTEND") if env else None))
             return answers[len(calls) - 1](command)
 
-        monkeypatch.setattr(cds.subprocess, "run", run)
+        monkeypatch.setattr(fetcher.subprocess, "run", run)
         return calls
 
     return install
@@ -394,7 +402,7 @@ def test_apt_install_retries_after_update(fetched, gz_dir, tmp_path, fake_apt, c
         lambda c: completed(c, 0),
         install_package,
     ])
-    cds.fetch(NAME, tmp_path / "data", debian_dir=debian, url_base="http://127.0.0.1:9/", progress=False)
+    fetcher.fetch(NAME, tmp_path / "data", debian_dir=debian, url_base="http://127.0.0.1:9/", progress=False)
     install = ["apt-get", "install", "-y", "dataset-fashion-mnist"]
     assert calls == [(install, "noninteractive"), (["apt-get", "update"], "noninteractive"),
                      (install, "noninteractive")]
@@ -407,7 +415,7 @@ def test_apt_failure_falls_back_to_download(fetched, serve, tmp_path, fake_apt, 
     dest = copy_dataset(fetched, tmp_path, only=[f for f in FILES if f != LABELS])
     calls = fake_apt([lambda c: completed(c, 100, "E: no network")] * 3)
     url, requests = serve()
-    cds.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", url_base=url, progress=False)
+    fetcher.fetch(NAME, tmp_path, debian_dir=tmp_path / "no-debian", url_base=url, progress=False)
     assert [c for c, _ in calls] == [["apt-get", "install", "-y", "dataset-fashion-mnist"], ["apt-get", "update"],
                                      ["apt-get", "install", "-y", "dataset-fashion-mnist"]]
     assert requests == [f"{LABELS}.gz"]

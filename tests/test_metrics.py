@@ -26,6 +26,8 @@ from harness.metrics import (
 )
 from harness.squad_eval import main as squad_main
 
+pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -7,8 +7,9 @@ import jsonschema
 import pytest
 import yaml
 
-from common import prices
+from dawnbench import prices
 from dawnbench.cli import main
+from harness.errors import UsageError
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "harness/data/result.schema.json").read_text())
 
@@ -235,3 +236,41 @@ def test_the_schema_checks_the_cost_fields(refs, tmp_path):
                 {"price": {**result["price"], "date": "Oct 2017"}}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate({**result, **bad}, SCHEMA)
+
+
+# --- --instance on the host, a price record for the harness --------------------------------------
+
+def test_resolve_instance_args_replaces_the_instance_by_its_record():
+    record = prices.lookup("aws:p3.16xlarge").record()
+    for given in (["--instance", "aws:p3.16xlarge"], ["--instance=aws:p3.16xlarge"]):
+        args = ["run", "REF", "--seed", "3", *given, "--nodes", "4"]
+        out = prices.resolve_instance_args(args)
+        assert out[:4] == ["run", "REF", "--seed", "3"] and out[4] == "--price-record" and out[6:] == ["--nodes", "4"]
+        assert json.loads(out[5]) == record
+    unpriced = ["run", "REF", "--cost-per-hour", "3", "--", "--instance", "x"]
+    assert prices.resolve_instance_args(unpriced) == unpriced       # nothing to price; after -- is not ours
+
+
+@pytest.mark.parametrize("args, says", [
+    (["run", "R", "--instance", "aws:p3.2xlarg"], "close matches: aws:p3.2xlarge"),
+    (["run", "R", "--instance"], "--instance needs PROVIDER:INSTANCE"),
+    (["run", "R", "--instance", "--nodes", "2"], "--instance needs PROVIDER:INSTANCE"),
+    (["run", "R", "--instance=aws:p3.2xlarge", "--instance", "aws:g5.xlarge"], "given twice"),
+    (["run", "R", "--instance", "aws:p3.2xlarge", "--cost-per-hour=3"], "not both"),
+])
+def test_resolve_instance_args_refuses_in_one_line(args, says):
+    with pytest.raises(UsageError, match=says) as err:
+        prices.resolve_instance_args(args)
+    assert "\n" not in str(err.value)
+
+
+def test_what_resolve_instance_args_gives_the_harness_runs(refs, tmp_path):
+    from harness.cli import main as harness_main
+    args = prices.resolve_instance_args(["run", "scripted-test", "--results", str(tmp_path / "results"), "--no-progress",
+                                         "--no-save", "--instance", "aws:p3.8xlarge", "--nodes", "2"])
+    assert harness_main(args) == 0
+    (run_dir,) = (tmp_path / "results" / "scripted-test").iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    jsonschema.validate(result, SCHEMA)
+    assert result["price"] == prices.lookup("aws:p3.8xlarge").record() and result["nodes"] == 2
+    assert result["costPerHour"] == pytest.approx(2 * prices.lookup("aws:p3.8xlarge").usd_per_hour)

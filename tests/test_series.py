@@ -12,7 +12,7 @@ import pytest
 from conftest import PYTHON, SCRIPTED, SCRIPTED_TOML, cli_env
 
 from dawnbench import series
-from dawnbench.cli import _add_run_options, build_parser, main
+from dawnbench.cli import add_run_options, build_parser, main
 from harness.events import read_events
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "harness/data/result.schema.json").read_text())
@@ -104,7 +104,7 @@ def test_every_run_option_but_the_series_own_is_forwarded():
             "--threshold", "0.85", "--results", "/r", "--no-save", "--runs", "3"]
     args = build_parser().parse_args(argv)
     parser = argparse.ArgumentParser(add_help=False)
-    _add_run_options(parser)
+    add_run_options(parser)
     forwarded = series.forwarded_options(parser, args)
     again = build_parser().parse_args(["run", "scripted-test", *forwarded])
     for dest, value in vars(args).items():

@@ -1,23 +1,27 @@
-"""On-demand cloud prices (prices.yaml): read and checked, looked up by `provider:instance`.
+"""On-demand cloud prices (data/prices.yaml): read and checked, looked up by `provider:instance`.
 
 A result's cost is hours x usd_per_hour x nodes; the record a run keeps (`price` in result.json)
 names the instance, the price, and where and when that price was published.
+
+A host tool: images carry no prices. `dawnbench run|infer --instance PROVIDER:INSTANCE` looks the
+instance up here and hands the harness its record (`--price-record JSON`); resolve_instance_args
+does the same to an argument list, for the runners that start a harness elsewhere (containers).
 """
 from __future__ import annotations
 
+import argparse
 import datetime
 import difflib
+import json
 import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from harness.errors import UsageError
 
-from harness.registry import UsageError
-
-PRICES_FILE = Path(__file__).with_name("prices.yaml")
+PRICES_FILE = Path(__file__).parent / "data" / "prices.yaml"
 PRICES_ENV = "DAWNBENCH_PRICES"      # another prices file (e.g. a site's negotiated list price)
 
 _FIELDS = {"provider", "instance", "accelerator", "accelerator_count", "vcpus", "usd_per_hour", "region",
@@ -60,6 +64,11 @@ def prices_file() -> Path:
 def load(path: str | os.PathLike | None = None) -> dict[str, Price]:
     """Every instance of the prices file, by lower-cased `provider:instance`."""
     path = Path(path) if path else prices_file()
+    try:
+        import yaml  # PyYAML: a host tool's dependency (requirements/tools.txt), needed only to price
+    except ModuleNotFoundError as e:
+        raise PriceError(f"pricing an instance needs the {e.name} module: pip install -r requirements/tools.txt "
+                         f"(or give --cost-per-hour USD)") from None
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -179,3 +188,68 @@ def _date(value, error) -> str:
         except ValueError:
             pass
     raise error(f"must be a date yyyy-mm-dd (got {value!r})")
+
+
+# --- --instance: the host's side of a priced run ---------------------------------------------------
+
+INSTANCE_OPTION = "--instance"
+PRICE_OPTIONS = ("--cost-per-hour", "--price-record")    # the harness's: --instance replaces them
+
+
+def instance_price_record(instance: str, price_given: bool = False) -> str:
+    """The harness's `--price-record` value (JSON) for `--instance PROVIDER:INSTANCE`; `price_given`
+    says a --cost-per-hour (or a record) was given too, which is refused."""
+    if price_given:
+        raise UsageError(f"give --instance or --cost-per-hour, not both: --instance takes its price from {prices_file()}")
+    return json.dumps(lookup(instance).record(), separators=(",", ":"))
+
+
+def add_instance_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(INSTANCE_OPTION, default=None, metavar="PROVIDER:INSTANCE",
+                   help="the cloud instance it runs on, priced from dawnbench/data/prices.yaml (e.g. aws:p3.2xlarge); "
+                        "instead of --cost-per-hour")
+
+
+def apply_instance(args: argparse.Namespace) -> None:
+    """Turn the parsed --instance into the harness's --price-record (and clear it), in place."""
+    if args.instance is None:
+        return
+    given = args.cost_per_hour is not None or args.price_record is not None
+    args.price_record = instance_price_record(args.instance, given)
+    args.instance = None
+
+
+def resolve_instance_args(args: list[str]) -> list[str]:
+    """A harness run/infer argument list with `--instance X` (or `--instance=X`) replaced by
+    `--price-record JSON`, X's record from the prices file; the list unchanged without --instance.
+    Everything after `--` is left alone. Raises UsageError (one line) for an unknown instance, a
+    malformed prices file, a missing value, --instance twice, or --instance with a price given."""
+    out: list[str] = []
+    instance, at = None, 0
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out += args[i:]
+            break
+        if arg == INSTANCE_OPTION or arg.startswith(INSTANCE_OPTION + "="):
+            if arg == INSTANCE_OPTION:
+                value = args[i + 1] if i + 1 < len(args) else None
+                i += 2
+            else:
+                value = arg.partition("=")[2]
+                i += 1
+            if not value or value.startswith("-"):
+                raise UsageError(f"{INSTANCE_OPTION} needs PROVIDER:INSTANCE, e.g. {INSTANCE_OPTION} aws:p3.2xlarge")
+            if instance is not None:
+                raise UsageError(f"{INSTANCE_OPTION} given twice ({instance}, {value}): give it once")
+            instance, at = value, len(out)
+            continue
+        out.append(arg)
+        i += 1
+    if instance is None:
+        return list(args)
+    options = out[:out.index("--")] if "--" in out else out
+    given = any(a in PRICE_OPTIONS or a.partition("=")[0] in PRICE_OPTIONS for a in options)
+    out[at:at] = ["--price-record", instance_price_record(instance, given)]
+    return out

@@ -1,0 +1,414 @@
+"""`dawnbench data fetch`: getting a dataset's official files onto the host, checked.
+
+A host tool (standard library only, tqdm for the progress bar when installed): images and the
+harness never download. Checksums, the on-disk layout and the readers belong to the harness
+(``harness.datasets``), which verifies what this module wrote; the training-data loaders that
+references use live in ``common.datasets``.
+
+Sources for Fashion-MNIST (one gzip file per dataset file), first usable wins:
+1. Debian's ``dataset-fashion-mnist`` package directory, when installed;
+2. installing that package with apt-get, when running as root (containers);
+3. the upstream URLs (or a mirror: ``DAWNBENCH_FASHION_MNIST_URL``).
+Whatever the source, a file reaches its final name only after its sha256
+matched, so an interrupted or corrupted fetch never leaves a bad file in place.
+
+CIFAR-10 comes as one tarball (URL from the manifest, or ``DAWNBENCH_CIFAR10_URL``):
+downloaded to a temp directory inside the dataset directory, its md5 checked,
+unpacked member by member (only the expected regular files: no links, no absolute
+or ``..`` paths), every file's md5 checked, and only then the whole directory
+renamed into place. The dataset directory is complete or absent, never half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import http.client
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import zlib
+from pathlib import Path, PurePosixPath
+
+from harness.datasets import (
+    CHUNK_SIZE,
+    DatasetError,
+    dataset_dir,
+    file_matches,
+    files_dir,
+    manifest,
+    sha256_file,
+    verify_dataset,
+)
+
+__all__ = ["DatasetError", "fetch"]
+
+DOWNLOAD_TIMEOUT_S = 60
+
+
+def _say(name: str, message: str) -> None:
+    print(f"{name}: {message}", file=sys.stderr, flush=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class _CountingReader:
+    """Wraps an HTTP response: counts bytes, feeds the progress bar, and turns a
+    short body into an error.
+
+    ``http.client`` answers a connection closed before Content-Length with an
+    empty read rather than an exception, which would look like a clean end.
+    """
+
+    def __init__(self, raw, expected: int | None, bar):
+        self.raw = raw
+        self.expected = expected
+        self.received = 0
+        self.bar = bar
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        if data:
+            self.received += len(data)
+            if self.bar is not None:
+                self.bar.update(len(data))
+        elif self.expected is not None and self.received < self.expected:
+            raise EOFError(f"connection closed after {self.received} of {self.expected} bytes")
+        return data
+
+
+@contextlib.contextmanager
+def _temp_file(directory: Path, name: str):
+    """``(open file, its path)``: a temp file in ``directory``, removed if the block
+    raises. The caller os.replace()s it into place once it is checked."""
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
+    tmp = Path(tmp_name)
+    # mkstemp makes the file private (0600); a dataset is read by other users, e.g. the
+    # non-root user of a reference's container, so it gets the mode a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out, tmp
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def _copy_hashing(source, out, algorithm: str) -> tuple[str, int]:
+    """Copy the readable ``source`` into ``out``; (hex digest, size) of what was copied."""
+    digest = hashlib.new(algorithm, usedforsecurity=False)
+    size = 0
+    while chunk := source.read(CHUNK_SIZE):
+        digest.update(chunk)
+        out.write(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def _install(name: str, stream, target: Path, expected: dict, source: str) -> None:
+    """Decompress the gzip ``stream`` into ``target``: through a temp file in the
+    same directory, checked, then renamed, so ``target`` is whole or absent."""
+    entry = manifest(name)
+    with _temp_file(target.parent, target.name) as (out, tmp):
+        with gzip.GzipFile(fileobj=stream, mode="rb") as gz:
+            actual, size = _copy_hashing(gz, out, "sha256")
+        if actual != expected["sha256"]:
+            raise DatasetError(
+                f"checksum mismatch for {target.name} from {source}: expected sha256 {expected['sha256']}, "
+                f"got {actual} (size {size}, expected {expected['size']}); nothing was written to "
+                f"{target.parent}; the source is corrupt, re-fetch with: {entry['fetch_command']}"
+            )
+    os.replace(tmp, target)
+
+
+def _files_to_fetch(name: str, directory: Path) -> list[str]:
+    """Files absent or invalid; valid ones are kept, invalid ones removed so that
+    a failed re-fetch cannot leave a bad file under an official name."""
+    entry = manifest(name)
+    needed = []
+    for filename, expected in entry["files"].items():
+        path = directory / filename
+        if not path.exists():
+            needed.append(filename)
+        elif sha256_file(path) == expected["sha256"]:
+            _say(name, f"ok {filename} (already present, checksum matches; kept)")
+        else:
+            _say(name, f"{filename} is present but its checksum does not match; removing it and fetching again")
+            path.unlink()
+            needed.append(filename)
+    return needed
+
+
+def _debian_has(debian_dir: Path, filenames: list[str]) -> bool:
+    return all((debian_dir / f"{filename}.gz").is_file() for filename in filenames)
+
+
+def _apt_install(name: str, package: str) -> bool:
+    """Install the Debian package; True when apt-get reports success."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", package]
+
+    def run(command: list[str]) -> subprocess.CompletedProcess:
+        _say(name, f"running: {' '.join(command)}")
+        return subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    result = run(install)
+    if result.returncode != 0:
+        # A fresh container has empty package lists; one update usually fixes that.
+        run(["apt-get", "update"])
+        result = run(install)
+    if result.returncode != 0:
+        tail = " | ".join(result.stdout.strip().splitlines()[-3:])
+        _say(name, f"apt-get install {package} failed (exit {result.returncode}): {tail}")
+        return False
+    return True
+
+
+def _can_apt() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get") is not None
+
+
+@contextlib.contextmanager
+def _downloading(name: str, url: str, label: str, progress: bool):
+    """Open ``url`` and yield a reader of its body that feeds a tqdm bar (labelled
+    ``label``) and fails on a short body. Network and read errors, inside the
+    block too, become one-line DatasetErrors that say how to retry."""
+    entry = manifest(name)
+    retry = f"nothing was written; re-run: {entry['fetch_command']}"
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+            bar = None
+            if progress:
+                from tqdm import tqdm
+
+                bar = tqdm(total=total, unit="B", unit_scale=True, desc=label, file=sys.stderr, leave=False)
+            try:
+                yield _CountingReader(response, total, bar)
+            finally:
+                if bar is not None:
+                    bar.close()
+    except urllib.error.HTTPError as exc:
+        raise DatasetError(f"download of {url} failed: HTTP {exc.code} {exc.reason}; {retry}") from exc
+    except urllib.error.URLError as exc:
+        hint = f"install Debian's {entry['debian_package']} package" if entry.get("debian_package") else ""
+        if entry.get("url_env"):
+            hint += f"{' or ' if hint else ''}set {entry['url_env']} to a reachable mirror"
+        raise DatasetError(f"cannot reach {url} ({_one_line(exc.reason)}); {hint or retry}") from exc
+    except (EOFError, OSError, zlib.error, http.client.HTTPException) as exc:
+        raise DatasetError(f"download of {url} was interrupted or unreadable ({_one_line(exc)}); {retry}") from exc
+
+
+def _download(name: str, url: str, target: Path, expected: dict, progress: bool) -> None:
+    with _downloading(name, url, target.name, progress) as stream:
+        _install(name, stream, target, expected, url)
+
+
+def _copy_from_debian(name: str, debian_dir: Path, target: Path, expected: dict) -> None:
+    entry = manifest(name)
+    source = debian_dir / f"{target.name}.gz"
+    try:
+        with open(source, "rb") as raw:
+            _install(name, raw, target, expected, str(source))
+    except (EOFError, OSError, zlib.error) as exc:
+        raise DatasetError(
+            f"cannot read {source} ({_one_line(exc)}); reinstall it with: "
+            f"apt-get install --reinstall {entry['debian_package']}"
+        ) from exc
+
+
+def fetch(
+    name: str,
+    data_root: str | os.PathLike | None = None,
+    *,
+    debian_dir: str | os.PathLike | None = None,
+    allow_apt: bool = True,
+    url_base: str | None = None,
+    url: str | None = None,
+    progress: bool = True,
+) -> Path:
+    """Make the dataset's directory under ``data_root`` hold every file, verified;
+    returns the directory that holds the files.
+
+    Datasets of gzip files (Fashion-MNIST): ``debian_dir`` defaults to the
+    manifest's; ``url_base`` to ``$<url_env>`` or the manifest's upstream base.
+    Datasets shipped as one tarball (CIFAR-10): the tarball's URL is ``url``, else
+    ``url_base`` + its name, else ``$<url_env>`` (a full URL, or a base ending in
+    ``/``), else the manifest's; ``debian_dir`` and ``allow_apt`` do not apply.
+    """
+    entry = manifest(name)
+    if "archive" in entry:
+        return _fetch_archive(name, data_root, _archive_url(entry, url, url_base), progress)
+    if entry.get("compression") != "gzip" or not (entry.get("debian_dir") or entry.get("url_base")):
+        raise DatasetError(f"dataset {name!r} has no automatic source; place its files by hand, see docs")
+    directory = dataset_dir(name, data_root)
+    directory.mkdir(parents=True, exist_ok=True)
+
+    needed = _files_to_fetch(name, directory)
+    if not needed:
+        _say(name, f"all files present and verified in {directory}")
+        return directory
+
+    debian_dir = debian_dir if debian_dir is not None else entry.get("debian_dir")
+    debian = Path(debian_dir) if debian_dir else None
+    package = entry.get("debian_package")
+    use_debian = debian is not None and _debian_has(debian, needed)
+    if not use_debian and debian is not None and package and allow_apt and _can_apt():
+        _say(name, f"{debian} lacks the files; installing Debian package {package}")
+        use_debian = _apt_install(name, package) and _debian_has(debian, needed)
+        if not use_debian:
+            _say(name, f"{debian} still lacks the files after apt-get; falling back to download")
+
+    if use_debian:
+        _say(name, f"source: Debian package {package} in {debian}")
+        for filename in needed:
+            _copy_from_debian(name, debian, directory / filename, entry["files"][filename])
+            _say(name, f"wrote {filename}")
+    else:
+        base = url_base or os.environ.get(entry.get("url_env", ""), "") or entry["url_base"]
+        base = base.rstrip("/") + "/"
+        _say(name, f"source: download from {base}")
+        for filename in needed:
+            _download(name, f"{base}{filename}.gz", directory / filename, entry["files"][filename], progress)
+            _say(name, f"wrote {filename}")
+
+    _say(name, f"ready in {directory}")
+    return directory
+
+
+def _archive_url(entry: dict, url: str | None, url_base: str | None) -> str:
+    archive = entry["archive"]
+    chosen = url or url_base or os.environ.get(entry.get("url_env", ""), "") or archive["url"]
+    return chosen + archive["name"] if chosen.endswith("/") else chosen
+
+
+def _make_dirs(directory: Path) -> list[Path]:
+    """mkdir -p; the directories it created, outermost first (to undo on failure)."""
+    created = []
+    for parent in [directory, *directory.parents]:
+        if parent.exists():
+            break
+        created.insert(0, parent)
+    directory.mkdir(parents=True, exist_ok=True)
+    return created
+
+
+def _extract(name: str, tarball: Path, staging: Path) -> None:
+    """Unpack the dataset's files from ``tarball`` into ``staging``, checking each.
+
+    Only regular-file members ``<subdir>/<a file or extra of the manifest>`` (and
+    the ``<subdir>`` directory entry) are allowed; anything else (absolute or
+    ``..`` paths, links, devices, strangers, duplicates) refuses the whole tarball.
+    Members are copied out by hand, never with ``tar.extract``: no metadata,
+    permissions or link targets from the archive reach the disk.
+    """
+    entry = manifest(name)
+    prefix = entry["subdir"]
+    wanted = set(entry["files"]) | set(entry["archive"].get("extras", []))
+    fix = f"the tarball is not the official one; re-fetch with: {entry['fetch_command']}"
+
+    def refuse(member: tarfile.TarInfo, why: str) -> DatasetError:
+        return DatasetError(f"refusing to unpack {tarball.name}: member {member.name!r} {why}; {fix}")
+
+    staging.mkdir()
+    seen: set[str] = set()
+    try:
+        with tarfile.open(tarball, "r:gz") as tar:
+            for member in tar:
+                path = PurePosixPath(member.name)
+                parts = [part for part in path.parts if part != "."]
+                if path.is_absolute():
+                    raise refuse(member, "has an absolute path")
+                if ".." in parts:
+                    raise refuse(member, "points outside the archive (..)")
+                if member.issym() or member.islnk():
+                    raise refuse(member, f"is a link (to {member.linkname!r})")
+                if member.isdir() and parts == [prefix]:
+                    continue
+                if not member.isfile():
+                    raise refuse(member, "is not a regular file")
+                if len(parts) != 2 or parts[0] != prefix or parts[1] not in wanted:
+                    expected = f"{prefix}/<one of {', '.join(sorted(wanted))}>"
+                    raise refuse(member, f"is not a file of {name} (expected {expected})")
+                if parts[1] in seen:
+                    raise refuse(member, "appears twice")
+                seen.add(parts[1])
+                with tar.extractfile(member) as source, open(staging / parts[1], "xb") as out:
+                    shutil.copyfileobj(source, out, CHUNK_SIZE)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        raise DatasetError(f"cannot unpack {tarball.name}: {_one_line(exc)}; {fix}") from exc
+    if missing := sorted(wanted - seen):
+        raise DatasetError(f"{tarball.name} lacks {', '.join(f'{prefix}/{f}' for f in missing)}; {fix}")
+    for filename, expected in entry["files"].items():
+        if mismatch := file_matches(staging / filename, expected):
+            raise DatasetError(f"checksum mismatch for {prefix}/{filename} in {tarball.name}: {mismatch}; {fix}")
+
+
+def _replace_dir(new: Path, target: Path, parking: Path) -> None:
+    """Put directory ``new`` at ``target`` by rename; a previous ``target`` goes
+    to ``parking`` (for the caller to delete). ``target`` is never partly written."""
+    had_previous = target.exists() or target.is_symlink()
+    if had_previous:
+        os.replace(target, parking)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        if had_previous:
+            os.replace(parking, target)
+        raise
+
+
+def _fetch_archive(name: str, data_root, url: str, progress: bool) -> Path:
+    entry = manifest(name)
+    archive = entry["archive"]
+    if not entry.get("subdir"):
+        raise DatasetError(f"datasets.toml entry [{name}] has an archive but no subdir; fix harness/data/datasets.toml")
+    directory = dataset_dir(name, data_root)
+    target = files_dir(name, data_root)
+    try:
+        verify_dataset(name, data_root)
+    except DatasetError as exc:
+        if target.exists():
+            _say(name, f"{target} is present but not intact ({exc}); fetching it again")
+    else:
+        _say(name, f"all files present and verified in {target}; nothing to do")
+        return target
+
+    created = _make_dirs(directory)
+    try:
+        with tempfile.TemporaryDirectory(dir=directory, prefix=".fetch-") as work:
+            tarball = Path(work) / archive["name"]
+            _say(name, f"source: download {url}")
+            with _downloading(name, url, archive["name"], progress) as stream, open(tarball, "xb") as out:
+                actual, size = _copy_hashing(stream, out, "md5")
+            if actual != archive["md5"]:
+                raise DatasetError(
+                    f"checksum mismatch for {archive['name']} from {url}: expected md5 {archive['md5']}, got {actual} "
+                    f"(size {size}); nothing was written to {directory}; the download is corrupt or not the "
+                    f"official tarball, re-fetch with: {entry['fetch_command']}"
+                )
+            staging = Path(work) / entry["subdir"]
+            _extract(name, tarball, staging)
+            tarball.unlink()
+            _replace_dir(staging, target, Path(work) / "previous")
+    except BaseException:
+        for path in reversed(created):  # only directories this call made, and only if empty
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
+    _say(name, f"ready in {target}")
+    return target

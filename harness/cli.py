@@ -1,0 +1,241 @@
+"""The `harness` command, what every reference image runs: run, infer, list, eval, data verify.
+
+    python -m harness run REF [--set KEY=VALUE]... [--seed N] [--max-epochs N] [--max-seconds S]
+                          [--threshold F] [--cost-per-hour USD | --price-record JSON] [--nodes N]
+                          [--results DIR] [--data DIR] [--references DIR]
+    python -m harness infer REF --model DIR [...]
+    python -m harness list [--references DIR]
+    python -m harness eval squad DATASET.json PREDICTIONS.json
+    python -m harness data verify DATASET | --reference REF
+
+numpy and tqdm only (plus the reference's framework). The host command `dawnbench` (dawnbench.cli)
+offers the same subcommands with host-only options on top (--instance, --runs, data fetch): it
+builds its parsers with the add_*_options functions below and runs the cmd_* functions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from harness import datasets, inference, paths, registry, runner
+from harness.errors import DawnbenchError, UsageError
+
+PROG = "harness"
+PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
+
+
+# --- options ------------------------------------------------------------------------------------
+
+def add_references_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--references", type=Path, default=None, metavar="DIR",
+                   help="the folder of the references (default $DAWNBENCH_REFERENCES, else ./references)")
+
+
+def add_reference_options(p: argparse.ArgumentParser) -> None:
+    """What run and infer share: the reference, its configuration, the data, the price."""
+    p.add_argument("reference", help="a reference name (see the list command)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a hyperparameter from reference.toml (repeatable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", type=Path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
+    add_references_option(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
+                   help="the on-demand price of one node, USD per hour")
+    p.add_argument("--price-record", default=None, metavar="JSON",
+                   help='instead of --cost-per-hour: the priced instance of one node, {"instance", "usd_per_hour", '
+                        '"source", "date"} (what `dawnbench ... --instance PROVIDER:INSTANCE` passes)')
+    p.add_argument("--nodes", type=int, default=1, metavar="N",
+                   help="machines used (default 1); the cost per hour is price x N")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    add_reference_options(p)
+    p.add_argument("--max-epochs", type=int, default=None, help="epoch budget (default: reference.toml)")
+    p.add_argument("--max-seconds", type=float, default=None, help="on-clock time budget")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="lower the target (a fraction) for smoke tests; the result is marked unofficial")
+    p.add_argument("--results", type=Path, default=None, help="results folder (default ./results)")
+    p.add_argument("--run-id", default=None)
+    p.add_argument("--no-save", action="store_true", help="skip saving the trained model")
+
+
+def add_infer_options(p: argparse.ArgumentParser) -> None:
+    add_reference_options(p)
+    p.add_argument("--model", type=Path, required=True, help="the model folder a run saved")
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--limit", type=int, default=None, help="time only the first N examples (unofficial)")
+    p.add_argument("--out", type=Path, default=None, help="default ./results/REF/infer-<time>")
+    p.add_argument("--threshold", type=float, default=None, help="lowered target for smoke tests (unofficial)")
+
+
+def add_eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=["squad"])
+    p.add_argument("args", nargs=argparse.REMAINDER)
+
+
+def add_data_options(p: argparse.ArgumentParser, actions: tuple[str, ...] = ("verify",)) -> None:
+    p.add_argument("action", choices=list(actions))
+    p.add_argument("dataset", nargs="?", help="a dataset name: fashion-mnist or cifar10")
+    p.add_argument("--reference", help="instead of a dataset name: the dataset of this reference's task")
+    p.add_argument("--data", type=Path, default=None)
+    add_references_option(p)
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="The time-to-accuracy harness (what runs in every image)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_run_options(sub.add_parser("run", help="train a reference to its task's threshold under the harness"))
+    add_infer_options(sub.add_parser("infer", help="batch-1 inference latency over every eval example"))
+    add_references_option(sub.add_parser("list", help="list the references"))
+    add_eval_options(sub.add_parser("eval", help="score a predictions file like the official scripts"))
+    add_data_options(sub.add_parser("data", help="verify a dataset against its checksums"))
+    parser.set_defaults(prog=prog)
+    return parser
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+def check_threshold(value: float | None) -> None:
+    if value is not None and not 0.0 < value <= 1.0:
+        raise UsageError(f"--threshold {value}: give a fraction in (0, 1], e.g. 0.85")
+
+
+def parse_price_record(text: str) -> dict:
+    """The --price-record JSON: one node's {"instance", "usd_per_hour", "source", "date"}."""
+    fix = 'give {"instance": "provider:instance", "usd_per_hour": USD, "source": URL, "date": "yyyy-mm-dd"}'
+    try:
+        record = json.loads(text)
+    except ValueError:
+        raise UsageError(f"--price-record {text!r}: not JSON; {fix}") from None
+    if not isinstance(record, dict) or sorted(record) != sorted(PRICE_FIELDS):
+        raise UsageError(f"--price-record: expected exactly the fields {', '.join(PRICE_FIELDS)}; {fix}")
+    usd = record["usd_per_hour"]
+    if type(usd) not in (int, float) or not math.isfinite(usd) or usd <= 0:
+        raise UsageError(f"--price-record: usd_per_hour {usd!r} must be a positive number; {fix}")
+    for key in ("instance", "source", "date"):
+        if not isinstance(record[key], str) or not record[key]:
+            raise UsageError(f"--price-record: {key} {record[key]!r} must be text; {fix}")
+    return record
+
+
+def machine_cost(args: argparse.Namespace) -> dict:
+    """instance, nodes, price (one node's record) and cost_per_hour (all nodes) from the options."""
+    if args.price_record is not None and args.cost_per_hour is not None:
+        raise UsageError("give --price-record or --cost-per-hour, not both: the record carries its price")
+    if args.nodes < 1:
+        raise UsageError(f"--nodes {args.nodes}: give the number of machines used, 1 or more")
+    if args.cost_per_hour is not None and not (math.isfinite(args.cost_per_hour) and args.cost_per_hour >= 0):
+        raise UsageError(f"--cost-per-hour {args.cost_per_hour}: give the on-demand USD per hour of one node, e.g. 3.06")
+    price, per_node = None, args.cost_per_hour
+    if args.price_record is not None:
+        price = parse_price_record(args.price_record)
+        per_node = price["usd_per_hour"]
+    return {"instance": price["instance"] if price else None, "nodes": args.nodes, "price": price,
+            "cost_per_hour": per_node * args.nodes if per_node is not None else None}
+
+
+def prepare_run(args: argparse.Namespace):
+    """(spec, hyperparameters, cost) of a run, every option checked before anything is written."""
+    spec = registry.load_spec(args.reference, args.references)
+    hp = registry.resolve_hyperparameters(spec, args.assignments)
+    check_threshold(args.threshold)
+    return spec, hp, machine_cost(args)
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec, hp, cost = prepare_run(args)
+    opts = runner.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
+                             threshold=args.threshold, data_root=args.data, run_id=args.run_id,
+                             progress=not args.no_progress, save_model=not args.no_save, **cost)
+    if args.results is not None:
+        opts.results_root = args.results
+    result = runner.run(spec, hp, opts)
+    return 0 if result["status"] == runner.CONVERGED else 1
+
+
+def _recorded_hyperparameters(spec, model: Path) -> dict:
+    """The hyperparameters of the run that saved `model` (its result.json), so a model trained with
+    --set loads with the same network; {} when the model did not come from a run of `spec`."""
+    result_file = Path(model).parent / "result.json"
+    try:
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(result, dict) or result.get("reference") != spec.name:
+        return {}
+    recorded = result.get("hyperparameters")
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def cmd_infer(args: argparse.Namespace) -> int:
+    spec = registry.load_spec(args.reference, args.references)
+    hp = registry.resolve_hyperparameters(spec, args.assignments, base=_recorded_hyperparameters(spec, args.model))
+    check_threshold(args.threshold)
+    cost = machine_cost(args)
+    result = inference.infer(spec, args.model, hp, data_root=args.data, warmup=args.warmup, limit=args.limit,
+                             threshold=args.threshold, out_dir=args.out,
+                             progress=not args.no_progress, seed=args.seed, **cost)
+    for line in inference.summary_lines(result):
+        print(line)
+    return 0 if result["reached_threshold"] else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    root = registry.references_root(args.references)
+    if not root.is_dir():
+        raise UsageError(f"no references in {root}: give --references DIR or set {paths.REFERENCES_ENV}, or run from "
+                         f"the folder that holds references/")
+    for name in registry.available(root):
+        spec = registry.load_spec(name, root)
+        print(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
+    return 0
+
+
+def dataset_of(args: argparse.Namespace) -> str:
+    """The dataset a `data` command names: given, or that of --reference's task."""
+    if args.reference:
+        return registry.load_spec(args.reference, args.references).task.dataset
+    if not args.dataset:
+        raise UsageError(f"name a dataset ({', '.join(datasets.dataset_names())}) or --reference REF")
+    return args.dataset
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    """data verify: print `ok <file>` per file whose checksum matches; stop at the first that does not."""
+    name = dataset_of(args)
+    for filename in datasets.manifest(name)["files"]:
+        datasets.verify_file(name, args.data, filename)
+        print(f"ok {filename}", flush=True)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from harness import squad_eval
+    return squad_eval.main(args.args, prog=f"{getattr(args, 'prog', PROG)} eval squad")
+
+
+COMMANDS = {"run": cmd_run, "infer": cmd_infer, "list": cmd_list, "data": cmd_data, "eval": cmd_eval}
+
+
+def run_command(handler, args: argparse.Namespace, prog: str = PROG) -> int:
+    """Run one command; a user's mistake is one line on stderr and exit code 2, never a traceback."""
+    try:
+        return handler(args)
+    except (DawnbenchError, FileExistsError, FileNotFoundError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    return run_command(COMMANDS[args.command], args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

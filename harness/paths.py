@@ -1,0 +1,65 @@
+"""Where the references, the data and the results are when no option says so.
+
+The harness may run from a source checkout (`make run`, the tests), from a wheel installed in
+site-packages (`pip install .`), or from an image. Nothing is found relative to the installed
+package except in a checkout, recognised by a `references/` folder next to the package:
+
+    references   --references DIR > $DAWNBENCH_REFERENCES > ./references > <checkout>/references
+    data         --data DIR > $DAWNBENCH_DATA > ./data > <checkout>/data (when ./data is absent)
+    results      --results DIR > ./results
+
+(`.` is the current directory.)
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.errors import UsageError
+
+REFERENCES_ENV = "DAWNBENCH_REFERENCES"
+DATA_ENV = "DAWNBENCH_DATA"
+
+# The package's parent folder; in a source checkout, the repository root (tools that build images
+# from the repository read it). Installed, it is site-packages: see CHECKOUT_ROOT.
+PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+
+
+def checkout_root() -> Path | None:
+    """The source checkout the package is imported from, or None when it is installed."""
+    return PACKAGE_PARENT if (PACKAGE_PARENT / "references").is_dir() else None
+
+
+def references_root(explicit: str | os.PathLike | None = None) -> Path:
+    """The folder of the references (see the module's docstring for the order)."""
+    if explicit:
+        root = Path(explicit).expanduser()
+        if not root.is_dir():
+            raise UsageError(f"--references {explicit}: no such folder; give the folder that holds "
+                             f"<reference>/reference.toml")
+        return root
+    env = os.environ.get(REFERENCES_ENV)
+    if env:
+        return Path(env).expanduser()
+    here = Path.cwd() / "references"
+    if here.is_dir():
+        return here
+    checkout = checkout_root()
+    return checkout / "references" if checkout else here
+
+
+def data_root() -> Path:
+    """The default data root (see the module's docstring for the order)."""
+    env = os.environ.get(DATA_ENV)
+    if env:
+        return Path(env).expanduser()
+    here = Path.cwd() / "data"
+    checkout = checkout_root()
+    if here.is_dir() or checkout is None:
+        return here
+    return checkout / "data"
+
+
+def results_root() -> Path:
+    """The default results folder: ./results of the current directory."""
+    return Path.cwd() / "results"

@@ -1,0 +1,158 @@
+"""The package layout: the harness runs alone (`python -m harness`, numpy and tqdm only), imports go
+one way (dawnbench -> harness, common; common -> harness; harness -> nothing of ours), and the
+references, data and results are found from the current directory, not from the installed package."""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import PYTHON, REPO, cli_env
+
+from harness import cli as harness_cli
+from harness import paths, registry
+from harness.errors import UsageError
+
+pytestmark = pytest.mark.harness
+
+PRICE = {"instance": "aws:p3.2xlarge", "usd_per_hour": 3.06, "source": "https://aws.amazon.com/ec2/pricing/on-demand/",
+         "date": "2017-10-25"}
+
+
+# --- import direction ------------------------------------------------------------------------------
+
+def imported_packages(package: str) -> dict[str, set[str]]:
+    """{module file: the top-level names it imports} for every module of `package`."""
+    found = {}
+    for path in sorted((REPO / package).rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.partition(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.partition(".")[0])
+        found[str(path.relative_to(REPO))] = names
+    return found
+
+
+@pytest.mark.parametrize("package, forbidden", [
+    ("harness", {"dawnbench", "common", "bench", "yaml", "docker", "matplotlib", "torch", "tensorflow", "mxnet"}),
+    ("common", {"dawnbench", "bench", "yaml", "docker", "matplotlib"}),
+])
+def test_imports_go_one_way(package, forbidden):
+    bad = {f: sorted(names & forbidden) for f, names in imported_packages(package).items() if names & forbidden}
+    assert not bad, f"{package} must not import {sorted(forbidden)}: {bad}"
+
+
+def test_the_harness_runs_without_the_host_package(references_root, fashion_root, tmp_path):
+    """Run, list and data verify with dawnbench, common and PyYAML made unimportable: what an image has."""
+    script = textwrap.dedent(f"""
+        import sys
+        class Refuse:
+            def find_spec(self, name, path=None, target=None):
+                if name.partition(".")[0] in ("dawnbench", "common", "yaml"):
+                    raise ModuleNotFoundError(f"no {{name}} in an image", name=name)
+        sys.meta_path.insert(0, Refuse())
+        from harness.cli import main
+        assert main(["list"]) == 0
+        assert main(["data", "verify", "fashion-mnist", "--data", {str(fashion_root)!r}]) == 0
+        sys.exit(main(["run", "scripted-test", "--no-progress", "--no-save", "--results", {str(tmp_path / "r")!r},
+                       "--data", {str(fashion_root)!r}, "--price-record", {json.dumps(PRICE)!r}, "--nodes", "2"]))
+    """)
+    proc = subprocess.run([PYTHON, "-c", script], env=cli_env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "scripted-test" in proc.stdout and "ok t10k-labels-idx1-ubyte" in proc.stdout
+    (run_dir,) = (tmp_path / "r" / "scripted-test").iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["price"] == PRICE and result["instance"] == "aws:p3.2xlarge" and result["nodes"] == 2
+    assert result["costPerHour"] == pytest.approx(3.06 * 2)
+
+
+def test_python_m_harness(references_root, tmp_path):
+    proc = subprocess.run([PYTHON, "-m", "harness", "list"], env=cli_env(), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "scripted-test" in proc.stdout and "fashion-mnist-cnn-pytorch" in proc.stdout
+    proc = subprocess.run([PYTHON, "-m", "harness", "eval", "squad", str(tmp_path / "no.json"), str(tmp_path / "p.json")],
+                          env=cli_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("harness eval squad: error:"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# --- the price a run records ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, says", [
+    (["--price-record", json.dumps(PRICE), "--cost-per-hour", "3"], "not both"),
+    (["--price-record", "{aws"], "not JSON"),
+    (["--price-record", json.dumps({**PRICE, "usd_per_hour": -1})], "usd_per_hour -1"),
+    (["--price-record", json.dumps({k: v for k, v in PRICE.items() if k != "date"})], "exactly the fields"),
+    (["--price-record", json.dumps(PRICE), "--nodes", "0"], "--nodes 0"),
+])
+def test_bad_price_options_are_one_line(references_root, tmp_path, capsys, args, says):
+    code = harness_cli.main(["run", "scripted-test", "--results", str(tmp_path / "r"), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("harness: error:") and says in err[0], err
+    assert not (tmp_path / "r").exists()
+
+
+# --- where things are ----------------------------------------------------------------------------
+
+@pytest.fixture
+def elsewhere(tmp_path, monkeypatch):
+    """A current directory with nothing of dawnbench in it, and no DAWNBENCH_* variable."""
+    for var in (paths.REFERENCES_ENV, paths.DATA_ENV):
+        monkeypatch.delenv(var, raising=False)
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    return here
+
+
+def a_reference(root: Path, name: str) -> Path:
+    shutil.copytree(REPO / "references" / "fashion-mnist-cnn-pytorch", root / name)
+    return root / name
+
+
+def test_references_are_found_in_order(elsewhere, tmp_path, monkeypatch):
+    checkout = paths.checkout_root()
+    assert checkout == REPO       # the tests run from a source checkout
+    assert paths.references_root() == REPO / "references"                      # 4. the checkout's
+    a_reference(elsewhere / "references", "here-ref")
+    assert registry.available() == ["here-ref"]                                # 3. ./references
+    a_reference(tmp_path / "env", "env-ref")
+    monkeypatch.setenv(paths.REFERENCES_ENV, str(tmp_path / "env"))
+    assert registry.available() == ["env-ref"]                                 # 2. $DAWNBENCH_REFERENCES
+    a_reference(tmp_path / "given", "given-ref")
+    assert registry.available(tmp_path / "given") == ["given-ref"]             # 1. --references DIR
+    assert registry.load_spec("given-ref", tmp_path / "given").directory == tmp_path / "given" / "given-ref"
+    with pytest.raises(UsageError, match="--references .*no such folder"):
+        registry.available(tmp_path / "nowhere")
+
+
+def test_list_and_run_take_references(elsewhere, tmp_path, capsys):
+    a_reference(tmp_path / "mine", "my-ref")
+    assert harness_cli.main(["list", "--references", str(tmp_path / "mine")]) == 0
+    assert capsys.readouterr().out.split()[0] == "my-ref"
+    assert harness_cli.main(["run", "nope", "--references", str(tmp_path / "mine")]) == 2
+    assert "unknown reference 'nope'; available: my-ref" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert harness_cli.main(["run", "nope", "--references", str(tmp_path / "empty")]) == 2
+    assert "no references in" in capsys.readouterr().err
+
+
+def test_results_default_to_the_current_directory(elsewhere):
+    assert paths.results_root() == elsewhere / "results"
+    assert harness_cli.build_parser().parse_args(["run", "x"]).results is None    # decided when the run starts
+
+
+def test_data_root_is_found_in_order(elsewhere, tmp_path, monkeypatch):
+    assert paths.data_root() == REPO / "data"            # no ./data: the checkout's
+    (elsewhere / "data").mkdir()
+    assert paths.data_root() == elsewhere / "data"
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path))
+    assert paths.data_root() == tmp_path
