@@ -55,9 +55,10 @@ help:
 check-ref:
 	@test -f $(REF_DIR)/reference.toml || { echo "unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
 
-# A virtual environment per reference, from its pinned requirements.
-$(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/harness.txt requirements/build.txt pyproject.toml | check-ref
-	$(call venv,$(VENV),$(REF_DIR)/requirements.txt,harness$(,) common$(,) dawnbench)
+# A virtual environment per reference: its pinned requirements and the `dawnbench` command's.
+$(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt \
+                    pyproject.toml | check-ref
+	$(call venv,$(VENV),$(REF_DIR)/requirements.txt -r requirements/dawnbench.txt,harness$(,) common$(,) dawnbench.cli)
 
 setup: check-ref $(VENV)/.installed
 
@@ -79,7 +80,7 @@ run: check-ref
 
 # The host-side tools: the Docker SDK for images, matplotlib for plots, jinja2 and jsonschema for
 # the entry tools.
-$(TOOLS_VENV)/.installed: requirements/tools.txt requirements/harness.txt requirements/build.txt pyproject.toml
+$(TOOLS_VENV)/.installed: requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TOOLS_VENV),requirements/tools.txt,harness$(,) common$(,) dawnbench.cli$(,) docker$(,) matplotlib$(,) jinja2)
 	@test -x $(TOOLS_VENV)/bin/dawnbench
 
@@ -115,7 +116,7 @@ bench: data
 	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
 	$(VENV)/bin/python -m bench.overhead --reference $(REF)
 
-$(TEST_VENV)/.installed: requirements/test.txt requirements/tools.txt requirements/harness.txt requirements/build.txt pyproject.toml
+$(TEST_VENV)/.installed: requirements/test.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TEST_VENV),requirements/test.txt,harness$(,) common$(,) dawnbench$(,) torch$(,) tensorflow$(,) pytest$(,) jsonschema)
 
 test: $(TEST_VENV)/.installed
@@ -131,7 +132,7 @@ $(NUMPY1_VENV)/.installed: requirements/harness-numpy1.txt requirements/build.tx
 
 test-harness-numpy1: $(NUMPY1_VENV)/.installed
 	$(NUMPY1_VENV)/bin/python -c "import numpy; assert numpy.__version__ == '1.23.5', numpy.__version__"
-	$(NUMPY1_VENV)/bin/python -m pytest -q -m harness -p no:cacheprovider
+	$(NUMPY1_VENV)/bin/python -m pytest -q -p no:cacheprovider -m harness $$(grep -l '^pytestmark = pytest.mark.harness' tests/test_*.py)
 
 clean:
 	rm -rf .venv build *.egg-info

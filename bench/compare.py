@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from dawnbench import containers
-from harness.registry import REPO_ROOT, UsageError
+from harness.errors import UsageError
 
 
 def throughput(result: dict) -> float | None:
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="default bench-results/compare-<REF>-<time>/")
     p.add_argument("--data", type=Path, default=None)
     a = p.parse_args(argv)
-    out = a.out or REPO_ROOT / "bench-results" / f"compare-{a.reference}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = a.out or containers.project_root() / "bench-results" / f"compare-{a.reference}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         images = {pin: containers.build(a.reference, a.base_image, pin, quiet=True) for pin in a.versions}
         runs = {pin: [] for pin in a.versions}

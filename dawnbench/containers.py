@@ -26,8 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dawnbench import images
-from harness import datasets, environment, registry
+from dawnbench import images, prices
+from harness import datasets, environment, paths, registry
 from harness.errors import UsageError
 
 IMAGE_USER = "10001:10001"            # the images' `dawn` user (references/*/Dockerfile)
@@ -262,8 +262,9 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     import docker
 
     spec = registry.load_spec(name)
+    # The image holds no price table: an --instance is priced here, on the host.
+    args = prices.resolve_instance_args(list(args))
     # --data and --results name host folders, as in a native run: they become the mounts.
-    args, data_root, results = list(args), data_root, results
     for option in ("--data", "--results"):
         for i, arg in enumerate(args):
             if arg == option or arg.startswith(option + "="):
@@ -279,7 +280,7 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     client = engine()
     image = image or build(name, base_image=base_image, framework_pin=framework_pin)
     data_root = Path(data_root or datasets.default_data_root()).resolve()
-    results = Path(results or project_root() / "results").resolve()
+    results = Path(results or paths.results_root()).resolve()
     dataset_dir = data_root / spec.task.dataset
     if not dataset_dir.is_dir():
         raise UsageError(f"dataset {spec.task.dataset!r} not found in {data_root}; run: "

@@ -19,10 +19,6 @@ from harness import paths
 from harness.errors import UsageError
 from harness.tasks import Task, UnknownTaskError, get_task
 
-# The package's parent: the repository root in a source checkout (for the tools that build images
-# from it). References, data and results are found through harness.paths, never through this.
-REPO_ROOT = paths.PACKAGE_PARENT
-
 
 def references_root(explicit: str | os.PathLike | None = None) -> Path:
     return paths.references_root(explicit)

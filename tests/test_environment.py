@@ -8,6 +8,8 @@ import pytest
 
 from harness import environment
 
+pytestmark = pytest.mark.harness
+
 NVIDIA_SMI = """#!/bin/sh
 if [ "$1" = "--query-gpu=name,driver_version,memory.total" ]; then
     echo "NVIDIA H100 80GB HBM3, 580.95.05, 81559 MiB"
