@@ -1,13 +1,19 @@
-"""What PyTorch references share: device choice, seeding, torch.distributed, the clock hooks.
+"""What PyTorch references share: device choice, seeding, torch.distributed, the clock hooks,
+and the default predict / save / load / eval_inputs / infer of a classifier.
 
-A PyTorch reference subclasses TorchReference instead of harness.Reference and calls
-`self.init_torch(ctx)` first thing in `setup`.
+A PyTorch reference subclasses TorchReference instead of harness.Reference, calls
+`self.init_torch(ctx)` first thing in `setup`, and there sets `self.ctx`, `self.net` (the bare
+network: not wrapped in DistributedDataParallel or torch.compile) and `self.eval_x` (the eval
+images, ready for the network, on the device). It then writes only `setup` and `train_epoch`,
+and overrides `scores` for test-time augmentation or `evaluated` for averaged weights.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -15,9 +21,16 @@ import torch.distributed as dist
 
 from harness.reference import Context, Reference
 
+MODEL_FILE = "model.pt"
+CONFIG_FILE = "config.json"
+EVAL_BATCH_SIZE = 1000          # when the reference.toml names no eval_batch_size
+
 
 class TorchReference(Reference):
     device: torch.device = torch.device("cpu")
+    ctx: Context
+    net: torch.nn.Module
+    eval_x: torch.Tensor
 
     def init_torch(self, ctx: Context) -> torch.device:
         """Pick the device, seed every generator, and join the process group under torchrun."""
@@ -35,6 +48,44 @@ class TorchReference(Reference):
         if ctx.world_size > 1 and not dist.is_initialized():
             dist.init_process_group(backend="nccl" if self.device.type == "cuda" else "gloo")
         return self.device
+
+    # The evaluated network and its scores: what predict, infer and save use.
+
+    def evaluated(self) -> torch.nn.Module:
+        """The network that predicts, infers and is saved: `self.net`, unless the reference keeps
+        other weights for that (an average of the trained ones, say)."""
+        return self.net
+
+    @torch.inference_mode()
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """Class scores of a batch of eval images (the network in eval mode)."""
+        return self.evaluated()(x)
+
+    def predict(self):
+        self.evaluated().eval()
+        step = self.ctx.config.get("eval_batch_size", EVAL_BATCH_SIZE)
+        return torch.cat([self.scores(self.eval_x[i:i + step])
+                          for i in range(0, len(self.eval_x), step)]).float().cpu().numpy()
+
+    def save(self, path: Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.evaluated().state_dict(), path / MODEL_FILE)
+        # The hyperparameters next to the weights, so a model folder copied alone still says what it is.
+        (path / CONFIG_FILE).write_text(json.dumps(self.ctx.config, indent=2))
+
+    def load(self, path: Path) -> None:
+        net = self.evaluated()
+        net.load_state_dict(torch.load(Path(path) / MODEL_FILE, map_location=self.device))
+        net.eval()
+
+    def eval_inputs(self):
+        return self.eval_x
+
+    def infer(self, example):
+        return self.scores(example.unsqueeze(0))[0].float().cpu().numpy()
+
+    # Processes and devices
 
     @property
     def distributed(self) -> bool:

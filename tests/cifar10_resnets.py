@@ -1,5 +1,10 @@
 """What the CIFAR-10 ResNet references must be, for the PyTorch and the TensorFlow tests alike:
-both recipes build the same networks, so both are checked against these numbers."""
+both recipes build the same networks, so both are checked against these numbers. Each reference
+carries its recipe in its own train.py; `recipe` loads it the way the harness does."""
+import sys
+from types import ModuleType
+
+from harness import registry
 
 # (depth, block) of each seed reference; the name ends in -pytorch or -tensorflow.
 SEEDS = {
@@ -24,3 +29,8 @@ EXACT = {
 
 def references(framework: str) -> dict[str, tuple[int, str]]:
     return {f"{name}-{framework}": shape for name, shape in SEEDS.items()}
+
+
+def recipe(name: str) -> ModuleType:
+    """The train.py module of reference `name`, imported through its reference.toml's entry."""
+    return sys.modules[registry.load_spec(name).load_entry_class().__module__]

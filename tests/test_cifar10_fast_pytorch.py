@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from conftest import check_inference_entry
 
+from common.torch_augment import crop_flip
 from harness import registry
 from harness.reference import Context
 
@@ -82,13 +83,13 @@ def test_whitening_filters_decorrelate_patches(train):
 
 # ------------------------------------------------------------------------------------ augmentation
 
-def test_crop_flip_gives_the_expected_pixels(train):
+def test_crop_flip_gives_the_expected_pixels():
     padded = torch.arange(16.0).view(1, 1, 4, 4)          # rows 0-3, columns 0-3: value = 4 row + col
     one = torch.tensor([1])
-    out = train.crop_flip(padded, dy=one, dx=torch.tensor([2]), flip=torch.tensor([True]), size=2)
+    out = crop_flip(padded, dy=one, dx=torch.tensor([2]), flip=torch.tensor([True]), size=2)
     # rows 1-2, columns 2-3, mirrored: column 3 first.
     assert torch.equal(out, torch.tensor([[[[7.0, 6.0], [11.0, 10.0]]]]))
-    out = train.crop_flip(padded, dy=torch.tensor([0]), dx=one, flip=torch.tensor([False]), size=3)
+    out = crop_flip(padded, dy=torch.tensor([0]), dx=one, flip=torch.tensor([False]), size=3)
     assert torch.equal(out, torch.tensor([[[[1.0, 2.0, 3.0], [5.0, 6.0, 7.0], [9.0, 10.0, 11.0]]]]))
 
     # A 32 x 32 image with reflected borders, against numpy.
@@ -96,10 +97,10 @@ def test_crop_flip_gives_the_expected_pixels(train):
     padded = F.pad(image, (2, 2, 2, 2), mode="reflect")
     reference = np.pad(image.numpy(), ((0, 0), (0, 0), (2, 2), (2, 2)), mode="reflect")
     dy, dx, flip = torch.tensor([0, 4]), torch.tensor([3, 1]), torch.tensor([True, False])
-    out = train.crop_flip(padded, dy, dx, flip)
+    out = crop_flip(padded, dy, dx, flip)
     np.testing.assert_array_equal(out[0].numpy(), reference[0, :, 0:32, 3:35][:, :, ::-1])
     np.testing.assert_array_equal(out[1].numpy(), reference[1, :, 4:36, 1:33])
-    centre = train.crop_flip(padded, torch.tensor([2, 2]), torch.tensor([2, 2]), torch.tensor([False, False]))
+    centre = crop_flip(padded, torch.tensor([2, 2]), torch.tensor([2, 2]), torch.tensor([False, False]))
     assert torch.equal(centre, image)
 
 

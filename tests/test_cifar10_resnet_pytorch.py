@@ -1,7 +1,8 @@
-"""The CIFAR-10 ResNet recipe in PyTorch (common/recipes/cifar10_resnet_pytorch.py) and the five
-references that share it: the network against the paper, the augmentation, the schedule, and a
-smoke run of every reference on the tiny CIFAR-10 fixture (setup -> one epoch -> predict -> save
--> load -> infer)."""
+"""The CIFAR-10 ResNet recipe in PyTorch (references/cifar10-resnet*-pytorch/train.py, one copy in
+each of the five references): the network against the paper, the augmentation, the schedule, and
+a smoke run of every reference on the tiny CIFAR-10 fixture (setup -> one epoch -> predict ->
+save -> load -> infer). The network tests read cifar10-resnet56-pytorch's copy; the smoke runs
+and test_copies_are_one_recipe cover the other four."""
 from __future__ import annotations
 
 import math
@@ -10,15 +11,20 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-from cifar10_resnets import EXACT, PUBLISHED, references
+from cifar10_resnets import EXACT, PUBLISHED, recipe, references
 from conftest import check_inference_entry
 
-from common.recipes import cifar10_resnet_pytorch as recipe
+from common.torch_augment import crop_flip
 from harness import registry
 from harness.reference import Context
 
 REFERENCES = references("pytorch")
 
+
+@pytest.fixture(scope="module")
+def train():
+    """cifar10-resnet56-pytorch's train.py."""
+    return recipe("cifar10-resnet56-pytorch")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -34,13 +40,13 @@ def one_thread():
 # ---------------------------------------------------------------------------------- the network
 
 @pytest.mark.parametrize("depth", sorted(PUBLISHED))
-def test_parameter_counts_match_the_paper(depth):
-    count = recipe.count_parameters(depth, "basic")
+def test_parameter_counts_match_the_paper(depth, train):
+    count = train.count_parameters(depth, "basic")
     assert abs(count - PUBLISHED[depth]) / PUBLISHED[depth] < 0.02, count
 
 
-def test_exact_parameter_counts():
-    counts = {key: recipe.count_parameters(*key) for key in EXACT}
+def test_exact_parameter_counts(train):
+    counts = {key: train.count_parameters(*key) for key in EXACT}
     for (depth, block), count in counts.items():
         print(f"ResNet-{depth} {block}: {count:,} parameters")
     assert counts == EXACT
@@ -49,9 +55,9 @@ def test_exact_parameter_counts():
 @pytest.mark.parametrize("depth, block, n", [(20, "basic", 3), (56, "basic", 9), (110, "basic", 18),
                                              (164, "basic", 27), (164, "bottleneck", 18),
                                              (29, "bottleneck", 3), (8, "basic", 1)])
-def test_depth_is_weighted_layers(depth, block, n):
-    assert recipe.blocks_per_stage(depth, block) == n
-    model = recipe.CifarResNetModel(depth, block)
+def test_depth_is_weighted_layers(depth, block, n, train):
+    assert train.blocks_per_stage(depth, block) == n
+    model = train.CifarResNetModel(depth, block)
     assert [len(stage) for stage in model.stages] == [n, n, n]
     # depth counts the stem, the convolutions on every block's main path and the linear layer;
     # projection shortcuts are not layers of the depth.
@@ -61,34 +67,34 @@ def test_depth_is_weighted_layers(depth, block, n):
 
 
 @pytest.mark.parametrize("depth, block", [(21, "basic"), (2, "basic"), (20, "bottleneck2"), (30, "bottleneck")])
-def test_impossible_depths_are_refused(depth, block):
+def test_impossible_depths_are_refused(depth, block, train):
     with pytest.raises(ValueError, match="depth|block"):
-        recipe.blocks_per_stage(depth, block)
+        train.blocks_per_stage(depth, block)
 
 
-def test_shapes_and_shortcuts():
+def test_shapes_and_shortcuts(train):
     torch.manual_seed(0)
     for depth, block in [(20, "basic"), (29, "bottleneck")]:
-        model = recipe.CifarResNetModel(depth, block).eval()
+        model = train.CifarResNetModel(depth, block).eval()
         with torch.no_grad():
             assert model(torch.randn(3, 3, 32, 32)).shape == (3, 10)
     # Option A: stride-2 subsampling, zero channels padded evenly on both sides, no parameters.
-    blk = recipe.BasicBlock(16, 32, stride=2)
+    blk = train.BasicBlock(16, 32, stride=2)
     x = torch.randn(2, 16, 8, 8)
     s = blk.shortcut(x)
     assert s.shape == (2, 32, 4, 4)
     assert torch.equal(s[:, 8:24], x[:, :, ::2, ::2])
     assert not s[:, :8].any() and not s[:, 24:].any()
     # Bottleneck: projection only where the shape changes.
-    assert isinstance(recipe.Bottleneck(64, 16, stride=1).shortcut, nn.Identity)
-    assert isinstance(recipe.Bottleneck(16, 16, stride=1).shortcut, nn.Sequential)
-    assert isinstance(recipe.Bottleneck(64, 32, stride=2).shortcut, nn.Sequential)
+    assert isinstance(train.Bottleneck(64, 16, stride=1).shortcut, nn.Identity)
+    assert isinstance(train.Bottleneck(16, 16, stride=1).shortcut, nn.Sequential)
+    assert isinstance(train.Bottleneck(64, 32, stride=2).shortcut, nn.Sequential)
 
 
-def test_resnet20_overfits_one_batch():
+def test_resnet20_overfits_one_batch(train):
     torch.manual_seed(0)
-    model = recipe.CifarResNetModel(20, "basic")
-    x = recipe.normalize(torch.randint(0, 256, (16, 3, 32, 32), dtype=torch.uint8))
+    model = train.CifarResNetModel(20, "basic")
+    x = train.normalize(torch.randint(0, 256, (16, 3, 32, 32), dtype=torch.uint8))
     y = torch.arange(16) % 10
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     losses = []
@@ -103,30 +109,30 @@ def test_resnet20_overfits_one_batch():
 
 # ----------------------------------------------------------------------------- data, schedule
 
-def test_crop_flip_keeps_shapes_and_moves_pixels():
+def test_crop_flip_keeps_shapes_and_moves_pixels(train):
     gen = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (8, 32, 32, 3), dtype=torch.uint8, generator=gen).numpy()
-    padded = recipe.to_padded_chw(images)
+    padded = train.to_padded_chw(images)
     assert padded.shape == (8, 3, 40, 40) and padded.dtype == torch.uint8
     assert not padded[:, :, :4].any() and not padded[:, :, :, -4:].any()      # black border
     original = torch.from_numpy(images).permute(0, 3, 1, 2)
-    center = torch.full((8,), recipe.PAD)
+    center = torch.full((8,), train.PAD)
     no = torch.zeros(8, dtype=torch.bool)
-    assert torch.equal(recipe.crop_flip(padded, center, center, no), original)
-    assert torch.equal(recipe.crop_flip(padded, center, center, ~no), original.flip(3))
+    assert torch.equal(crop_flip(padded, center, center, no), original)
+    assert torch.equal(crop_flip(padded, center, center, ~no), original.flip(3))
     dx = torch.randint(0, 9, (8,), generator=gen)
     dy = torch.randint(0, 9, (8,), generator=gen)
     flip = torch.rand(8, generator=gen) < 0.5
-    out = recipe.crop_flip(padded, dx, dy, flip)
+    out = crop_flip(padded, dy, dx, flip)
     assert out.shape == original.shape and out.dtype == torch.uint8
-    moved = (dx != recipe.PAD) | (dy != recipe.PAD) | flip
+    moved = (dx != train.PAD) | (dy != train.PAD) | flip
     assert moved.any()
     for i in range(8):
         assert torch.equal(out[i], original[i]) != bool(moved[i])
         # the crop is the padded image's window at (dy, dx), mirrored where flipped
         window = padded[i, :, dy[i]:dy[i] + 32, dx[i]:dx[i] + 32]
         assert torch.equal(out[i], window.flip(2) if flip[i] else window)
-    x = recipe.normalize(out)
+    x = train.normalize(out)
     assert x.dtype == torch.float32 and x.shape == (8, 3, 32, 32)
 
 
@@ -178,3 +184,46 @@ def test_learning_rate_schedule(cifar10_root, tmp_path):
     assert lrs == {1: 0.01, 5: 0.01, 6: 0.1, 95: 0.1, 96: 0.01, 140: 0.01, 141: 0.001, 185: 0.001}
     with pytest.raises(ValueError, match="lr_values"):
         spec.load_entry_class()().setup(_context(spec, cifar10_root, tmp_path, lr_values=[0.1, 0.01]))
+
+
+def test_training_batches_are_the_epochs_draws(cifar10_root, tmp_path, train):
+    """What the network trains on, pinned: batch i holds the images order[16 i : 16 (i + 1)], each
+    the window of the padded image at rows dy, columns dx, mirrored where flipped, where order, dx,
+    dy and the flips are drawn in that order from one generator seeded seed * 1000 + epoch."""
+    class Recorder(nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net, self.seen = net, []
+
+        def forward(self, x):
+            self.seen.append(x.detach().clone())
+            return self.net(x)
+
+    spec = registry.load_spec("cifar10-resnet20-pytorch")
+    ref = spec.load_entry_class()()
+    ref.setup(_context(spec, cifar10_root, tmp_path, depth=8))
+    ref.model = recorder = Recorder(ref.model)
+    ref.train_epoch(3)
+    n = len(ref.train_x)
+    gen = torch.Generator().manual_seed(0 * 1000 + 3)
+    order = torch.randperm(n, generator=gen)
+    dx = torch.randint(0, 2 * train.PAD + 1, (n,), generator=gen)
+    dy = torch.randint(0, 2 * train.PAD + 1, (n,), generator=gen)
+    flips = torch.rand(n, generator=gen) < 0.5
+    assert len(recorder.seen) == ref.steps_per_epoch == n // 16
+    for i, batch in enumerate(recorder.seen):
+        for j, k in enumerate(order[i * 16:(i + 1) * 16]):
+            window = ref.train_x[k, :, dy[k]:dy[k] + 32, dx[k]:dx[k] + 32]
+            expected = train.normalize((window.flip(2) if flips[k] else window)[None])[0]
+            assert torch.equal(batch[j], expected), (i, j)
+
+
+def test_copies_are_one_recipe():
+    """The five references carry the same code; only their docstrings' opening lines differ."""
+    codes = {name: _code(registry.load_spec(name).directory / "train.py") for name in REFERENCES}
+    assert len(set(codes.values())) == 1, sorted(codes)
+
+
+def _code(path) -> str:
+    text = path.read_text()
+    return text[text.index('The network ("Deep Residual'):]

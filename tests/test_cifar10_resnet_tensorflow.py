@@ -1,7 +1,9 @@
-"""The CIFAR-10 ResNet recipe in TensorFlow 2 / Keras (common/recipes/cifar10_resnet_tensorflow.py)
-and the five references that share it: the network against the paper and the PyTorch recipe, the
-augmentation, the schedule, several replicas under MirroredStrategy, and a smoke run of every
+"""The CIFAR-10 ResNet recipe in TensorFlow 2 / Keras (references/cifar10-resnet*-tensorflow/train.py,
+one copy in each of the five references): the network against the paper and the PyTorch recipe,
+the augmentation, the schedule, several replicas under MirroredStrategy, and a smoke run of every
 reference on the tiny CIFAR-10 fixture (setup -> one epoch -> predict -> save -> load -> infer).
+The network tests read cifar10-resnet56-tensorflow's copy; the smoke runs and
+test_copies_are_one_recipe cover the other four.
 
 TensorFlow and PyTorch share the test environment (requirements/test.txt), so the networks are
 also checked against the PyTorch recipe's output for the same weights. Nothing here is skipped.
@@ -17,10 +19,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import torch
-from cifar10_resnets import EXACT, PUBLISHED, references
+from cifar10_resnets import EXACT, PUBLISHED, recipe, references
 from conftest import check_inference_entry, cli_env
 
-from common.recipes import cifar10_resnet_tensorflow as recipe
+from common.tf_augment import crop_flip
 from harness import registry
 from harness.reference import Context
 
@@ -53,6 +55,18 @@ def _context(spec, data_root, tmp_path, **overrides):
                    show_progress=False)
 
 
+@pytest.fixture(scope="module")
+def train():
+    """cifar10-resnet56-tensorflow's train.py."""
+    return recipe("cifar10-resnet56-tensorflow")
+
+
+@pytest.fixture(scope="module")
+def torch_train():
+    """cifar10-resnet56-pytorch's train.py: the same networks in PyTorch."""
+    return recipe("cifar10-resnet56-pytorch")
+
+
 @pytest.fixture
 def eager_if():
     """Run tf.functions eagerly when asked, and always restore the default afterwards."""
@@ -67,14 +81,14 @@ def eager_if():
 @pytest.mark.parametrize("depth, block, n", [(20, "basic", 3), (56, "basic", 9), (110, "basic", 18),
                                              (164, "basic", 27), (164, "bottleneck", 18),
                                              (29, "bottleneck", 3), (8, "basic", 1)])
-def test_blocks_per_stage(depth, block, n):
-    assert recipe.blocks_per_stage(depth, block) == n
+def test_blocks_per_stage(depth, block, n, train):
+    assert train.blocks_per_stage(depth, block) == n
 
 
 @pytest.mark.parametrize("depth, block", [(21, "basic"), (2, "basic"), (20, "bottleneck2"), (30, "bottleneck")])
-def test_impossible_depths_are_refused(depth, block):
+def test_impossible_depths_are_refused(depth, block, train):
     with pytest.raises(ValueError, match="depth|block"):
-        recipe.blocks_per_stage(depth, block)
+        train.blocks_per_stage(depth, block)
 
 
 def test_exact_counts_are_the_papers():
@@ -82,21 +96,20 @@ def test_exact_counts_are_the_papers():
         assert abs(EXACT[depth, "basic"] - published) / published < 0.02
 
 
-def test_counts_equal_the_pytorch_recipe():
+def test_counts_equal_the_pytorch_recipe(torch_train):
     """The TensorFlow networks' counts are checked against EXACT in the smoke runs below."""
-    from common.recipes import cifar10_resnet_pytorch as torch_recipe
-    assert {key: torch_recipe.count_parameters(*key) for key in EXACT} == EXACT
+    assert {key: torch_train.count_parameters(*key) for key in EXACT} == EXACT
 
 
-def test_shapes_and_shortcuts():
-    model = recipe.build_model(29, "bottleneck")
+def test_shapes_and_shortcuts(train):
+    model = train.build_model(29, "bottleneck")
     assert model(tf.zeros((3, 32, 32, 3)), training=False).shape == (3, 10)
     assert main_path_convs(model) + 1 == 29
     # Projection shortcuts exactly where a bottleneck block changes shape: the first of each stage.
     assert sorted(layer.name for layer in model.layers if layer.name.endswith("_proj")) == [
         "stage1_block1_proj", "stage2_block1_proj", "stage3_block1_proj"]
     # Option A: stride-2 subsampling, zero channels padded evenly on both sides, no parameters.
-    shortcut = recipe.ZeroPadShortcut(2, 16)
+    shortcut = train.ZeroPadShortcut(2, 16)
     x = tf.random.stateless_normal((2, 8, 8, 16), seed=(0, 1))
     s = shortcut(x).numpy()
     assert s.shape == (2, 4, 4, 32) and not shortcut.weights
@@ -104,11 +117,11 @@ def test_shapes_and_shortcuts():
     assert not s[..., :8].any() and not s[..., 24:].any()
 
 
-def test_initialization_is_seeded_and_distinct():
+def test_initialization_is_seeded_and_distinct(train):
     """Every kernel gets its own draw (no two equal), and the seed fixes them all."""
     def kernels(seed):
         tf.keras.utils.set_random_seed(seed)
-        return [layer.kernel.numpy() for layer in recipe.build_model(20).layers
+        return [layer.kernel.numpy() for layer in train.build_model(20).layers
                 if isinstance(layer, tf.keras.layers.Conv2D)]
     first, again, other = kernels(0), kernels(0), kernels(1)
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
@@ -120,14 +133,13 @@ def test_initialization_is_seeded_and_distinct():
     assert abs(np.std(np.concatenate([k.ravel() for k in same_shape])) - math.sqrt(2 / 144)) < 0.01
 
 
-def test_same_outputs_as_the_pytorch_recipe():
+def test_same_outputs_as_the_pytorch_recipe(train, torch_train):
     """With the PyTorch network's weights copied in, the Keras network computes the same logits,
     in training mode (batch statistics) and in inference mode (moving statistics)."""
-    from common.recipes import cifar10_resnet_pytorch as torch_recipe
     torch.manual_seed(0)
     x = np.random.default_rng(0).normal(size=(4, 32, 32, 3)).astype(np.float32)
     for depth, block in [(20, "basic"), (29, "bottleneck")]:
-        tnet, knet = torch_recipe.CifarResNetModel(depth, block), recipe.build_model(depth, block)
+        tnet, knet = torch_train.CifarResNetModel(depth, block), train.build_model(depth, block)
         tconv = [m for m in tnet.modules() if isinstance(m, torch.nn.Conv2d)]
         tbn = [m for m in tnet.modules() if isinstance(m, torch.nn.BatchNorm2d)]
         kconv = [m for m in knet.layers if isinstance(m, tf.keras.layers.Conv2D)]
@@ -153,36 +165,36 @@ def test_same_outputs_as_the_pytorch_recipe():
 
 # ----------------------------------------------------------------------------- data, schedule
 
-def test_crop_flip_keeps_shapes_and_moves_pixels():
+def test_crop_flip_keeps_shapes_and_moves_pixels(train):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (8, 32, 32, 3), dtype=np.uint8)
-    padded = recipe.to_padded(images)
+    padded = train.to_padded(images)
     assert padded.shape == (8, 40, 40, 3) and padded.dtype == np.uint8
     assert not padded[:, :4].any() and not padded[:, :, -4:].any()            # black border
-    center = tf.fill([8], recipe.PAD)
+    center = tf.fill([8], train.PAD)
     no = tf.zeros([8], tf.bool)
-    np.testing.assert_array_equal(recipe.crop_flip(padded, center, center, no), images)
-    np.testing.assert_array_equal(recipe.crop_flip(padded, center, center, ~no), images[:, :, ::-1])
+    np.testing.assert_array_equal(crop_flip(padded, center, center, no), images)
+    np.testing.assert_array_equal(crop_flip(padded, center, center, ~no), images[:, :, ::-1])
     dx, dy = rng.integers(0, 9, 8).astype(np.int32), rng.integers(0, 9, 8).astype(np.int32)
     flip = rng.random(8) < 0.5
-    out = recipe.crop_flip(tf.constant(padded), tf.constant(dx), tf.constant(dy), tf.constant(flip)).numpy()
+    out = crop_flip(tf.constant(padded), tf.constant(dy), tf.constant(dx), tf.constant(flip)).numpy()
     assert out.shape == images.shape and out.dtype == np.uint8
-    moved = (dx != recipe.PAD) | (dy != recipe.PAD) | flip
+    moved = (dx != train.PAD) | (dy != train.PAD) | flip
     assert moved.any()
     for i in range(8):
         assert np.array_equal(out[i], images[i]) != bool(moved[i])
         # the crop is the padded image's window at (dy, dx), mirrored where flipped
         window = padded[i, dy[i]:dy[i] + 32, dx[i]:dx[i] + 32]
         np.testing.assert_array_equal(out[i], window[:, ::-1] if flip[i] else window)
-    x = recipe.normalize(out).numpy()
+    x = train.normalize(out).numpy()
     assert x.dtype == np.float32 and x.shape == (8, 32, 32, 3)
-    expected = (images[0, 0, 0] / 255 - np.array(recipe.MEAN)) / np.array(recipe.STD)
-    np.testing.assert_allclose(recipe.normalize(images).numpy()[0, 0, 0], expected, rtol=1e-5)
+    expected = (images[0, 0, 0] / 255 - np.array(train.MEAN)) / np.array(train.STD)
+    np.testing.assert_allclose(train.normalize(images).numpy()[0, 0, 0], expected, rtol=1e-5)
 
 
-def test_learning_rate_schedule(cifar10_root, tmp_path):
+def test_learning_rate_schedule(cifar10_root, tmp_path, train):
     spec = registry.load_spec("cifar10-resnet20-tensorflow")
-    lrs = {epoch: recipe.lr_at(spec.hyperparameters, epoch) for epoch in (1, 5, 6, 95, 96, 140, 141, 185)}
+    lrs = {epoch: train.lr_at(spec.hyperparameters, epoch) for epoch in (1, 5, 6, 95, 96, 140, 141, 185)}
     assert lrs == {1: 0.01, 5: 0.01, 6: 0.1, 95: 0.1, 96: 0.01, 140: 0.01, 141: 0.001, 185: 0.001}
     with pytest.raises(ValueError, match="lr_values"):
         spec.load_entry_class()().setup(_context(spec, cifar10_root, tmp_path, lr_values=[0.1, 0.01]))
@@ -197,7 +209,7 @@ def test_several_processes_are_refused(cifar10_root, tmp_path):
         spec.load_entry_class()().setup(ctx)
 
 
-def test_resnet20_loss_falls_on_one_batch(cifar10_root, tmp_path):
+def test_resnet20_loss_falls_on_one_batch(cifar10_root, tmp_path, train):
     """The reference's own compiled step (gather, crop, momentum, weight decay), 20 times on one
     batch, centred and unflipped: the loss falls."""
     spec = registry.load_spec("cifar10-resnet20-tensorflow")
@@ -205,10 +217,51 @@ def test_resnet20_loss_falls_on_one_batch(cifar10_root, tmp_path):
     ref.setup(_context(spec, cifar10_root, tmp_path))
     ref.opt.learning_rate.assign(0.05)
     idx = tf.range(16, dtype=tf.int64)
-    center = tf.fill([len(ref.train_y)], tf.constant(recipe.PAD, tf.int64))
+    center = tf.fill([len(ref.train_y)], tf.constant(train.PAD, tf.int64))
     no_flip = tf.zeros([len(ref.train_y)], tf.bool)
     losses = [float(ref.train_step(idx, center, center, no_flip)) for _ in range(20)]
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_training_batches_are_the_epochs_draws(cifar10_root, tmp_path, eager_if, monkeypatch):
+    """What the network trains on, pinned: batch i holds the images order[16 i : 16 (i + 1)], each
+    the window of the padded image at rows dy, columns dx, mirrored where flipped, where order, dx,
+    dy and the flips are drawn in that order from NumPy's generator seeded seed * 1000 + epoch."""
+    spec = registry.load_spec("cifar10-resnet20-tensorflow")
+    ref = spec.load_entry_class()()
+    ref.setup(_context(spec, cifar10_root, tmp_path, depth=8))
+    train = sys.modules[type(ref).__module__]       # the module this instance's step reads
+    seen = []
+
+    def recording_crop_flip(*args):
+        seen.append(crop_flip(*args).numpy())
+        return seen[-1]
+    monkeypatch.setattr(train, "crop_flip", recording_crop_flip)
+    eager_if(True)                     # the step's Python runs at every call, so the batches are seen
+    ref.steps_per_epoch = 2
+    ref.train_epoch(3)
+    n = len(ref.train_y)
+    rng = np.random.default_rng(0 * 1000 + 3)
+    order = rng.permutation(n)
+    dx, dy = rng.integers(0, 2 * train.PAD + 1, n), rng.integers(0, 2 * train.PAD + 1, n)
+    flips = rng.random(n) < 0.5
+    padded = ref.train_x.numpy()
+    assert len(seen) == 2
+    for i, batch in enumerate(seen):
+        for j, k in enumerate(order[i * 16:(i + 1) * 16]):
+            window = padded[k, dy[k]:dy[k] + 32, dx[k]:dx[k] + 32]
+            np.testing.assert_array_equal(batch[j], window[:, ::-1] if flips[k] else window)
+
+
+def test_copies_are_one_recipe():
+    """The five references carry the same code; only their docstrings' opening lines differ."""
+    codes = {name: _code(registry.load_spec(name).directory / "train.py") for name in REFERENCES}
+    assert len(set(codes.values())) == 1, sorted(codes)
+
+
+def _code(path) -> str:
+    text = path.read_text()
+    return text[text.index('The network ("Deep Residual'):]
 
 
 # ------------------------------------------------------------------- every reference, end to end
@@ -257,13 +310,13 @@ MIRRORED = textwrap.dedent('''
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from common.recipes import cifar10_resnet_tensorflow as recipe
     from harness import registry
     from harness.reference import Context
-    recipe.choose_strategy = lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     spec = registry.load_spec("cifar10-resnet20-tensorflow")
+    cls = spec.load_entry_class()
+    sys.modules[cls.__module__].choose_strategy = lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     config = dict(spec.hyperparameters, depth=8, batch_size=16)
-    ref = spec.load_entry_class()()
+    ref = cls()
     ref.setup(Context(config=config, data_root=sys.argv[1], seed=0, task=spec.task, show_progress=False))
     assert ref.strategy.num_replicas_in_sync == 2
     stats = ref.train_epoch(1)

@@ -26,8 +26,6 @@ The harness times and scores everything; this file never sees the test labels.
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,6 +34,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from common.datasets import load_cifar10, load_cifar10_images
+from common.schedules import one_cycle
+from common.torch_augment import crop_flip
 from common.torch_runtime import TorchReference
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
@@ -136,18 +136,6 @@ def to_device_images(images: np.ndarray, device: torch.device) -> torch.Tensor:
     return ((x - mean) / std).contiguous()
 
 
-def crop_flip(padded: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor,
-              size: int = 32) -> torch.Tensor:
-    """Per image i: the size x size window of padded[i] whose top-left corner is (dy[i], dx[i]),
-    mirrored left-right where flip[i]. One gather for the whole batch."""
-    r = torch.arange(size, device=padded.device)
-    rows = (dy[:, None] + r)[:, None, :, None]                           # B, 1, size, 1
-    cols = dx[:, None] + torch.where(flip[:, None], size - 1 - r, r)     # mirrored: read right to left
-    batch = torch.arange(len(padded), device=padded.device)[:, None, None, None]
-    channel = torch.arange(padded.shape[1], device=padded.device)[None, :, None, None]
-    return padded[batch, channel, rows, cols[:, None, None, :]]
-
-
 # ----------------------------------------------------------------------------------------------
 # The reference the harness drives
 
@@ -202,9 +190,8 @@ class CifarFast(TorchReference):
                                    lr=cfg["lr"], momentum=cfg["momentum"], nesterov=True)
         # One cycle: linear warm-up to the peak, then linear decay to the planned last step.
         total = cfg["epochs"] * self.steps_per_epoch
-        warm = max(1, int(cfg["warmup_fraction"] * total))
-        self.lr_at = lambda step: cfg["lr"] * float(
-            np.interp(step, [0, warm, total], [cfg["lr_start_fraction"], 1.0, cfg["lr_end_fraction"]]))
+        self.lr_at = lambda step: one_cycle(step, total, cfg["lr"], cfg["warmup_fraction"],
+                                            cfg["lr_start_fraction"], cfg["lr_end_fraction"])
         self.step = 0
 
     def augment(self, idx: torch.Tensor, shifts: torch.Tensor, epoch: int) -> torch.Tensor:
@@ -257,33 +244,19 @@ class CifarFast(TorchReference):
         return {"loss": total_loss.item() / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * self.batch, "lr": self.lr_at(self.step)}
 
+    # predict, save and infer are TorchReference's, on the averaged weights and with flip
+    # test-time augmentation.
+
+    def evaluated(self) -> nn.Module:
+        return self.ema
+
     @torch.inference_mode()
-    def _scores(self, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
         # Flip test-time augmentation: the image and its mirror in one batch, logits averaged.
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
             logits = self.ema(torch.cat([x, x.flip(3)])).float()
         return (logits[:len(x)] + logits[len(x):]) / 2
 
-    def predict(self):
-        self.ema.eval()
-        step = self.ctx.config["eval_batch_size"]
-        scores = torch.cat([self._scores(self.eval_x[i:i + step]) for i in range(0, len(self.eval_x), step)])
-        return scores.cpu().numpy()
-
-    def save(self, path: Path):
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save(self.ema.state_dict(), path / "model.pt")           # the averaged weights
-        (path / "config.json").write_text(json.dumps(self.ctx.config, indent=2))
-
-    def load(self, path: Path):
-        state = torch.load(Path(path) / "model.pt", map_location=self.device)
-        self.net.load_state_dict(state)
-        self.ema.load_state_dict(state)
-        self.ema.eval()
-
-    def eval_inputs(self):
-        return self.eval_x
-
-    def infer(self, example):
-        return self._scores(example.unsqueeze(0))[0].cpu().numpy()
+    def load(self, path):
+        super().load(path)                                     # the averaged weights
+        self.net.load_state_dict(self.ema.state_dict())       # and the trained ones, alike

@@ -12,9 +12,6 @@ The harness times and scores everything; this file never sees the test labels.
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import torch
 import torch.nn as nn
@@ -22,6 +19,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from common.datasets import load_fashion_mnist, load_fashion_mnist_images
+from common.schedules import one_cycle
 from common.torch_runtime import TorchReference
 
 # Pixel statistics of the Fashion-MNIST training set (after scaling to [0, 1]).
@@ -67,9 +65,8 @@ class FashionCNN(TorchReference):
                                    nesterov=True, weight_decay=cfg["weight_decay"])
         # One cycle: linear warm-up to the peak, then linear decay to ~0 at the planned last epoch.
         total = cfg["epochs"] * self.steps_per_epoch
-        warm = max(1, int(cfg["warmup_fraction"] * total))
-        self.lr_at = lambda step: cfg["lr"] * float(
-            np.interp(step, [0, warm, total], [cfg["lr_start_fraction"], 1.0, cfg["lr_end_fraction"]]))
+        self.lr_at = lambda step: one_cycle(step, total, cfg["lr"], cfg["warmup_fraction"],
+                                            cfg["lr_start_fraction"], cfg["lr_end_fraction"])
         self.step = 0
 
     def train_epoch(self, epoch):
@@ -96,27 +93,9 @@ class FashionCNN(TorchReference):
         return {"loss": total_loss.item() / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * self.batch, "lr": self.lr_at(self.step)}
 
+    # predict, save, load and infer are TorchReference's, with flip test-time augmentation.
+
     @torch.inference_mode()
-    def _scores(self, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
         # Flip test-time augmentation: average the logits of the image and its mirror.
         return (self.net(x) + self.net(x.flip(3))) / 2
-
-    def predict(self):
-        self.net.eval()
-        return torch.cat([self._scores(self.eval_x[i:i + 1000])
-                          for i in range(0, len(self.eval_x), 1000)]).float().cpu().numpy()
-
-    def save(self, path: Path):
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save(self.net.state_dict(), path / "model.pt")
-        (path / "config.json").write_text(json.dumps(self.ctx.config, indent=2))
-
-    def load(self, path: Path):
-        self.net.load_state_dict(torch.load(Path(path) / "model.pt", map_location=self.device))
-        self.net.eval()
-
-    def eval_inputs(self):
-        return self.eval_x
-
-    def infer(self, example):
-        return self._scores(example.unsqueeze(0))[0].cpu().numpy()

@@ -35,6 +35,7 @@ import tensorflow as tf
 from keras import layers
 
 from common.datasets import load_fashion_mnist, load_fashion_mnist_images
+from common.schedules import one_cycle
 from harness.reference import Reference
 
 # Pixel statistics of the Fashion-MNIST training set (after scaling to [0, 1]).
@@ -96,14 +97,6 @@ def to_input(images: np.ndarray) -> np.ndarray:
     return ((images.astype(np.float32) / 255 - MEAN) / STD)[..., None]
 
 
-def one_cycle(config: dict, total_steps: int) -> np.ndarray:
-    """The learning rate before each step: linear warm-up to the peak, linear decay to the end
-    value at the planned last step, then held there (the run may go on past the schedule)."""
-    warm = max(1, int(config["warmup_fraction"] * total_steps))
-    return config["lr"] * np.interp(np.arange(total_steps + 1), [0, warm, total_steps],
-                                    [config["lr_start_fraction"], 1.0, config["lr_end_fraction"]])
-
-
 class FashionCNNKeras(Reference):
     def setup(self, ctx):
         self.ctx, cfg = ctx, ctx.config
@@ -122,7 +115,10 @@ class FashionCNNKeras(Reference):
         self.steps_per_epoch = len(images) // cfg["batch_size"]    # the last partial batch is dropped
 
         self.model = build_model(cfg["widths"])
-        self.lr_table = one_cycle(cfg, cfg["epochs"] * self.steps_per_epoch)
+        # The learning rate before each step of the planned run: indexed by the optimizer's step.
+        total = cfg["epochs"] * self.steps_per_epoch
+        self.lr_table = one_cycle(np.arange(total + 1), total, cfg["lr"], cfg["warmup_fraction"],
+                                  cfg["lr_start_fraction"], cfg["lr_end_fraction"])
         self.opt = keras.optimizers.SGD(learning_rate=float(self.lr_table[0]), momentum=cfg["momentum"],
                                         nesterov=True)
         self.opt.build(self.model.trainable_variables)              # its variables exist before tracing

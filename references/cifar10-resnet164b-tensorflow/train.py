@@ -1,11 +1,11 @@
-"""CIFAR-10 with the ResNets of He et al. (2016) in TensorFlow 2 / Keras: the DAWNBench seed entries.
+"""cifar10-resnet164b-tensorflow: ResNet-164 with bottleneck blocks (n = 18 per stage, 1.7M parameters) on CIFAR-10
+in TensorFlow 2 / Keras, trained with the DAWNBench seed recipe (He et al. 2016).
 
-One file for five references: cifar10-resnet{20,56,110,164}-tensorflow (basic blocks) and
-cifar10-resnet164b-tensorflow (bottleneck blocks); each picks `depth` and `block` in its
-reference.toml. The same networks and recipe as common/recipes/cifar10_resnet_pytorch.py, with
-the same parameter counts, so the two frameworks can be compared on one recipe. Read top to
-bottom; to fork, copy this file into the reference directory as train.py and set
-`entry = "train:CifarResNetKeras"` there.
+The five references cifar10-resnet{20,56,110,164}-tensorflow (basic blocks) and
+cifar10-resnet164b-tensorflow (bottleneck blocks) each carry this same file; `depth` and `block`
+are hyperparameters in their reference.toml. The network and recipe are those of cifar10-resnet164b-pytorch's
+train.py, with the same parameter counts, so the two frameworks can be compared on one recipe.
+Read top to bottom; to fork, `cp -r` this directory and edit this file.
 
 The network ("Deep Residual Learning for Image Recognition", section 4.2):
   - a 3x3 convolution to 16 channels, then three stages of n residual blocks at 16, 32 and 64
@@ -46,6 +46,7 @@ import tensorflow as tf
 from keras import layers
 
 from common.datasets import load_cifar10, load_cifar10_images
+from common.tf_augment import crop_flip
 from harness.reference import Reference
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
@@ -164,20 +165,12 @@ def count_parameters(depth: int, block: str = "basic") -> int:
 
 
 # ----------------------------------------------------------------------------------------------
-# Data: the images on the device, augmented a batch at a time; the schedule; the devices
+# Data: the images on the device, augmented (common.tf_augment) a batch at a time; the schedule;
+# the devices
 
 def to_padded(images: np.ndarray) -> np.ndarray:
     """uint8 (N, 32, 32, 3) -> uint8 (N, 40, 40, 3) with PAD black pixels on every side."""
     return np.pad(images, ((0, 0), (PAD, PAD), (PAD, PAD), (0, 0)))
-
-
-def crop_flip(padded: tf.Tensor, dx: tf.Tensor, dy: tf.Tensor, flip: tf.Tensor, size: int = 32) -> tf.Tensor:
-    """Per image: a size x size crop at offset (dy, dx), mirrored where `flip`; two batched gathers."""
-    r = tf.range(size, dtype=dx.dtype)
-    rows = dy[:, None] + r                                                    # (B, size)
-    cols = tf.where(flip[:, None], dx[:, None] + (size - 1) - r, dx[:, None] + r)
-    x = tf.gather(padded, rows, axis=1, batch_dims=1)                         # (B, size, W, C)
-    return tf.gather(x, cols, axis=2, batch_dims=1)                           # (B, size, size, C)
 
 
 def normalize(x: tf.Tensor) -> tf.Tensor:
@@ -271,8 +264,8 @@ class CifarResNetKeras(Reference):
             return loss
 
         @tf.function(autograph=False)           # no Python control flow to convert
-        def train_step(idx, dx, dy, flip):
-            x = crop_flip(tf.gather(self.train_x, idx), tf.gather(dx, idx), tf.gather(dy, idx),
+        def train_step(idx, dy, dx, flip):
+            x = crop_flip(tf.gather(self.train_x, idx), tf.gather(dy, idx), tf.gather(dx, idx),
                           tf.gather(flip, idx))
             losses = strategy.run(replica_step, args=(x, tf.gather(self.train_y, idx)))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
@@ -293,7 +286,7 @@ class CifarResNetKeras(Reference):
             flips = tf.constant(rng.random(n) < 0.5)
         total_loss = tf.zeros((), tf.float32)
         for i in ctx.progress(range(self.steps_per_epoch), total=self.steps_per_epoch, desc=f"epoch {epoch}"):
-            total_loss += self.train_step(order[i * batch:(i + 1) * batch], dx, dy, flips)
+            total_loss += self.train_step(order[i * batch:(i + 1) * batch], dy, dx, flips)
         return {"loss": float(total_loss) / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * batch, "lr": lr}
 

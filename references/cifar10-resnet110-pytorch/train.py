@@ -1,9 +1,10 @@
-"""CIFAR-10 with the ResNets of He et al. (2016) in PyTorch: the DAWNBench seed entries.
+"""cifar10-resnet110-pytorch: ResNet-110 with basic blocks (n = 18 per stage, 1.7M parameters) on CIFAR-10
+in PyTorch, trained with the DAWNBench seed recipe (He et al. 2016).
 
-One file for five references: cifar10-resnet{20,56,110,164}-pytorch (basic blocks) and
-cifar10-resnet164b-pytorch (bottleneck blocks); each picks `depth` and `block` in its
-reference.toml. Read top to bottom; to fork, copy this file into the reference directory as
-train.py and set `entry = "train:CifarResNet"` there.
+The five references cifar10-resnet{20,56,110,164}-pytorch (basic blocks) and
+cifar10-resnet164b-pytorch (bottleneck blocks) each carry this same file; `depth` and `block`
+are hyperparameters in their reference.toml. Read top to bottom; to fork, `cp -r` this directory
+and edit this file.
 
 The network ("Deep Residual Learning for Image Recognition", section 4.2):
   - a 3x3 convolution to 16 channels, then three stages of n residual blocks at 16, 32 and 64
@@ -25,8 +26,6 @@ sees the test labels.
 from __future__ import annotations
 
 import functools
-import json
-from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -34,6 +33,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from common.datasets import load_cifar10, load_cifar10_images
+from common.torch_augment import crop_flip
 from common.torch_runtime import TorchReference
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
@@ -142,23 +142,12 @@ def count_parameters(depth: int, block: str = "basic") -> int:
 
 
 # ----------------------------------------------------------------------------------------------
-# Data: uint8 images on the device, augmented and normalized a batch at a time
+# Data: uint8 images on the device, augmented (common.torch_augment) and normalized a batch at a time
 
 def to_padded_chw(images) -> torch.Tensor:
     """uint8 (N, 32, 32, 3) HWC -> uint8 (N, 3, 40, 40) with PAD black pixels on every side."""
     x = torch.from_numpy(images).permute(0, 3, 1, 2)
     return F.pad(x, (PAD, PAD, PAD, PAD)).contiguous()
-
-
-def crop_flip(padded: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, flip: torch.Tensor,
-              size: int = 32) -> torch.Tensor:
-    """Per image: a size x size crop at offset (dy, dx), mirrored where `flip`; one gather."""
-    r = torch.arange(size, device=padded.device)
-    rows = dy[:, None] + r                                               # (B, size)
-    cols = torch.where(flip[:, None], dx[:, None] + (size - 1) - r, dx[:, None] + r)
-    b = torch.arange(len(padded), device=padded.device)[:, None, None, None]
-    c = torch.arange(padded.shape[1], device=padded.device)[None, :, None, None]
-    return padded[b, c, rows[:, None, :, None], cols[:, None, None, :]]
 
 
 @functools.cache
@@ -178,6 +167,9 @@ def normalize(x: torch.Tensor) -> torch.Tensor:
 # The reference the harness drives
 
 class CifarResNet(TorchReference):
+    # predict, save, load and infer are TorchReference's: this network's scores, no test-time
+    # augmentation (the seed recipe had none).
+
     def setup(self, ctx):
         self.ctx, cfg = ctx, ctx.config
         self.init_torch(ctx)
@@ -223,7 +215,7 @@ class CifarResNet(TorchReference):
         for i in ctx.progress(range(self.steps_per_epoch), total=self.steps_per_epoch, desc=f"epoch {epoch}"):
             start = i * cfg["batch_size"] + ctx.rank * self.batch
             idx = order[start:start + self.batch]
-            x = normalize(crop_flip(self.train_x[idx], dx[idx], dy[idx], flips[idx]))
+            x = normalize(crop_flip(self.train_x[idx], dy[idx], dx[idx], flips[idx]))
             loss = F.cross_entropy(self.model(x), self.train_y[idx])
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -231,29 +223,3 @@ class CifarResNet(TorchReference):
             total_loss += loss.detach()
         return {"loss": total_loss.item() / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * self.batch, "lr": lr}
-
-    @torch.inference_mode()
-    def _scores(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)            # no test-time augmentation: the seed recipe had none
-
-    def predict(self):
-        self.net.eval()
-        step = self.ctx.config["eval_batch_size"]
-        return torch.cat([self._scores(self.eval_x[i:i + step])
-                          for i in range(0, len(self.eval_x), step)]).float().cpu().numpy()
-
-    def save(self, path: Path):
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save(self.net.state_dict(), path / "model.pt")
-        (path / "config.json").write_text(json.dumps(self.ctx.config, indent=2))
-
-    def load(self, path: Path):
-        self.net.load_state_dict(torch.load(Path(path) / "model.pt", map_location=self.device))
-        self.net.eval()
-
-    def eval_inputs(self):
-        return self.eval_x
-
-    def infer(self, example):
-        return self._scores(example.unsqueeze(0))[0].float().cpu().numpy()

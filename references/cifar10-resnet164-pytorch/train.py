@@ -1,0 +1,225 @@
+"""cifar10-resnet164-pytorch: ResNet-164 with basic blocks (n = 27 per stage, 2.6M parameters) on CIFAR-10
+in PyTorch, trained with the DAWNBench seed recipe (He et al. 2016).
+
+The five references cifar10-resnet{20,56,110,164}-pytorch (basic blocks) and
+cifar10-resnet164b-pytorch (bottleneck blocks) each carry this same file; `depth` and `block`
+are hyperparameters in their reference.toml. Read top to bottom; to fork, `cp -r` this directory
+and edit this file.
+
+The network ("Deep Residual Learning for Image Recognition", section 4.2):
+  - a 3x3 convolution to 16 channels, then three stages of n residual blocks at 16, 32 and 64
+    channels (strides 1, 2, 2), global average pooling and one linear layer to 10 classes;
+  - basic blocks (two 3x3 convolutions): depth = 6n + 2, with parameter-free shortcuts
+    (option A: subsample by 2 and pad the new channels with zeros), so the counts are the
+    paper's: ResNet-20 0.27M, ResNet-56 0.85M, ResNet-110 1.7M parameters;
+  - bottleneck blocks (1x1, 3x3, 1x1 with 4x expansion): depth = 9n + 2, with 1x1 projection
+    shortcuts (+ batch norm) where the shape changes;
+  - batch norm after every convolution, ReLU after the addition, He (fan-out) initialization,
+    no dropout.
+The seed recipe: SGD with momentum 0.9 and weight decay 5e-4 at batch 128; learning rate 0.01
+for 5 warm-up epochs, 0.1 until epoch 95, 0.01 until epoch 140, then 0.001; random crops of
+the image padded by 4 black pixels and random horizontal flips; per-channel normalization.
+The whole training set lives on the device as one uint8 tensor and each batch is augmented there
+with one gather (no per-image loader). The harness times and scores everything; this file never
+sees the test labels.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from common.datasets import load_cifar10, load_cifar10_images
+from common.torch_augment import crop_flip
+from common.torch_runtime import TorchReference
+
+# Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
+MEAN = (0.4914, 0.4822, 0.4465)
+STD = (0.2470, 0.2435, 0.2616)
+PAD = 4                               # pixels of zero padding around each image for random crops
+WIDTHS = (16, 32, 64)                 # channels of the three stages (before bottleneck expansion)
+
+
+# ----------------------------------------------------------------------------------------------
+# The network
+
+class BasicBlock(nn.Module):
+    """Two 3x3 convolutions; parameter-free shortcut (option A) when the shape changes."""
+    expansion = 1
+
+    def __init__(self, c_in: int, width: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, width, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.stride, self.extra_channels = stride, width - c_in
+
+    def shortcut(self, x: torch.Tensor) -> torch.Tensor:
+        if self.stride != 1:
+            x = x[:, :, ::self.stride, ::self.stride]
+        if self.extra_channels:       # zero channels, split evenly before and after, as the paper
+            half = self.extra_channels // 2
+            x = F.pad(x, (0, 0, 0, 0, half, self.extra_channels - half))
+        return x
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)), inplace=True)
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x), inplace=True)
+
+
+class Bottleneck(nn.Module):
+    """1x1 reduce, 3x3 (strided), 1x1 expand by 4; 1x1 projection shortcut when the shape changes."""
+    expansion = 4
+
+    def __init__(self, c_in: int, width: int, stride: int):
+        super().__init__()
+        c_out = width * self.expansion
+        self.conv1 = nn.Conv2d(c_in, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, c_out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(c_out)
+        self.shortcut = nn.Identity()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False),
+                                          nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)), inplace=True)
+        out = F.relu(self.bn2(self.conv2(out)), inplace=True)
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + self.shortcut(x), inplace=True)
+
+
+BLOCKS = {"basic": BasicBlock, "bottleneck": Bottleneck}
+
+
+def blocks_per_stage(depth: int, block: str) -> int:
+    """n in depth = 6n + 2 (basic: 2 layers a block) or 9n + 2 (bottleneck: 3 layers a block)."""
+    if block not in BLOCKS:
+        raise ValueError(f"block {block!r}: expected one of {', '.join(BLOCKS)}")
+    layers = 2 if block == "basic" else 3
+    n, rest = divmod(depth - 2, 3 * layers)
+    if rest or n < 1:
+        raise ValueError(f"depth {depth} with {block} blocks: depth must be {3 * layers}n + 2, n >= 1")
+    return n
+
+
+class CifarResNetModel(nn.Module):
+    def __init__(self, depth: int, block: str = "basic", num_classes: int = 10):
+        super().__init__()
+        n, Block = blocks_per_stage(depth, block), BLOCKS[block]
+        self.stem = nn.Sequential(nn.Conv2d(3, WIDTHS[0], 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(WIDTHS[0]), nn.ReLU(inplace=True))
+        stages, c_in = [], WIDTHS[0]
+        for i, width in enumerate(WIDTHS):
+            blocks = []
+            for j in range(n):
+                blocks.append(Block(c_in, width, stride=2 if i > 0 and j == 0 else 1))
+                c_in = width * Block.expansion
+            stages.append(nn.Sequential(*blocks))
+        self.stages = nn.Sequential(*stages)
+        self.fc = nn.Linear(c_in, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.stages(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def count_parameters(depth: int, block: str = "basic") -> int:
+    """Trainable parameters: convolutions, batch-norm scales and shifts, the linear layer (not the
+    batch-norm running statistics). ResNet-20/56/110: 269,722 / 853,018 / 1,727,962."""
+    return sum(p.numel() for p in CifarResNetModel(depth, block).parameters() if p.requires_grad)
+
+
+# ----------------------------------------------------------------------------------------------
+# Data: uint8 images on the device, augmented (common.torch_augment) and normalized a batch at a time
+
+def to_padded_chw(images) -> torch.Tensor:
+    """uint8 (N, 32, 32, 3) HWC -> uint8 (N, 3, 40, 40) with PAD black pixels on every side."""
+    x = torch.from_numpy(images).permute(0, 3, 1, 2)
+    return F.pad(x, (PAD, PAD, PAD, PAD)).contiguous()
+
+
+@functools.cache
+def _pixel_stats(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    # Made once per device: a host-to-device copy every batch would stall the GPU's queue.
+    return (torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255,
+            torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255)
+
+
+def normalize(x: torch.Tensor) -> torch.Tensor:
+    """uint8 (B, 3, H, W) -> float, per-channel standardized, channels_last."""
+    mean, std = _pixel_stats(x.device)
+    return ((x.float() - mean) / std).contiguous(memory_format=torch.channels_last)
+
+
+# ----------------------------------------------------------------------------------------------
+# The reference the harness drives
+
+class CifarResNet(TorchReference):
+    # predict, save, load and infer are TorchReference's: this network's scores, no test-time
+    # augmentation (the seed recipe had none).
+
+    def setup(self, ctx):
+        self.ctx, cfg = ctx, ctx.config
+        self.init_torch(ctx)
+        if len(cfg["lr_values"]) != len(cfg["lr_boundaries"]) + 1:
+            raise ValueError(f"lr_values {cfg['lr_values']} needs one more entry than "
+                             f"lr_boundaries {cfg['lr_boundaries']}")
+        if cfg["batch_size"] % ctx.world_size:
+            raise ValueError(f"batch_size {cfg['batch_size']} is not divisible by {ctx.world_size} processes")
+        torch.backends.cudnn.benchmark = True
+        images, labels = load_cifar10(ctx.data_root, "train")
+        self.train_x = to_padded_chw(images).to(self.device)
+        self.train_y = torch.from_numpy(labels).to(self.device)
+        self.eval_x = normalize(torch.from_numpy(load_cifar10_images(ctx.data_root, "test"))
+                                .permute(0, 3, 1, 2).to(self.device))
+
+        self.net = CifarResNetModel(cfg["depth"], cfg["block"])
+        self.net = self.net.to(self.device, memory_format=torch.channels_last)
+        self.model = DistributedDataParallel(self.net) if self.distributed else self.net
+        self.batch = cfg["batch_size"] // ctx.world_size         # per rank; the global batch is fixed
+        self.steps_per_epoch = len(self.train_x) // cfg["batch_size"]
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=cfg["lr_values"][0], momentum=cfg["momentum"],
+                                   nesterov=cfg["nesterov"], weight_decay=cfg["weight_decay"])
+
+    def lr_at(self, epoch: int) -> float:
+        """Piecewise constant: lr_values[k], k = how many lr_boundaries lie before `epoch` (from 1)."""
+        cfg = self.ctx.config
+        return cfg["lr_values"][sum(epoch > b for b in cfg["lr_boundaries"])]
+
+    def train_epoch(self, epoch):
+        cfg, ctx = self.ctx.config, self.ctx
+        self.model.train()
+        lr = self.lr_at(epoch)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        # Every rank draws the same order and augmentation and takes its slice of each global batch.
+        n = len(self.train_x)
+        gen = torch.Generator().manual_seed(ctx.seed * 1000 + epoch)
+        order = torch.randperm(n, generator=gen).to(self.device)
+        dx = torch.randint(0, 2 * PAD + 1, (n,), generator=gen).to(self.device)
+        dy = torch.randint(0, 2 * PAD + 1, (n,), generator=gen).to(self.device)
+        flips = (torch.rand(n, generator=gen) < 0.5).to(self.device)
+        total_loss = torch.zeros((), device=self.device)
+        for i in ctx.progress(range(self.steps_per_epoch), total=self.steps_per_epoch, desc=f"epoch {epoch}"):
+            start = i * cfg["batch_size"] + ctx.rank * self.batch
+            idx = order[start:start + self.batch]
+            x = normalize(crop_flip(self.train_x[idx], dy[idx], dx[idx], flips[idx]))
+            loss = F.cross_entropy(self.model(x), self.train_y[idx])
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+            total_loss += loss.detach()
+        return {"loss": total_loss.item() / self.steps_per_epoch,
+                "samples": self.steps_per_epoch * self.batch, "lr": lr}
