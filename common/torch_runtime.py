@@ -108,6 +108,8 @@ class TorchReference(Reference):
         if torch.cuda.is_available():
             versions["cuda"] = str(torch.version.cuda)
             versions["cudnn"] = str(torch.backends.cudnn.version())
+            if torch.distributed.is_nccl_available():
+                versions["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
         return versions
 
     def close(self) -> None:

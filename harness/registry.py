@@ -43,27 +43,24 @@ class ReferenceSpec:
     container: dict[str, Any] = field(default_factory=dict)   # the raw [container] table, for host tools
 
     def load_entry_class(self):
-        """The entry class: `module:Class` with module.py in the reference directory, or a dotted
-        module on the path (so variants of one recipe can share a file in common/)."""
+        """The entry class: `module:Class` with module.py a file of the reference directory. Only
+        there: a reference is its directory, so `cp -r` of it is a complete fork."""
         module_name, _, class_name = self.entry.partition(":")
         path = self.directory / f"{module_name}.py"
         where = self.directory / "reference.toml"
-        if not class_name or not module_name:
-            raise UsageError(f"{where}: field 'entry' = {self.entry!r} must be 'module:Class'")
-        if path.is_file():
-            # The reference directory goes first on the path so a fork can split its code in files.
-            sys.path.insert(0, str(self.directory))
-            unique = "dawnbench_ref_" + self.name.replace("-", "_")
-            spec = importlib.util.spec_from_file_location(unique, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[unique] = module
-            spec.loader.exec_module(module)
-        else:
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as e:
-                raise UsageError(f"{where}: field 'entry' = {self.entry!r}: no {path.name} in the "
-                                 f"reference directory and no importable module ({e})") from None
+        if not class_name or not module_name or not module_name.isidentifier():
+            raise UsageError(f"{where}: field 'entry' = {self.entry!r} must be 'module:Class' with module.py "
+                             f"a file of {self.directory}, e.g. 'train:MyNet'")
+        if not path.is_file():
+            raise UsageError(f"{where}: field 'entry' = {self.entry!r}: no {path.name} in {self.directory}; the "
+                             f"reference's code lives in its own directory")
+        # The reference directory goes first on the path so a fork can split its code in files.
+        sys.path.insert(0, str(self.directory))
+        unique = "dawnbench_ref_" + self.name.replace("-", "_")
+        spec = importlib.util.spec_from_file_location(unique, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[unique] = module
+        spec.loader.exec_module(module)
         try:
             return getattr(module, class_name)
         except AttributeError:
@@ -108,7 +105,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
     return ReferenceSpec(
         name=name, directory=directory, task=task, framework=raw["framework"], model=raw["model"],
         entry=raw["entry"], author=raw.get("author", "dawnbench"),
-        author_email=raw.get("author_email", ""), code_url=raw.get("code_url", ""),
+        author_email=raw.get("author_email", ""), code_url=raw.get("code_url", f"references/{name}"),
         description=raw.get("description", ""),
         hyperparameters=dict(raw.get("hyperparameters", {})),
         max_epochs=int(budget.get("max_epochs", 100)),

@@ -93,3 +93,20 @@ def test_a_copied_directory_runs_through_the_runner(original, full_eval_root, tm
     assert result["status"] == "converged" and result["epochs"] == 1, result.get("dnc_reason")
     assert result["reference"] == fork and result["eval_examples"] == 10_000
     assert (Path(result["run_dir"]) / "model" / "model.pt").is_file()
+
+
+@pytest.mark.parametrize("entry,problem", [
+    ("common.torch_runtime:TorchReference", "must be 'module:Class' with module.py a file of"),
+    ("model:Net", "no model.py in"),
+    ("train", "must be 'module:Class'"),
+])
+def test_entry_outside_the_reference_directory_is_refused(tmp_path, monkeypatch, entry, problem):
+    """A reference's code is a file of its own directory: an entry elsewhere (a shared module
+    on the path) would make `cp -r` copy no code."""
+    ref = tmp_path / "references" / "x-cnn-pytorch"
+    ref.mkdir(parents=True)
+    (ref / "reference.toml").write_text(f'task = "fashion-mnist"\nframework = "pytorch"\nmodel = "m"\nentry = "{entry}"\n')
+    monkeypatch.setenv("DAWNBENCH_REFERENCES", str(ref.parent))
+    with pytest.raises(registry.UsageError, match=problem) as caught:
+        registry.load_spec("x-cnn-pytorch").load_entry_class()
+    assert "\n" not in str(caught.value)
