@@ -95,7 +95,8 @@ class KerasReference(Reference):
                     "inter_op_threads": str(threading.get_inter_op_parallelism_threads()),
                     "onednn": onednn_enabled()}
         if tf.config.list_physical_devices("GPU"):
-            # What the wheel was built against; the libraries loaded are in env.json's own fields.
+            # What the wheel was built against, as PyTorch reports torch.version.cuda; the CUDA found on
+            # the machine is env.json's own field.
             build = tf.sysconfig.get_build_info()
             for key in ("cuda_version", "cudnn_version"):
                 if build.get(key):
