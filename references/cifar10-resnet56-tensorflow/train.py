@@ -33,10 +33,8 @@ sees the test labels.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # keep TensorFlow's start-up chatter off stderr
 
@@ -47,14 +45,13 @@ from keras import layers
 
 from common.datasets import load_cifar10, load_cifar10_images
 from common.tf_augment import crop_flip
-from harness.reference import Reference
+from common.tf_runtime import KerasReference
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 PAD = 4                               # pixels of zero padding around each image for random crops
 WIDTHS = (16, 32, 64)                 # channels of the three stages (before bottleneck expansion)
-WEIGHTS_FILE = "model.weights.h5"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -199,7 +196,10 @@ def data_device() -> str:
 # ----------------------------------------------------------------------------------------------
 # The reference the harness drives
 
-class CifarResNetKeras(Reference):
+class CifarResNetKeras(KerasReference):
+    """predict, save, load, eval_inputs and infer are KerasReference's (common/tf_runtime.py): the
+    model's logits, without test-time augmentation (the seed recipe had none)."""
+
     def setup(self, ctx):
         self.ctx, cfg = ctx, ctx.config
         if len(cfg["lr_values"]) != len(cfg["lr_boundaries"]) + 1:
@@ -234,14 +234,6 @@ class CifarResNetKeras(Reference):
                                             nesterov=cfg["nesterov"])
             self.opt.build(self.model.trainable_variables)          # its variables exist before tracing
         self.train_step = self._make_train_step()
-        # One trace for the eval batches and one for single images: inference never retraces.
-        # XLA compiles the batch-1 graph into fewer, fused kernels (1.5-1.8x faster than the plain
-        # graph for ResNet-20 and -56 on the project's 2-core CPU).
-        self._scores = tf.function(lambda x: self.model(x, training=False), autograph=False,
-                                   input_signature=[tf.TensorSpec((None, 32, 32, 3), tf.float32)])
-        self._infer = tf.function(lambda x: self.model(x[None], training=False)[0], autograph=False,
-                                  input_signature=[tf.TensorSpec((32, 32, 3), tf.float32)],
-                                  jit_compile=cfg["xla_inference"])
 
     def _make_train_step(self):
         """One compiled step on the global batch `idx`: gather and augment it where the data
@@ -290,35 +282,6 @@ class CifarResNetKeras(Reference):
         return {"loss": float(total_loss) / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * batch, "lr": lr}
 
-    def predict(self):
-        step = self.ctx.config["eval_batch_size"]       # no test-time augmentation: the seed recipe had none
-        return np.concatenate([self._scores(self.eval_x[i:i + step]).numpy()
-                               for i in range(0, len(self.eval_x), step)])
-
-    def save(self, path: Path):
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        self.model.save_weights(path / WEIGHTS_FILE)    # batch-norm moving statistics included
-        (path / "config.json").write_text(json.dumps(self.ctx.config, indent=2))
-
-    def load(self, path: Path):
-        self.model.load_weights(Path(path) / WEIGHTS_FILE)
-
-    def eval_inputs(self):
-        return self.eval_x                              # normalized float32 (N, 32, 32, 3), on the device
-
-    def infer(self, example):
-        return self._infer(example).numpy()
-
-    def synchronize(self) -> None:
-        if getattr(self, "gpu", False):
-            tf.test.experimental.sync_devices()
-
     def framework_versions(self) -> dict[str, str]:
-        build = tf.sysconfig.get_build_info()
-        versions = {"tensorflow": tf.__version__, "keras": keras.__version__,
-                    "replicas": str(self.strategy.num_replicas_in_sync) if hasattr(self, "strategy") else "1"}
-        for key in ("cuda_version", "cudnn_version"):
-            if build.get(key):
-                versions[key.removesuffix("_version")] = str(build[key])
-        return versions
+        replicas = self.strategy.num_replicas_in_sync if hasattr(self, "strategy") else 1
+        return {**super().framework_versions(), "replicas": str(replicas)}

@@ -17,10 +17,8 @@ The harness times and scores everything; this file never sees the test labels.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # keep TensorFlow's start-up chatter off stderr
 # TensorFlow's oneDNN CPU kernels. Linux builds turn them on by default only on CPUs with AVX-512
@@ -36,11 +34,10 @@ from keras import layers
 
 from common.datasets import load_fashion_mnist, load_fashion_mnist_images
 from common.schedules import one_cycle
-from harness.reference import Reference
+from common.tf_runtime import KerasReference
 
 # Pixel statistics of the Fashion-MNIST training set (after scaling to [0, 1]).
 MEAN, STD = 0.2860, 0.3530
-WEIGHTS_FILE = "model.weights.h5"
 
 
 def torch_uniform(fan_in: int):
@@ -97,7 +94,10 @@ def to_input(images: np.ndarray) -> np.ndarray:
     return ((images.astype(np.float32) / 255 - MEAN) / STD)[..., None]
 
 
-class FashionCNNKeras(Reference):
+class FashionCNNKeras(KerasReference):
+    """predict, save, load, eval_inputs and infer are KerasReference's (common/tf_runtime.py),
+    through this class's `scores`: flip test-time augmentation."""
+
     def setup(self, ctx):
         self.ctx, cfg = ctx, ctx.config
         if ctx.world_size > 1:
@@ -123,12 +123,6 @@ class FashionCNNKeras(Reference):
                                         nesterov=True)
         self.opt.build(self.model.trainable_variables)              # its variables exist before tracing
         self.train_step = self._make_train_step()
-        # One trace for the eval batches and one for single images: neither ever retraces.
-        self._scores = tf.function(self._flip_tta, autograph=False,
-                                   input_signature=[tf.TensorSpec((None, 28, 28, 1), tf.float32)])
-        self._infer = tf.function(lambda x: self._flip_tta(x[None])[0], autograph=False,
-                                  input_signature=[tf.TensorSpec((28, 28, 1), tf.float32)],
-                                  jit_compile=cfg["xla_inference"])
 
     def _make_train_step(self):
         """One compiled step: gather the batch, flip it, forward, backward, SGD update."""
@@ -173,48 +167,6 @@ class FashionCNNKeras(Reference):
         return {"loss": float(total_loss) / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * batch, "lr": float(self.lr_table[step])}
 
-    def _flip_tta(self, x):
+    def scores(self, x):
         # Flip test-time augmentation: average the logits of the image and its mirror.
         return (self.model(x, training=False) + self.model(tf.reverse(x, axis=[2]), training=False)) / 2
-
-    def predict(self):
-        step = self.ctx.config["eval_batch_size"]
-        return np.concatenate([self._scores(self.eval_x[i:i + step]).numpy()
-                               for i in range(0, len(self.eval_x), step)])
-
-    def save(self, path: Path):
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        self.model.save_weights(path / WEIGHTS_FILE)    # batch-norm moving statistics included
-        (path / "config.json").write_text(json.dumps(self.ctx.config, indent=2))
-
-    def load(self, path: Path):
-        self.model.load_weights(Path(path) / WEIGHTS_FILE)
-
-    def eval_inputs(self):
-        return self.eval_x                              # normalized float32 (N, 28, 28, 1)
-
-    def infer(self, example):
-        return self._infer(example).numpy()
-
-    def synchronize(self) -> None:
-        if getattr(self, "gpu", False):
-            tf.test.experimental.sync_devices()
-
-    def framework_versions(self) -> dict[str, str]:
-        threading = tf.config.threading
-        return {"tensorflow": tf.__version__, "keras": keras.__version__,
-                # 0 means TensorFlow's default: as many threads as cores.
-                "intra_op_threads": str(threading.get_intra_op_parallelism_threads()),
-                "inter_op_threads": str(threading.get_inter_op_parallelism_threads()),
-                "onednn": onednn_enabled()}
-
-
-def onednn_enabled() -> str:
-    """Whether TensorFlow runs its oneDNN kernels: what it decided, which differs from the
-    environment variable where TensorFlow was imported before this file set it."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port  # private, hence the fallback
-        return str(bool(_pywrap_util_port.IsMklEnabled())).lower()
-    except (ImportError, AttributeError):
-        return "unknown (TF_ENABLE_ONEDNN_OPTS=" + os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset") + ")"

@@ -1,0 +1,114 @@
+"""What TensorFlow / Keras references share: the default predict / save / load / eval_inputs /
+infer of a classifier, the clock's device hook, and the versions worth recording.
+
+A TensorFlow reference subclasses KerasReference instead of harness.Reference and in `setup`
+sets `self.ctx`, `self.model` (the Keras model) and `self.eval_x` (the eval images, ready for the
+model, where the model runs), and `self.gpu = True` when it runs on a GPU. It then writes only
+`setup` and `train_epoch`, and overrides `scores` for test-time augmentation or `evaluated` to
+predict and save with other weights than `self.model`'s.
+
+Inference runs through two tf.functions with fixed input signatures, traced once each: one for
+the eval batches, one for a single example, which XLA compiles when the hyperparameter
+`xla_inference` is true.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from harness.reference import Context, Reference
+
+WEIGHTS_FILE = "model.weights.h5"
+CONFIG_FILE = "config.json"
+EVAL_BATCH_SIZE = 1000          # when the reference.toml names no eval_batch_size
+
+
+class KerasReference(Reference):
+    ctx: Context
+    model: keras.Model
+    eval_x: tf.Tensor
+    gpu: bool = False
+
+    # The evaluated model and its scores: what predict, infer and save use.
+
+    def evaluated(self) -> keras.Model:
+        """The model that predicts, infers and is saved: `self.model` unless overridden."""
+        return self.model
+
+    def scores(self, x: tf.Tensor) -> tf.Tensor:
+        """Class scores of a batch of eval images, in inference mode; traced, never run eagerly
+        by predict or infer."""
+        return self.evaluated()(x, training=False)
+
+    @functools.cached_property
+    def _batch_scores(self):
+        # A leading None: one trace serves every batch, the last shorter one included.
+        spec = tf.TensorSpec((None, *self.eval_x.shape[1:]), self.eval_x.dtype)
+        return tf.function(self.scores, autograph=False, input_signature=[spec])
+
+    @functools.cached_property
+    def _one_scores(self):
+        # XLA fuses the batch-1 graph into fewer kernels (1.5-1.8x faster than the plain graph
+        # for ResNet-20 and -56 on the project's 2-core CPU).
+        spec = tf.TensorSpec(self.eval_x.shape[1:], self.eval_x.dtype)
+        return tf.function(lambda x: self.scores(x[None])[0], autograph=False, input_signature=[spec],
+                           jit_compile=self.ctx.config.get("xla_inference", False))
+
+    def predict(self):
+        step = self.ctx.config.get("eval_batch_size", EVAL_BATCH_SIZE)
+        return np.concatenate([self._batch_scores(self.eval_x[i:i + step]).numpy()
+                               for i in range(0, len(self.eval_x), step)])
+
+    def save(self, path: Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.evaluated().save_weights(path / WEIGHTS_FILE)    # batch-norm moving statistics included
+        # The hyperparameters next to the weights, so a model folder copied alone still says what it is.
+        (path / CONFIG_FILE).write_text(json.dumps(self.ctx.config, indent=2))
+
+    def load(self, path: Path) -> None:
+        self.evaluated().load_weights(Path(path) / WEIGHTS_FILE)
+
+    def eval_inputs(self):
+        return self.eval_x
+
+    def infer(self, example):
+        return self._one_scores(example).numpy()
+
+    # Devices and versions
+
+    def synchronize(self) -> None:
+        if self.gpu:
+            tf.test.experimental.sync_devices()
+
+    def framework_versions(self) -> dict[str, str]:
+        threading = tf.config.threading
+        versions = {"tensorflow": tf.__version__, "keras": keras.__version__,
+                    # 0 means TensorFlow's default: as many threads as cores.
+                    "intra_op_threads": str(threading.get_intra_op_parallelism_threads()),
+                    "inter_op_threads": str(threading.get_inter_op_parallelism_threads()),
+                    "onednn": onednn_enabled()}
+        if tf.config.list_physical_devices("GPU"):
+            # What the wheel was built against, as PyTorch reports torch.version.cuda; the CUDA found on
+            # the machine is env.json's own field.
+            build = tf.sysconfig.get_build_info()
+            for key in ("cuda_version", "cudnn_version"):
+                if build.get(key):
+                    versions[key.removesuffix("_version")] = str(build[key])
+        return versions
+
+
+def onednn_enabled() -> str:
+    """Whether TensorFlow runs its oneDNN kernels: what it decided, which differs from the
+    environment variable where TensorFlow was imported before the reference set it."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port  # private, hence the fallback
+        return str(bool(_pywrap_util_port.IsMklEnabled())).lower()
+    except (ImportError, AttributeError):
+        return "unknown (TF_ENABLE_ONEDNN_OPTS=" + os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset") + ")"
