@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from dawnbench import containers
-from harness.errors import UsageError
+from harness.errors import DawnbenchError, UsageError, report
 
 
 def throughput(result: dict) -> float | None:
@@ -129,9 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                     raise UsageError(f"the {pin} run with seed {seed} left no result.json (exit {status}); "
                                      f"its output is above")
                 runs[pin].append(json.loads(result_file.read_text(encoding="utf-8")))
-    except UsageError as e:
-        print(f"compare: error: {e}", file=sys.stderr)
-        return 2
+    except DawnbenchError as e:
+        return report("compare", e)
     summary = summarize(runs, a.versions)
     summary.update(reference=a.reference, run_options=forwarded,
                    images={pin: {"tag": img.tags[0] if img.tags else None, "id": img.id} for pin, img in images.items()})

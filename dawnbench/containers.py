@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dawnbench import images, prices
 from harness import datasets, environment, paths, registry
-from harness.errors import UsageError
+from harness.errors import DawnbenchError, UsageError, report
 
 IMAGE_USER = "10001:10001"            # the images' `dawn` user (references/*/Dockerfile)
 RESULTS_IN_CONTAINER = "/results"
@@ -373,9 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return run(args.reference, forwarded, nproc=args.nproc, gpus=args.gpus, data_root=args.data,
                    results=args.results, base_image=args.base_image, framework_pin=args.framework_pin)
-    except UsageError as e:
-        print(f"dawnbench: error: {e}", file=sys.stderr)
-        return 2
+    except DawnbenchError as e:
+        return report("dawnbench", e)
 
 
 if __name__ == "__main__":

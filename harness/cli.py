@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from harness import datasets, inference, paths, registry, runner
-from harness.errors import DawnbenchError, UsageError
+from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, report
 
 PROG = "harness"
 PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
@@ -227,9 +227,11 @@ def run_command(handler, args: argparse.Namespace, prog: str = PROG) -> int:
     """Run one command; a user's mistake is one line on stderr and exit code 2, never a traceback."""
     try:
         return handler(args)
-    except (DawnbenchError, FileExistsError, FileNotFoundError) as e:
+    except DawnbenchError as e:
+        return report(prog, e)
+    except (FileExistsError, FileNotFoundError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
