@@ -8,6 +8,7 @@ import os
 import subprocess
 
 from conftest import REPO
+from leaderboard_fixture import write_entries
 
 TOOLS = REPO / ".venv" / "tools"
 
@@ -25,12 +26,11 @@ def test_make_tools_gives_a_working_dawnbench(tmp_path):
     listed = subprocess.run([str(dawnbench), "list"], cwd=REPO, env=_env(), capture_output=True, text=True)
     assert listed.returncode == 0 and "fashion-mnist-cnn-pytorch" in listed.stdout, listed.stderr
     # The entry tools (jsonschema, jinja2) and the container tools (Docker SDK) run from it.
-    empty = tmp_path / "entries"
-    empty.mkdir()
-    site = subprocess.run([str(dawnbench), "leaderboard", str(empty), "--out", str(tmp_path / "site")], cwd=REPO,
+    entries = write_entries(tmp_path / "entries")
+    site = subprocess.run([str(dawnbench), "leaderboard", str(entries), "--out", str(tmp_path / "site")], cwd=REPO,
                           env=_env(), capture_output=True, text=True)
     assert site.returncode == 0, site.stderr
-    assert (tmp_path / "site" / "index.html").is_file()
+    assert "alice_resnet18_p3.2xlarge_pytorch" in (tmp_path / "site" / "index.html").read_text()
     engine = subprocess.run([str(TOOLS / "bin" / "python"), "-m", "dawnbench.containers", "build",
                              "fashion-mnist-cnn-pytorch"], cwd=REPO, capture_output=True, text=True,
                             env=dict(_env(), DOCKER_HOST="unix:///nonexistent/docker.sock"))
