@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 
-from harness.datasets import DatasetError, manifest, read_cifar_batch, read_idx, verify_file
+from harness.datasets import DatasetError, files_dir, manifest, read_cifar_batch, read_idx, verify_file
+from harness.views import DERIVED_SUFFIX
 
 __all__ = [
     "DatasetError",
@@ -69,8 +70,13 @@ def _cifar10_split(data_root: str | os.PathLike | None, split: str) -> tuple[np.
 def load_cifar10_images(data_root: str | os.PathLike | None, split: str) -> np.ndarray:
     """Images of a split, uint8 (N, 32, 32, 3) HWC, checksum-verified.
 
-    The only loader a reference may use for the eval split: it returns no labels.
+    The only loader a reference may use for the eval split: it returns no labels. In a predictor's
+    view the eval batches are the harness's label-free copies (``test_batch.images.npy``).
     """
+    derived = [files_dir("cifar10", data_root) / (f + DERIVED_SUFFIX) for f in _split("cifar10", split)]
+    if all(p.is_file() for p in derived):
+        data = np.concatenate([np.load(p, allow_pickle=False) for p in derived])
+        return np.ascontiguousarray(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
     return _cifar10_split(data_root, split)[0]
 
 

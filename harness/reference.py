@@ -29,11 +29,18 @@ class Context:
     local_rank: int = 0
     work_dir: Path | None = None  # scratch space the reference may use
     show_progress: bool = True
+    # "train": the data root holds the training files only; "predict": the eval inputs only (no
+    # training data, no labels). A reference builds its model in both and loads the data of its role.
+    role: str = "train"
     _progress_factory: Callable[..., Iterable] | None = field(default=None, repr=False)
 
     @property
     def dataset_dir(self) -> Path:
         return self.data_root / self.task.dataset
+
+    @property
+    def trains(self) -> bool:
+        return self.role == "train"
 
     @property
     def is_main(self) -> bool:

@@ -67,6 +67,14 @@ class ReferenceSpec:
             raise UsageError(f"{where}: field 'entry': module {module_name!r} has no class {class_name!r}") from None
 
 
+def check_entry_class(cls, spec: ReferenceSpec) -> None:
+    """The entry must be a class implementing the contract, not any callable the module holds."""
+    from harness.reference import Reference
+    if not (isinstance(cls, type) and issubclass(cls, Reference)):
+        raise UsageError(f"{spec.directory / 'reference.toml'}: field 'entry' = {spec.entry!r} is not a subclass of "
+                         f"harness.reference.Reference; name the reference's class, e.g. 'train:MyNet'")
+
+
 def available(root: str | os.PathLike | None = None) -> list[str]:
     """The names of the references under `root` (default: harness.paths.references_root())."""
     root = references_root(root)

@@ -15,20 +15,18 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from harness import datasets, environment, paths
+from harness import collective, datasets, environment, paths, sandbox, views
 from harness.clock import Clock
 from harness.events import EventLog
-from harness.reference import Context, Reference
 from harness.registry import ReferenceSpec
 from harness.tasks import RULES_VERSION
 
@@ -92,6 +90,27 @@ def _say(msg: str, rank: int) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
+def _data_files(task, data_root: Path, role: str, derived: Path) -> list[tuple[Path, str]]:
+    return views.view_files(task.dataset, data_root, role, derived)
+
+
+def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, derived: Path,
+                 snapshots: Path | None):
+    """A sandboxed worker of `role`, with the role's data; returns it and the paths it sees."""
+    env, copies = {}, []
+    override = os.environ.get(datasets.MANIFEST_ENV)
+    if override:   # the fixture checksums an unofficial run was started with, for the worker's own checks
+        copies.append(Path(override))
+        env[datasets.MANIFEST_ENV] = "{scratch}/" + Path(override).name
+    return sandbox.start(role, isolation, reference_dir=spec.directory,
+                         data_files=views.view_files(spec.task.dataset, data_root, role, derived),
+                         snapshots=snapshots, copies=copies, env=env)
+
+
+def _check_stats(raw: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     """Run one reference to its threshold or its budget; returns result.json's content."""
     task = spec.task
@@ -104,14 +123,14 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     # The harness's own labels, from the checksummed official files; a missing dataset fails
     # here, before any folder is made, with the fetch command.
     labels = datasets.load_eval_labels(task.dataset, data_root)
+    isolation = sandbox.probe()
+    group = collective.Group(rank, world_size)
 
-    ref: Reference = spec.load_entry_class()()
     run_dir = _new_run_dir(Path(opts.results_root), spec.name, opts.seed, opts.run_id) if rank == 0 else None
     system = environment.describe_system(Path(data_root))
-    random.seed(opts.seed)
-    np.random.seed(opts.seed)
+    sandbox.protect_harness()
 
-    clock = Clock(sync=ref.synchronize)
+    clock = Clock()      # the workers synchronize their device before they answer
     log = EventLog(run_dir / "events.jsonl" if run_dir else None, clock.wall_ms)
     tsv = open(run_dir / f"{spec.name}.tsv", "w", buffering=1, encoding="utf-8") if run_dir else None
     if tsv:
@@ -123,12 +142,19 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         raise Terminated("terminated by SIGTERM")
     signal.signal(signal.SIGTERM, _on_sigterm)
 
+    work = Path(tempfile.mkdtemp(prefix="dawnbench-run-"))
+    snapshots = work / "snapshots"
+    snapshots.mkdir()
+    os.chmod(work, 0o755)
+    trainer = predictor = None
+    framework_extra: dict = {}
     status, reason, epoch = DNC, "", 0
     scores: dict[str, float] = {}
     reached_at: dict | None = None
     history: list[dict] = []
+    last_snapshot: Path | None = None
     try:
-        clock.start()
+        clock.start()      # before the reference's code is imported: its imports count
         log.point("submission_benchmark", task.name)
         log.point("submission_org", spec.author)
         log.point("submission_platform", environment.hardware_label(system, world_size))
@@ -136,46 +162,66 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         log.point("eval_samples", task.eval_examples)
         log.point("dawnbench_threshold", threshold, metric=task.metric)
         log.point("dawnbench_hyperparameters", hyperparameters)
+        log.point("dawnbench_isolation", isolation.mode, reason=isolation.reason)
         log.start("run_start", 0.0)
         log.start("init_start", 0.0)
-        ctx = Context(config=dict(hyperparameters), data_root=data_root, seed=opts.seed, task=task,
-                      rank=rank, world_size=world_size, local_rank=local_rank,
-                      work_dir=run_dir, show_progress=opts.progress)
-        ref.setup(ctx)
+        trainer, seen = start_worker("train", spec, isolation, data_root=data_root, derived=work / "derived",
+                                     snapshots=snapshots)
+        init = {"name": spec.name, "config": dict(hyperparameters),
+                "seed": opts.seed, "task": task.name, "rank": rank, "world_size": world_size,
+                "local_rank": local_rank, "show_progress": opts.progress}
+        trainer.call("init", **init, role="train", data_root=seen["data_root"], work_dir=seen["work_dir"],
+                     references=seen["references"])
         clock.lap("init")
         log.end("init_stop", clock.elapsed())
 
         for epoch in range(1, max_epochs + 1):
             clock.lap("harness")
             log.start("epoch_start", clock.elapsed(), epoch_num=epoch)
-            stats = dict(ref.train_epoch(epoch) or {})
+            name = f"epoch-{epoch:03d}"
+            reply, _ = trainer.call("train", epoch=epoch,
+                                    snapshot=f"{seen['snapshots']}/{name}" if rank == 0 else None)
+            # Nothing of the trainer runs until the next epoch: no thread trains on while the harness
+            # evaluates off the clock.
+            trainer.freeze()
             clock.lap("train")
+            stats = _check_stats(reply.get("stats") or {})
             loss = float(stats.get("loss", float("nan")))
-            on_clock, bad_loss = ref.all_max([clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0])
+            on_clock, bad_loss = group.max([clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0])
             log.point("train_samples", int(stats.get("samples", 0)), clock.elapsed(), epoch_num=epoch)
-            log.end("epoch_stop", clock.elapsed(), epoch_num=epoch,
-                    **{k: float(v) for k, v in stats.items() if isinstance(v, (int, float))})
+            log.end("epoch_stop", clock.elapsed(), epoch_num=epoch, **stats)
             if bad_loss:
                 reason = f"diverged: training loss is {loss} at epoch {epoch}"
                 break
 
             log.start("eval_start", clock.elapsed(), epoch_num=epoch)
-            predictions = ref.predict()
-            count = task.count(predictions)
-            if count != task.eval_examples or count != len(labels):
-                raise PredictionCountError(
-                    f"predict() returned {count} predictions; the {task.name} eval set has "
-                    f"{task.eval_examples} examples, every one needs a prediction in canonical order")
-            scores = task.score(predictions, labels)
+            value, verdict = float("nan"), 0.0
+            if rank == 0:
+                if predictor is None:     # started at the first eval, in the eval span: off the clock
+                    predictor, pseen = start_worker("predict", spec, isolation, data_root=data_root,
+                                                    derived=work / "derived", snapshots=snapshots)
+                    predictor.call("init", **init, role="predict", data_root=pseen["data_root"],
+                                   work_dir=pseen["work_dir"], references=pseen["references"])
+                predictor.call("load", path=f"{pseen['snapshots']}/{name}")
+                last_snapshot = snapshots / name
+                answer, array = predictor.call("predict")
+                predictions = answer["answers"] if "answers" in answer else array
+                count = task.count(predictions) if predictions is not None else 0
+                if count != task.eval_examples or count != len(labels):
+                    raise PredictionCountError(
+                        f"predict() returned {count} predictions; the {task.name} eval set has "
+                        f"{task.eval_examples} examples, every one needs a prediction in canonical order")
+                scores = task.score(predictions, labels)
+                value = scores[task.metric]
+                verdict = 1.0 if value >= threshold else 0.0
+            (reached,) = group.broadcast([verdict])
             clock.lap("eval")
-            value = scores[task.metric]
-            (reached,) = ref.all_max([1.0 if value >= threshold else 0.0])
+            trainer.thaw()
             log.point("eval_accuracy", value, clock.elapsed(), epoch_num=epoch, metric=task.metric,
                       **{k: v for k, v in scores.items() if k != task.metric})
             log.end("eval_stop", clock.elapsed(), epoch_num=epoch)
             row = {"epoch": epoch, "tta_seconds": round(on_clock, 3),
-                   "wall_seconds": round(clock.elapsed(), 3), **scores,
-                   **{k: v for k, v in stats.items() if isinstance(v, (int, float))}}
+                   "wall_seconds": round(clock.elapsed(), 3), **scores, **stats}
             history.append(row)
             if tsv:
                 tsv.write("\t".join(task.tsv_row(epoch, on_clock / 3600.0, scores)) + "\n")
@@ -190,33 +236,35 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         else:
             reason = f"budget: max_epochs={max_epochs} reached without {task.metric} >= {threshold}"
 
-        if opts.save_model and not reason.startswith("diverged"):
-            if run_dir:
-                ref.save(run_dir / "model")
-            clock.lap("checkpoint")
-            log.point("checkpoint", str(run_dir / "model") if run_dir else None, clock.elapsed())
+        framework_extra = _versions(trainer)
+        if opts.save_model and run_dir and last_snapshot is not None and not reason.startswith("diverged"):
+            # The model of the last evaluated epoch, as its snapshot was scored: harness work, after the clock.
+            shutil.copytree(last_snapshot, run_dir / "model", symlinks=True)
+            log.point("checkpoint", str(run_dir / "model"), clock.elapsed())
     except (Exception, KeyboardInterrupt, Terminated) as exc:
         status = DNC
-        reason = f"error: {type(exc).__name__}: {exc}"
-        trace = traceback.format_exc()
+        trace = getattr(exc, "trace", "") or traceback.format_exc()
+        reason = f"error: {exc}" if isinstance(exc, (sandbox.WorkerError, sandbox.WorkerDied)) \
+            else f"error: {type(exc).__name__}: {exc}"
         log.point("dawnbench_error", trace, clock.read() if clock.start_perf is not None else 0.0)
         print(trace, file=sys.stderr)
         if clock.start_perf is not None:
             clock.lap("harness")
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
+        for worker in (trainer, predictor):
+            if worker is not None:
+                worker.kill()
+        shutil.rmtree(work, ignore_errors=True)
         if tsv:
             tsv.close()
 
     wall = clock.elapsed()
     try:
-        wall = ref.all_max([wall])[0]
-    except Exception:   # a broken process group must not cost us the result file
+        wall = group.max([wall])[0]
+    except Exception:   # a lost rank must not cost us the result file
         pass
-    try:
-        ref.close()
-    except Exception as exc:
-        print(f"warning: {spec.name} close() failed: {exc!r}", file=sys.stderr)
+    group.close()
     log.end("run_stop", wall, status="success" if status == CONVERGED else "aborted",
             dawnbench_status=status, reason=reason)
     log.close()
@@ -265,10 +313,11 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "history": history,
         "git": git,
         "image_digest": system["image_digest"],
+        "isolation": {"mode": isolation.mode, "reason": isolation.reason},
     }
     if rank == 0:
         _write_json(run_dir / "result.json", result)
-        _write_json(run_dir / "env.json", {**system, "framework_extra": _safe(ref.framework_versions)})
+        _write_json(run_dir / "env.json", {**system, "framework_extra": framework_extra})
         if status == CONVERGED:
             _say(f"converged: {task.metric} {100 * result['metric_value']:.2f}% at epoch {epoch}; "
                  f"time-to-accuracy {tta_seconds:.1f} s (eval and checkpoint excluded), "
@@ -289,8 +338,8 @@ def code_commit(spec: ReferenceSpec) -> dict:
     return git
 
 
-def _safe(fn) -> dict:
+def _versions(trainer) -> dict:
     try:
-        return fn()
+        return trainer.call("versions")[0]["versions"]
     except Exception as exc:  # a version probe must not lose a finished run
-        return {"error": repr(exc)}
+        return {"error": str(exc)}

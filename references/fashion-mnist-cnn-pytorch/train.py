@@ -53,11 +53,12 @@ class FashionCNN(TorchReference):
     def setup(self, ctx):
         self.ctx, cfg = ctx, ctx.config
         self.init_torch(ctx)
+        self.net = build_model(cfg["widths"]).to(self.device, memory_format=torch.channels_last)
+        if not ctx.trains:      # a predictor: the eval images only
+            self.eval_x = to_input(load_fashion_mnist_images(ctx.data_root, "test")).to(self.device)
+            return
         images, labels = load_fashion_mnist(ctx.data_root, "train")
         self.train_x, self.train_y = to_input(images).to(self.device), torch.from_numpy(labels).to(self.device)
-        self.eval_x = to_input(load_fashion_mnist_images(ctx.data_root, "test")).to(self.device)
-
-        self.net = build_model(cfg["widths"]).to(self.device, memory_format=torch.channels_last)
         self.model = DistributedDataParallel(self.net) if self.distributed else self.net
         self.batch = cfg["batch_size"] // ctx.world_size          # per rank; global batch is fixed
         self.steps_per_epoch = len(self.train_x) // cfg["batch_size"]

@@ -1,0 +1,121 @@
+"""The harness processes of one multi-process run agree on the clock and the stop decision.
+
+Under torchrun each rank is a harness process with its own sandboxed trainer. The reductions the
+rules need (the slowest rank's time, a NaN loss on any rank, rank 0's verdict) are done here,
+between harness processes, over TCP with a shared secret the workers never see: a reference's
+own process group carries its gradients, never the harness's decisions.
+
+Rank 0 listens on MASTER_ADDR at MASTER_PORT + 1 (or $DAWNBENCH_HARNESS_PORT); the secret is
+$DAWNBENCH_RUN_TOKEN, else torchrun's TORCHELASTIC_RUN_ID (both withheld from the workers).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import socket
+import struct
+import time
+
+from harness.errors import DawnbenchError
+
+PORT_ENV, TOKEN_ENV = "DAWNBENCH_HARNESS_PORT", "DAWNBENCH_RUN_TOKEN"
+CONNECT_SECONDS = 120.0
+
+
+class CollectiveError(DawnbenchError):
+    pass
+
+
+def _send(sock: socket.socket, key: bytes, obj) -> None:
+    body = json.dumps(obj).encode()
+    sock.sendall(struct.pack("<I", len(body)) + hmac.new(key, body, hashlib.sha256).digest() + body)
+
+
+def _recv(sock: socket.socket, key: bytes):
+    def exact(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise CollectiveError("a harness rank closed its connection (it failed or was stopped)")
+            data += chunk
+        return data
+    (n,) = struct.unpack("<I", exact(4))
+    if n > 1 << 20:
+        raise CollectiveError("a harness rank sent an oversized message")
+    mac, body = exact(32), exact(n)
+    if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).digest()):
+        raise CollectiveError("a message between harness ranks failed its authentication")
+    return json.loads(body)
+
+
+class Group:
+    def __init__(self, rank: int, world_size: int):
+        self.rank, self.world_size = rank, world_size
+        self.peers: list[socket.socket] = []
+        self.server: socket.socket | None = None
+        if world_size == 1:
+            return
+        token = os.environ.get(TOKEN_ENV) or os.environ.get("TORCHELASTIC_RUN_ID")
+        if not token:
+            raise CollectiveError(f"several processes (WORLD_SIZE={world_size}) need a shared secret: launch with "
+                                  f"torchrun, or set {TOKEN_ENV} to the same random value on every rank")
+        self.key = hashlib.sha256(token.encode()).digest()
+        addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        port = int(os.environ.get(PORT_ENV) or int(os.environ.get("MASTER_PORT", "29500")) + 1)
+        if rank == 0:
+            self.server = socket.create_server(("", port), reuse_port=False)
+            self.server.settimeout(CONNECT_SECONDS)
+            pending = {}
+            while len(pending) < world_size - 1:
+                conn, _ = self.server.accept()
+                conn.settimeout(None)
+                hello = _recv(conn, self.key)
+                pending[int(hello["rank"])] = conn
+            self.peers = [pending[r] for r in sorted(pending)]
+        else:
+            deadline = time.monotonic() + CONNECT_SECONDS
+            while True:
+                try:
+                    sock = socket.create_connection((addr, port), timeout=5)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise CollectiveError(f"rank {rank} could not reach harness rank 0 at {addr}:{port}") from None
+                    time.sleep(0.2)
+            sock.settimeout(None)
+            _send(sock, self.key, {"rank": rank})
+            self.peers = [sock]
+
+    def max(self, values: list[float]) -> list[float]:
+        """Element-wise max over ranks; every rank gets the result."""
+        values = [float(v) for v in values]
+        if self.world_size == 1:
+            return values
+        if self.rank == 0:
+            for peer in self.peers:
+                values = [max(a, float(b)) for a, b in zip(values, _recv(peer, self.key), strict=True)]
+            for peer in self.peers:
+                _send(peer, self.key, values)
+            return values
+        _send(self.peers[0], self.key, values)
+        return [float(v) for v in _recv(self.peers[0], self.key)]
+
+    def broadcast(self, values: list[float]) -> list[float]:
+        """Rank 0's values on every rank."""
+        if self.world_size == 1:
+            return [float(v) for v in values]
+        if self.rank == 0:
+            for peer in self.peers:
+                _send(peer, self.key, [float(v) for v in values])
+            return [float(v) for v in values]
+        return [float(v) for v in _recv(self.peers[0], self.key)]
+
+    def close(self) -> None:
+        for sock in [*self.peers, *([self.server] if self.server else [])]:
+            try:
+                sock.close()
+            except OSError:
+                pass

@@ -1,0 +1,406 @@
+"""The reference's processes: started in a sandbox, frozen while the harness evaluates, killed at the end.
+
+Three ways to isolate, the first that works on this machine (docs/RULES.md, "Isolation"):
+
+- `bwrap`: bubblewrap, as an unprivileged user: own user, mount, PID, IPC and UTS namespaces, every
+  capability dropped, a fresh /proc, a new session, death with the harness. The mount namespace
+  shows the system's programs read-only, the Python environment, harness/ and common/, the
+  reference's own folder, the role's data files and a private scratch folder, and nothing else:
+  not the run folder, not the eval labels, not the rest of the checkout.
+- `bwrap-root`: the same when the harness runs as root. A privileged bubblewrap builds the view
+  (so sources under /root can be shown), drops to the unprivileged uid 65534 and starts the
+  unprivileged one inside it: the reference is never root, not even mapped to it.
+- `uid` (root in a container, where Docker's seccomp profile forbids namespaces): the worker runs
+  under its own uid (trainer and predictor differ), with no new privileges and death with the
+  harness; its data are copies in its own scratch folder, and the labels and the run folder are
+  under a folder its uid cannot enter (the container's launcher mounts them there).
+
+Where none works (no user namespaces and not root) the run still goes with `none`, and is never
+official; the reason is one line in result.json.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import channel
+from harness.errors import DawnbenchError
+
+ISOLATION_ENV = "DAWNBENCH_ISOLATION"      # "none" switches isolation off (never official)
+SANDBOX_UID = 65534                         # nobody: the reference's uid under bwrap-root
+UID_MODE_UIDS = {"train": 10002, "predict": 10003}
+VIEW = Path("/dawnbench")                   # where the scratch, data and snapshots appear in a bwrap view
+SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/sys")
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 38, 4, 36
+
+
+class WorkerError(DawnbenchError):
+    """The reference's code raised; `usage` when it is the entrant's configuration mistake."""
+
+    def __init__(self, message: str, trace: str = "", usage: bool = False):
+        super().__init__(message)
+        self.trace, self.usage = trace, usage
+
+
+class WorkerDied(DawnbenchError):
+    """The worker process ended without answering (exit, os._exit, a signal, the OOM killer)."""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    mode: str                   # bwrap | bwrap-root | uid | none
+    reason: str | None = None   # why a run under it cannot be official (mode none)
+
+    @property
+    def isolated(self) -> bool:
+        return self.mode != "none"
+
+
+def _prctl(option: int, arg: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, arg, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def protect_harness() -> None:
+    """Make the harness process undumpable (no ptrace, no /proc/<pid>/mem or fd by its own uid) and
+    the reaper of its orphans, so a reference's detached daemon stays in reach to be frozen and killed."""
+    try:
+        _prctl(PR_SET_DUMPABLE, 0)
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError:
+        pass
+
+
+def _bwrap_base(role: str, inner: bool) -> list[str]:
+    argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if role == "predict":
+        argv.append("--unshare-net")     # a predictor needs no network: nothing it computes can leave
+    if inner:
+        argv += ["--bind", "/", "/"]
+    return argv
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> Isolation:
+    """The isolation this machine allows, tried once per process."""
+    if os.environ.get(ISOLATION_ENV) == "none":
+        return Isolation("none", f"isolation switched off by {ISOLATION_ENV}=none")
+    root = os.geteuid() == 0
+    if shutil.which("bwrap"):
+        mode = "bwrap-root" if root else "bwrap"
+        view = View(ro=[(p, p) for p in SYSTEM_DIRS if os.path.isdir(p)])
+        argv = _argv(mode, view, "train", ["/bin/true"])
+        try:
+            ok = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                timeout=30, preexec_fn=_child_setup(None)).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            return Isolation(mode)
+    if root:
+        return Isolation("uid")
+    why = "bubblewrap is not installed" if not shutil.which("bwrap") else "bubblewrap cannot create namespaces here"
+    return Isolation("none", f"the reference could not be isolated: {why} and the harness is not root; "
+                             f"install bubblewrap (apt-get install bubblewrap) where user namespaces are allowed")
+
+
+@dataclass
+class View:
+    """What a worker sees: read-only and writable binds (source, target), and the parents to create."""
+    ro: list[tuple[str, str]] = field(default_factory=list)
+    rw: list[tuple[str, str]] = field(default_factory=list)
+
+    def mounts(self) -> list[str]:
+        argv, made = [], {"/"}
+        for _source, target in [*self.ro, *self.rw]:
+            for parent in reversed(Path(target).parents):
+                if str(parent) not in made:
+                    # bubblewrap makes missing parents 0700; the unprivileged reference must pass through them
+                    argv += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(str(parent))
+            made.add(target)
+        for source, target in self.ro:
+            argv += ["--ro-bind", source, target]
+        for source, target in self.rw:
+            argv += ["--bind", source, target]
+        return argv
+
+
+def _system_mounts(proc: list[str]) -> list[str]:
+    argv = []
+    for name in ("bin", "lib", "lib64", "sbin"):
+        path = Path("/") / name
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            argv += ["--ro-bind", str(path), str(path)]
+    argv += [*proc, "--dev", "/dev"]
+    return argv + _gpu_devices()
+
+
+def _gpu_devices() -> list[str]:
+    argv = []
+    for dev in sorted(Path("/dev").glob("nvidia*")):      # GPUs, when the machine has them
+        argv += ["--dev-bind", str(dev), str(dev)]
+    return argv
+
+
+def _argv(mode: str, view: View, role: str, command: list[str], chdir: str = "/") -> list[str]:
+    if mode == "bwrap":
+        return [*_bwrap_base(role, inner=False), *view.mounts(), *_system_mounts(["--proc", "/proc"]),
+                "--chdir", chdir, "--", *command]
+    if mode == "bwrap-root":
+        # The privileged outer bubblewrap shows the host's /proc so that the inner, unprivileged one
+        # may mount a fresh one over it (the kernel refuses a new /proc where the old one is partly hidden).
+        outer = ["bwrap", "--die-with-parent", "--tmpfs", "/tmp", *view.mounts(), *_system_mounts(["--bind", "/proc", "/proc"])]
+        inner = [*_bwrap_base(role, inner=True), "--proc", "/proc", "--dev", "/dev", *_gpu_devices(),
+                 "--chdir", chdir]
+        setpriv = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--"]
+        return [*outer, "--", *setpriv, *inner, "--", *command]
+    return list(command)
+
+
+def _child_setup(uid: int | None):
+    """preexec_fn: die with the harness; in uid mode, also drop to `uid` with no way back."""
+    def setup():
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        os.umask(0o022)
+    return setup
+
+
+def _python_paths() -> list[str]:
+    """The interpreter, its environment, and the folders harness/ and common/ are imported from."""
+    import harness
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    paths.add(str(Path(harness.__file__).resolve().parent))
+    common = Path(harness.__file__).resolve().parent.parent / "common"
+    if common.is_dir():
+        paths.add(str(common))
+    # Keep only the outermost of nested paths: a bind inside a bind is redundant.
+    kept: list[str] = []
+    for p in sorted(paths, key=len):
+        if os.path.isdir(p) and not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(p)
+    return kept
+
+
+def _worker_env(home: str, tmp: str, extra: dict[str, str]) -> dict[str, str]:
+    """The harness's environment without its own variables (DAWNBENCH_*, TORCHELASTIC_*, PYTHON*)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DAWNBENCH_", "TORCHELASTIC_", "PYTHON"))}
+    import harness
+    env.update({"HOME": home, "TMPDIR": tmp, "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": str(Path(harness.__file__).resolve().parent.parent), **extra})
+    return env
+
+
+class Worker:
+    """The harness's handle on one worker process: calls over the channel, freeze, thaw, kill."""
+
+    def __init__(self, role: str, isolation: Isolation, popen: subprocess.Popen, to_worker: int,
+                 from_worker: int, scratch: Path, uid: int | None):
+        self.role, self.isolation, self.popen = role, isolation, popen
+        self.to_worker, self.from_worker = to_worker, from_worker
+        self.scratch, self.uid = scratch, uid
+        self.frozen = False
+
+    def call(self, op: str, max_array: int = channel.MAX_ARRAY, **fields):
+        try:
+            channel.send(self.to_worker, {"op": op, **fields})
+            reply, array = channel.receive(self.from_worker, max_array=max_array)
+        except channel.ChannelClosed:
+            raise WorkerDied(f"the reference's {self.role} process ended during {op} "
+                             f"({self._exit_description()})") from None
+        if "error" in reply:
+            raise WorkerError(f"{self.role} {op}: {reply.get('error')}", str(reply.get("traceback", "")),
+                              usage=bool(reply.get("usage")))
+        if reply.get("ok") != op:
+            raise channel.ProtocolError(f"the reference's {self.role} process answered {op} out of turn")
+        return reply, array
+
+    def _exit_description(self) -> str:
+        try:
+            code = self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "still running, its channel closed"
+        if code < 0:
+            return f"killed by signal {signal.Signals(-code).name}"
+        if code > 128 and self.isolation.mode.startswith("bwrap"):
+            try:
+                return f"exit status {code}: killed by signal {signal.Signals(code - 128).name}"
+            except ValueError:
+                pass
+        return f"exit status {code}"
+
+    def processes(self) -> list[int]:
+        """Every process of this worker: its descendants (orphans stay in reach: the PID namespace's
+        init or the harness as subreaper adopts them), and in uid mode every process of its uid."""
+        children: dict[int, list[int]] = {}
+        uids: dict[int, int] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read().rsplit(b")", 1)[1].split()
+                children.setdefault(int(stat[1]), []).append(int(entry.name))
+                if self.uid is not None:
+                    uids[int(entry.name)] = os.stat(f"/proc/{entry.name}").st_uid
+            except (OSError, IndexError, ValueError):
+                continue
+        found, todo = set(), [self.popen.pid]
+        while todo:
+            pid = todo.pop()
+            if pid not in found:
+                found.add(pid)
+                todo.extend(children.get(pid, []))
+        found.update(pid for pid, uid in uids.items() if uid == self.uid)
+        if self.popen.poll() is not None:
+            found.discard(self.popen.pid)
+        return sorted(found)
+
+    def _signal_all(self, sig: int) -> list[int]:
+        pids = self.processes()
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        return pids
+
+    def freeze(self) -> None:
+        """Stop every process of the worker; repeat until a pass finds no new one (a fork between the
+        scan and the signal is caught by the next pass)."""
+        seen: set[int] = set()
+        for _ in range(50):
+            pids = set(self._signal_all(signal.SIGSTOP))
+            if pids <= seen and all(_stopped(p) for p in pids):
+                break
+            seen |= pids
+            time.sleep(0.0005)
+        self.frozen = True
+
+    def thaw(self) -> None:
+        self._signal_all(signal.SIGCONT)
+        self.frozen = False
+
+    def kill(self) -> None:
+        for _ in range(20):
+            if not self._signal_all(signal.SIGKILL):
+                break
+            time.sleep(0.01)
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for fd in (self.to_worker, self.from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        return state in (b"T", b"t", b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def make_scratch(role: str, uid: int | None) -> Path:
+    """A private folder for one worker: its HOME, TMPDIR and work folder, wiped when it ends."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"dawnbench-{role}-"))
+    for sub in ("home", "tmp", "work", "data"):
+        (scratch / sub).mkdir()
+    if uid is not None:
+        for path in [scratch, *scratch.iterdir()]:
+            os.chown(path, uid, uid)
+    return scratch
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    os.chown(root, uid, uid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            os.lchown(os.path.join(dirpath, name), uid, uid)
+
+
+def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: list[tuple[Path, str]],
+          snapshots: Path | None, extra_ro: list[tuple[str, str]] = (), copies: list[Path] = (),
+          env: dict[str, str] | None = None, stderr=None) -> tuple[Worker, dict]:
+    """Start a worker for `role`. Returns it and the paths it sees: data_root, work_dir, snapshots.
+    `copies` are put in its scratch folder; "{scratch}" in an `env` value is that folder as it sees it."""
+    uid = UID_MODE_UIDS[role] if isolation.mode == "uid" else None
+    owner = SANDBOX_UID if isolation.mode == "bwrap-root" else uid
+    scratch = make_scratch(role, owner)
+    bwrap = isolation.mode.startswith("bwrap")
+    inside = (lambda p: str(VIEW / p)) if bwrap else (lambda p: str(scratch / p))
+    seen = {"data_root": inside("data") if bwrap else str(scratch / "data"),
+            "work_dir": inside("scratch/work") if bwrap else str(scratch / "work"),
+            "scratch": inside("scratch") if bwrap else str(scratch)}
+    # The reference's code runs from a copy without __pycache__: a planted .pyc whose header matches
+    # the source would otherwise run instead of the code that was hashed and reviewed.
+    code = scratch / "reference" / reference_dir.name
+    shutil.copytree(reference_dir, code, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    seen["references"] = (inside("scratch/reference") if bwrap else str(scratch / "reference"))
+    for source in copies:
+        shutil.copyfile(source, scratch / source.name)
+        if owner is not None:
+            os.chown(scratch / source.name, owner, owner)
+    env = {k: v.replace("{scratch}", seen["scratch"]) for k, v in (env or {}).items()}
+    view = View()
+    if bwrap:
+        view.ro += [(p, p) for p in SYSTEM_DIRS if os.path.isdir(p)]
+        view.ro += [(p, p) for p in _python_paths()]
+        view.ro += [(str(src), str(VIEW / "data" / rel)) for src, rel in data_files]
+        view.ro += list(extra_ro)
+        view.rw.append((str(scratch), str(VIEW / "scratch")))
+        view.rw.append((str(scratch / "tmp"), "/tmp"))
+        home, tmp = inside("scratch/home"), "/tmp"
+    else:
+        for src, rel in data_files:          # copies: the originals sit where this uid cannot go
+            target = scratch / "data" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, target)
+        home, tmp = str(scratch / "home"), str(scratch / "tmp")
+    if owner is not None:
+        _chown_tree(scratch / "reference", owner)
+        _chown_tree(scratch / "data", owner)
+    if snapshots is not None:
+        seen["snapshots"] = str(VIEW / "snapshots") if bwrap else str(snapshots)
+        if bwrap:
+            (view.rw if role == "train" else view.ro).append((str(snapshots), str(VIEW / "snapshots")))
+        if owner is not None and role == "train":
+            os.chown(snapshots, owner, owner)
+    to_worker_r, to_worker_w = os.pipe()
+    from_worker_r, from_worker_w = os.pipe()
+    command = [sys.executable, "-m", "harness.worker", str(to_worker_r), str(from_worker_w)]
+    argv = _argv(isolation.mode, view, role, command, chdir=seen["work_dir"])
+    try:
+        popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=stderr,
+                                 pass_fds=(to_worker_r, from_worker_w), cwd=None if bwrap else str(scratch / "work"),
+                                 env=_worker_env(home, tmp, env),
+                                 preexec_fn=_child_setup(uid))
+    finally:
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+    return Worker(role, isolation, popen, to_worker_w, from_worker_r, scratch, uid), seen

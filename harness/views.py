@@ -1,0 +1,51 @@
+"""What a reference's worker sees of a dataset: the files of its role, never an eval label.
+
+A trainer sees the training files only (not even the eval images); a predictor sees the eval inputs
+only. Eval files that hold their labels (CIFAR-10's `test_batch`) are never shown: the harness
+derives a label-free copy (`test_batch.images.npy`: the images only) for the predictor.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from harness import datasets
+
+TRAIN, PREDICT = "train", "predict"
+ROLES = (TRAIN, PREDICT)
+DERIVED_SUFFIX = ".images.npy"      # a label-free copy of an eval file that holds labels
+
+
+def _flatten(split) -> list[str]:
+    if isinstance(split, dict):
+        return [v for v in split.values() if isinstance(v, str)]
+    return list(split)
+
+
+def view_files(name: str, data_root: str | os.PathLike | None, role: str, derived_dir: Path) -> list[tuple[Path, str]]:
+    """(source file, path relative to the view's data root) of each file a worker in `role` sees.
+    Derived label-free files are written under `derived_dir` (the run's scratch)."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}")
+    entry = datasets.manifest(name)
+    source_dir = datasets.files_dir(name, data_root)
+    relative = Path(entry["dir"]) / entry.get("subdir", "")
+    test = set(_flatten(entry["splits"]["test"])) | {entry["eval_labels"]}
+    if role == TRAIN:
+        return [(source_dir / f, str(relative / f)) for f in entry["files"] if f not in test]
+    file_format = entry.get("format", "idx")
+    if file_format == "idx":
+        images = entry["splits"]["test"]["images"]
+        return [(source_dir / images, str(relative / images))]
+    if file_format == "cifar-pickle":
+        derived_dir.mkdir(parents=True, exist_ok=True)
+        out = []
+        for f in _flatten(entry["splits"]["test"]):
+            target = derived_dir / (f + DERIVED_SUFFIX)
+            images, _ = datasets.read_cifar_batch(datasets.verify_file(name, data_root, f))
+            np.save(target, images, allow_pickle=False)
+            out.append((target, str(relative / (f + DERIVED_SUFFIX))))
+        return out
+    raise datasets.DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}")

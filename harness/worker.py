@@ -1,0 +1,146 @@
+"""The reference's side of the channel: what runs in the sandboxed worker process.
+
+    python -m harness.worker IN_FD OUT_FD
+
+The harness process starts it (harness.sandbox), and it imports the reference's code, constructs
+its entry class and calls one contract method per request. Nothing here is trusted: it runs in the
+reference's process, where the reference's code can replace any of it. It is only the courier;
+every rule is enforced on the harness's side of the pipe.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from harness import channel
+
+
+def _device_sync(framework: str):
+    """The device's own synchronize, captured before the reference's code is imported, so that a
+    reference's `synchronize()` that returns early does not hide queued GPU work from the clock."""
+    if framework != "pytorch":
+        return lambda: None
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch._C._cuda_synchronize
+    except Exception:  # noqa: BLE001 - no torch, no CUDA: nothing queued
+        pass
+    return lambda: None
+
+
+class Worker:
+    def __init__(self, fd_in: int, fd_out: int):
+        self.fd_in, self.fd_out = fd_in, fd_out
+        self.ref = None
+        self.inputs = None
+        self.sync = lambda: None
+
+    def init(self, msg: dict) -> dict:
+        from harness import registry
+        from harness.reference import Context
+        from harness.tasks import get_task
+        spec = registry.load_spec(msg["name"], Path(msg["references"]))
+        self.sync = _device_sync(spec.framework)
+        cls = spec.load_entry_class()
+        registry.check_entry_class(cls, spec)
+        self.ref = cls()
+        ctx = Context(config=msg["config"], data_root=Path(msg["data_root"]), seed=msg["seed"],
+                      task=get_task(msg["task"]), rank=msg["rank"], world_size=msg["world_size"],
+                      local_rank=msg["local_rank"], work_dir=Path(msg["work_dir"]),
+                      show_progress=msg["show_progress"], role=msg["role"])
+        self.ref.setup(ctx)
+        self._synchronize()
+        return {}
+
+    def _synchronize(self) -> None:
+        self.ref.synchronize()
+        self.sync()
+
+    def train(self, msg: dict) -> dict:
+        stats = self.ref.train_epoch(msg["epoch"]) or {}
+        self._synchronize()
+        if msg.get("snapshot"):
+            self.ref.save(Path(msg["snapshot"]))
+            self._synchronize()
+        return {"stats": {str(k): float(v) for k, v in dict(stats).items()
+                          if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}}
+
+    def load(self, msg: dict) -> dict:
+        self.ref.load(Path(msg["path"]))
+        return {}
+
+    def predict(self, msg: dict):
+        predictions = self.ref.predict()
+        self._synchronize()
+        if isinstance(predictions, dict):
+            return {"answers": {str(k): str(v) for k, v in predictions.items()}}
+        return {}, _as_array(predictions)
+
+    def inputs_count(self, msg: dict) -> dict:
+        self.inputs = self.ref.eval_inputs()
+        return {"count": len(self.inputs)}
+
+    def infer(self, msg: dict):
+        prediction = self.ref.infer(self.inputs[msg["index"]])
+        self._synchronize()
+        if isinstance(prediction, str):
+            return {"answer": prediction}
+        return {}, _as_array(prediction)
+
+    def noop(self, msg: dict) -> dict:
+        return {}
+
+    def versions(self, msg: dict) -> dict:
+        return {"versions": {str(k): str(v) for k, v in dict(self.ref.framework_versions()).items()}}
+
+    def close(self, msg: dict) -> dict:
+        if self.ref is not None:
+            self.ref.close()
+        return {}
+
+    def serve(self) -> int:
+        handlers = {"init": self.init, "train": self.train, "load": self.load, "predict": self.predict,
+                    "inputs": self.inputs_count, "infer": self.infer, "noop": self.noop,
+                    "versions": self.versions, "close": self.close}
+        while True:
+            try:
+                msg, _ = channel.receive(self.fd_in)
+            except channel.ChannelClosed:
+                return 0
+            op = msg.get("op")
+            try:
+                reply = handlers[op](msg)
+            except Exception as exc:  # noqa: BLE001 - every failure goes back to the harness as one message
+                from harness.errors import DawnbenchError
+                channel.send(self.fd_out, {"error": f"{type(exc).__name__}: {exc}",
+                                           "usage": isinstance(exc, DawnbenchError),
+                                           "traceback": traceback.format_exc()})
+                continue
+            message, array = reply if isinstance(reply, tuple) else (reply, None)
+            channel.send(self.fd_out, {"ok": op, **message}, array)
+            if op == "close":
+                return 0
+
+
+def _as_array(predictions) -> np.ndarray:
+    if hasattr(predictions, "detach"):       # a framework tensor
+        predictions = predictions.detach().cpu().numpy()
+    elif hasattr(predictions, "numpy"):
+        predictions = predictions.numpy()
+    return np.asarray(predictions)
+
+
+def main(argv: list[str]) -> int:
+    fd_in, fd_out = int(argv[0]), int(argv[1])
+    os.set_inheritable(fd_in, False)
+    os.set_inheritable(fd_out, False)
+    return Worker(fd_in, fd_out).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
