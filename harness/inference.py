@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, paths
-from harness.reference import Context
+from harness import datasets, environment, paths, runner, sandbox
 from harness.registry import ReferenceSpec, UsageError
 
 
@@ -32,40 +34,55 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
                                 f"one in results/<reference>/<run id>/model")
     labels = datasets.load_eval_labels(task.dataset, data_root)
 
-    ref = spec.load_entry_class()()
-    ctx = Context(config=dict(hyperparameters), data_root=data_root, seed=seed, task=task,
-                  show_progress=progress)
-    ref.setup(ctx)
+    # The model runs in a sandboxed predictor; the timer runs here, in a process the reference's
+    # code never enters: each latency is the round trip of one request on the channel.
+    isolation = sandbox.probe()
+    sandbox.protect_harness()
+    work = Path(tempfile.mkdtemp(prefix="dawnbench-infer-"))
+    os.chmod(work, 0o755)
+    models = work / "models"
+    shutil.copytree(model_path, models / "model", symlinks=True)
+    worker = None
     try:
-        ref.load(model_path)
-    except Exception as e:     # the framework's own error, often many lines: keep it to one
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
-        mismatch = [line for line in lines if "mismatch" in line]     # the line that names a shape
-        detail = " ".join((mismatch or lines)[0].split())
-        raise UsageError(f"model {model_path} does not load into {spec.name} with these hyperparameters "
-                         f"({detail[:300]}); give the --set values it was trained with (a run records them "
-                         f"in result.json next to model/)") from e
-    inputs = ref.eval_inputs()
-    n = len(inputs) if limit is None else min(limit, len(inputs))
-    if limit is None and n != task.eval_examples:
-        raise ValueError(f"eval_inputs() gave {n} examples; the {task.name} eval set has {task.eval_examples}")
-
-    for i in range(min(warmup, n)):   # warm caches, allocators and lazy initialisation
-        ref.infer(inputs[i])
-    latencies = np.empty(n, dtype=np.float64)
-    outputs = []
-    sync = ref.synchronize
-    for i in ctx.progress(range(n), total=n, desc="infer", unit="item"):
-        x = inputs[i]
-        sync()
-        t0 = time.perf_counter()
-        y = ref.infer(x)
-        sync()
-        latencies[i] = time.perf_counter() - t0
-        outputs.append(y)
+        worker, seen = runner.start_worker("predict", spec, isolation, data_root=data_root,
+                                           derived=work / "derived", snapshots=models)
+        worker.call("init", name=spec.name, config=dict(hyperparameters), seed=seed, task=task.name, rank=0,
+                    world_size=1, local_rank=0, show_progress=False, role="predict",
+                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"])
+        try:
+            worker.call("load", path=f"{seen['snapshots']}/model")
+        except sandbox.WorkerError as e:   # the framework's own error, often many lines: keep it to one
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()] or ["load failed"]
+            mismatch = [line for line in lines if "mismatch" in line]     # the line that names a shape
+            detail = " ".join((mismatch or lines)[0].split())
+            raise UsageError(f"model {model_path} does not load into {spec.name} with these hyperparameters "
+                             f"({detail[:300]}); give the --set values it was trained with (a run records them "
+                             f"in result.json next to model/)") from e
+        count = int(worker.call("inputs")[0]["count"])
+        n = count if limit is None else min(limit, count)
+        if limit is None and n != task.eval_examples:
+            raise ValueError(f"eval_inputs() gave {n} examples; the {task.name} eval set has {task.eval_examples}")
+        overhead = _round_trip_ms(worker)
+        for i in range(min(warmup, n)):   # warm caches, allocators and lazy initialisation
+            worker.call("infer", index=i)
+        latencies = np.empty(n, dtype=np.float64)
+        outputs = []
+        bar = range(n)
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(bar, total=n, desc="infer", unit="item", leave=False, file=sys.stderr, mininterval=0.5)
+        for i in bar:
+            t0 = time.perf_counter()
+            reply, array = worker.call("infer", index=i)
+            latencies[i] = time.perf_counter() - t0
+            outputs.append(reply["answer"] if "answer" in reply else array)
+    finally:
+        if worker is not None:
+            worker.kill()
+        shutil.rmtree(work, ignore_errors=True)
 
     if task.metric == "f1":
-        predictions = dict(outputs)       # SQuAD: infer returns (question id, answer text)
+        predictions = {str(q): str(a) for q, a in outputs}   # SQuAD: infer returns (question id, answer text)
         scores = task.score(predictions, labels)
     else:
         predictions = np.stack([np.asarray(o) for o in outputs])
@@ -102,6 +119,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "hardware": environment.hardware_label(system, 1),
         "framework": environment.framework_label(spec.framework),
         "threads": os.environ.get("OMP_NUM_THREADS"),
+        # Each latency is a round trip to the sandboxed predictor; an empty request's median round trip:
+        "round_trip_overhead_ms": overhead,
+        "isolation": {"mode": isolation.mode, "reason": isolation.reason},
         "image_digest": system["image_digest"],
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime()),
     }
@@ -114,11 +134,22 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     return result
 
 
+def _round_trip_ms(worker, calls: int = 200) -> float:
+    """The median round trip of an empty request: what the channel adds to every latency."""
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        worker.call("noop")
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1000.0)
+
+
 def summary_lines(result: dict) -> list[str]:
     lat = result["latency_ms"]
     lines = [
         f"{result['items']} items, batch 1: mean {lat['mean']:.3f} ms  p50 {lat['p50']:.3f}  "
-        f"p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}",
+        f"p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  (round trips to the sandboxed model; an empty one "
+        f"takes {result['round_trip_overhead_ms']:.3f} ms)",
         f"{result['metric']} {100 * result['metric_value']:.2f}% "
         f"({'reaches' if result['reached_threshold'] else 'BELOW'} the {100 * result['threshold']:.0f}% threshold)",
     ]

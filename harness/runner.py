@@ -104,7 +104,7 @@ def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, 
         env[datasets.MANIFEST_ENV] = "{scratch}/" + Path(override).name
     return sandbox.start(role, isolation, reference_dir=spec.directory,
                          data_files=views.view_files(spec.task.dataset, data_root, role, derived),
-                         snapshots=snapshots, copies=copies, env=env)
+                         snapshots=snapshots, copies=copies, env=env, hidden=views.system_copies())
 
 
 def _check_stats(raw: dict) -> dict[str, float]:

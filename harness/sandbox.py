@@ -120,6 +120,7 @@ class View:
     """What a worker sees: read-only and writable binds (source, target), and the parents to create."""
     ro: list[tuple[str, str]] = field(default_factory=list)
     rw: list[tuple[str, str]] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)      # folders shown empty (copies of datasets)
 
     def mounts(self) -> list[str]:
         argv, made = [], {"/"}
@@ -134,6 +135,8 @@ class View:
             argv += ["--ro-bind", source, target]
         for source, target in self.rw:
             argv += ["--bind", source, target]
+        for path in self.hidden:
+            argv += ["--tmpfs", path]
         return argv
 
 
@@ -346,7 +349,7 @@ def _chown_tree(root: Path, uid: int) -> None:
 
 def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: list[tuple[Path, str]],
           snapshots: Path | None, extra_ro: list[tuple[str, str]] = (), copies: list[Path] = (),
-          env: dict[str, str] | None = None, stderr=None) -> tuple[Worker, dict]:
+          env: dict[str, str] | None = None, hidden: list[str] = (), stderr=None) -> tuple[Worker, dict]:
     """Start a worker for `role`. Returns it and the paths it sees: data_root, work_dir, snapshots.
     `copies` are put in its scratch folder; "{scratch}" in an `env` value is that folder as it sees it."""
     uid = UID_MODE_UIDS[role] if isolation.mode == "uid" else None
@@ -375,6 +378,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
         view.ro += list(extra_ro)
         view.rw.append((str(scratch), str(VIEW / "scratch")))
         view.rw.append((str(scratch / "tmp"), "/tmp"))
+        view.hidden += [p for p in hidden if os.path.isdir(p)]
         home, tmp = inside("scratch/home"), "/tmp"
     else:
         for src, rel in data_files:          # copies: the originals sit where this uid cannot go

@@ -49,3 +49,10 @@ def view_files(name: str, data_root: str | os.PathLike | None, role: str, derive
             out.append((target, str(relative / (f + DERIVED_SUFFIX))))
         return out
     raise datasets.DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}")
+
+
+def system_copies() -> list[str]:
+    """Folders outside the data root that hold a dataset with its labels (Debian's packages): a view
+    shows them empty."""
+    return sorted({datasets.manifest(n)["debian_dir"] for n in datasets.dataset_names()
+                   if "debian_dir" in datasets.manifest(n)})

@@ -88,8 +88,8 @@ class Worker:
     def infer(self, msg: dict):
         prediction = self.ref.infer(self.inputs[msg["index"]])
         self._synchronize()
-        if isinstance(prediction, str):
-            return {"answer": prediction}
+        if isinstance(prediction, (tuple, list)) and all(isinstance(x, str) for x in prediction):
+            return {"answer": list(prediction)}       # SQuAD: (question id, answer text)
         return {}, _as_array(prediction)
 
     def noop(self, msg: dict) -> dict:

@@ -27,21 +27,22 @@ def fashion_root() -> Path:
 
 
 # A reference whose behaviour each test scripts through its hyperparameters: the accuracy
-# reached per epoch, and where it diverges, raises, miscounts or dawdles. It reads the labels
-# itself only so that tests can dial the accuracy; a real reference never sees them.
+# reached per epoch, and where it diverges, raises, miscounts or dawdles. Its folder carries a copy
+# of the eval labels (labels.npy, written by the fixture) only so that tests can dial the accuracy:
+# the sandbox hides the official label files, but it cannot stop a reference from shipping labels
+# in its own code, which is why entries are reviewed (docs/RULES.md).
 SCRIPTED = '''
 import math, time
 from pathlib import Path
 import numpy as np
 from harness.reference import Reference
-from harness.datasets import load_eval_labels
 
 
 class Scripted(Reference):
     def setup(self, ctx):
         self.ctx, self.cfg = ctx, ctx.config
         time.sleep(self.cfg["setup_sleep"])
-        self.labels = load_eval_labels("fashion-mnist", ctx.data_root)
+        self.labels = np.load(Path(__file__).parent / "labels.npy")
         self.epoch = 0
 
     def train_epoch(self, epoch):
@@ -101,11 +102,13 @@ max_epochs = 5
 
 
 @pytest.fixture
-def references_root(tmp_path, monkeypatch) -> Path:
+def references_root(tmp_path, monkeypatch, fashion_root) -> Path:
     """A references/ folder with the scripted reference and a symlink to the real default."""
+    import numpy as np
     root = tmp_path / "references"
     ref = root / "scripted-test"
     ref.mkdir(parents=True)
+    np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
     (ref / "scripted.py").write_text(SCRIPTED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML)
     (root / "fashion-mnist-cnn-pytorch").symlink_to(REPO / "references" / "fashion-mnist-cnn-pytorch")

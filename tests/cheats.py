@@ -1,0 +1,113 @@
+"""Adversarial references: a small honest base and the cheats an entrant could try on it.
+
+The base is a numpy softmax regression on Fashion-MNIST (about 84% top-1: it never reaches the
+official 92%), quick enough that every cheat runs end to end through the real harness in seconds.
+Each cheat is a subclass of the base in its own reference folder, written the way an entrant would
+write it, knowing every path of the machine (the data, the results, the checkout).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+BASE = '''
+import os
+from pathlib import Path
+
+import numpy as np
+
+from common.datasets import load_fashion_mnist, load_fashion_mnist_images
+from harness.reference import Reference
+
+
+def features(images):
+    x = images.reshape(len(images), -1).astype(np.float32) / 255
+    return np.concatenate([x, np.ones((len(x), 1), np.float32)], axis=1)
+
+
+class Base(Reference):
+    def setup(self, ctx):
+        self.ctx = ctx
+        self.w = np.zeros((785, 10), np.float32)
+        if ctx.trains:
+            images, self.y = load_fashion_mnist(ctx.data_root, "train")
+            self.x = features(images)
+        else:
+            self.eval_x = features(load_fashion_mnist_images(ctx.data_root, "test"))
+
+    def train_epoch(self, epoch):
+        order = np.random.default_rng(epoch).permutation(len(self.x))
+        losses = []
+        for i in range(0, len(order), 500):
+            idx = order[i:i + 500]
+            z = self.x[idx] @ self.w
+            p = np.exp(z - z.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            rows = np.arange(len(idx))
+            losses.append(-np.log(p[rows, self.y[idx]] + 1e-9).mean())
+            p[rows, self.y[idx]] -= 1
+            self.w -= 0.5 * self.x[idx].T @ p / len(idx)
+        return {"loss": float(np.mean(losses)), "samples": len(order)}
+
+    def predict(self):
+        return self.eval_x @ self.w
+
+    def save(self, path):
+        Path(path).mkdir(parents=True, exist_ok=True)
+        np.save(Path(path) / "w.npy", self.w)
+
+    def load(self, path):
+        self.w = np.load(Path(path) / "w.npy")
+
+    def eval_inputs(self):
+        return self.eval_x
+
+    def infer(self, x):
+        return x @ self.w
+'''
+
+TOML = '''task = "fashion-mnist"
+framework = "numpy"
+model = "softmax regression"
+entry = "train:{entry}"
+description = "an adversarial test reference"
+
+[hyperparameters]
+lr = 0.5
+
+[budget]
+max_epochs = 2
+max_seconds = 600
+'''
+
+
+def write_reference(root: Path, name: str, cheat: str = "", entry: str = "Cheat") -> Path:
+    """references/<name>/ holding the base and `cheat` (a class Cheat(Base), or empty for the base)."""
+    directory = root / name
+    directory.mkdir(parents=True)
+    (directory / "train.py").write_text(BASE + "\n\n" + textwrap.dedent(cheat), encoding="utf-8")
+    (directory / "reference.toml").write_text(TOML.format(entry=entry if cheat else "Base"), encoding="utf-8")
+    return directory
+
+
+def harness_run(references: Path, name: str, data: Path, results: Path, *args: str,
+                env: dict | None = None, timeout: float = 300) -> tuple[subprocess.CompletedProcess, dict | None, Path | None]:
+    """`python -m harness run` of one reference; (process, result.json or None, run folder or None)."""
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", name, "--references", str(references),
+                           "--data", str(data), "--results", str(results), "--no-progress", *args],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    runs = sorted((results / name).glob("*/")) if (results / name).is_dir() else []
+    run_dir = runs[-1] if runs else None
+    result = None
+    if run_dir and (run_dir / "result.json").is_file():
+        result = json.loads((run_dir / "result.json").read_text())
+    return proc, result, run_dir
+
+
+def events(run_dir: Path) -> list[dict]:
+    from harness.events import read_events
+    return read_events(run_dir / "events.jsonl")
