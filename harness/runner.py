@@ -339,6 +339,8 @@ def code_commit(spec: ReferenceSpec) -> dict:
 
 
 def _versions(trainer) -> dict:
+    if trainer.frozen:      # the run ended right after an epoch (a diverged loss): let it answer
+        trainer.thaw()
     try:
         return trainer.call("versions")[0]["versions"]
     except Exception as exc:  # a version probe must not lose a finished run

@@ -304,14 +304,22 @@ class Worker:
         self.frozen = False
 
     def kill(self) -> None:
+        killed: set[int] = set()
         for _ in range(20):
-            if not self._signal_all(signal.SIGKILL):
+            pids = self._signal_all(signal.SIGKILL)
+            if not pids:
                 break
+            killed.update(pids)
             time.sleep(0.01)
         try:
             self.popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        for pid in killed - {self.popen.pid}:   # orphans the harness adopted as subreaper
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
         for fd in (self.to_worker, self.from_worker):
             try:
                 os.close(fd)

@@ -243,7 +243,14 @@ def test_the_harness_process_is_out_of_reach(world):
                         except OSError:
                             pass
             libc = ctypes.CDLL(None, use_errno=True)
-            attached = sum(libc.ptrace(16, pid, 0, 0) == 0 for pid in range(1, 400))  # PTRACE_ATTACH
+            attached = 0
+            for pid in range(1, 400):     # PTRACE_ATTACH to anything that is not of this sandbox
+                try:
+                    mine = b"harness.worker" in open(f"/proc/{pid}/cmdline", "rb").read() or pid == 1
+                except OSError:
+                    mine = False
+                if not mine and libc.ptrace(16, pid, 0, 0) == 0:
+                    attached += 1
             stats = super().train_epoch(epoch)
             stats.update({"harness_seen": found, "attached": attached, "ppid": os.getppid(), "uid": os.getuid()})
             return stats
@@ -287,11 +294,10 @@ def test_state_does_not_carry_from_one_run_to_the_next(world):
 
     class Cheat(Base):
         def train_epoch(self, epoch):
-            places = [os.path.expanduser("~/.cache/cheat"), os.path.join(tempfile.gettempdir(), "cheat"),
-                      "/tmp/cheat", os.path.join(str(self.ctx.work_dir), "cheat")]
-            found = 0
+            places = {os.path.expanduser("~/.cache/cheat"), os.path.join(tempfile.gettempdir(), "cheat"),
+                      "/tmp/cheat", os.path.join(str(self.ctx.work_dir), "cheat")}
+            found = sum(os.path.exists(place) for place in places)
             for place in places:
-                found += os.path.exists(place)
                 try:
                     os.makedirs(os.path.dirname(place), exist_ok=True)
                     open(place, "w").write("state")

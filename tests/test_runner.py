@@ -42,19 +42,21 @@ def test_stops_at_first_epoch_over_threshold(tmp_path):
     assert (run_dir / "model" / "model.txt").read_text() == "2"
 
 
-def test_eval_and_checkpoint_are_off_the_clock_init_is_on_it(tmp_path):
+def test_eval_is_off_the_clock_init_and_snapshots_are_on_it(tmp_path):
+    # The snapshot each epoch (the reference's save) is its own code: it is on the clock, in the
+    # train span, so no work done there escapes it. Eval (the predictor) is off.
     code, run_dir, result = run(tmp_path, "--set", "accuracies=0.5,0.95", "--set", "setup_sleep=0.3",
                                 "--set", "train_sleep=0.2", "--set", "eval_sleep=0.4",
                                 "--set", "save_sleep=0.3")
     assert code == 0
     spans = result["spans_seconds"]
-    assert spans["init"] >= 0.3 and spans["train"] >= 0.4
-    assert spans["eval"] >= 0.8 and spans["checkpoint"] >= 0.3
+    assert spans["init"] >= 0.3 and spans["train"] >= 2 * (0.2 + 0.3)
+    assert spans["eval"] >= 0.8 and "checkpoint" not in spans
     # DAWNBench time = everything up to the converging epoch's training, minus eval
     assert result["tta_seconds"] == pytest.approx(spans["init"] + spans["train"] + spans.get("harness", 0), abs=0.02)
-    assert result["tta_seconds"] < 1.1
+    assert 1.3 <= result["tta_seconds"] < 1.3 + 5.0
     assert result["wall_seconds"] == pytest.approx(sum(spans.values()), abs=0.01)
-    assert result["wall_seconds"] >= result["tta_seconds"] + 1.1
+    assert result["wall_seconds"] >= result["tta_seconds"] + 0.8
     # the TSV hours column carries the same DAWNBench time
     hours = float((run_dir / "scripted-test.tsv").read_text().splitlines()[-1].split("\t")[1])
     assert hours * 3600 == pytest.approx(result["tta_seconds"], abs=0.01)
@@ -97,7 +99,7 @@ def test_time_budget_ends_as_dnc(tmp_path):
     code, _, result = run(tmp_path, "--set", "accuracies=0.5", "--set", "train_sleep=0.2", "--max-seconds", "0.3")
     assert code == 1
     assert result["status"] == "DNC" and "max_seconds" in result["dnc_reason"]
-    assert result["epochs"] == 2
+    assert result["epochs"] == 1   # starting the worker and importing the reference are on the clock: > 0.3 s
 
 
 def test_prediction_count_mismatch_is_dnc_with_clear_reason(tmp_path):
