@@ -10,8 +10,9 @@ Each reference directory holds its own Dockerfile, written by hand: its base pin
 framework build uses: docker/cuda.toml), its pinned requirements in /opt/venv, the harness,
 `common/` and the reference copied from the project, the non-root user `dawn`, and the harness
 as entrypoint. The reference is the build argument REFERENCE, so `cp -r` of a directory gives a
-fork whose Dockerfile builds the fork. A run mounts the data read-only at /data and the results
-folder at /results, so a docker run leaves the same result folder as a native one; the image's
+fork whose Dockerfile builds the fork. A run starts the container as root (the harness drops the
+reference to uids of its own) and mounts the data read-only and the results folder under
+/dawnbench-private, which those uids cannot enter; it leaves the same result folder as a native one; the image's
 tag and ID (its digest) go into result.json and env.json. Uses the Docker SDK
 (requirements/tools.txt); every failure is one line.
 """
@@ -30,9 +31,13 @@ from dawnbench import images, prices
 from harness import datasets, environment, paths, registry
 from harness.errors import DawnbenchError, UsageError, report
 
-IMAGE_USER = "10001:10001"            # the images' `dawn` user (references/*/Dockerfile)
-RESULTS_IN_CONTAINER = "/results"
-DATA_IN_CONTAINER = "/data"
+# Under a folder only root may enter (the images make it 0700): the harness, root in the container,
+# reads the labels and writes the results there; the reference's workers, dropped to their own uids,
+# cannot reach either (docs/RULES.md, "Isolation").
+PRIVATE_IN_CONTAINER = "/dawnbench-private"
+RESULTS_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/results"
+DATA_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/data"
+CONTAINER_USER = "0:0"      # the harness; it drops each worker to an unprivileged uid of its own
 BASE_ARG = "FROM_IMAGE_NAME"          # the build argument naming a Dockerfile's base, MLPerf style
 
 
@@ -79,11 +84,12 @@ def compose(specs: list[registry.ReferenceSpec]) -> str:
     lines = [
         "# One service per reference; written by `make compose` (python -m dawnbench.containers compose),",
         "# which `make build` and `make run RUNTIME=docker` also run, so a fork is listed once it is built.",
-        "#   docker compose run --rm fashion-mnist-cnn-pytorch [run fashion-mnist-cnn-pytorch --results /results ...]",
-        "# The data is mounted read-only, the results writable (owned by DAWNBENCH_UID, default the",
-        "# image's user 10001). `make run RUNTIME=docker` does the same through the Docker SDK.",
+        "#   docker compose run --rm fashion-mnist-cnn-pytorch [run fashion-mnist-cnn-pytorch ...]",
+        f"# The data is mounted read-only and the results writable, both under {PRIVATE_IN_CONTAINER} (0700): the",
+        "# harness runs as the container's root and drops the reference to uids that cannot enter it; the run",
+        "# folder is given to the owner of results/<reference>/. `make run RUNTIME=docker` does the same.",
         "x-reference: &reference",
-        "  user: \"${DAWNBENCH_UID:-10001}:${DAWNBENCH_GID:-10001}\"",
+        f"  user: \"{CONTAINER_USER}\"",
         "  shm_size: 1gb",
         "  volumes:",
         f"    - ${{DAWNBENCH_DATA:-./data}}:{DATA_IN_CONTAINER}:ro",
@@ -287,20 +293,10 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
                          f"dawnbench data fetch {spec.task.dataset} (make data REF={name})")
     runs_dir = results / name
     runs_dir.mkdir(parents=True, exist_ok=True)
-    # The image's user writes the results. A host user runs the container as itself (still not
-    # root, and the files stay its own); a root host hands the reference's results folder to the
-    # image's user (root keeps full access to it).
-    if os.geteuid() == 0:
-        user = IMAGE_USER
-        uid, gid = (int(x) for x in IMAGE_USER.split(":"))
-        os.chown(runs_dir, uid, gid)
-    else:
-        user = f"{os.geteuid()}:{os.getegid()}"
-    if user == IMAGE_USER:
-        private = [p for p in [dataset_dir, *dataset_dir.rglob("*")] if not p.stat().st_mode & 0o004]
-        if private:
-            raise UsageError(f"{private[0]} is not readable by the container's user (uid 10001); "
-                             f"fix with: chmod -R a+rX {dataset_dir}")
+    # The harness runs as the container's root so that it can drop the reference to uids of its own
+    # (Docker's seccomp profile forbids the namespaces bubblewrap uses); it gives the run folder it
+    # writes to the owner of results/<reference>/ on this host.
+    user = CONTAINER_USER
     use_gpus = {"all": True, "none": False}.get(gpus, host_has_gpus())
     command = ["run", name, "--results", RESULTS_IN_CONTAINER, *args]
     entrypoint = None

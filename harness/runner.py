@@ -317,6 +317,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     }
     if rank == 0:
         _write_json(run_dir / "result.json", result)
+        _give_to_owner_of(run_dir)
         _write_json(run_dir / "env.json", {**system, "framework_extra": framework_extra})
         if status == CONVERGED:
             _say(f"converged: {task.metric} {100 * result['metric_value']:.2f}% at epoch {epoch}; "
@@ -327,6 +328,18 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         _say(f"results: {run_dir}", rank)
     result["run_dir"] = str(run_dir) if run_dir else None
     return result
+
+
+def _give_to_owner_of(run_dir: Path) -> None:
+    """Root in a container writes for the host's user: the run folder goes to the owner of its parent."""
+    if os.geteuid() != 0:
+        return
+    owner = run_dir.parent.stat()
+    if owner.st_uid == 0:
+        return
+    for dirpath, dirnames, filenames in os.walk(run_dir):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in [*dirnames, *filenames])]:
+            os.lchown(name, owner.st_uid, owner.st_gid)
 
 
 def code_commit(spec: ReferenceSpec) -> dict:

@@ -289,8 +289,10 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
     assert result["status"] == "converged" and result["official_threshold"] is False
     assert result["image_digest"] == default_image["id"] == env["image_digest"]
     assert env["container"] == default_image["tag"]
-    assert env["process"]["uid"] == 10001                        # the image's user, not root
-    assert env["data"] == {"root": "/data", "read_only": True}   # the data mount was read-only
+    assert env["process"]["uid"] == 0          # the harness: root in the container, to drop the reference's uids
+    assert result["isolation"] == {"mode": "uid", "reason": None}
+    assert env["data"] == {"root": "/dawnbench-private/data", "read_only": True}   # the data mount was read-only
+    assert run_dir.stat().st_uid == os.geteuid()   # the run folder is the host user's
     assert result["git"]["commit"] == containers.environment.git_commit(REPO)["commit"]
     assert env["packages"]["torch"].startswith("2.13.0")
     # The image is the one built above: same ID, labelled with its reference and commit.
@@ -306,13 +308,13 @@ def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_pa
         _missing("docker-compose (Debian's docker-compose) is not installed")
     results = tmp_path / "results"
     (results / DEFAULT).mkdir(parents=True)
-    os.chown(results / DEFAULT, 10001, 10001)
+    os.chown(results / DEFAULT, 10001, 10001)      # a host user's folder: the run folder is handed to it
     env = dict(engine, DAWNBENCH_TAG=default_image["tag"].split(":", 1)[1], DAWNBENCH_DATA=str(fashion_root),
                DAWNBENCH_RESULTS=str(results))
     config = subprocess.run([compose, "config"], cwd=REPO, env=env, capture_output=True, text=True)
     assert config.returncode == 0, config.stderr
-    assert f"{fashion_root}:/data:ro" in config.stdout
-    proc = subprocess.run([compose, "run", "--rm", DEFAULT, "run", DEFAULT, "--results", "/results",
+    assert f"{fashion_root}:/dawnbench-private/data:ro" in config.stdout
+    proc = subprocess.run([compose, "run", "--rm", DEFAULT, "run", DEFAULT, "--results", "/dawnbench-private/results",
                            "--threshold", "0.80", "--max-epochs", "2", "--no-progress", "--no-save"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -320,7 +322,8 @@ def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_pa
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "converged" and result["image_digest"] is None   # compose passes no digest
     env_json = json.loads((run_dir / "env.json").read_text())
-    assert env_json["process"]["uid"] == 10001 and env_json["data"]["read_only"] is True
+    assert env_json["process"]["uid"] == 0 and env_json["data"]["read_only"] is True
+    assert result["isolation"]["mode"] == "uid" and run_dir.stat().st_uid == 10001
 
 
 def test_failed_build_is_one_line(engine):
@@ -375,3 +378,70 @@ def test_fork_builds_and_runs_in_docker(engine, default_image, fashion_root, tmp
     assert inspect["Config"]["Labels"]["org.dawnbench.reference"] == FORK
     assert inspect["Config"]["Env"].count(f"DAWNBENCH_REFERENCE={FORK}") == 1
     assert f"  {FORK}:\n" in (project / "docker-compose.yml").read_text()
+
+
+ENGINE_CHEATS = {
+    # name: (cheat code, what the DNC reason must say)
+    "labels": ('''
+    class Cheat(Base):
+        def predict(self):
+            for path in ["/dawnbench-private/data/fashion-mnist/t10k-labels-idx1-ubyte",
+                         "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"]:
+                try:
+                    return np.eye(10)[np.frombuffer(open(path, "rb").read()[8:], np.uint8)]
+                except OSError:
+                    pass
+            raise RuntimeError("CHEAT-BLOCKED")
+    ''', "CHEAT-BLOCKED"),
+    "forge": ('''
+    import glob
+
+    class Cheat(Base):
+        def train_epoch(self, epoch):
+            for path in glob.glob("/dawnbench-private/results/**/*", recursive=True):
+                open(path, "a").write("forged")
+            return super().train_epoch(epoch)
+    ''', "budget"),
+    "predict-trains": ('''
+    class Cheat(Base):
+        def predict(self):
+            from common.datasets import load_fashion_mnist
+            try:
+                load_fashion_mnist(self.ctx.data_root, "train")
+            except Exception:
+                raise RuntimeError("CHEAT-BLOCKED") from None
+            return super().predict()
+    ''', "CHEAT-BLOCKED"),
+    "root": ('''
+    class Cheat(Base):
+        def train_epoch(self, epoch):
+            if os.getuid() == 0 or os.access("/dawnbench-private", os.X_OK) or os.access("/proc/1/mem", os.R_OK):
+                raise RuntimeError("CHEAT-SUCCEEDED")
+            return super().train_epoch(epoch)
+    ''', "budget"),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(ENGINE_CHEATS))
+def test_cheats_fail_in_the_container(engine, default_image, fashion_root, tmp_path, cheat):
+    """The container's isolation (the harness as root, the workers under their own uids): cheats of
+    tests/test_cheats.py, run by the default image on references mounted beside it."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from cheats import write_reference
+    code, reason = ENGINE_CHEATS[cheat]
+    write_reference(tmp_path / "refs", "cheat", code)
+    results = tmp_path / "results"
+    (results / "cheat").mkdir(parents=True)
+    proc = subprocess.run(["docker", "run", "--rm", "--user", "0:0",
+                           "-v", f"{tmp_path / 'refs'}:/cheats:ro",
+                           "-v", f"{fashion_root}:/dawnbench-private/data:ro",
+                           "-v", f"{results}:/dawnbench-private/results",
+                           default_image["tag"], "run", "cheat", "--references", "/cheats", "--no-progress",
+                           "--results", "/dawnbench-private/results"],
+                          env=engine, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (run_dir,) = (results / "cheat").iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "DNC" and result["isolation"]["mode"] == "uid"
+    assert reason in result["dnc_reason"], result["dnc_reason"]
+    assert "forged" not in (run_dir / "events.jsonl").read_text()
