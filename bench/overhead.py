@@ -1,13 +1,18 @@
-"""What the harness costs: the same reference, seed and epochs driven by a bare loop and by the harness.
+"""What the harness and its isolation cost: the same reference, seed and epochs driven by a bare
+in-process loop and by the harness (sandboxed trainer, a snapshot per epoch, freeze and thaw).
 
-`python -m bench.overhead --reference REF --epochs 1 --repeats 6`. Eval is excluded from both
-sides: the bare loop never evaluates, and the harness's eval spans are off its clock. Each
-repeat runs both, in fresh processes, back to back, alternating which goes first.
+`python -m bench.overhead --reference REF --epochs 2 --repeats 6`. Both sides start their clock
+before the reference's code is imported. Eval is excluded from both: the bare loop never
+evaluates, and the harness's eval spans are off its clock. Each repeat runs both, in fresh
+processes, back to back, alternating which goes first; the overhead is the median of the paired
+ratios, with a bootstrap 95% confidence interval, and the per-epoch handover (freeze, thaw) the
+harness measured.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import subprocess
 import sys
@@ -21,8 +26,8 @@ from harness import datasets, registry
 from harness.reference import Context
 spec = registry.load_spec(sys.argv[1]); epochs = int(sys.argv[2]); seed = int(sys.argv[3])
 cfg = registry.resolve_hyperparameters(spec, [])
+t0 = time.perf_counter()    # before the import, as the harness's clock
 ref = spec.load_entry_class()()
-t0 = time.perf_counter()
 ref.setup(Context(config=cfg, data_root=datasets.default_data_root(), seed=seed, task=spec.task, show_progress=False))
 ref.synchronize()
 for epoch in range(1, epochs + 1):
@@ -46,18 +51,19 @@ def harnessed(reference: str, epochs: int, seed: int, results: Path, tag: str) -
     r = json.loads((results / reference / tag / "result.json").read_text())
     spans = r["spans_seconds"]
     return {"on_clock": spans["init"] + spans["train"] + spans.get("harness", 0.0),
-            "harness_span": spans.get("harness", 0.0)}
+            "harness_span": spans.get("harness", 0.0),
+            "handover_ms": [row.get("handover_ms", float("nan")) for row in r["history"]]}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.overhead")
     p.add_argument("--reference", default="fashion-mnist-cnn-pytorch")
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--repeats", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     results = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
-    bares, harnesses, spans = [], [], []
+    bares, harnesses, spans, handovers = [], [], [], []
     for i in range(a.repeats):
         # alternate which side goes first, so a machine that speeds up or slows down favours neither
         if i % 2 == 0:
@@ -67,6 +73,7 @@ def main(argv=None) -> int:
             h = harnessed(a.reference, a.epochs, a.seed, results, f"overhead-{i}")
             bares.append(bare(a.reference, a.epochs, a.seed))
         harnesses.append(h["on_clock"])
+        handovers.extend(h["handover_ms"])
         spans.append(h["harness_span"])
         print(f"repeat_{i}_bare_seconds={bares[-1]:.3f} repeat_{i}_harness_seconds={harnesses[-1]:.3f}", flush=True)
     b, h = statistics.median(bares), statistics.median(harnesses)
@@ -75,6 +82,10 @@ def main(argv=None) -> int:
     # slow drift in machine speed better than comparing the two sets as wholes.
     ratios = [hh / bb - 1 for hh, bb in zip(harnesses, bares)]
     print(f"harness_overhead_pct={100 * statistics.median(ratios):.2f}")
+    rng = random.Random(0)
+    boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    print(f"harness_overhead_ci95_pct={100 * boots[50]:.2f}..{100 * boots[1949]:.2f}")
+    print(f"handover_ms_median={statistics.median(handovers):.2f} handover_ms_max={max(handovers):.2f}")
     print(f"harness_overhead_min_pct={100 * (min(harnesses) - min(bares)) / min(bares):.2f}")
     # the run-to-run spread of the bare loop alone: differences below it are the machine, not the harness
     print(f"bare_spread_pct={100 * (max(bares) - min(bares)) / b:.2f}")

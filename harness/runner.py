@@ -183,7 +183,9 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                                     snapshot=f"{seen['snapshots']}/{name}" if rank == 0 else None)
             # Nothing of the trainer runs until the next epoch: no thread trains on while the harness
             # evaluates off the clock.
+            handover = time.perf_counter()
             trainer.freeze()
+            handover = time.perf_counter() - handover
             clock.lap("train")
             stats = _check_stats(reply.get("stats") or {})
             loss = float(stats.get("loss", float("nan")))
@@ -216,12 +218,15 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                 verdict = 1.0 if value >= threshold else 0.0
             (reached,) = group.broadcast([verdict])
             clock.lap("eval")
+            thaw = time.perf_counter()
             trainer.thaw()
+            handover += time.perf_counter() - thaw
             log.point("eval_accuracy", value, clock.elapsed(), epoch_num=epoch, metric=task.metric,
                       **{k: v for k, v in scores.items() if k != task.metric})
             log.end("eval_stop", clock.elapsed(), epoch_num=epoch)
             row = {"epoch": epoch, "tta_seconds": round(on_clock, 3),
-                   "wall_seconds": round(clock.elapsed(), 3), **scores, **stats}
+                   "wall_seconds": round(clock.elapsed(), 3), **scores, **stats,
+                   "handover_ms": round(1000 * handover, 3)}
             history.append(row)
             if tsv:
                 tsv.write("\t".join(task.tsv_row(epoch, on_clock / 3600.0, scores)) + "\n")
