@@ -88,9 +88,9 @@ run: check-ref
 	esac
 
 # The host-side tools: the Docker SDK for images, matplotlib for plots, jinja2 and jsonschema for
-# the entry tools.
+# the entry tools, mlperf-logging for `dawnbench compliance`.
 $(TOOLS_VENV)/.installed: requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
-	$(call venv,$(TOOLS_VENV),requirements/tools.txt,harness$(,) common$(,) dawnbench.cli$(,) docker$(,) matplotlib$(,) jinja2)
+	$(call venv,$(TOOLS_VENV),requirements/tools.txt,harness$(,) common$(,) dawnbench.cli$(,) docker$(,) matplotlib$(,) jinja2$(,) mlperf_logging.compliance_checker)
 	@test -x $(TOOLS_VENV)/bin/dawnbench
 
 tools: $(TOOLS_VENV)/.installed

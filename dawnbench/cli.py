@@ -2,7 +2,7 @@
 (harness.cli: its options and its code), with the host's options on top: --instance (priced here,
 dawnbench.prices), --runs (a series, dawnbench.series) and data fetch (dawnbench.fetch). And the
 entry tools, each a module of this package with its own `main(argv)` (also `python -m
-dawnbench.<tool>`): submit, validate, leaderboard, analyze."""
+dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance."""
 from __future__ import annotations
 
 import argparse
@@ -17,7 +17,8 @@ PROG = "dawnbench"
 TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "validate": "check entry files or trees; exit 0 only when all is valid",
          "leaderboard": "rank entries and build the static site",
-         "analyze": "the analyses of the DAWNBench papers, as PNG + numbers"}
+         "analyze": "the analyses of the DAWNBench papers, as PNG + numbers",
+         "compliance": "check a run's events.jsonl with MLPerf's official compliance checker"}
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

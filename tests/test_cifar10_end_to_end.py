@@ -72,7 +72,7 @@ def test_run_then_infer_through_the_cli(name, full_eval_root, tmp_path):
     rows = [r.split("\t") for r in (run_dir / f"{name}.tsv").read_text().splitlines()]
     assert rows[0] == ["epoch", "hours", "top1Accuracy"] and len(rows) - 1 == result["epochs"]
     events = read_events(run_dir / "events.jsonl")
-    samples = sum(e["value"] for e in events if e["key"] == "train_samples")
+    samples = sum(e["metadata"]["samples"] for e in events if e["key"] == "epoch_stop")
     assert samples == result["epochs"] * (5 * TRAIN_PER_BATCH // 16) * 16
     assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "success"
 

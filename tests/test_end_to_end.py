@@ -46,7 +46,7 @@ def check_result_folder(run_dir: Path, world_size: int) -> dict:
     accs = [e["value"] for e in events if e["key"] == "eval_accuracy"]
     assert len(accs) == result["epochs"] and accs[-1] == pytest.approx(result["metric_value"])
     assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "success"
-    samples = sum(e["value"] for e in events if e["key"] == "train_samples")
+    samples = sum(e["metadata"]["samples"] for e in events if e["key"] == "epoch_stop")
     assert samples * world_size >= 59_000 * result["epochs"]
     return result
 

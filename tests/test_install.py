@@ -70,7 +70,8 @@ def dawnbench(installed, *args, cwd=None, env=None, check=True):
 def test_the_wheel_carries_the_data_files(installed):
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
     for data in ("harness/data/datasets.toml", "harness/data/tasks.toml", "harness/data/result.schema.json",
-                 "dawnbench/data/prices.yaml", "harness/__main__.py", "dawnbench/__main__.py"):
+                 "dawnbench/data/prices.yaml", "dawnbench/data/mlperf/common.yaml",
+                 "dawnbench/data/mlperf/open_fashion-mnist.yaml", "harness/__main__.py", "dawnbench/__main__.py"):
         assert data in names, data
     assert not any(n.startswith(("references/", "tests/")) for n in names)
 
