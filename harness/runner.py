@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, paths
+from harness import datasets, environment, paths, stored_predictions
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.reference import Context, Reference
@@ -167,11 +167,14 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                     f"predict() returned {count} predictions; the {task.name} eval set has "
                     f"{task.eval_examples} examples, every one needs a prediction in canonical order")
             scores = task.score(predictions, labels)
+            # what `harness verify` re-scores offline; written in the eval span, off the clock
+            stored = stored_predictions.save(run_dir, epoch, task, predictions) if run_dir else {}
             clock.lap("eval")
             value = scores[task.metric]
             (reached,) = ref.all_max([1.0 if value >= threshold else 0.0])
             log.point("eval_accuracy", value, clock.elapsed(), epoch_num=epoch, metric=task.metric,
-                      **{k: v for k, v in scores.items() if k != task.metric})
+                      **{k: v for k, v in scores.items() if k != task.metric},
+                      **({"predictions_file": stored["file"], "predictions_sha256": stored["sha256"]} if stored else {}))
             log.end("eval_stop", clock.elapsed(), epoch_num=epoch)
             row = {"epoch": epoch, "tta_seconds": round(on_clock, 3),
                    "wall_seconds": round(clock.elapsed(), 3), **scores,
