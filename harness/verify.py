@@ -143,7 +143,8 @@ def _result(run_dir: Path) -> tuple[dict, Task]:
     return result, task
 
 
-def _events(run_dir: Path) -> list[dict]:
+def read_events(run_dir: Path) -> list[dict]:
+    """The records of run_dir/events.jsonl, read as untrusted; VerifyError when it is not a harness's log."""
     path = run_dir / "events.jsonl"
     try:
         text = safe_read.decode(_read(run_dir, "events.jsonl", MAX_EVENTS_BYTES))
@@ -461,7 +462,7 @@ def verify(run_dir: Path, data_root: Path | None = None,
     if not run_dir.is_dir():
         raise VerifyError(f"{run_dir}: not a folder; give a run folder of `harness run` (results/<reference>/<run id>/)")
     result, task = _result(run_dir)
-    events = _events(run_dir)
+    events = read_events(run_dir)
     report = Verification(run_dir)
     lower_bound = isinstance(result.get("world_size"), int) and result["world_size"] > 1
 

@@ -24,7 +24,7 @@ from leaderboard_fixture import (
 )
 from markupsafe import escape
 
-from dawnbench import entries, ranking, site
+from dawnbench import entries, ranking, site, verification
 from dawnbench.cli import main
 
 
@@ -35,7 +35,8 @@ def tree(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def rankings(tree) -> dict:
-    return ranking.rank(*ranking.load_all(tree))
+    loaded, invalid = ranking.load_all(tree)
+    return ranking.rank(loaded, invalid, verification.statuses(loaded, None, tree))
 
 
 @pytest.fixture(scope="module")
