@@ -250,3 +250,22 @@ def test_a_result_json_off_its_schema_is_refused(tmp_path, capsys):
     line = refused(capsys, [run, "--to", tmp_path / "entries"], "result.json: seed: 'zero' is not of type")
     assert "result.schema.json" in line
     assert not (tmp_path / "entries").exists()
+
+
+def test_a_run_that_does_not_verify_is_refused(tmp_path, monkeypatch, capsys):
+    """submit verifies first: a changed TSV, a run of an older harness (no stored predictions) or a
+    machine without the eval labels are refused in one line, and nothing is written."""
+    out = tmp_path / "entries"
+    changed = make_run(tmp_path / "changed", epochs=3)
+    tsv = changed / f"{REF}.tsv"
+    tsv.write_text(tsv.read_text().replace("\t94.12", "\t94.13"))
+    refused(capsys, [changed, "--to", out], "does not verify: tsv: ")
+    older = make_run(tmp_path / "older", epochs=3)
+    events = older / "events.jsonl"
+    events.write_text("".join(line.split(', "predictions_file"')[0] + "}}\n" if "predictions_file" in line else line + "\n"
+                              for line in events.read_text().splitlines()))
+    refused(capsys, [older, "--to", out], "the run stored no predictions")
+    honest = make_run(tmp_path / "honest", epochs=3)
+    monkeypatch.setenv("DAWNBENCH_DATA", str(tmp_path / "no-data"))
+    refused(capsys, [honest, "--to", out], "cannot be verified here: no cifar10 eval labels on this machine")
+    assert not out.exists()
