@@ -1,6 +1,7 @@
 """The `dawnbench` command, on the host: run, infer, list, eval and data verify are the harness's
 (harness.cli: its options and its code), with the host's options on top: --instance (priced here,
-dawnbench.prices), --runs (a series, dawnbench.series) and data fetch (dawnbench.fetch). And the
+dawnbench.prices), --runs (a series, dawnbench.series) and data fetch (dawnbench.fetch); verify is the
+harness's as it is. And the
 entry tools, each a module of this package with its own `main(argv)` (also `python -m
 dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance."""
 from __future__ import annotations
@@ -47,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, add_help=False)
         p.add_argument("args", nargs=argparse.REMAINDER)
     harness_cli.add_data_options(sub.add_parser("data", help="fetch or verify a dataset"), ("fetch", "verify"))
+    harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run offline: its log, stored "
+                                                                 "predictions, result.json and TSV agree"))
     parser.set_defaults(prog=PROG)
     return parser
 

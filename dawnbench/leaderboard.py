@@ -1,7 +1,8 @@
 """`dawnbench leaderboard ENTRIES_DIR --out SITE_DIR [--format html|json]`: the command.
 
 Ranks the entries (`dawnbench.ranking`) and builds the static site (`dawnbench.site`) or prints the
-rankings as JSON. An entry that `dawnbench validate` rejects is never ranked: it is listed as
+rankings as JSON. Each training entry's run is verified again (`dawnbench.verification`, with the
+eval labels of --data) and its status shown. An entry that `dawnbench validate` rejects is never ranked: it is listed as
 invalid, with the reason, in the JSON and on the site, and reported on stderr, one line each.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from dawnbench import entries, ranking, site
+from dawnbench import entries, ranking, site, verification
 from dawnbench.arguments import Parser
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
 
@@ -23,6 +24,9 @@ def build_parser() -> Parser:
     p.add_argument("entries", type=Path, help="an entry tree: <Task>/<train|inference>/<name>.json")
     p.add_argument("--out", type=Path, default=None, help="the site's folder (for --format html)")
     p.add_argument("--format", choices=["html", "json"], default="html")
+    p.add_argument("--data", type=Path, default=None,
+                   help="the data root with the official eval labels, to verify each training entry's run "
+                        "(default $DAWNBENCH_DATA or ./data)")
     return p
 
 
@@ -38,12 +42,13 @@ def _run(argv: list[str] | None) -> int:
                          f"{'|'.join(entries.TASK_BY_DIR)}>/<train|inference>/*.json")
     loaded, invalid = ranking.load_all(args.entries,
                                        report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr))
-    rankings = ranking.rank(loaded, invalid)
+    statuses = verification.statuses(loaded, args.data, args.entries if args.entries.is_dir() else None)
+    rankings = ranking.rank(loaded, invalid, statuses)
     if args.format == "json":
         json.dump(rankings, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
-    index = site.build(loaded, rankings, args.out)
+    index = site.build(loaded, rankings, args.out, statuses)
     ranked = sum(len(rows) for tables in rankings["tasks"].values() for rows in tables.values())
     print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid)")
     return EXIT_OK

@@ -54,9 +54,12 @@ def _ordered(rows: list[tuple[float, Entry, dict]]) -> list[dict]:
     return ranked
 
 
-def rank_task(task_entries: list[Entry]) -> tuple[dict[str, list[dict]], list[dict]]:
+def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = None
+              ) -> tuple[dict[str, list[dict]], list[dict]]:
     """The four tables of one task, and the entries that rank in none of them (with the reason).
-    Valid entries all rank; the reasons are a second line of defence for entries built in code."""
+    Valid entries all rank; the reasons are a second line of defence for entries built in code.
+    Training rows carry their `verification` status ({entry path: status}, dawnbench.verification)."""
+    verification = verification or {}
     tables: dict[str, list] = {name: [] for name in TABLES}
     unranked = []
     threshold = entries.log_threshold(task_entries[0].task) if task_entries else None
@@ -76,7 +79,8 @@ def rank_task(task_entries: list[Entry]) -> tuple[dict[str, list[dict]], list[di
             hours = row["hours"]
             base = {"hours": hours, "hms": entries.hms(hours), "epoch": number(row.get("epoch")),
                     "accuracy": row[entry.metric_column], "costPerHour": price,
-                    "cost_usd": hours * price if price is not None else None}
+                    "cost_usd": hours * price if price is not None else None,
+                    "verification": verification.get(str(entry.path), "not checked")}
             tables["train_time"].append((hours, entry, base))
             if price is not None:
                 tables["train_cost"].append((hours * price, entry, base))
@@ -115,12 +119,13 @@ def load_all(root: Path, report=None) -> tuple[list[Entry], list[dict]]:
     return loaded, invalid
 
 
-def rank(loaded: list[Entry], invalid: list[dict] = ()) -> dict:
+def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, str] | None = None) -> dict:
     """The rankings of every task: {"tasks": {display name: {table: [rows]}}, "unranked": [...],
-    "invalid": [...]} (`invalid` as load_all lists them)."""
+    "invalid": [...]} (`invalid` as load_all lists them; `verification` as
+    dawnbench.verification.statuses gives it, shown on training rows)."""
     result: dict = {"tasks": {}, "unranked": [], "invalid": list(invalid)}
     for task in TASKS.values():
-        tables, unranked = rank_task([e for e in loaded if e.task is task])
+        tables, unranked = rank_task([e for e in loaded if e.task is task], verification)
         result["tasks"][task.display_name] = tables
         result["unranked"] += [{"task": task.display_name, **u} for u in unranked]
     return result

@@ -99,6 +99,7 @@ def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
             "name": task_name, "threshold": ranking.threshold_label(entries.TASK_BY_DIR[task_name]),
             "plot": plots.get(task_name),
             "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": [c[0] for c in COLUMNS[table]],
+                        "verified": table.startswith("train"),
                         "rows": [{**r, "cells": [fn(r) for _, fn in COLUMNS[table]]} for r in rows]}
                        for table, rows in tables.items()],
             "unranked": [u for u in rankings["unranked"] if u["task"] == task_name],
@@ -113,7 +114,8 @@ def _ordinal(n: int) -> str:
     return f"{n}{'th' if 11 <= n % 100 <= 13 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None) -> str:
+def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None,
+               verification: str | None = None) -> str:
     f = entry.fields
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
@@ -135,6 +137,7 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
             rows.append(("Training cost", usd(row["hours"] * price) if price is not None else "no price given"))
         else:
             rows.append(("Time to threshold", "the log never reaches the threshold"))
+        rows.append(("Verification", verification or "not checked"))
     else:
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
@@ -185,16 +188,17 @@ def _swap(tmp: Path, out: Path) -> None:
         os.replace(tmp, out)
 
 
-def build(loaded: list[Entry], rankings: dict, out: Path) -> Path:
-    """Write the site for `loaded` (ranked as `rankings`) into `out`; returns the index's path."""
+def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str] | None = None) -> Path:
+    """Write the site for `loaded` (ranked as `rankings`; training entries' `verification` statuses by
+    path) into `out`; returns the index's path."""
     try:
-        return _build(loaded, rankings, Path(out))
+        return _build(loaded, rankings, Path(out), verification or {})
     except OSError as e:
         raise SiteError(f"cannot write the site at {out} ({e.strerror or type(e).__name__}: {e.filename}) "
                         f"(check the folder and its permissions)") from None
 
 
-def _build(loaded: list[Entry], rankings: dict, out: Path) -> Path:
+def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str]) -> Path:
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
@@ -231,7 +235,8 @@ def _build(loaded: list[Entry], rankings: dict, out: Path) -> Path:
             other_kind = "inference" if entry.kind == "train" else "train"
             sibling = pages.get((entry.task.display_name, other_kind, entry.name))
             sibling = f"../{other_kind}/{Path(sibling).name}" if sibling else None
-            w.text(relative, entry_page(entry, ranks.get(relative, []), image, sibling))
+            w.text(relative, entry_page(entry, ranks.get(relative, []), image, sibling,
+                                        verification.get(str(entry.path))))
 
         w.text("index.html", index_page(rankings, plots, len(loaded)))
         _swap(tmp, out)

@@ -1,13 +1,16 @@
 """`dawnbench submit RUN_DIR [--inference INFER_DIR] --to entries/`: a run as DAWNBench v1 entry files.
 
     entries/<Task>/train/<author>_<model>_<hardware>_<framework>.json   (+ .tsv, the run's log as written)
+    entries/<Task>/train/<same stem>.run/                              (the run: result.json, events.jsonl,
+                                                                        its TSV, predictions/)
     entries/<Task>/inference/<same stem>.json                          (with --inference)
 
 RUN_DIR is a run folder (result.json + its TSV) or a series folder from `dawnbench run --runs N`
 (summary.json + seed<k>/): the series submits its median converged run and records every run's
-statistics in `runs`. The files are written to a staging folder, checked with `dawnbench validate`,
-then moved into place; nothing is written when anything is wrong, and no entry is replaced
-without --force.
+statistics in `runs`. The run is verified first (`dawnbench verify`, with the eval labels of
+--data): any disagreement between its log, stored predictions, result.json and TSV refuses it. The
+files are written to a staging folder, checked with `dawnbench validate`, then moved into place;
+nothing is written when anything is wrong, and no entry is replaced without --force.
 """
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import entries, safe_read, schemas, validate
+from dawnbench import entries, safe_read, schemas, validate, verification
 from dawnbench.arguments import Parser
+from harness import verify
 from harness.errors import EXIT_OK, DawnbenchError, report
 from harness.tasks import TASKS
 
@@ -145,6 +149,26 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
 
 
 # ---------------------------------------------------------------- the entries
+
+def _verify(folder: Path, data_root: Path | None) -> list[str]:
+    """Refuse a run that does not verify; the run's files to copy with the entry (relative paths)."""
+    try:
+        checked = verify.verify(folder, data_root)
+    except verify.VerifyError as e:
+        raise SubmitError(f"the run cannot be verified: {e}") from None
+    failure = checked.first_failure
+    if failure is not None:
+        raise SubmitError(f"{folder}: does not verify: {failure.name}: {failure.detail} "
+                          f"(`dawnbench verify {folder}` shows every check)")
+    if checked.labels_problem is not None:
+        raise SubmitError(f"{folder}: cannot be verified here: {checked.labels_problem}")
+    files = ["result.json", "events.jsonl"]
+    for record in verify.read_events(folder):
+        name = record["metadata"].get("predictions_file") if record["key"] == "eval_accuracy" else None
+        if isinstance(name, str):
+            files.append(name)
+    return files
+
 
 def _clean(mapping: dict) -> dict:
     return {k: v for k, v in mapping.items() if v is not None or k in _KEEP_NULL}
@@ -283,6 +307,7 @@ def submit(args) -> list[Path]:
         infer_path = infer_path / "inference.json" if infer_path.is_dir() or not infer_path.suffix else infer_path
         infer = _read_json(infer_path, "give the folder `dawnbench infer` wrote (--out)")
         _check_inference(infer_path, infer, result, args.allow_unofficial)
+    run_files = _verify(folder, args.data) + [log.name]
 
     train = train_entry(result, "", args, runs)
     stem = entries.entry_stem(train["author"], train["model"], train["hardware"], train["framework"])
@@ -292,8 +317,11 @@ def submit(args) -> list[Path]:
     if infer is not None:
         targets[("inference", f"{stem}.json")] = inference_entry(infer, result, args)
     finals = [to / task.display_name / kind / name for kind, name in targets]
+    run_name = f"{stem}{verification.RUN_SUFFIX}"
+    run_final = to / task.display_name / "train" / run_name
+    finals_and_run = finals + [run_final]
     if not args.force:
-        existing = [str(p) for p in finals if p.exists() or p.is_symlink()]
+        existing = [str(p) for p in finals_and_run if p.exists() or p.is_symlink()]
         if existing:
             raise SubmitError(f"{existing[0]} exists; --force replaces it (nothing was written)")
 
@@ -307,18 +335,25 @@ def submit(args) -> list[Path]:
                 shutil.copyfile(log, path)        # the log exactly as the harness wrote it
             else:
                 _dump(entry, path)
+        for name in run_files:       # the run, as verified: what the leaderboard verifies again
+            path = staging / task.display_name / "train" / run_name / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(folder / name, path)
         problems, _ = validate.check([staging], allow_unofficial=args.allow_unofficial)
         if problems:
             first = problems[0]
             where = Path(first.file).relative_to(staging)
             raise SubmitError(f"the entry would not pass `dawnbench validate`: {to / where}:{first.line}: "
                               f"{first.field}: {first.message}")
+        if run_final.exists() or run_final.is_symlink():      # --force: the old run goes with the old entry
+            os.replace(run_final, staging / "replaced.run")
         for (kind, name), final in zip(targets, finals):
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / task.display_name / kind / name, final)
+        os.replace(staging / task.display_name / "train" / run_name, run_final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return finals
+    return finals_and_run
 
 
 def build_parser() -> Parser:
@@ -333,6 +368,9 @@ def build_parser() -> Parser:
     p.add_argument("--author-email", help="the author's e-mail")
     p.add_argument("--hardware", help="the hardware, as it should read on the leaderboard")
     p.add_argument("--code-url", help="where the code is")
+    p.add_argument("--data", type=Path, default=None,
+                   help="the data root with the official eval labels, to verify the run (default $DAWNBENCH_DATA "
+                        "or ./data)")
     p.add_argument("--force", action="store_true", help="replace existing entry files")
     p.add_argument("--allow-unofficial", action="store_true",
                    help="submit a run to a lowered threshold, marked official_threshold: false (smoke tests)")

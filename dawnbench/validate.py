@@ -534,7 +534,11 @@ def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
                                 f"directory cannot be read ({e.strerror or type(e).__name__}) "
                                 f"(check its permissions)"))
 
-    for folder, _, files in os.walk(root, onerror=onerror):
+    for folder, dirs, files in os.walk(root, onerror=onerror):
+        if Path(folder).name == "train":
+            # <stem>.run/: the run behind a training entry (dawnbench submit), checked by
+            # `dawnbench verify` and the leaderboard, not an entry of its own
+            dirs[:] = [d for d in dirs if not d.endswith(".run")]
         for name in files:
             p = Path(folder) / name
             if name.endswith(".json"):

@@ -7,6 +7,7 @@
     python -m harness list [--references DIR]
     python -m harness eval squad DATASET.json PREDICTIONS.json
     python -m harness data verify DATASET | --reference REF
+    python -m harness verify RUN_DIR [--data DIR]
 
 numpy and tqdm only (plus the reference's framework). The host command `dawnbench` (dawnbench.cli)
 offers the same subcommands with host-only options on top (--instance, --runs, data fetch): it
@@ -85,6 +86,12 @@ def add_data_options(p: argparse.ArgumentParser, actions: tuple[str, ...] = ("ve
     add_references_option(p)
 
 
+def add_verify_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (results/<reference>/<run id>/)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="the data root with the official eval labels (default $DAWNBENCH_DATA or ./data)")
+
+
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="The time-to-accuracy harness (what runs in every image)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,6 +100,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     add_references_option(sub.add_parser("list", help="list the references"))
     add_eval_options(sub.add_parser("eval", help="score a predictions file like the official scripts"))
     add_data_options(sub.add_parser("data", help="verify a dataset against its checksums"))
+    add_verify_options(sub.add_parser("verify", help="re-check a run offline: its log, stored predictions, "
+                                                     "result.json and TSV agree"))
     parser.set_defaults(prog=prog)
     return parser
 
@@ -220,7 +229,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return squad_eval.main(args.args, prog=f"{getattr(args, 'prog', PROG)} eval squad")
 
 
-COMMANDS = {"run": cmd_run, "infer": cmd_infer, "list": cmd_list, "data": cmd_data, "eval": cmd_eval}
+def cmd_verify(args: argparse.Namespace) -> int:
+    """One line per check and a verdict; 0 verified, 1 a disagreement, 2 (raised) a bad RUN_DIR."""
+    from harness import verify
+    return verify.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True))
+
+
+COMMANDS = {"run": cmd_run, "infer": cmd_infer, "list": cmd_list, "data": cmd_data, "eval": cmd_eval,
+            "verify": cmd_verify}
 
 
 def run_command(handler, args: argparse.Namespace, prog: str = PROG) -> int:

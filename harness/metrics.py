@@ -24,6 +24,7 @@ from harness.errors import DawnbenchError
 __all__ = [
     "MetricInputError",
     "topk_accuracy",
+    "topk_ids",
     "normalize_answer",
     "exact_match_score",
     "f1_score",
@@ -168,6 +169,42 @@ def _topk_from_scores(scores: np.ndarray, labels: np.ndarray, k: int) -> float:
             equal_lower_id = ((st == lt) & (np.arange(c) < yt[:, None])).sum(axis=1)
             hits += int(((higher + equal_lower_id) < k).sum())
     return hits / n
+
+
+def topk_ids(scores: Any, k: int) -> np.ndarray:
+    """The ``k`` best class ids per row of class scores (N, C), best first, as int64 (N, k).
+
+    The ranking rule of ``topk_accuracy``: higher scores first, among equal scores the lower
+    class id first, NaN below every number. So ``topk_accuracy(topk_ids(s, k), y, j)`` equals
+    ``topk_accuracy(s, y, j)`` for every j <= k, which is what lets a run store only these ids
+    and still be re-scored exactly (harness.stored_predictions).
+    """
+    k = _check_k(k)
+    scores = np.asarray(scores)
+    if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
+        raise ValueError(f"class scores must be a 2-D float array; got {scores.dtype} of shape {scores.shape}")
+    n, c = scores.shape
+    if k > c:
+        raise ValueError(f"k={k} exceeds the number of classes in the scores ({c})")
+    out = np.empty((n, k), dtype=np.int64)
+    block = max(1, _TOPK_BLOCK_ELEMENTS // max(c, 1))
+    for start in range(0, n, block):
+        s = scores[start:start + block]
+        if np.isnan(s).any():
+            s = np.where(np.isnan(s), -np.inf, s)
+        # As in _topk_from_scores: kth is the k-th largest score. Every class above it is in the top k;
+        # of the classes tied with it, the lowest ids fill the places left.
+        kth = np.partition(s, c - k, axis=1)[:, c - k][:, None]
+        above = s > kth
+        tied = s == kth
+        room = k - above.sum(axis=1, keepdims=True)
+        chosen = above | (tied & (np.cumsum(tied, axis=1) <= room))
+        ids = np.nonzero(chosen)[1].reshape(s.shape[0], k)       # exactly k per row, ascending ids
+        values = np.take_along_axis(s, ids, axis=1)
+        # A stable sort on descending score keeps equal scores in ascending id order.
+        order = np.argsort(-values, axis=1, kind="stable")
+        out[start:start + s.shape[0]] = np.take_along_axis(ids, order, axis=1)
+    return out
 
 
 # --------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import collective, datasets, environment, paths, sandbox, views
+from harness import collective, datasets, environment, paths, sandbox, stored_predictions, views
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.registry import ReferenceSpec
@@ -201,7 +201,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                 break
 
             log.start("eval_start", clock.elapsed(), epoch_num=epoch)
-            value, verdict = float("nan"), 0.0
+            value, verdict, stored = float("nan"), 0.0, {}
             if rank == 0:
                 if predictor is None:     # started at the first eval, in the eval span: off the clock
                     predictor, pseen = start_worker("predict", spec, isolation, data_root=data_root,
@@ -218,6 +218,8 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                         f"predict() returned {count} predictions; the {task.name} eval set has "
                         f"{task.eval_examples} examples, every one needs a prediction in canonical order")
                 scores = task.score(predictions, labels)
+                # what `harness verify` re-scores offline; written in the eval span, off the clock
+                stored = stored_predictions.save(run_dir, epoch, task, predictions) if run_dir else {}
                 value = scores[task.metric]
                 verdict = 1.0 if value >= threshold else 0.0
             (reached,) = group.broadcast([verdict])
@@ -226,7 +228,8 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
             trainer.thaw()
             handover += time.perf_counter() - thaw
             log.point("eval_accuracy", value, clock.elapsed(), epoch_num=epoch, metric=task.metric,
-                      **{k: v for k, v in scores.items() if k != task.metric})
+                      **{k: v for k, v in scores.items() if k != task.metric},
+                      **({"predictions_file": stored["file"], "predictions_sha256": stored["sha256"]} if stored else {}))
             log.end("eval_stop", clock.elapsed(), epoch_num=epoch)
             row = {"epoch": epoch, "tta_seconds": round(on_clock, 3),
                    "wall_seconds": round(clock.elapsed(), 3), **scores, **stats,

@@ -7,11 +7,26 @@ CIFAR10 (threshold 94%) training entries, by hours of the first log row at or ov
 CIFAR10 inference: alice 10 ms (costPerHour only), henry 20 ms (no price), old 50 ms (only the v1 `cost`),
   slow 5 ms but 93% (under the threshold). Plus an entry that is not JSON and one whose log has text in a
   number column (both skipped), a SQuAD entry with F1 as a fraction and an ImageNet inference entry named `..`.
+Those are DAWNBench v1 entries, typed by hand: they have no run behind them, so the leaderboard shows them
+"not verified" on purpose.
+
+Run folders as harness/runner.py leaves them (`make_run`: result.json, TSV, events.jsonl and stored
+predictions, all consistent, so `dawnbench verify` passes) are scored against CIFAR-10 eval labels
+of our own (`cifar10_labels`: 10,000 labels in the official pickle, registered through
+$DAWNBENCH_DATASETS_MANIFEST), so tests need neither the network nor the real dataset.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import jsonschema
+import numpy as np
+from cifar10_fixture import fixture_manifest, make_batch, py2_pickle
+
+from harness import datasets, stored_predictions
+from harness.events import EventLog
+from harness.tasks import RULES_VERSION, TASKS
 
 XSS = {
     "author": "<script>alert(1)</script>",
@@ -88,3 +103,112 @@ TRAIN_COST_ORDER = ["erin_tie_v100_pytorch", "gina_tie_v100_pytorch", "dave_dip_
                     "alice_resnet18_p3.2xlarge_pytorch", EVIL_STEM, "bob_resnet50_k80_tensorflow"]
 LATENCY_ORDER = ["alice_resnet18_p3.2xlarge_pytorch", "henry_nocost_cpu_onnx", "old_resnet_k80_caffe"]
 INFERENCE_COST_ORDER = ["alice_resnet18_p3.2xlarge_pytorch", "old_resnet_k80_caffe"]
+
+
+# ---------------------------------------------------------------- run folders, verifiable
+
+REF = "cifar10-resnet56-pytorch"
+RESULT_SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "harness" / "data" / "result.schema.json").read_text())
+START_UNIX = 1_795_000_000.0        # the run's start, as the events' time_ms count it
+
+
+def cifar10_labels(root: Path) -> tuple[Path, Path]:
+    """(a data root whose cifar10 test_batch holds 10,000 labels, the manifest that vouches for it).
+    Set DAWNBENCH_DATA and $DAWNBENCH_DATASETS_MANIFEST to them (`use_cifar10_labels`)."""
+    root = Path(root)
+    folder = root / "data" / "cifar10" / "cifar-10-batches-py"
+    folder.mkdir(parents=True, exist_ok=True)
+    batch = make_batch(b"testing batch 1 of 1", 10_000, np.random.default_rng(0), "test")
+    (folder / "test_batch").write_bytes(py2_pickle(batch))
+    manifest = fixture_manifest(root / "manifest.toml", batches_dir=folder)
+    return root / "data", manifest
+
+
+def use_cifar10_labels(monkeypatch, root: Path) -> Path:
+    data, manifest = cifar10_labels(root)
+    monkeypatch.setenv("DAWNBENCH_DATA", str(data))
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
+    return data
+
+
+def predictions_at(labels: np.ndarray, accuracy: float, classes: int = 10) -> np.ndarray:
+    """One-hot class scores whose top-1 accuracy on `labels` is round(accuracy x N) / N."""
+    preds = labels.copy()
+    wrong = len(labels) - int(round(accuracy * len(labels)))
+    preds[:wrong] = (preds[:wrong] + 1) % classes
+    return np.eye(classes, dtype=np.float32)[preds]
+
+
+def make_run(folder: Path, *, task="cifar10", reference=REF, epochs=30, final=0.9412, status="converged",
+             threshold=None, cost_per_hour=3.06, seed=0, hours_per_epoch=0.0031, eval_seconds=2.0,
+             labels: np.ndarray | None = None) -> Path:
+    """A run folder as harness/runner.py leaves it: result.json (schema-valid), <reference>.tsv,
+    events.jsonl and predictions/, which agree with each other, so the run verifies against `labels`
+    (default: the eval labels of $DAWNBENCH_DATA, e.g. `use_cifar10_labels`). The accuracy climbs
+    below the threshold and reaches `final` at the last epoch; each eval takes `eval_seconds`."""
+    t = TASKS[task]
+    threshold = t.threshold if threshold is None else threshold
+    labels = datasets.load_eval_labels(t.dataset) if labels is None else labels
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    log = EventLog(folder / "events.jsonl", lambda s: int(round((START_UNIX + s) * 1000)))
+    for key, value in (("submission_benchmark", task), ("seed", seed), ("eval_samples", t.eval_examples)):
+        log.point(key, value)
+    log.point("dawnbench_threshold", threshold, metric=t.metric)
+    log.start("run_start", 0.0)
+    log.start("init_start", 0.0)
+    log.end("init_stop", 1.0)
+    tsv, history, clock = ["\t".join(t.tsv_columns)], [], 1.0
+    for epoch in range(1, epochs + 1):
+        target = final if epoch == epochs else threshold * (0.6 + 0.39 * epoch / epochs)   # below it until the end
+        predictions = predictions_at(labels, target)
+        scores = t.score(predictions, labels)
+        on_clock = 3600 * hours_per_epoch * epoch
+        log.start("epoch_start", clock, epoch_num=epoch)
+        clock = on_clock + eval_seconds * (epoch - 1)
+        log.point("train_samples", 50_000, clock, epoch_num=epoch)
+        log.end("epoch_stop", clock, epoch_num=epoch, loss=1.0 / epoch)
+        log.start("eval_start", clock, epoch_num=epoch)
+        clock += eval_seconds
+        stored = stored_predictions.save(folder, epoch, t, predictions)
+        log.point("eval_accuracy", scores[t.metric], clock, epoch_num=epoch, metric=t.metric,
+                  **{k: v for k, v in scores.items() if k != t.metric},
+                  predictions_file=stored["file"], predictions_sha256=stored["sha256"])
+        log.end("eval_stop", clock, epoch_num=epoch)
+        tsv.append("\t".join(t.tsv_row(epoch, on_clock / 3600, scores)))
+        history.append({"epoch": epoch, "tta_seconds": round(on_clock, 3), "wall_seconds": round(clock, 3),
+                        **scores, "loss": 1.0 / epoch})
+    converged = status == "converged"
+    wall = clock + 5
+    log.end("run_stop", wall, status="success" if converged else "aborted", dawnbench_status=status,
+            reason="" if converged else "budget")
+    log.close()
+    (folder / f"{reference}.tsv").write_text("\n".join(tsv) + "\n", encoding="utf-8")
+    tta = history[-1]["tta_seconds"] if converged else None
+    result = {
+        "version": "v1.0", "author": "dawnbench", "authorEmail": "", "framework": "PyTorch 2.13.0",
+        "codeURL": "https://github.com/dawnbench/dawnbench/tree/main/references/" + reference,
+        "model": "ResNet-56", "hardware": "1 x NVIDIA H100 80GB HBM3", "costPerHour": cost_per_hour,
+        "timestamp": "2026-11-20", "logFilename": f"{reference}.tsv", "commitHash": "de8b42f",
+        "misc": {"reference": reference, "description": "ResNet-56, SGD with a one-cycle schedule"},
+        "reference": reference, "task": task, "rules_version": RULES_VERSION, "run_id": folder.name,
+        "status": status, "dnc_reason": None if converged else "budget: max_epochs=30 reached without top1 >= 0.94",
+        "metric": t.metric, "metric_value": history[-1][t.metric], "threshold": threshold,
+        "official_threshold": threshold == t.threshold, "tta_seconds": tta,
+        "wall_seconds": round(wall, 3),
+        "cost_usd": cost_per_hour * tta / 3600 if cost_per_hour is not None and tta is not None else None,
+        "epochs": epochs, "eval_examples": t.eval_examples, "seed": seed, "world_size": 1,
+        "hyperparameters": {"lr": 0.4, "batch_size": 512}, "spans_seconds": {"init": 1.0, "train": tta or 1.0,
+                                                                            "eval": eval_seconds * epochs,
+                                                                            "checkpoint": 0.4},
+        "history": history, "git": {"commit": "de8b42f2138dedf08d189021a603340ac257828d", "dirty": False},
+        "image_digest": "sha256:" + "b" * 64,
+    }
+    jsonschema.validate(result, RESULT_SCHEMA)
+    (folder / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def edit_json(path: Path, **changes) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}, indent=2))
+

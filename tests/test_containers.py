@@ -283,7 +283,7 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
     (run_dir,) = (results / DEFAULT).iterdir()
     assert f"results on this host: {run_dir}" in proc.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == sorted(
-        ["env.json", "events.jsonl", f"{DEFAULT}.tsv", "model", "result.json"])
+        ["env.json", "events.jsonl", f"{DEFAULT}.tsv", "model", "predictions", "result.json"])
     result = json.loads((run_dir / "result.json").read_text())
     env = json.loads((run_dir / "env.json").read_text())
     assert result["status"] == "converged" and result["official_threshold"] is False

@@ -29,7 +29,8 @@ def the_run(results: Path) -> Path:
 
 
 def check_result_folder(run_dir: Path, world_size: int) -> dict:
-    assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "events.jsonl", f"{REF}.tsv", "model", "result.json"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "events.jsonl", f"{REF}.tsv", "model",
+                                                          "predictions", "result.json"]
     result = json.loads((run_dir / "result.json").read_text())
     jsonschema.validate(result, SCHEMA)
     assert result["status"] == "converged" and result["world_size"] == world_size
@@ -48,6 +49,8 @@ def check_result_folder(run_dir: Path, world_size: int) -> dict:
     assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "success"
     samples = sum(e["metadata"]["samples"] for e in events if e["key"] == "epoch_stop")
     assert samples * world_size >= 59_000 * result["epochs"]
+    proc = dawnbench("verify", str(run_dir), timeout=120)     # the run re-checks offline from its own files
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("verified: "), proc.stdout + proc.stderr
     return result
 
 

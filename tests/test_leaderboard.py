@@ -19,12 +19,14 @@ from leaderboard_fixture import (
     TRAIN_TIME_ORDER,
     XSS,
     inference,
+    make_run,
     train,
+    use_cifar10_labels,
     write_entries,
 )
 from markupsafe import escape
 
-from dawnbench import entries, ranking, site
+from dawnbench import entries, ranking, site, submit, verification
 from dawnbench.cli import main
 
 
@@ -35,7 +37,8 @@ def tree(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def rankings(tree) -> dict:
-    return ranking.rank(*ranking.load_all(tree))
+    loaded, invalid = ranking.load_all(tree)
+    return ranking.rank(loaded, invalid, verification.statuses(loaded, None, tree))
 
 
 @pytest.fixture(scope="module")
@@ -337,3 +340,50 @@ def test_a_hostile_tree_is_listed_invalid_and_the_rest_ranked(tmp_path):
     for name, reason in reasons.items():
         assert f'<li data-entry="{name}">' in index and str(escape(reason)) in index
     assert sorted(p.stem for p in (site_dir / "CIFAR10" / "train").glob("*.html")) == ["good_net_gpu_pytorch"]
+
+
+def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsys):
+    """A submitted entry carries its run and is verified again; a changed run or log fails, with the
+    reason; hand-written v1 entries have no run; without the eval labels nothing is verified."""
+    use_cifar10_labels(monkeypatch, tmp_path / "labels")
+    tree = write_entries(tmp_path / "entries")
+    stems = {}
+    for author, epochs in (("Honest", 3), ("Tampered", 4), ("Relogged", 5)):
+        assert submit.main([str(make_run(tmp_path / author, epochs=epochs)), "--to", str(tree), "--author", author]) == 0
+        stems[author] = f"{author}_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
+    capsys.readouterr()
+    train_dir = tree / "CIFAR10" / "train"
+    (train_dir / f"{stems['Tampered']}.run" / "predictions" / "epoch-002.npz").unlink()
+    log = train_dir / f"{stems['Relogged']}.tsv"       # still a valid entry: hours within validate's 1%
+    rows = log.read_text().splitlines()
+    epoch, hours, accuracy = rows[-1].split("\t")
+    log.write_text("\n".join(rows[:-1] + [f"{epoch}\t{float(hours) * 0.995:.6f}\t{accuracy}"]) + "\n")
+
+    def statuses(*extra):
+        assert main(["leaderboard", str(tree), "--format", "json", *extra]) == 0
+        table = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]["train_time"]
+        return {r["entry"]: r["verification"] for r in table}
+
+    got = statuses()
+    assert got[stems["Honest"]] == "verified"
+    assert got[stems["Tampered"]] == "failed: predictions: epoch 2: predictions/epoch-002.npz is missing " \
+                                     "(a run keeps every evaluated epoch's predictions)"
+    assert got[stems["Relogged"]] == "failed: the entry's log is not the run's (its TSV must be the run's, byte for byte)"
+    assert got["alice_resnet18_p3.2xlarge_pytorch"] == verification.NO_RUN
+
+    no_labels = statuses("--data", str(tmp_path / "nowhere"))
+    assert no_labels[stems["Honest"]] == "not verified: no eval labels on this machine"
+    assert no_labels[stems["Tampered"]].startswith("failed: predictions: epoch 2")    # found without labels too
+
+    site_dir = tmp_path / "site"
+    assert main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
+    index = (site_dir / "index.html").read_text()
+    assert '<th>Verification</th>' in index
+    assert f'<tr data-entry="{stems["Honest"]}">' in index and '<td class="verification">verified</td>' in index
+    cells = re.findall(r'<td class="verification">([^<]*)</td>', index)
+    assert "failed: predictions: epoch 2: predictions/epoch-002.npz is missing (a run keeps every evaluated " \
+           "epoch&#39;s predictions)" in cells and not any(str(tmp_path) in c for c in cells)
+    page = (site_dir / ranking.page(entries.load(train_dir / f"{stems['Honest']}.json"))).read_text()
+    assert "<th>Verification</th><td>verified</td>" in page
+    # the runs inside the tree are not entries: validate passes over them
+    assert main(["validate", str(train_dir / f"{stems['Honest']}.json")]) == 0

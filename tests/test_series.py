@@ -134,8 +134,8 @@ def test_a_series_with_one_dnc(seeded_refs, tmp_path, capsys):
     runs = {}
     for seed in (5, 6, 7):
         run_dir = folder / f"seed{seed}"
-        assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "events.jsonl", "result.json",
-                                                             "seeded-test.tsv"]
+        assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "events.jsonl", "predictions",
+                                                             "result.json", "seeded-test.tsv"]
         r = json.loads((run_dir / "result.json").read_text())
         jsonschema.validate(r, SCHEMA)
         assert r["seed"] == seed and r["run_id"] == f"seed{seed}"

@@ -5,57 +5,28 @@ import json
 import statistics
 from pathlib import Path
 
-import jsonschema
 import pytest
+from leaderboard_fixture import REF, cifar10_labels, make_run
 
 from dawnbench import entries, submit, validate
 from dawnbench.cli import main as cli_main
-from harness.tasks import RULES_VERSION, TASKS
+from harness import datasets
 
-REPO = Path(__file__).resolve().parent.parent
-SCHEMA = json.loads((REPO / "harness" / "data" / "result.schema.json").read_text())
-REF = "cifar10-resnet56-pytorch"
 STEM = "dawnbench_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
 
 
-def make_run(folder: Path, *, task="cifar10", reference=REF, epochs=30, final=0.9412, status="converged",
-             threshold=None, cost_per_hour=3.06, seed=0, hours_per_epoch=0.0031) -> Path:
-    """A run folder as harness/runner.py leaves it: result.json (schema-valid) and <reference>.tsv."""
-    t = TASKS[task]
-    threshold = t.threshold if threshold is None else threshold
-    folder.mkdir(parents=True)
-    tsv = ["\t".join(t.tsv_columns)]
-    history = []
-    for epoch in range(1, epochs + 1):
-        acc = final if epoch == epochs else threshold * (0.6 + 0.39 * epoch / epochs)   # below it until the end
-        on_clock = 3600 * hours_per_epoch * epoch
-        tsv.append("\t".join(t.tsv_row(epoch, on_clock / 3600, {"top1": acc, "f1": acc})))
-        history.append({"epoch": epoch, "tta_seconds": round(on_clock, 3), "wall_seconds": round(on_clock + 2 * epoch, 3),
-                        t.metric: acc, "loss": 1.0 / epoch})
-    (folder / f"{reference}.tsv").write_text("\n".join(tsv) + "\n", encoding="utf-8")
-    converged = status == "converged"
-    tta = history[-1]["tta_seconds"] if converged else None
-    result = {
-        "version": "v1.0", "author": "dawnbench", "authorEmail": "", "framework": "PyTorch 2.13.0",
-        "codeURL": "https://github.com/dawnbench/dawnbench/tree/main/references/" + reference,
-        "model": "ResNet-56", "hardware": "1 x NVIDIA H100 80GB HBM3", "costPerHour": cost_per_hour,
-        "timestamp": "2026-11-20", "logFilename": f"{reference}.tsv", "commitHash": "de8b42f",
-        "misc": {"reference": reference, "description": "ResNet-56, SGD with a one-cycle schedule"},
-        "reference": reference, "task": task, "rules_version": RULES_VERSION, "run_id": folder.name,
-        "status": status, "dnc_reason": None if converged else "budget: max_epochs=30 reached without top1 >= 0.94",
-        "metric": t.metric, "metric_value": final, "threshold": threshold,
-        "official_threshold": threshold == t.threshold, "tta_seconds": tta,
-        "wall_seconds": history[-1]["wall_seconds"] + 5,
-        "cost_usd": cost_per_hour * tta / 3600 if cost_per_hour is not None and tta is not None else None,
-        "epochs": epochs, "eval_examples": t.eval_examples, "seed": seed, "world_size": 1,
-        "hyperparameters": {"lr": 0.4, "batch_size": 512}, "spans_seconds": {"init": 3.1, "train": tta or 1.0,
-                                                                            "eval": 20.0, "checkpoint": 0.4},
-        "history": history, "git": {"commit": "de8b42f2138dedf08d189021a603340ac257828d", "dirty": False},
-        "image_digest": "sha256:" + "b" * 64,
-    }
-    jsonschema.validate(result, SCHEMA)
-    (folder / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return folder
+@pytest.fixture(scope="module")
+def cifar10_eval(tmp_path_factory) -> tuple[Path, Path]:
+    return cifar10_labels(tmp_path_factory.mktemp("cifar10"))
+
+
+@pytest.fixture(autouse=True)
+def labels_here(cifar10_eval, monkeypatch) -> Path:
+    """Every run here is scored, and verified by submit, against fixture CIFAR-10 labels."""
+    data, manifest = cifar10_eval
+    monkeypatch.setenv("DAWNBENCH_DATA", str(data))
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
+    return data
 
 
 def make_inference(folder: Path, *, reference=REF, top1=0.9497, threshold=0.94, items=10000,
@@ -94,8 +65,16 @@ def test_run_folder_round_trip(tmp_path, capsys):
     out = tmp_path / "entries"
     assert submit.main([str(run), "--to", str(out)]) == 0
     train = out / "CIFAR10" / "train"
-    assert sorted(p.name for p in train.iterdir()) == [f"{STEM}.json", f"{STEM}.tsv"]
-    assert capsys.readouterr().out.split() == [str(train / f"{STEM}.tsv"), str(train / f"{STEM}.json")]
+    assert sorted(p.name for p in train.iterdir()) == [f"{STEM}.json", f"{STEM}.run", f"{STEM}.tsv"]
+    assert capsys.readouterr().out.split() == [str(train / f"{STEM}.tsv"), str(train / f"{STEM}.json"),
+                                               str(train / f"{STEM}.run")]
+    # the run goes with the entry, as verified: its log, result, TSV and the 30 epochs' predictions
+    copied = train / f"{STEM}.run"
+    assert sorted(str(p.relative_to(copied)) for p in copied.rglob("*") if p.is_file()) == sorted(
+        ["events.jsonl", "result.json", f"{REF}.tsv"] + [f"predictions/epoch-{e:03d}.npz" for e in range(1, 31)])
+    assert all((copied / name).read_bytes() == (run / name).read_bytes() for name in ("events.jsonl", f"{REF}.tsv"))
+    assert cli_main(["verify", str(copied)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("verified: ")
     assert (train / f"{STEM}.tsv").read_bytes() == (run / f"{REF}.tsv").read_bytes()
     fields = json.loads((train / f"{STEM}.json").read_text())
     result = json.loads((run / "result.json").read_text())
@@ -271,3 +250,22 @@ def test_a_result_json_off_its_schema_is_refused(tmp_path, capsys):
     line = refused(capsys, [run, "--to", tmp_path / "entries"], "result.json: seed: 'zero' is not of type")
     assert "result.schema.json" in line
     assert not (tmp_path / "entries").exists()
+
+
+def test_a_run_that_does_not_verify_is_refused(tmp_path, monkeypatch, capsys):
+    """submit verifies first: a changed TSV, a run of an older harness (no stored predictions) or a
+    machine without the eval labels are refused in one line, and nothing is written."""
+    out = tmp_path / "entries"
+    changed = make_run(tmp_path / "changed", epochs=3)
+    tsv = changed / f"{REF}.tsv"
+    tsv.write_text(tsv.read_text().replace("\t94.12", "\t94.13"))
+    refused(capsys, [changed, "--to", out], "does not verify: tsv: ")
+    older = make_run(tmp_path / "older", epochs=3)
+    events = older / "events.jsonl"
+    events.write_text("".join(line.split(', "predictions_file"')[0] + "}}\n" if "predictions_file" in line else line + "\n"
+                              for line in events.read_text().splitlines()))
+    refused(capsys, [older, "--to", out], "the run stored no predictions")
+    honest = make_run(tmp_path / "honest", epochs=3)
+    monkeypatch.setenv("DAWNBENCH_DATA", str(tmp_path / "no-data"))
+    refused(capsys, [honest, "--to", out], "cannot be verified here: no cifar10 eval labels on this machine")
+    assert not out.exists()

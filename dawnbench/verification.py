@@ -1,0 +1,101 @@
+"""Whether a training entry's result is re-checked from its run: the leaderboard's "Verification".
+
+`dawnbench submit` puts the run an entry came from next to it, `<Task>/train/<stem>.run/`: its
+result.json, events.jsonl, TSV and stored predictions (the files `harness verify` reads). Here that
+folder is verified again (harness.verify: the log, the predictions re-scored against the official
+labels on this machine, result.json and the TSV agree) and tied to the entry: the entry's log must
+be the run's, byte for byte, and its tta_seconds and reference the run's. The status is one of
+
+    verified
+    failed: <the first disagreement>
+    not verified: no eval labels on this machine           (the dataset is absent here)
+    not verified: no run folder with stored predictions    (a DAWNBench v1 entry, or one submitted before)
+
+Everything is read as untrusted (harness.safe_read); nothing here raises on a hostile tree.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dawnbench import entries, safe_read
+from dawnbench.entries import Entry
+from harness import datasets, verify
+from harness.errors import DawnbenchError
+from harness.tasks import Task
+
+RUN_SUFFIX = ".run"
+VERIFIED = "verified"
+NO_RUN = "not verified: no run folder with stored predictions"
+
+
+def run_folder(entry_json: Path) -> Path:
+    """Where a training entry's run lives: <stem>.run/ next to its JSON."""
+    entry_json = Path(entry_json)
+    return entry_json.with_name(entry_json.stem + RUN_SUFFIX)
+
+
+class Labels:
+    """The official eval labels per dataset, loaded (checksummed) once per leaderboard build."""
+
+    def __init__(self, data_root: Path | None):
+        self.data_root = data_root
+        self._cache: dict[str, object] = {}
+
+    def __call__(self, task: Task, data_root: Path | None):
+        if task.dataset not in self._cache:
+            try:
+                self._cache[task.dataset] = datasets.load_eval_labels(task.dataset, self.data_root)
+            except DawnbenchError as e:
+                self._cache[task.dataset] = e
+        value = self._cache[task.dataset]
+        if isinstance(value, DawnbenchError):
+            raise value
+        return value
+
+
+def status(entry: Entry, labels: Labels, root: Path | None = None) -> str:
+    """The verification status of a training entry (see the module's docstring)."""
+    root = entries.tree_root(entry.path) if root is None else Path(root)
+    run = run_folder(entry.path)
+    try:
+        if not (run.exists() or run.is_symlink()):
+            return NO_RUN
+        if run.is_symlink() or not run.is_dir() or not safe_read.inside(run, root):
+            return f"failed: {run.name} is not a folder of the entries tree"
+        report = verify.verify(run, labels.data_root, labels_for=labels)
+    except verify.VerifyError as e:
+        return f"failed: {_short(str(e), run)}"
+    except (OSError, ValueError) as e:
+        return f"failed: {run.name} cannot be read ({type(e).__name__})"
+    if not report.verified:
+        return _short(report.status, run)
+    problem = _tied(entry, run, root)
+    return f"failed: {problem}" if problem else VERIFIED
+
+
+def _tied(entry: Entry, run: Path, root: Path) -> str | None:
+    """Why the entry is not the run's, or None."""
+    try:
+        result = safe_read.read_json(run / "result.json", root)
+        log_name = result.get("logFilename") if isinstance(result.get("logFilename"), str) else ""
+        run_log = safe_read.read_bytes(run / Path(log_name).name, run, safe_read.MAX_TSV_BYTES)
+        entry_log = safe_read.read_bytes(entries.tsv_path(entry.path, entry.fields), root, safe_read.MAX_TSV_BYTES)
+    except safe_read.Refused as e:
+        return f"the run's files cannot be read: {e.reason}"
+    if entry_log != run_log:
+        return "the entry's log is not the run's (its TSV must be the run's, byte for byte)"
+    for name in ("tta_seconds", "reference"):
+        if name in entry.fields and entry.fields[name] != result.get(name):
+            return f"the entry's {name} {entry.fields[name]!r} is not the run's {result.get(name)!r}"
+    return None
+
+
+def _short(text: str, run: Path) -> str:
+    """A reason without the tree's absolute path (the site shows it)."""
+    return text.replace(str(run) + "/", "").replace(str(run), run.name)
+
+
+def statuses(loaded: list[Entry], data_root: Path | None, root: Path | None = None) -> dict[str, str]:
+    """{entry JSON path: status} of every training entry."""
+    labels = Labels(data_root)
+    return {str(e.path): status(e, labels, root) for e in loaded if e.kind == "train"}

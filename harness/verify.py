@@ -1,0 +1,546 @@
+"""`harness verify RUN_DIR [--data DIR]`: re-check a finished run from its own files, offline.
+
+A run folder holds its log (events.jsonl), the stored predictions of every evaluated epoch
+(predictions/, harness.stored_predictions), result.json and the DAWNBench TSV. From the log alone
+this recomputes the time-to-accuracy of every epoch, the DAWNBench v1 rule (docs/RULES.md):
+
+    tta(k) = clock_s of epoch k's epoch_stop - the eval (and checkpoint) spans that ended before it
+
+and from the stored predictions and the official labels (checksummed) the metric of every epoch;
+then it checks that the log, result.json and the TSV all say the same, that the run stopped at
+the first epoch at or over the threshold, and that every predictions file is the one the log names.
+
+One line per check, then a verdict line. Exit status 0: verified; 1: a disagreement (the verdict
+names the first); 2: a RUN_DIR that is not a readable run folder, or no eval labels here (one line).
+
+The folder is untrusted (someone's upload): every file is read through harness.safe_read (a regular
+file inside the folder, no link out, no FIFO or device, size-capped, JSON depth-checked) and the
+predictions through harness.stored_predictions.load (no pickle, bounded inflation).
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import datasets, safe_read, stored_predictions
+from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError
+from harness.events import PREFIX
+from harness.safe_read import Refused
+from harness.tasks import TASKS, Task
+
+# Every tolerance is a rounding the harness applies when it writes, and no more.
+READING_S = 0.5e-6          # events.jsonl: each clock_s is rounded to 6 decimals
+RESULT_S = 0.5e-3           # result.json: tta_seconds, wall_seconds (total and per row) to 3 decimals
+HOURS_H = 0.5e-6            # the TSV's hours column: 6 decimals
+TIME_MS = 1.01              # events' time_ms = round(start + clock_s) in ms: +-0.5 ms each, plus float error
+FLOAT_S = 1e-9              # float arithmetic on sums of a few hundred readings
+# The metric is compared exactly: the same scoring code on the same ids gives the same float, and
+# the TSV's accuracy cells are compared as the strings the harness formats (2 or 4 decimals).
+
+MAX_EVENTS_BYTES = 32 * 2**20     # a line per event, a handful of events per epoch
+MAX_RESULT_BYTES = 4 * 2**20      # result.json: one short history row per epoch
+_TREE, _OWNER = "run folder", "a run"
+EXCLUDED_SPANS = (("eval_start", "eval_stop"), ("checkpoint_start", "checkpoint_stop"))
+
+
+class VerifyError(DawnbenchError):
+    """RUN_DIR is not a run folder that can be read (exit 2); the message is the one line."""
+
+
+class Disagreement(Exception):
+    """A check's first problem (one line)."""
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool | None          # None: not run (its inputs are missing or failed an earlier check)
+    detail: str
+
+    def line(self) -> str:
+        mark = {True: "ok  ", False: "FAIL", None: "skip"}[self.ok]
+        return f"{mark} {self.name}: {self.detail}"
+
+
+@dataclass
+class Verification:
+    run_dir: Path
+    checks: list[Check] = field(default_factory=list)
+    labels_problem: str | None = None      # why the metric could not be recomputed here
+    summary: str = ""
+
+    @property
+    def first_failure(self) -> Check | None:
+        return next((c for c in self.checks if c.ok is False), None)
+
+    @property
+    def verified(self) -> bool:
+        return self.first_failure is None and self.labels_problem is None
+
+    @property
+    def status(self) -> str:
+        """The leaderboard's words: "verified", "failed: <reason>" or "not verified: <why>"."""
+        failure = self.first_failure
+        if failure is not None:
+            return f"failed: {failure.name}: {failure.detail}"
+        if self.labels_problem is not None:
+            return "not verified: no eval labels on this machine"
+        return "verified"
+
+    @property
+    def exit_code(self) -> int:
+        if self.first_failure is not None:
+            return EXIT_FAILED
+        return EXIT_USAGE if self.labels_problem is not None else EXIT_OK
+
+    def verdict(self) -> str:
+        failure = self.first_failure
+        if failure is not None:
+            return f"disagreement: {failure.name}: {failure.detail}"
+        if self.labels_problem is not None:
+            return f"not verified: {self.labels_problem}"
+        return f"verified: {self.summary}"
+
+    def lines(self) -> list[str]:
+        return [c.line() for c in self.checks] + [self.verdict()]
+
+
+# ---------------------------------------------------------------- reading the folder
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _read(run_dir: Path, name: str, limit: int) -> bytes:
+    path = run_dir / name
+    if not (path.exists() or path.is_symlink()):
+        raise VerifyError(f"{path}: missing; a run folder of `harness run` holds result.json, events.jsonl and "
+                          f"its TSV (give the folder the run printed)")
+    try:
+        return safe_read.read_bytes(path, run_dir, limit, _TREE, _OWNER)
+    except Refused as e:
+        raise VerifyError(f"{path}: {e.reason}") from None
+
+
+def _result(run_dir: Path) -> tuple[dict, Task]:
+    path = run_dir / "result.json"
+    try:
+        result = safe_read.parse_json(safe_read.decode(_read(run_dir, "result.json", MAX_RESULT_BYTES)))
+    except Refused as e:
+        raise VerifyError(f"{path}: {e.reason}") from None
+    if not isinstance(result, dict):
+        raise VerifyError(f"{path}: not a JSON object (is this the result.json of `harness run`?)")
+    task = TASKS.get(result.get("task")) if isinstance(result.get("task"), str) else None
+    if task is None:
+        raise VerifyError(f"{path}: task is {str(result.get('task'))[:40]!r}, not one of {', '.join(sorted(TASKS))}")
+    return result, task
+
+
+def read_events(run_dir: Path) -> list[dict]:
+    """The records of run_dir/events.jsonl, read as untrusted; VerifyError when it is not a harness's log."""
+    path = run_dir / "events.jsonl"
+    try:
+        text = safe_read.decode(_read(run_dir, "events.jsonl", MAX_EVENTS_BYTES))
+    except Refused as e:
+        raise VerifyError(f"{path}: {e.reason}") from None
+    records = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if not line.startswith(PREFIX):
+            raise VerifyError(f"{path}:{n}: does not start with {PREFIX.strip()!r} (an MLLOG line of the harness)")
+        try:
+            record = safe_read.parse_json(line[len(PREFIX):])
+        except Refused as e:
+            raise VerifyError(f"{path}:{n}: {e.reason}") from None
+        metadata = record.get("metadata") if isinstance(record, dict) else None
+        if (not isinstance(record, dict) or not isinstance(record.get("key"), str)
+                or not isinstance(metadata, dict) or _number(metadata.get("clock_s")) is None
+                or not isinstance(record.get("time_ms"), int) or isinstance(record.get("time_ms"), bool)):
+            raise VerifyError(f"{path}:{n}: not an event of the harness (key, time_ms and metadata.clock_s needed)")
+        record["line"] = n
+        records.append(record)
+    if not records:
+        raise VerifyError(f"{path}: empty (the run logged nothing)")
+    return records
+
+
+def _tsv(run_dir: Path, result: dict) -> tuple[str, list[list[str]]]:
+    """(the TSV's name, its non-blank lines split on tabs); a missing TSV is a disagreement, not a bad folder."""
+    name = result.get("logFilename")
+    if not isinstance(name, str) or not name.endswith(".tsv") or "/" in name or "\\" in name or name.startswith("."):
+        name = f"{result.get('reference')}.tsv"
+    path = run_dir / name
+    if not (path.exists() or path.is_symlink()):
+        raise Disagreement(f"{name} is missing (the run's DAWNBench log)")
+    try:
+        text = safe_read.decode(safe_read.read_bytes(path, run_dir, safe_read.MAX_TSV_BYTES, _TREE, _OWNER))
+    except Refused as e:
+        raise Disagreement(f"{name} {e.reason}") from None
+    return name, [line.rstrip("\r").split("\t") for line in text.split("\n") if line.strip()]
+
+
+# ---------------------------------------------------------------- the log's epochs
+
+@dataclass
+class Epoch:
+    number: int
+    stop: dict           # epoch_stop
+    eval_start: dict
+    accuracy: dict       # eval_accuracy
+    eval_stop: dict
+    tta: float = math.nan
+    scores: dict = field(default_factory=dict)      # recomputed (or, without labels, as logged)
+
+
+def _clock(record: dict) -> float:
+    return float(record["metadata"]["clock_s"])
+
+
+def _epoch_num(record: dict) -> int | None:
+    value = record["metadata"].get("epoch_num")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _structure(events: list[dict], task: Task) -> tuple[list[Epoch], dict, float, str]:
+    """The evaluated epochs, the run_stop event, the threshold and a summary; Disagreement otherwise."""
+    if sum(e["key"] == "run_start" for e in events) != 1:
+        raise Disagreement("the log must have one run_start event")
+    last, offsets = -math.inf, []
+    for e in events:
+        t = _clock(e)
+        if t < last - READING_S:
+            raise Disagreement(f"line {e['line']}: {e['key']} at clock {t} s, before the line above it ({last} s)")
+        last = max(last, t)
+        offsets.append(e["time_ms"] - 1000.0 * t)
+    if max(offsets) - min(offsets) > TIME_MS:
+        worst = max(range(len(events)), key=lambda i: abs(offsets[i] - offsets[0]))
+        raise Disagreement(f"line {events[worst]['line']}: {events[worst]['key']}'s clock_s and time_ms disagree by "
+                           f"{abs(offsets[worst] - offsets[0]):.1f} ms with the run's start (one clock writes both)")
+    stops = [e for e in events if e["key"] == "run_stop"]
+    if len(stops) != 1 or stops[0] is not events[-1]:
+        raise Disagreement("the log must end with its one run_stop event")
+    thresholds = [e for e in events if e["key"] == "dawnbench_threshold"]
+    threshold = _number(thresholds[0].get("value")) if len(thresholds) == 1 else None
+    if threshold is None:
+        raise Disagreement("no dawnbench_threshold event with the run's threshold")
+    samples = [e.get("value") for e in events if e["key"] == "eval_samples"]
+    if samples != [task.eval_examples]:
+        raise Disagreement(f"eval_samples is {samples[:2]}, not the {task.eval_examples} of the {task.name} eval set")
+
+    by_epoch: dict[int, dict[str, dict]] = {}
+    for e in events:
+        if e["key"] in ("epoch_stop", "eval_start", "eval_accuracy", "eval_stop"):
+            n = _epoch_num(e)
+            if n is None:
+                raise Disagreement(f"line {e['line']}: {e['key']} without an integer epoch_num")
+            slot = by_epoch.setdefault(n, {})
+            if e["key"] in slot:
+                raise Disagreement(f"line {e['line']}: a second {e['key']} for epoch {n}")
+            slot[e["key"]] = e
+    epochs = []
+    for k, n in enumerate(sorted(by_epoch), start=1):
+        slot = by_epoch[n]
+        if n != k:
+            raise Disagreement(f"epoch {n} is logged where epoch {k} should be (epochs count from 1, none skipped)")
+        if "eval_accuracy" not in slot:
+            if n == max(by_epoch) and set(slot) <= {"epoch_stop", "eval_start"}:
+                break       # the run ended in this epoch (diverged, or an error in predict): not evaluated
+            raise Disagreement(f"epoch {n} has no eval_accuracy")
+        missing = [key for key in ("epoch_stop", "eval_start", "eval_stop") if key not in slot]
+        if missing:
+            raise Disagreement(f"epoch {n}'s {', '.join(missing)} missing from the log")
+        epoch = Epoch(n, slot["epoch_stop"], slot["eval_start"], slot["eval_accuracy"], slot["eval_stop"])
+        if not _clock(epoch.stop) <= _clock(epoch.eval_start) <= _clock(epoch.accuracy) <= _clock(epoch.eval_stop):
+            raise Disagreement(f"epoch {n}: epoch_stop, eval_start, eval_accuracy, eval_stop are not in time order")
+        if epoch.accuracy["metadata"].get("metric") != task.metric or _number(epoch.accuracy.get("value")) is None:
+            raise Disagreement(f"epoch {n}: eval_accuracy is not a {task.metric} value")
+        epochs.append(epoch)
+    return epochs, stops[0], threshold, f"{len(events)} events, {len(epochs)} evaluated epochs"
+
+
+def _excluded_spans(events: list[dict]) -> list[tuple[float, float]]:
+    """(start, stop) clock readings of every span off the DAWNBench clock: eval, and checkpoint if logged."""
+    spans = []
+    for start_key, stop_key in EXCLUDED_SPANS:
+        open_at: float | None = None
+        for e in events:
+            if e["key"] == start_key:
+                if open_at is not None:
+                    raise Disagreement(f"line {e['line']}: {start_key} inside another {start_key} span")
+                open_at = _clock(e)
+            elif e["key"] == stop_key:
+                if open_at is None:
+                    raise Disagreement(f"line {e['line']}: {stop_key} without its {start_key}")
+                spans.append((open_at, _clock(e)))
+                open_at = None
+    return spans
+
+
+def recompute_tta(events: list[dict], epochs: list[Epoch]) -> None:
+    """Each epoch's time-to-accuracy from the log: its epoch_stop minus the excluded spans before it."""
+    spans = _excluded_spans(events)
+    for epoch in epochs:
+        t = _clock(epoch.stop)
+        epoch.tta = t - sum(stop - start for start, stop in spans if stop <= t)
+
+
+def _tta_tolerance(epoch: Epoch, events: list[dict]) -> float:
+    """How far the recomputed time may be from the harness's own, from the readings it sums."""
+    readings = 1 + 2 * sum(1 for e in events if e["key"] in ("eval_stop", "checkpoint_stop")
+                           and _clock(e) <= _clock(epoch.stop))
+    return readings * READING_S + FLOAT_S
+
+
+# ---------------------------------------------------------------- the checks
+
+def _predictions(run_dir: Path, task: Task, epochs: list[Epoch]) -> tuple[dict[int, Any], str]:
+    stored = {}
+    for epoch in epochs:
+        meta = epoch.accuracy["metadata"]
+        name, digest = meta.get("predictions_file"), meta.get("predictions_sha256")
+        if not isinstance(name, str) or not isinstance(digest, str):
+            raise Disagreement(f"epoch {epoch.number}'s eval_accuracy names no predictions file and sha256 "
+                               f"(the run stored no predictions: rerun it with this harness)")
+        try:
+            stored[epoch.number] = stored_predictions.load(run_dir, name, task, digest)
+        except Refused as e:
+            raise Disagreement(f"epoch {epoch.number}: {e.reason}") from None
+    return stored, f"{len(stored)} files, each the bytes whose sha256 the log records"
+
+
+def _labels_problem(task: Task, data_root: Path | None, error: DawnbenchError) -> str:
+    try:
+        entry = datasets.manifest(task.dataset)
+        present = (datasets.files_dir(task.dataset, data_root) / entry["eval_labels"]).exists()
+    except DawnbenchError:
+        present = False
+    if not present:
+        return (f"no {task.dataset} eval labels on this machine ({error}); give --data DIR with the dataset, "
+                f"or fetch it")
+    return f"the {task.dataset} eval labels cannot be used: {error}"
+
+
+def _metric(task: Task, epochs: list[Epoch], stored: dict[int, Any], labels: Any) -> str:
+    for epoch in epochs:
+        try:
+            scores = task.score(stored[epoch.number], labels)
+        except ValueError as e:
+            raise Disagreement(f"epoch {epoch.number}: the stored predictions cannot be scored: {e}") from None
+        logged = {task.metric: epoch.accuracy.get("value"),
+                  **{k: v for k, v in epoch.accuracy["metadata"].items() if k in scores and k != task.metric}}
+        for name, value in scores.items():
+            if name in logged and logged[name] != value:
+                raise Disagreement(f"epoch {epoch.number}: {name} of the stored predictions is {value!r}, "
+                                   f"the log says {logged[name]!r}")
+        epoch.scores = scores
+    values = ", ".join(f"{e.scores[task.metric]:.4f}" for e in epochs[:8]) + (", ..." if len(epochs) > 8 else "")
+    return f"{task.metric} recomputed from the stored predictions and the official labels: {values} (as logged)"
+
+
+def _logged_scores(task: Task, epochs: list[Epoch]) -> None:
+    for epoch in epochs:
+        meta = epoch.accuracy["metadata"]
+        epoch.scores = {task.metric: float(epoch.accuracy["value"]),
+                        **{k: float(v) for k, v in meta.items() if k in ("top1", "top5", "exact_match", "f1")
+                           and _number(v) is not None}}
+
+
+def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict, threshold: float,
+                  events: list[dict], lower_bound: bool) -> str:
+    status = result.get("status")
+    if status not in ("converged", "DNC"):
+        raise Disagreement(f"status is {str(status)[:30]!r}, not converged or DNC")
+    if run_stop["metadata"].get("dawnbench_status") != status:
+        raise Disagreement(f"status {status}, but the log's run_stop says {run_stop['metadata'].get('dawnbench_status')!r}")
+    if result.get("metric") != task.metric:
+        raise Disagreement(f"metric is {result.get('metric')!r}, the {task.name} task's is {task.metric}")
+    if _number(result.get("threshold")) != threshold:
+        raise Disagreement(f"threshold {result.get('threshold')!r}, the log's dawnbench_threshold is {threshold}")
+    if result.get("official_threshold") is not (threshold == task.threshold):
+        raise Disagreement(f"official_threshold is {result.get('official_threshold')!r} for threshold {threshold} "
+                           f"(the task's is {task.threshold})")
+    history = result.get("history")
+    if not isinstance(history, list) or len(history) != len(epochs):
+        raise Disagreement(f"history has {len(history) if isinstance(history, list) else 'no'} rows, "
+                           f"the log {len(epochs)} evaluated epochs")
+    for row, epoch in zip(history, epochs):
+        if not isinstance(row, dict) or row.get("epoch") != epoch.number:
+            raise Disagreement(f"history row {epoch.number} is not epoch {epoch.number}'s")
+        for name, value in epoch.scores.items():
+            if row.get(name) != value:
+                raise Disagreement(f"history epoch {epoch.number}: {name} {row.get(name)!r}, recomputed {value!r}")
+        _same_time(f"history epoch {epoch.number}: tta_seconds", row.get("tta_seconds"), epoch.tta,
+                   RESULT_S + _tta_tolerance(epoch, events), lower_bound)
+        _same_time(f"history epoch {epoch.number}: wall_seconds", row.get("wall_seconds"), _clock(epoch.eval_stop),
+                   RESULT_S + READING_S + FLOAT_S, False)
+    _same_time("wall_seconds", result.get("wall_seconds"), _clock(run_stop), RESULT_S + READING_S + FLOAT_S, False)
+
+    reached = next((e for e in epochs if e.scores[task.metric] >= threshold), None)
+    if status == "converged":
+        if reached is None:
+            raise Disagreement(f"status converged, but no epoch's {task.metric} reaches {threshold}")
+        if reached is not epochs[-1]:
+            raise Disagreement(f"epoch {reached.number} is the first at or over {threshold}, but the run went on "
+                               f"to epoch {epochs[-1].number}")
+        if result.get("epochs") != reached.number:
+            raise Disagreement(f"epochs is {result.get('epochs')!r}, the run converged at epoch {reached.number}")
+        if result.get("metric_value") != reached.scores[task.metric]:
+            raise Disagreement(f"metric_value {result.get('metric_value')!r}, epoch {reached.number}'s "
+                               f"{task.metric} is {reached.scores[task.metric]!r}")
+        _same_time("tta_seconds", result.get("tta_seconds"), reached.tta,
+                   RESULT_S + _tta_tolerance(reached, events), lower_bound)
+        return (f"converged at epoch {reached.number}, the first at or over {threshold}: "
+                f"{task.metric} {reached.scores[task.metric]:.4f}, time-to-accuracy {reached.tta:.3f} s; "
+                f"status, tta_seconds, metric_value, epochs and {len(history)} history rows agree")
+    if reached is not None:
+        raise Disagreement(f"status DNC, but epoch {reached.number} reaches {threshold} (the run stops there converged)")
+    if result.get("tta_seconds") is not None:
+        raise Disagreement(f"tta_seconds {result.get('tta_seconds')!r} for a DNC run (it has none)")
+    last = epochs[-1].scores[task.metric] if epochs else None
+    if result.get("metric_value") != last:
+        raise Disagreement(f"metric_value {result.get('metric_value')!r}, the last evaluated epoch's is {last!r}")
+    if not isinstance(result.get("epochs"), int) or result["epochs"] < len(epochs):
+        raise Disagreement(f"epochs is {result.get('epochs')!r}, the log evaluated {len(epochs)}")
+    return f"DNC, no epoch at or over {threshold}; status, metric_value, epochs and {len(history)} history rows agree"
+
+
+def _same_time(what: str, recorded: Any, recomputed: float, tolerance: float, lower_bound: bool) -> None:
+    value = _number(recorded)
+    if value is None:
+        raise Disagreement(f"{what} is {str(recorded)[:30]!r}, not a number")
+    ok = value >= recomputed - tolerance if lower_bound else abs(value - recomputed) <= tolerance
+    if not ok:
+        raise Disagreement(f"{what} {value}, but the log gives {recomputed:.6f} s (tolerance {tolerance:.2g} s)")
+
+
+def _tsv_check(name: str, lines: list[list[str]], task: Task, epochs: list[Epoch], events: list[dict],
+               lower_bound: bool) -> str:
+    if not lines or lines[0] != list(task.tsv_columns):
+        raise Disagreement(f"{name}: header {lines[0] if lines else []}, not {list(task.tsv_columns)}")
+    rows = lines[1:]
+    if len(rows) != len(epochs):
+        raise Disagreement(f"{name}: {len(rows)} rows, the log {len(epochs)} evaluated epochs")
+    for n, (cells, epoch) in enumerate(zip(rows, epochs), start=2):
+        expected = task.tsv_row(epoch.number, epoch.tta / 3600.0, epoch.scores)
+        if len(cells) != len(expected):
+            raise Disagreement(f"{name}:{n}: {len(cells)} cells, not {len(expected)}")
+        for column, cell, want in zip(task.tsv_columns, cells, expected):
+            if column == "hours":
+                try:
+                    hours = float(cell)
+                except ValueError:
+                    hours = math.nan
+                tol = HOURS_H + _tta_tolerance(epoch, events) / 3600.0
+                ok = (hours >= epoch.tta / 3600.0 - tol) if lower_bound else abs(hours - epoch.tta / 3600.0) <= tol
+                if not ok:
+                    raise Disagreement(f"{name}:{n}: hours {cell}, but the log gives {epoch.tta / 3600.0:.6f} "
+                                       f"(epoch {epoch.number}, tolerance {tol:.2g} h)")
+            elif cell != want:
+                raise Disagreement(f"{name}:{n}: {column} {cell}, recomputed {want} (epoch {epoch.number})")
+    return f"{name}: {len(rows)} rows agree (hours within {HOURS_H:g} h of the log, accuracies to the digit)"
+
+
+# ---------------------------------------------------------------- the whole
+
+def load_labels(task: Task, data_root: Path | None) -> Any:
+    return datasets.load_eval_labels(task.dataset, data_root)
+
+
+def verify(run_dir: Path, data_root: Path | None = None,
+           labels_for: Callable[[Task, Path | None], Any] = load_labels) -> Verification:
+    """Every check of a run folder. VerifyError when it is not a readable run folder (exit 2);
+    otherwise a Verification whose checks say what agrees and what does not."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise VerifyError(f"{run_dir}: not a folder; give a run folder of `harness run` (results/<reference>/<run id>/)")
+    result, task = _result(run_dir)
+    events = read_events(run_dir)
+    report = Verification(run_dir)
+    lower_bound = isinstance(result.get("world_size"), int) and result["world_size"] > 1
+
+    def check(name: str, fn: Callable[[], str], *needs: str) -> bool:
+        failed = [n for n in needs if not any(c.name == n and c.ok for c in report.checks)]
+        if failed:
+            report.checks.append(Check(name, None, f"not checked: {', '.join(failed)} did not pass"))
+            return False
+        try:
+            report.checks.append(Check(name, True, fn()))
+            return True
+        except Disagreement as e:
+            report.checks.append(Check(name, False, str(e)))
+            return False
+
+    state: dict[str, Any] = {}
+
+    def events_check() -> str:
+        epochs, run_stop, threshold, summary = _structure(events, task)
+        recompute_tta(events, epochs)
+        state.update(epochs=epochs, run_stop=run_stop, threshold=threshold)
+        return summary + f", run_stop {run_stop['metadata'].get('dawnbench_status')}"
+
+    def tta_check() -> str:
+        epochs = state["epochs"]
+        shown = ", ".join(f"{e.tta:.3f}" for e in epochs[:8]) + (", ..." if len(epochs) > 8 else "")
+        bound = "; several processes: the log is rank 0's clock, a lower bound of the slowest rank's" \
+            if lower_bound else ""
+        return f"per epoch, epoch_stop minus the eval and checkpoint spans before it: {shown} s{bound}"
+
+    def predictions_check() -> str:
+        stored, summary = _predictions(run_dir, task, state["epochs"])
+        state["stored"] = stored
+        return summary
+
+    check("events", events_check)
+    check("tta", tta_check, "events")
+    check("predictions", predictions_check, "events")
+    if "epochs" in state:
+        try:
+            state["labels"] = labels_for(task, data_root)
+        except DawnbenchError as e:
+            report.labels_problem = _labels_problem(task, data_root, e)
+            report.checks.append(Check("labels", None, report.labels_problem))
+        else:
+            override = os.environ.get(datasets.MANIFEST_ENV)
+            report.checks.append(Check("labels", True, (
+                f"{task.dataset} eval labels ({len(state['labels']):,}), checksums of "
+                + (f"${datasets.MANIFEST_ENV}={override} (not the official ones)" if override
+                   else "harness/data/datasets.toml"))))
+        if "labels" in state:
+            check("metric", lambda: _metric(task, state["epochs"], state["stored"], state["labels"]), "predictions")
+        else:
+            report.checks.append(Check("metric", None, "not recomputed without the eval labels; the checks below "
+                                                       "compare the logged values"))
+        if report.checks[-1].ok is not True:
+            _logged_scores(task, state["epochs"])
+    check("result.json", lambda: _result_check(result, task, state["epochs"], state["run_stop"], state["threshold"],
+                                               events, lower_bound), "events")
+
+    def tsv_check() -> str:
+        name, lines = _tsv(run_dir, result)
+        return _tsv_check(name, lines, task, state["epochs"], events, lower_bound)
+    check("tsv", tsv_check, "events")
+
+    if "epochs" in state and state["epochs"]:
+        last = state["epochs"][-1]
+        report.summary = (f"{run_dir}: {result.get('status')} at epoch {last.number}, {task.metric} "
+                          f"{last.scores.get(task.metric, math.nan):.4f}, time-to-accuracy "
+                          f"{result.get('tta_seconds')} s")
+    else:
+        report.summary = f"{run_dir}: {result.get('status')}, no evaluated epoch"
+    return report
+
+
+def main(run_dir: Path, data_root: Path | None = None, emit: Callable[[str], None] = print) -> int:
+    """The command: the lines of `verify`, and its exit code (VerifyError propagates, exit 2)."""
+    report = verify(run_dir, data_root)
+    for line in report.lines():
+        emit(line)
+    return report.exit_code

@@ -1,0 +1,221 @@
+"""`harness verify` / `dawnbench verify`: a run re-checked offline from its own files. A real run
+verifies; each kind of tampering is caught with a one-line reason; submit refuses a tampered run;
+a hostile folder is refused in one line (exit 2), never waited on or read without bound."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import PYTHON, REPO, cli_env
+from leaderboard_fixture import cifar10_labels, edit_json, make_run
+
+from dawnbench import submit
+from dawnbench.cli import main as dawnbench_main
+from harness import datasets, verify
+from harness.cli import main as harness_main
+
+REF = "fashion-mnist-cnn-pytorch"
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory, fashion_root) -> Path:
+    """One epoch of the default reference, through the CLI, to a lowered threshold."""
+    results = tmp_path_factory.mktemp("results")
+    proc = subprocess.run([PYTHON, "-m", "harness", "run", REF, "--data", str(fashion_root), "--max-epochs", "1",
+                           "--threshold", "0.5", "--no-progress", "--results", str(results), "--no-save"],
+                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = (results / REF).iterdir()
+    return run
+
+
+@pytest.fixture
+def run_copy(real_run, tmp_path) -> Path:
+    return Path(shutil.copytree(real_run, tmp_path / "run"))
+
+
+def verify_lines(run: Path, data: Path, capsys, main=harness_main, prog="harness") -> tuple[int, list[str]]:
+    code = main(["verify", str(run), "--data", str(data)])
+    out, err = capsys.readouterr()
+    return code, out.splitlines() + err.splitlines()
+
+
+def disagreement(run: Path, data: Path, capsys, says: str) -> str:
+    code, lines = verify_lines(run, data, capsys)
+    assert code == 1, lines
+    verdict = lines[-1]
+    assert verdict.startswith("disagreement: ") and says in verdict, verdict
+    assert sum(line.startswith("FAIL ") for line in lines) >= 1
+    return verdict
+
+
+def test_a_real_run_stores_its_predictions_and_verifies(real_run, fashion_root, capsys):
+    events = [json.loads(line.split(" ", 1)[1]) for line in (real_run / "events.jsonl").read_text().splitlines()]
+    (accuracy,) = [e for e in events if e["key"] == "eval_accuracy"]
+    assert accuracy["metadata"]["predictions_file"] == "predictions/epoch-001.npz"
+    stored = real_run / "predictions" / "epoch-001.npz"
+    assert 0 < stored.stat().st_size < 100_000 and len(accuracy["metadata"]["predictions_sha256"]) == 64
+    assert np.load(stored, allow_pickle=False)["ids"].shape == (10_000, 5)
+
+    proc = subprocess.run([PYTHON, "-m", "harness", "verify", str(real_run), "--data", str(fashion_root)], cwd=REPO,
+                          env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == [
+        "ok   events", "ok   tta", "ok   predictions", "ok   labels", "ok   metric", "ok   result.json", "ok   tsv"]
+    assert lines[-1].startswith(f"verified: {real_run}: converged at epoch 1, top1 0.")
+    # the host command is the same command
+    code, host = verify_lines(real_run, fashion_root, capsys, main=dawnbench_main)
+    assert code == 0 and host == lines
+
+
+def test_tampered_result_json_is_caught(run_copy, fashion_root, capsys):
+    result = json.loads((run_copy / "result.json").read_text())
+    edit_json(run_copy / "result.json", tta_seconds=round(result["tta_seconds"] - 1.0, 3))
+    disagreement(run_copy, fashion_root, capsys, "result.json: tta_seconds")
+
+
+def test_a_tampered_tsv_row_is_caught(run_copy, fashion_root, capsys):
+    tsv = run_copy / f"{REF}.tsv"
+    header, row = tsv.read_text().splitlines()
+    epoch, hours, accuracy = row.split("\t")
+    tsv.write_text(f"{header}\n{epoch}\t{float(hours) - 0.000002:.6f}\t{accuracy}\n")
+    disagreement(run_copy, fashion_root, capsys, f"tsv: {REF}.tsv:2: hours")
+    tsv.write_text(f"{header}\n{epoch}\t{hours}\t{float(accuracy) + 0.01:.2f}\n")
+    disagreement(run_copy, fashion_root, capsys, f"tsv: {REF}.tsv:2: top1Accuracy")
+
+
+def test_a_tampered_clock_reading_is_caught(run_copy, fashion_root, capsys):
+    path = run_copy / "events.jsonl"
+    lines = path.read_text().splitlines()
+    (i,) = [n for n, line in enumerate(lines) if '"key": "epoch_stop"' in line]
+    record = json.loads(lines[i].split(" ", 1)[1])
+    record["metadata"]["clock_s"] = round(record["metadata"]["clock_s"] - 0.5, 6)   # still after epoch_start
+    lines[i] = ":::MLLOG " + json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    disagreement(run_copy, fashion_root, capsys, "events: ")
+
+
+def test_a_changed_prediction_is_caught_by_its_sha256_and_by_its_score(run_copy, fashion_root, capsys):
+    stored = run_copy / "predictions" / "epoch-001.npz"
+    ids = np.load(stored, allow_pickle=False)["ids"]
+    labels = datasets.load_eval_labels("fashion-mnist", fashion_root)
+    wrong = int(np.flatnonzero(ids[:, 0] != labels)[0])
+    ids[wrong, 0] = labels[wrong]            # one more right answer
+    np.savez_compressed(stored, ids=ids)
+    disagreement(run_copy, fashion_root, capsys, "predictions: epoch 1: predictions/epoch-001.npz: sha256")
+    # ...and with the log's sha256 forged to match, the score no longer matches the log
+    path = run_copy / "events.jsonl"
+    text = path.read_text()
+    old = json.loads([line for line in text.splitlines() if "predictions_sha256" in line][0].split(" ", 1)[1])
+    path.write_text(text.replace(old["metadata"]["predictions_sha256"],
+                                 __import__("hashlib").sha256(stored.read_bytes()).hexdigest()))
+    disagreement(run_copy, fashion_root, capsys, "metric: epoch 1: top1 of the stored predictions is")
+
+
+def test_a_deleted_predictions_file_is_caught(run_copy, fashion_root, capsys):
+    (run_copy / "predictions" / "epoch-001.npz").unlink()
+    disagreement(run_copy, fashion_root, capsys, "predictions/epoch-001.npz is missing")
+
+
+def test_submit_refuses_a_tampered_run_and_accepts_the_real_one(real_run, run_copy, fashion_root, tmp_path,
+                                                                 monkeypatch, capsys):
+    monkeypatch.setenv("DAWNBENCH_DATA", str(fashion_root))
+    (run_copy / "predictions" / "epoch-001.npz").unlink()
+    code = submit.main([str(run_copy), "--to", str(tmp_path / "entries"), "--allow-unofficial"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "does not verify: predictions: epoch 1" in err[0], err
+    assert not (tmp_path / "entries").exists()
+    assert submit.main([str(real_run), "--to", str(tmp_path / "entries"), "--allow-unofficial"]) == 0
+
+
+def test_no_eval_labels_here_is_one_line_and_exit_2(real_run, tmp_path, capsys):
+    code, lines = verify_lines(real_run, tmp_path / "no-data", capsys)
+    assert code == 2
+    assert lines[-1].startswith("not verified: no fashion-mnist eval labels on this machine") and "--data" in lines[-1]
+    assert not any(line.startswith("FAIL") for line in lines)
+
+
+# ---------------------------------------------------------------- several epochs (fixture runs)
+
+@pytest.fixture(scope="module")
+def cifar10_eval(tmp_path_factory) -> tuple[Path, Path]:
+    return cifar10_labels(tmp_path_factory.mktemp("cifar10"))
+
+
+@pytest.fixture
+def labels(cifar10_eval, monkeypatch) -> Path:
+    data, manifest = cifar10_eval
+    monkeypatch.setenv("DAWNBENCH_DATA", str(data))
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
+    return data
+
+
+def test_a_run_that_went_past_its_first_epoch_at_threshold_is_caught(labels, tmp_path, capsys):
+    run = make_run(tmp_path / "run", epochs=4)
+    code, lines = verify_lines(run, labels, capsys)
+    assert code == 0 and "not the official ones" in lines[3], lines
+    # claim a lower threshold everywhere: epoch 2 already reached it, so the run should have stopped there
+    edit_json(run / "result.json", threshold=0.7, official_threshold=False)
+    text = (run / "events.jsonl").read_text()
+    (run / "events.jsonl").write_text(text.replace('"key": "dawnbench_threshold", "value": 0.94',
+                                                   '"key": "dawnbench_threshold", "value": 0.7'))
+    verdict = disagreement(run, labels, capsys, "result.json: epoch 2 is the first at or over 0.7")
+    assert "went on to epoch 4" in verdict
+
+
+def test_a_dnc_run_verifies_and_cannot_hide_a_converged_epoch(labels, tmp_path, capsys):
+    run = make_run(tmp_path / "run", epochs=3, status="DNC", final=0.9)
+    assert verify_lines(run, labels, capsys)[0] == 0
+    edit_json(run / "result.json", status="converged")
+    disagreement(run, labels, capsys, "result.json: status converged, but the log's run_stop says 'DNC'")
+
+
+def test_time_to_accuracy_subtracts_eval_and_checkpoint_spans():
+    def event(key, t, **meta):
+        return {"key": key, "metadata": {"clock_s": t, **meta}, "line": 0}
+    events = [event("epoch_stop", 10.0, epoch_num=1), event("eval_start", 10.0, epoch_num=1),
+              event("eval_accuracy", 12.0, epoch_num=1), event("eval_stop", 12.0, epoch_num=1),
+              event("checkpoint_start", 12.5), event("checkpoint_stop", 15.5),
+              event("epoch_stop", 20.0, epoch_num=2), event("eval_start", 20.0, epoch_num=2),
+              event("eval_accuracy", 21.0, epoch_num=2), event("eval_stop", 21.0, epoch_num=2)]
+    epochs = [verify.Epoch(n, *[e for e in events if e["metadata"].get("epoch_num") == n]) for n in (1, 2)]
+    verify.recompute_tta(events, epochs)
+    assert [e.tta for e in epochs] == [10.0, 20.0 - 2.0 - 3.0]
+
+
+# ---------------------------------------------------------------- hostile folders: exit 2, one line
+
+def bad_folder(run: Path, capsys, says: str, main=harness_main, prog="harness") -> None:
+    code = main(["verify", str(run), "--data", str(run)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, (out, err)
+    assert err.startswith(f"{prog}: error: ") and says in err, err
+
+
+def test_bad_and_hostile_run_folders_are_one_line(labels, tmp_path, capsys):
+    bad_folder(tmp_path / "absent", capsys, "not a folder")
+    (tmp_path / "empty").mkdir()
+    bad_folder(tmp_path / "empty", capsys, "result.json: missing", main=dawnbench_main, prog="dawnbench")
+    run = make_run(tmp_path / "run", epochs=2)
+    (run / "events.jsonl").unlink()
+    (run / "events.jsonl").symlink_to("/dev/zero")
+    bad_folder(run, capsys, "events.jsonl: is a link out of the run folder")
+    (run / "events.jsonl").unlink()
+    os.mkfifo(run / "events.jsonl")
+    bad_folder(run, capsys, "events.jsonl: is not a regular file")
+    (run / "events.jsonl").unlink()
+    with open(run / "events.jsonl", "wb") as f:
+        f.truncate(verify.MAX_EVENTS_BYTES + 1)
+    bad_folder(run, capsys, "bytes, over the")
+    (run / "events.jsonl").write_text(":::MLLOG " + "[" * 10_000 + "]" * 10_000 + "\n")
+    bad_folder(run, capsys, "events.jsonl:1: nested too deeply")
+    (run / "events.jsonl").write_text("hello\n")
+    bad_folder(run, capsys, "events.jsonl:1: does not start with")
+    (run / "result.json").write_text('{"task": "mnist"}')
+    bad_folder(run, capsys, "result.json: task is 'mnist'")
