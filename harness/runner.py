@@ -333,7 +333,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         _write_json(run_dir / "env.json", {**system, "framework_extra": framework_extra})
         if status == CONVERGED:
             _say(f"converged: {task.metric} {100 * result['metric_value']:.2f}% at epoch {epoch}; "
-                 f"time-to-accuracy {tta_seconds:.1f} s (eval and checkpoint excluded), "
+                 f"time-to-accuracy {tta_seconds:.1f} s (eval excluded), "
                  f"wall {wall:.1f} s", rank)
         else:
             _say(f"DNC: {reason}", rank)
