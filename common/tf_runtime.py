@@ -2,10 +2,12 @@
 infer of a classifier, the clock's device hook, and the versions worth recording.
 
 A TensorFlow reference subclasses KerasReference instead of harness.Reference and in `setup`
-sets `self.ctx`, `self.model` (the Keras model) and `self.eval_x` (the eval images, ready for the
-model, where the model runs), and `self.gpu = True` when it runs on a GPU. It then writes only
-`setup` and `train_epoch`, and overrides `scores` for test-time augmentation or `evaluated` to
-predict and save with other weights than `self.model`'s.
+sets `self.ctx`, `self.model` (the Keras model) and `self.gpu = True` when it runs on a GPU, in
+both roles; then, in the trainer (`ctx.trains`), the training data and what training needs, and
+in the predictor `self.eval_x` (the eval images, ready for the model, where the model runs). It
+then writes only `setup` and `train_epoch`, and overrides `scores` for test-time augmentation or
+`evaluated` to predict and save with other weights than `self.model`'s. The trainer's `save`
+writes `evaluated()`'s weights; the predictor's `load` reads them back into it.
 
 Inference runs through two tf.functions with fixed input signatures, traced once each: one for
 the eval batches, one for a single example, which XLA compiles when the hyperparameter

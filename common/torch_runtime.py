@@ -2,10 +2,13 @@
 and the default predict / save / load / eval_inputs / infer of a classifier.
 
 A PyTorch reference subclasses TorchReference instead of harness.Reference, calls
-`self.init_torch(ctx)` first thing in `setup`, and there sets `self.ctx`, `self.net` (the bare
-network: not wrapped in DistributedDataParallel or torch.compile) and `self.eval_x` (the eval
-images, ready for the network, on the device). It then writes only `setup` and `train_epoch`,
-and overrides `scores` for test-time augmentation or `evaluated` for averaged weights.
+`self.init_torch(ctx)` first thing in `setup`, and there sets `self.ctx` and `self.net` (the bare
+network: not wrapped in DistributedDataParallel or torch.compile) in both roles; then, in the
+trainer (`ctx.trains`), the training data and what training needs, and in the predictor
+`self.eval_x` (the eval images, ready for the network, on the device). It then writes only
+`setup` and `train_epoch`, and overrides `scores` for test-time augmentation or `evaluated` for
+averaged weights. The trainer's `save` writes `evaluated()`'s weights; the predictor's `load`
+reads them back into it, so whatever predict and infer need must be in that state dict.
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ class TorchReference(Reference):
     eval_x: torch.Tensor
 
     def init_torch(self, ctx: Context) -> torch.device:
-        """Pick the device, seed every generator, and join the process group under torchrun."""
+        """Pick the device, seed every generator, and join the process group under torchrun (the
+        trainers only: the predictor is one process, next to rank 0)."""
         random.seed(ctx.seed)
         np.random.seed(ctx.seed)
         torch.manual_seed(ctx.seed)
@@ -45,7 +49,7 @@ class TorchReference(Reference):
             if ctx.world_size > 1 and "OMP_NUM_THREADS" not in os.environ:
                 # torchrun sets OMP_NUM_THREADS=1 itself; keep ranks from fighting over cores.
                 torch.set_num_threads(max(1, (os.cpu_count() or 1) // ctx.world_size))
-        if ctx.world_size > 1 and not dist.is_initialized():
+        if ctx.trains and ctx.world_size > 1 and not dist.is_initialized():
             dist.init_process_group(backend="nccl" if self.device.type == "cuda" else "gloo")
         return self.device
 

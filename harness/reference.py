@@ -1,7 +1,8 @@
 """The contract between the harness and a reference: one small class the harness drives.
 
 The harness owns the loop, the clock, the eval labels, the metric and the logs. A reference
-builds its model and data in `setup`, trains one epoch per `train_epoch` call and returns
+builds its model and the data of its role in `setup`; as the trainer it trains one epoch per
+`train_epoch` call and saves the model, as the predictor it loads that model and returns
 predictions for every eval example from `predict`; it never times itself and never writes
 a result.
 """
@@ -60,7 +61,15 @@ class Reference(abc.ABC):
 
     @abc.abstractmethod
     def setup(self, ctx: Context) -> None:
-        """Build data pipelines and the model. On the clock: init and data loading count."""
+        """Build the model, and the data of the instance's role. On the clock in the trainer: init
+        and data loading count.
+
+        A run makes two instances, each in its own process. The trainer (`ctx.trains`, role
+        "train") sees the training files only, not the eval images: it loads them and builds what
+        training needs (optimizer, schedule, augmentation); the harness then calls `train_epoch`
+        and, after each epoch, `save`. The predictor (role "predict") sees the eval inputs only, no
+        training data and no labels: it loads the eval images; the harness then calls `load` with
+        what the trainer saved, and `predict` (or `eval_inputs` and `infer` for inference)."""
 
     @abc.abstractmethod
     def train_epoch(self, epoch: int) -> dict[str, float]:
@@ -77,11 +86,13 @@ class Reference(abc.ABC):
 
     @abc.abstractmethod
     def save(self, path: Path) -> None:
-        """Write the trained model under the directory `path`. Off the clock."""
+        """Write the trained model under the directory `path` (in the trainer, after each epoch):
+        what a predictor's `load` needs. Off the clock."""
 
     @abc.abstractmethod
     def load(self, path: Path) -> None:
-        """Read back what `save` wrote (after `setup`), for inference."""
+        """Read back what `save` wrote (after `setup`, in the predictor): everything `predict` and
+        `infer` need that the eval images do not give (weights, averaged weights, statistics)."""
 
     @abc.abstractmethod
     def eval_inputs(self) -> Sequence[Any]:

@@ -150,6 +150,43 @@ def cifar10_root(tmp_path, monkeypatch) -> Path:
     return root
 
 
+def role_views(dataset: str, data_root: Path, tmp_path: Path) -> dict[str, Path]:
+    """{role: a data root holding only the files a worker in that role sees}, as the harness gives
+    them (harness.views.view_files): the trainer's holds the training files, the predictor's the
+    eval inputs (CIFAR-10's as the harness's label-free copy). Symlinks to `data_root`'s files, so
+    a reference that reads the other role's files, or any eval label, fails its test."""
+    from harness import views
+
+    roots = {}
+    for role in views.ROLES:
+        roots[role] = root = tmp_path / f"view-{role}"
+        for source, relative in views.view_files(dataset, data_root, role, tmp_path / "view-derived"):
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).symlink_to(Path(source).resolve())
+    return roots
+
+
+@pytest.fixture
+def cifar10_views(cifar10_root, tmp_path) -> dict[str, Path]:
+    """role_views of the tiny CIFAR-10 (cifar10_root)."""
+    return role_views("cifar10", cifar10_root, tmp_path)
+
+
+@pytest.fixture
+def fashion_views(fashion_root, tmp_path) -> dict[str, Path]:
+    """role_views of the real Fashion-MNIST (fashion_root)."""
+    return role_views("fashion-mnist", fashion_root, tmp_path)
+
+
+def check_roles_see_only_their_files(cls, context, views: dict[str, Path]) -> None:
+    """A trainer set up on the predictor's view finds no training data, and a predictor on the
+    trainer's view finds no eval images: each role's setup reads its own files and only those.
+    `context(role, data_root)` makes the Context."""
+    for role, other in (("train", "predict"), ("predict", "train")):
+        with pytest.raises(datasets.DatasetError, match="not found in"):
+            cls().setup(context(role, views[other]))
+
+
 def check_inference_entry(spec, model: Path, config: dict, data_root: Path, out: Path, scores, items: int = 5) -> dict:
     """`dawnbench infer`'s code path on a saved model, over the first `items` eval examples: the
     report's latencies are timed and its accuracy is that of `scores` (the model's predict())."""

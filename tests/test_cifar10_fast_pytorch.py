@@ -1,18 +1,20 @@
 """cifar10-fast-pytorch on the tiny CIFAR-10 fixture, on CPU: the network, the on-device
-augmentation, the whitening stem, the weight averaging, the "auto" switches, and a smoke run
-(setup -> one epoch -> predict -> save -> load -> infer).
+augmentation, the whitening stem, the weight averaging, the "auto" switches, and a smoke run as
+a run drives it: a trainer on the training files only (setup -> one epoch -> save), then a
+predictor on the eval images only (setup -> load -> predict -> infer).
 
 Only the smoke run uses the full-width network; the other tests narrow it through the config so
 the file stays fast on a small CPU."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import check_inference_entry
+from conftest import check_inference_entry, check_roles_see_only_their_files
 
 from common.torch_augment import crop_flip
 from harness import registry
@@ -36,13 +38,26 @@ def train(spec):
     return sys.modules[cls.__module__]
 
 
-def make(spec, data_root, tmp_path, **overrides):
+def context(spec, data_root, tmp_path, role="train", **overrides):
     config = dict(spec.hyperparameters, batch_size=20, **overrides)
-    ctx = Context(config=config, data_root=data_root, seed=0, task=spec.task, work_dir=tmp_path,
-                  show_progress=False)
+    return Context(config=config, data_root=data_root, seed=0, task=spec.task, work_dir=tmp_path,
+                   show_progress=False, role=role)
+
+
+def make(spec, views, tmp_path, role="train", **overrides):
+    """An instance set up in `role` on that role's view of the data (conftest.role_views)."""
     ref = spec.load_entry_class()()
-    ref.setup(ctx)
+    ref.setup(context(spec, views[role], tmp_path, role, **overrides))
     return ref
+
+
+def predictor_of(trainer, views, tmp_path):
+    """A predictor loaded with what `trainer` saves: what the harness scores."""
+    trainer.save(tmp_path / "model")
+    predictor = type(trainer)()
+    predictor.setup(dataclasses.replace(trainer.ctx, role="predict", data_root=views["predict"]))
+    predictor.load(tmp_path / "model")
+    return predictor
 
 
 def center(ref, idx):
@@ -104,8 +119,8 @@ def test_crop_flip_gives_the_expected_pixels():
     assert torch.equal(centre, image)
 
 
-def test_on_device_augmentation(spec, cifar10_root, tmp_path):
-    ref = make(spec, cifar10_root, tmp_path, **SMALL)
+def test_on_device_augmentation(spec, cifar10_views, tmp_path):
+    ref = make(spec, cifar10_views, tmp_path, **SMALL)
     pad = spec.hyperparameters["crop_pad"]
     assert ref.train_x.shape == (100, 3, 32 + 2 * pad, 32 + 2 * pad) and ref.train_x.device == ref.device
     idx = torch.arange(16)
@@ -129,8 +144,8 @@ def test_on_device_augmentation(spec, cifar10_root, tmp_path):
 
 # --------------------------------------------------------------------------------------- training
 
-def test_loss_falls_on_a_repeated_batch(spec, cifar10_root, tmp_path):
-    ref = make(spec, cifar10_root, tmp_path, **SMALL)
+def test_loss_falls_on_a_repeated_batch(spec, cifar10_views, tmp_path):
+    ref = make(spec, cifar10_views, tmp_path, **SMALL)
     idx = torch.arange(10)
     x, y = center(ref, idx), ref.train_y[idx]
     for group in ref.opt.param_groups:
@@ -141,8 +156,8 @@ def test_loss_falls_on_a_repeated_batch(spec, cifar10_root, tmp_path):
     assert losses[0] > 2.0 and losses[-1] < 0.55 * losses[0], losses
 
 
-def test_ema_weights_are_what_predict_uses(spec, cifar10_root, tmp_path):
-    ref = make(spec, cifar10_root, tmp_path, ema_every=1, **SMALL)
+def test_ema_weights_are_what_predict_uses(spec, cifar10_views, tmp_path):
+    ref = make(spec, cifar10_views, tmp_path, ema_every=1, **SMALL)
     assert ref.ema is not ref.net and not ref.ema.training
     ema_before = {k: v.clone() for k, v in ref.ema.state_dict().items()}
     ref.train_epoch(1)                                       # 5 steps, 5 EMA updates
@@ -154,8 +169,10 @@ def test_ema_weights_are_what_predict_uses(spec, cifar10_root, tmp_path):
     assert all(not torch.equal(ema[k], ema_before[k]) for k in trained)
     assert all(not torch.equal(ema[k], raw[k]) for k in trained)
 
-    scores = ref.predict()
-    x = ref.eval_x
+    # The trainer saves the averaged weights, and the predictor scores with them.
+    predictor = predictor_of(ref, cifar10_views, tmp_path)
+    scores = predictor.predict()
+    x = predictor.eval_x
     with torch.no_grad():
         ref.net.eval()
         by_ema = ((ref.ema(x) + ref.ema(x.flip(3))) / 2).numpy()
@@ -163,11 +180,11 @@ def test_ema_weights_are_what_predict_uses(spec, cifar10_root, tmp_path):
     np.testing.assert_allclose(scores, by_ema, rtol=1e-5, atol=1e-5)
     assert np.abs(scores - by_raw).max() > 1e-3
 
-    off = make(spec, cifar10_root, tmp_path, ema_decay=0.0, **SMALL)
+    off = make(spec, cifar10_views, tmp_path, ema_decay=0.0, **SMALL)
     assert off.ema is off.net
 
 
-def test_auto_switches_resolve_off_on_cpu(spec, train, cifar10_root, tmp_path):
+def test_auto_switches_resolve_off_on_cpu(spec, train, cifar10_views, tmp_path):
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
     assert train.resolve_switch("auto", cpu) is False and train.resolve_switch("auto", cuda) is True
     assert train.resolve_switch("true", cpu) is True and train.resolve_switch(False, cuda) is False
@@ -176,35 +193,44 @@ def test_auto_switches_resolve_off_on_cpu(spec, train, cifar10_root, tmp_path):
         train.resolve_switch("maybe", cpu)
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: 'auto' means on")
-    ref = make(spec, cifar10_root, tmp_path, **SMALL)
+    ref = make(spec, cifar10_views, tmp_path, **SMALL)
     assert ref.device.type == "cpu"
     assert (ref.use_compile, ref.use_bf16, ref.memory_format) == (False, False, torch.contiguous_format)
     assert ref.model is ref.net                             # neither compiled nor wrapped
-    assert ref.eval_x.is_contiguous() and ref.predict().dtype == np.float32
+    predictor = make(spec, cifar10_views, tmp_path, "predict", **SMALL)
+    assert (predictor.use_bf16, predictor.memory_format) == (False, torch.contiguous_format)
+    assert predictor.eval_x.is_contiguous() and predictor.predict().dtype == np.float32
 
 
 # ------------------------------------------------------------------------------- end to end, CPU
 
-def test_reference_smoke(spec, cifar10_root, tmp_path):
+def test_reference_smoke(spec, cifar10_root, cifar10_views, tmp_path):
     torch.manual_seed(0)
-    ref = make(spec, cifar10_root, tmp_path)                 # the full-width network, batch 20
-    stats = ref.train_epoch(1)
+    trainer = make(spec, cifar10_views, tmp_path)            # the full-width network, batch 20
+    assert not hasattr(trainer, "eval_x")
+    stats = trainer.train_epoch(1)
     assert math.isfinite(stats["loss"]) and stats["samples"] == 100 and stats["lr"] > 0
+    trainer.save(tmp_path / "model")
+    saved = torch.load(tmp_path / "model" / "model.pt")
+    assert all(torch.equal(saved[k], v) for k, v in trainer.ema.state_dict().items())   # the averaged weights
 
-    scores = ref.predict()
+    predictor = make(spec, cifar10_views, tmp_path, "predict")
+    assert not hasattr(predictor, "train_x") and not hasattr(predictor, "opt")
+    predictor.load(tmp_path / "model")
+    # The whitening filters came with the saved weights: the predictor never saw a training image.
+    assert torch.equal(predictor.net.stem[0].weight, trainer.ema.stem[0].weight)
+    scores = predictor.predict()
     assert isinstance(scores, np.ndarray) and scores.shape == (50, 10) and scores.dtype == np.float32
     assert np.isfinite(scores).all()
-
-    ref.save(tmp_path / "model")
-    saved = torch.load(tmp_path / "model" / "model.pt")
-    assert all(torch.equal(saved[k], v) for k, v in ref.ema.state_dict().items())   # the averaged weights
-    fresh = spec.load_entry_class()()
-    fresh.setup(ref.ctx)
-    fresh.load(tmp_path / "model")
-    np.testing.assert_array_equal(fresh.predict(), scores)
-    inputs = fresh.eval_inputs()
+    np.testing.assert_allclose(scores, trainer.scores(predictor.eval_x).numpy(), rtol=1e-5, atol=1e-5)
+    inputs = predictor.eval_inputs()
     assert len(inputs) == 50
-    one = fresh.infer(inputs[0])
+    one = predictor.infer(inputs[0])
     assert one.shape == (10,)
     np.testing.assert_allclose(one, scores[0], rtol=1e-4, atol=1e-4)
-    check_inference_entry(spec, tmp_path / "model", ref.ctx.config, cifar10_root, tmp_path / "infer", scores)
+    check_inference_entry(spec, tmp_path / "model", predictor.ctx.config, cifar10_root, tmp_path / "infer", scores)
+
+
+def test_roles_see_only_their_files(spec, cifar10_views, tmp_path):
+    check_roles_see_only_their_files(spec.load_entry_class(),
+                                     lambda role, root: context(spec, root, tmp_path, role, **SMALL), cifar10_views)

@@ -1,8 +1,9 @@
 """The CIFAR-10 ResNet recipe in PyTorch (references/cifar10-resnet*-pytorch/train.py, one copy in
 each of the five references): the network against the paper, the augmentation, the schedule, and
-a smoke run of every reference on the tiny CIFAR-10 fixture (setup -> one epoch -> predict ->
-save -> load -> infer). The network tests read cifar10-resnet56-pytorch's copy; the smoke runs
-and test_copies_are_one_recipe cover the other four."""
+a smoke run of every reference on the tiny CIFAR-10 fixture, as a run drives it: a trainer on the
+training files only (setup -> one epoch -> save), then a predictor on the eval images only (setup
+-> load -> predict -> infer). The network tests read cifar10-resnet56-pytorch's copy; the smoke
+runs and test_copies_are_one_recipe cover the other four."""
 from __future__ import annotations
 
 import math
@@ -12,7 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 from cifar10_resnets import EXACT, PUBLISHED, recipe, references
-from conftest import check_inference_entry
+from conftest import check_inference_entry, check_roles_see_only_their_files
 
 from common.torch_augment import crop_flip
 from harness import registry
@@ -138,55 +139,64 @@ def test_crop_flip_keeps_shapes_and_moves_pixels(train):
 
 # ------------------------------------------------------------------- every reference, end to end
 
-def _context(spec, data_root, tmp_path, **overrides):
+def _context(spec, data_root, tmp_path, role="train", **overrides):
     config = dict(spec.hyperparameters, batch_size=16, **overrides)
     return Context(config=config, data_root=data_root, seed=0, task=spec.task, work_dir=tmp_path,
-                   show_progress=False)
+                   show_progress=False, role=role)
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
-def test_reference_smoke(name, cifar10_root, tmp_path):
+def test_reference_smoke(name, cifar10_root, cifar10_views, tmp_path):
     spec = registry.load_spec(name)
     assert (spec.hyperparameters["depth"], spec.hyperparameters["block"]) == REFERENCES[name]
     assert spec.task.name == "cifar10" and spec.max_epochs == 185
     cls = spec.load_entry_class()
-    ctx = _context(spec, cifar10_root, tmp_path)
     torch.manual_seed(0)
-    ref = cls()
-    ref.setup(ctx)
-    stats = ref.train_epoch(1)
-    n_train = len(ref.train_x)
+    trainer = cls()
+    trainer.setup(_context(spec, cifar10_views["train"], tmp_path, "train"))
+    assert not hasattr(trainer, "eval_x")
+    stats = trainer.train_epoch(1)
+    n_train = len(trainer.train_x)
     assert math.isfinite(stats["loss"]) and stats["lr"] == 0.01
     assert stats["samples"] == (n_train // 16) * 16
+    trainer.save(tmp_path / "model")
 
-    scores = ref.predict()
+    predictor = cls()
+    ctx = _context(spec, cifar10_views["predict"], tmp_path, "predict")
+    predictor.setup(ctx)
+    assert not hasattr(predictor, "train_x") and not hasattr(predictor, "opt")
+    predictor.load(tmp_path / "model")
+    scores = predictor.predict()
     assert isinstance(scores, np.ndarray) and scores.shape == (50, 10)
     assert np.isfinite(scores).all()
-
-    ref.save(tmp_path / "model")
-    fresh = cls()
-    fresh.setup(ctx)
-    fresh.load(tmp_path / "model")
-    np.testing.assert_array_equal(fresh.predict(), scores)
-    inputs = fresh.eval_inputs()
+    # The saved model is the trained one: the trainer's network scores the eval images alike.
+    trainer.net.eval()
+    np.testing.assert_allclose(scores, trainer.scores(predictor.eval_x).numpy(), rtol=1e-5, atol=1e-5)
+    inputs = predictor.eval_inputs()
     assert len(inputs) == 50
-    one = fresh.infer(inputs[0])
+    one = predictor.infer(inputs[0])
     assert one.shape == (10,)
     np.testing.assert_allclose(one, scores[0], rtol=1e-4, atol=1e-4)
     check_inference_entry(spec, tmp_path / "model", ctx.config, cifar10_root, tmp_path / "infer", scores)
 
 
-def test_learning_rate_schedule(cifar10_root, tmp_path):
+def test_roles_see_only_their_files(cifar10_views, tmp_path):
+    spec = registry.load_spec("cifar10-resnet20-pytorch")
+    check_roles_see_only_their_files(spec.load_entry_class(),
+                                     lambda role, root: _context(spec, root, tmp_path, role, depth=8), cifar10_views)
+
+
+def test_learning_rate_schedule(cifar10_views, tmp_path):
     spec = registry.load_spec("cifar10-resnet20-pytorch")
     ref = spec.load_entry_class()()
-    ref.setup(_context(spec, cifar10_root, tmp_path))
+    ref.setup(_context(spec, cifar10_views["train"], tmp_path))
     lrs = {epoch: ref.lr_at(epoch) for epoch in (1, 5, 6, 95, 96, 140, 141, 185)}
     assert lrs == {1: 0.01, 5: 0.01, 6: 0.1, 95: 0.1, 96: 0.01, 140: 0.01, 141: 0.001, 185: 0.001}
     with pytest.raises(ValueError, match="lr_values"):
-        spec.load_entry_class()().setup(_context(spec, cifar10_root, tmp_path, lr_values=[0.1, 0.01]))
+        spec.load_entry_class()().setup(_context(spec, cifar10_views["train"], tmp_path, lr_values=[0.1, 0.01]))
 
 
-def test_training_batches_are_the_epochs_draws(cifar10_root, tmp_path, train):
+def test_training_batches_are_the_epochs_draws(cifar10_views, tmp_path, train):
     """What the network trains on, pinned: batch i holds the images order[16 i : 16 (i + 1)], each
     the window of the padded image at rows dy, columns dx, mirrored where flipped, where order, dx,
     dy and the flips are drawn in that order from one generator seeded seed * 1000 + epoch."""
@@ -201,7 +211,7 @@ def test_training_batches_are_the_epochs_draws(cifar10_root, tmp_path, train):
 
     spec = registry.load_spec("cifar10-resnet20-pytorch")
     ref = spec.load_entry_class()()
-    ref.setup(_context(spec, cifar10_root, tmp_path, depth=8))
+    ref.setup(_context(spec, cifar10_views["train"], tmp_path, depth=8))
     ref.model = recorder = Recorder(ref.model)
     ref.train_epoch(3)
     n = len(ref.train_x)

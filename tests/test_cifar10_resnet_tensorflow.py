@@ -1,7 +1,9 @@
 """The CIFAR-10 ResNet recipe in TensorFlow 2 / Keras (references/cifar10-resnet*-tensorflow/train.py,
 one copy in each of the five references): the network against the paper and the PyTorch recipe,
 the augmentation, the schedule, several replicas under MirroredStrategy, and a smoke run of every
-reference on the tiny CIFAR-10 fixture (setup -> one epoch -> predict -> save -> load -> infer).
+reference on the tiny CIFAR-10 fixture, as a run drives it: a trainer on the training files only
+(setup -> one epoch -> save), then a predictor on the eval images only (setup -> load -> predict
+-> infer).
 The network tests read cifar10-resnet56-tensorflow's copy; the smoke runs and
 test_copies_are_one_recipe cover the other four.
 
@@ -20,7 +22,7 @@ import pytest
 import tensorflow as tf
 import torch
 from cifar10_resnets import EXACT, PUBLISHED, recipe, references
-from conftest import check_inference_entry, cli_env
+from conftest import check_inference_entry, check_roles_see_only_their_files, cli_env
 
 from common.tf_augment import crop_flip
 from harness import registry
@@ -49,10 +51,10 @@ def main_path_convs(model) -> int:
                for layer in model.layers)
 
 
-def _context(spec, data_root, tmp_path, **overrides):
+def _context(spec, data_root, tmp_path, role="train", **overrides):
     config = dict(spec.hyperparameters, batch_size=16, **overrides)
     return Context(config=config, data_root=data_root, seed=0, task=spec.task, work_dir=tmp_path,
-                   show_progress=False)
+                   show_progress=False, role=role)
 
 
 @pytest.fixture(scope="module")
@@ -192,29 +194,29 @@ def test_crop_flip_keeps_shapes_and_moves_pixels(train):
     np.testing.assert_allclose(train.normalize(images).numpy()[0, 0, 0], expected, rtol=1e-5)
 
 
-def test_learning_rate_schedule(cifar10_root, tmp_path, train):
+def test_learning_rate_schedule(cifar10_views, tmp_path, train):
     spec = registry.load_spec("cifar10-resnet20-tensorflow")
     lrs = {epoch: train.lr_at(spec.hyperparameters, epoch) for epoch in (1, 5, 6, 95, 96, 140, 141, 185)}
     assert lrs == {1: 0.01, 5: 0.01, 6: 0.1, 95: 0.1, 96: 0.01, 140: 0.01, 141: 0.001, 185: 0.001}
     with pytest.raises(ValueError, match="lr_values"):
-        spec.load_entry_class()().setup(_context(spec, cifar10_root, tmp_path, lr_values=[0.1, 0.01]))
+        spec.load_entry_class()().setup(_context(spec, cifar10_views["train"], tmp_path, lr_values=[0.1, 0.01]))
 
 
-def test_several_processes_are_refused(cifar10_root, tmp_path):
+def test_several_processes_are_refused(cifar10_views, tmp_path):
     """Several GPUs are one process under MirroredStrategy; torchrun's processes would each train alone."""
     spec = registry.load_spec("cifar10-resnet20-tensorflow")
-    ctx = _context(spec, cifar10_root, tmp_path)
+    ctx = _context(spec, cifar10_views["train"], tmp_path)
     ctx.world_size = 2
     with pytest.raises(ValueError, match="MirroredStrategy"):
         spec.load_entry_class()().setup(ctx)
 
 
-def test_resnet20_loss_falls_on_one_batch(cifar10_root, tmp_path, train):
+def test_resnet20_loss_falls_on_one_batch(cifar10_views, tmp_path, train):
     """The reference's own compiled step (gather, crop, momentum, weight decay), 20 times on one
     batch, centred and unflipped: the loss falls."""
     spec = registry.load_spec("cifar10-resnet20-tensorflow")
     ref = spec.load_entry_class()()
-    ref.setup(_context(spec, cifar10_root, tmp_path))
+    ref.setup(_context(spec, cifar10_views["train"], tmp_path))
     ref.opt.learning_rate.assign(0.05)
     idx = tf.range(16, dtype=tf.int64)
     center = tf.fill([len(ref.train_y)], tf.constant(train.PAD, tf.int64))
@@ -223,13 +225,13 @@ def test_resnet20_loss_falls_on_one_batch(cifar10_root, tmp_path, train):
     assert losses[-1] < 0.5 * losses[0], losses
 
 
-def test_training_batches_are_the_epochs_draws(cifar10_root, tmp_path, eager_if, monkeypatch):
+def test_training_batches_are_the_epochs_draws(cifar10_views, tmp_path, eager_if, monkeypatch):
     """What the network trains on, pinned: batch i holds the images order[16 i : 16 (i + 1)], each
     the window of the padded image at rows dy, columns dx, mirrored where flipped, where order, dx,
     dy and the flips are drawn in that order from NumPy's generator seeded seed * 1000 + epoch."""
     spec = registry.load_spec("cifar10-resnet20-tensorflow")
     ref = spec.load_entry_class()()
-    ref.setup(_context(spec, cifar10_root, tmp_path, depth=8))
+    ref.setup(_context(spec, cifar10_views["train"], tmp_path, depth=8))
     train = sys.modules[type(ref).__module__]       # the module this instance's step reads
     seen = []
 
@@ -267,41 +269,51 @@ def _code(path) -> str:
 # ------------------------------------------------------------------- every reference, end to end
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
-def test_reference_smoke(name, cifar10_root, tmp_path, eager_if):
+def test_reference_smoke(name, cifar10_root, cifar10_views, tmp_path, eager_if):
     spec = registry.load_spec(name)
     depth, block = REFERENCES[name]
     assert (spec.hyperparameters["depth"], spec.hyperparameters["block"]) == (depth, block)
     assert spec.task.name == "cifar10" and spec.max_epochs == 185 and spec.framework == "tensorflow"
     eager_if(name not in COMPILED)
     cls = spec.load_entry_class()
-    ctx = _context(spec, cifar10_root, tmp_path)
-    ref = cls()
-    ref.setup(ctx)
-    assert trainable_count(ref.model) == EXACT[depth, block]
-    assert main_path_convs(ref.model) + 1 == depth
+    trainer = cls()
+    trainer.setup(_context(spec, cifar10_views["train"], tmp_path, "train"))
+    assert not hasattr(trainer, "eval_x")
+    assert trainable_count(trainer.model) == EXACT[depth, block]
+    assert main_path_convs(trainer.model) + 1 == depth
 
-    assert ref.steps_per_epoch == len(ref.train_y) // 16
+    assert trainer.steps_per_epoch == len(trainer.train_y) // 16
     if name in ONE_STEP:
-        ref.steps_per_epoch = 1
-    stats = ref.train_epoch(1)
+        trainer.steps_per_epoch = 1
+    stats = trainer.train_epoch(1)
     assert math.isfinite(stats["loss"]) and stats["lr"] == 0.01
-    assert stats["samples"] == ref.steps_per_epoch * 16
+    assert stats["samples"] == trainer.steps_per_epoch * 16
+    trainer.save(tmp_path / "model")
 
-    scores = ref.predict()
+    predictor = cls()
+    ctx = _context(spec, cifar10_views["predict"], tmp_path, "predict")
+    predictor.setup(ctx)
+    assert not hasattr(predictor, "train_x") and not hasattr(predictor, "opt")
+    predictor.load(tmp_path / "model")
+    scores = predictor.predict()
     assert isinstance(scores, np.ndarray) and scores.shape == (50, 10)
     assert np.isfinite(scores).all()
-
-    ref.save(tmp_path / "model")
-    fresh = cls()
-    fresh.setup(ctx)
-    fresh.load(tmp_path / "model")
-    np.testing.assert_array_equal(fresh.predict(), scores)
-    inputs = fresh.eval_inputs()
+    # The saved model is the trained one (batch-norm statistics included): the trainer's model
+    # scores the eval images alike.
+    by_trainer = trainer.scores(predictor.eval_x).numpy()
+    np.testing.assert_allclose(scores, by_trainer, rtol=1e-4, atol=1e-4 * float(np.abs(by_trainer).max() + 1))
+    inputs = predictor.eval_inputs()
     assert len(inputs) == 50
-    one = fresh.infer(inputs[0])
+    one = predictor.infer(inputs[0])
     assert isinstance(one, np.ndarray) and one.shape == (10,)
     np.testing.assert_allclose(one, scores[0], rtol=1e-4, atol=1e-4 * float(np.abs(scores[0]).max() + 1))
     check_inference_entry(spec, tmp_path / "model", ctx.config, cifar10_root, tmp_path / "infer", scores)
+
+
+def test_roles_see_only_their_files(cifar10_views, tmp_path):
+    spec = registry.load_spec("cifar10-resnet20-tensorflow")
+    check_roles_see_only_their_files(spec.load_entry_class(),
+                                     lambda role, root: _context(spec, root, tmp_path, role, depth=8), cifar10_views)
 
 
 MIRRORED = textwrap.dedent('''
@@ -316,22 +328,28 @@ MIRRORED = textwrap.dedent('''
     cls = spec.load_entry_class()
     sys.modules[cls.__module__].choose_strategy = lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     config = dict(spec.hyperparameters, depth=8, batch_size=16)
-    ref = cls()
-    ref.setup(Context(config=config, data_root=sys.argv[1], seed=0, task=spec.task, show_progress=False))
-    assert ref.strategy.num_replicas_in_sync == 2
-    stats = ref.train_epoch(1)
+    trainer, predictor = cls(), cls()
+    trainer.setup(Context(config=config, data_root=sys.argv[1], seed=0, task=spec.task, show_progress=False))
+    assert trainer.strategy.num_replicas_in_sync == 2
+    stats = trainer.train_epoch(1)
     assert np.isfinite(stats["loss"]) and stats["samples"] == 96, stats
-    scores = ref.predict()
+    trainer.save(sys.argv[3])
+    predictor.setup(Context(config=config, data_root=sys.argv[2], seed=0, task=spec.task, show_progress=False,
+                            role="predict"))
+    assert predictor.strategy.num_replicas_in_sync == 2
+    predictor.load(sys.argv[3])
+    scores = predictor.predict()
     assert scores.shape == (50, 10) and np.isfinite(scores).all()
-    np.testing.assert_allclose(ref.infer(ref.eval_inputs()[0]), scores[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(predictor.infer(predictor.eval_inputs()[0]), scores[0], rtol=1e-4, atol=1e-4)
     print("mirrored ok", stats)
 ''')
 
 
-def test_mirrored_strategy_on_two_logical_cpus(cifar10_root):
+def test_mirrored_strategy_on_two_logical_cpus(cifar10_views, tmp_path):
     """Several replicas in one process (MirroredStrategy, as on a multi-GPU machine), on two
-    logical CPU devices; TensorFlow fixes its devices at start-up, hence the subprocess."""
-    proc = subprocess.run([sys.executable, "-c", MIRRORED, str(cifar10_root)], capture_output=True,
-                          text=True, env=cli_env(), timeout=300)
+    logical CPU devices, the trainer then the predictor; TensorFlow fixes its devices at start-up,
+    hence the subprocess."""
+    proc = subprocess.run([sys.executable, "-c", MIRRORED, str(cifar10_views["train"]), str(cifar10_views["predict"]),
+                           str(tmp_path / "model")], capture_output=True, text=True, env=cli_env(), timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert "mirrored ok" in proc.stdout

@@ -26,7 +26,8 @@ class Tiny(KerasReference):
         keras.utils.set_random_seed(ctx.seed)
         inputs = keras.Input((4,))
         self.model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
-        self.eval_x = tf.constant(np.random.default_rng(0).normal(size=(7, 4)), tf.float32)
+        if not ctx.trains:
+            self.eval_x = tf.constant(np.random.default_rng(0).normal(size=(7, 4)), tf.float32)
 
     def train_epoch(self, epoch):
         return {"loss": 0.0, "samples": 0}
@@ -37,29 +38,29 @@ class Doubled(Tiny):
         return 2 * self.model(x, training=False)
 
 
-def _ready(cls, tmp_path, seed=0, **config):
+def _ready(cls, tmp_path, seed=0, role="predict", **config):
     ref = cls()
     ref.setup(Context(config={"eval_batch_size": 3, **config}, data_root=tmp_path, seed=seed,
-                      task=registry.load_spec("fashion-mnist-cnn-tensorflow").task))
+                      task=registry.load_spec("fashion-mnist-cnn-tensorflow").task, role=role))
     return ref
 
 
 @pytest.mark.parametrize("xla", [False, True])
 def test_predict_save_load_infer(tmp_path, xla):
-    ref = _ready(Tiny, tmp_path, xla_inference=xla)
-    scores = ref.predict()                      # batches of 3, 3 and 1
-    np.testing.assert_allclose(scores, ref.model(ref.eval_x).numpy(), rtol=1e-6)
-    ref.save(tmp_path / "model")
+    trainer = _ready(Tiny, tmp_path, role="train", xla_inference=xla)
+    trainer.save(tmp_path / "model")
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json", "model.weights.h5"]
     assert json.loads((tmp_path / "model" / "config.json").read_text())["xla_inference"] is xla
 
-    other = _ready(Tiny, tmp_path, seed=1, xla_inference=xla)
-    assert not np.allclose(other.predict(), scores)
-    other.load(tmp_path / "model")
-    np.testing.assert_array_equal(other.predict(), scores)
-    assert other.eval_inputs() is other.eval_x
+    predictor = _ready(Tiny, tmp_path, seed=1, xla_inference=xla)
+    expected = trainer.model(predictor.eval_x).numpy()
+    assert not np.allclose(predictor.predict(), expected)      # its own initialization, until it loads
+    predictor.load(tmp_path / "model")
+    scores = predictor.predict()                                # batches of 3, 3 and 1
+    np.testing.assert_allclose(scores, expected, rtol=1e-6)
+    assert predictor.eval_inputs() is predictor.eval_x
     for i in range(7):
-        np.testing.assert_allclose(other.infer(other.eval_inputs()[i]), scores[i], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(predictor.infer(predictor.eval_inputs()[i]), scores[i], rtol=1e-5, atol=1e-6)
 
 
 def test_scores_override_reaches_predict_and_infer(tmp_path):

@@ -151,6 +151,14 @@ class CifarFast(TorchReference):
                               else torch.contiguous_format)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
+        self.net = FastNet(cfg["widths"], cfg["residual_stages"], cfg["activation"], cfg["stem_kernel"],
+                           cfg["head_scale"])
+        if not ctx.trains:      # a predictor: the eval images only; load() brings the averaged weights
+            self.net.to(self.device, memory_format=self.memory_format)
+            self.ema = self.net
+            self.eval_x = to_device_images(load_cifar10_images(ctx.data_root, "test"), self.device) \
+                .contiguous(memory_format=self.memory_format)
+            return
 
         # The training set, padded once (reflected borders) for the random translations.
         images, labels = load_cifar10(ctx.data_root, "train")
@@ -158,14 +166,10 @@ class CifarFast(TorchReference):
         pad = cfg["crop_pad"]
         self.train_x = F.pad(train, (pad, pad, pad, pad), mode="reflect") if pad else train
         self.train_y = torch.from_numpy(labels).to(self.device)
-        self.eval_x = to_device_images(load_cifar10_images(ctx.data_root, "test"), self.device) \
-            .contiguous(memory_format=self.memory_format)
         # Alternating flips: which half of the images is mirrored in odd epochs (the rest in even).
         gen = torch.Generator().manual_seed(ctx.seed)
         self.flip_odd = (torch.rand(len(train), generator=gen) < 0.5).to(self.device)
 
-        self.net = FastNet(cfg["widths"], cfg["residual_stages"], cfg["activation"], cfg["stem_kernel"],
-                           cfg["head_scale"])
         stem = self.net.stem[0]
         if cfg["whiten"]:
             stem.weight.data.copy_(whitening_filters(train[:WHITEN_IMAGES], cfg["stem_kernel"]))
@@ -244,8 +248,8 @@ class CifarFast(TorchReference):
         return {"loss": total_loss.item() / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * self.batch, "lr": self.lr_at(self.step)}
 
-    # predict, save and infer are TorchReference's, on the averaged weights and with flip
-    # test-time augmentation.
+    # predict, save, load and infer are TorchReference's, on the averaged weights (the trainer
+    # saves them, the predictor loads them into its one network) and with flip test-time augmentation.
 
     def evaluated(self) -> nn.Module:
         return self.ema
@@ -256,7 +260,3 @@ class CifarFast(TorchReference):
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
             logits = self.ema(torch.cat([x, x.flip(3)])).float()
         return (logits[:len(x)] + logits[len(x):]) / 2
-
-    def load(self, path):
-        super().load(path)                                     # the averaged weights
-        self.net.load_state_dict(self.ema.state_dict())       # and the trained ones, alike

@@ -179,14 +179,16 @@ class CifarResNet(TorchReference):
         if cfg["batch_size"] % ctx.world_size:
             raise ValueError(f"batch_size {cfg['batch_size']} is not divisible by {ctx.world_size} processes")
         torch.backends.cudnn.benchmark = True
+        self.net = CifarResNetModel(cfg["depth"], cfg["block"])
+        self.net = self.net.to(self.device, memory_format=torch.channels_last)
+        if not ctx.trains:      # a predictor: the eval images only
+            self.eval_x = normalize(torch.from_numpy(load_cifar10_images(ctx.data_root, "test"))
+                                    .permute(0, 3, 1, 2).to(self.device))
+            return
+
         images, labels = load_cifar10(ctx.data_root, "train")
         self.train_x = to_padded_chw(images).to(self.device)
         self.train_y = torch.from_numpy(labels).to(self.device)
-        self.eval_x = normalize(torch.from_numpy(load_cifar10_images(ctx.data_root, "test"))
-                                .permute(0, 3, 1, 2).to(self.device))
-
-        self.net = CifarResNetModel(cfg["depth"], cfg["block"])
-        self.net = self.net.to(self.device, memory_format=torch.channels_last)
         self.model = DistributedDataParallel(self.net) if self.distributed else self.net
         self.batch = cfg["batch_size"] // ctx.world_size         # per rank; the global batch is fixed
         self.steps_per_epoch = len(self.train_x) // cfg["batch_size"]

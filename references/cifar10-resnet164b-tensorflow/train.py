@@ -219,17 +219,22 @@ class CifarResNetKeras(KerasReference):
         if cfg["batch_size"] % replicas:
             raise ValueError(f"batch_size {cfg['batch_size']} is not divisible by {replicas} replicas")
 
-        images, labels = load_cifar10(ctx.data_root, "train")
+        with self.strategy.scope():
+            self.model = build_model(cfg["depth"], cfg["block"])
         self.device, self.gpu = data_device(), bool(tf.config.list_logical_devices("GPU"))
+        if not ctx.trains:      # a predictor: the eval images only
+            with tf.device(self.device):
+                self.eval_x = normalize(tf.constant(load_cifar10_images(ctx.data_root, "test")))
+            return
+
+        images, labels = load_cifar10(ctx.data_root, "train")
         with tf.device(self.device):
             # Padded before normalizing, so the crops' borders are black; float32 (N, 40, 40, 3).
             self.train_x = normalize(tf.constant(to_padded(images)))
             self.train_y = tf.constant(labels)                                  # int64
-            self.eval_x = normalize(tf.constant(load_cifar10_images(ctx.data_root, "test")))
         self.steps_per_epoch = len(images) // cfg["batch_size"]
 
         with self.strategy.scope():
-            self.model = build_model(cfg["depth"], cfg["block"])
             self.opt = keras.optimizers.SGD(learning_rate=cfg["lr_values"][0], momentum=cfg["momentum"],
                                             nesterov=cfg["nesterov"])
             self.opt.build(self.model.trainable_variables)          # its variables exist before tracing

@@ -103,18 +103,21 @@ class FashionCNNKeras(KerasReference):
         if ctx.world_size > 1:
             raise ValueError("this TensorFlow reference runs as one process; do not launch it with torchrun")
         keras.utils.set_random_seed(ctx.seed)     # Python, NumPy and TensorFlow: the initialization
-        images, labels = load_fashion_mnist(ctx.data_root, "train")
+        self.model = build_model(cfg["widths"])
         # Eager tensors made from NumPy stay in host memory unless told: on a GPU every step
         # would copy its batch over.
         self.gpu = bool(tf.config.list_logical_devices("GPU"))
         self.device = "/GPU:0" if self.gpu else "/CPU:0"
+        if not ctx.trains:      # a predictor: the eval images only
+            with tf.device(self.device):
+                self.eval_x = tf.constant(to_input(load_fashion_mnist_images(ctx.data_root, "test")))
+            return
+        images, labels = load_fashion_mnist(ctx.data_root, "train")
         with tf.device(self.device):
             self.train_x = tf.constant(to_input(images))
             self.train_y = tf.constant(labels)                                        # int64
-            self.eval_x = tf.constant(to_input(load_fashion_mnist_images(ctx.data_root, "test")))
         self.steps_per_epoch = len(images) // cfg["batch_size"]    # the last partial batch is dropped
 
-        self.model = build_model(cfg["widths"])
         # The learning rate before each step of the planned run: indexed by the optimizer's step.
         total = cfg["epochs"] * self.steps_per_epoch
         self.lr_table = one_cycle(np.arange(total + 1), total, cfg["lr"], cfg["warmup_fraction"],
