@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, paths
+from harness import datasets, environment, paths, provenance
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.reference import Context, Reference
@@ -104,6 +104,10 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     # The harness's own labels, from the checksummed official files; a missing dataset fails
     # here, before any folder is made, with the fetch command.
     labels = datasets.load_eval_labels(task.dataset, data_root)
+    # Before any of the reference's code runs: the code and data this run is of, and whether it is official.
+    lowered = [] if threshold == task.threshold else [
+        f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
+    prov = provenance.collect(spec, datasets.verified_files(), lowered)
 
     ref: Reference = spec.load_entry_class()()
     run_dir = _new_run_dir(Path(opts.results_root), spec.name, opts.seed, opts.run_id) if rank == 0 else None
@@ -222,7 +226,6 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     log.close()
 
     tta_seconds = reached_at["tta_seconds"] if reached_at else None
-    git = code_commit(spec)
     cost_usd = (opts.cost_per_hour * tta_seconds / 3600.0
                 if opts.cost_per_hour is not None and tta_seconds is not None else None)
     result = {
@@ -237,7 +240,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "costPerHour": opts.cost_per_hour,
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime(clock.start_wall or time.time())),
         "logFilename": f"{spec.name}.tsv",
-        "commitHash": git["commit"],
+        "commitHash": prov["git"]["commit"],
         "misc": {"reference": spec.name, "description": spec.description},
         # explicit-unit fields
         "reference": spec.name,
@@ -263,8 +266,8 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "hyperparameters": hyperparameters,
         "spans_seconds": {k: round(v, 4) for k, v in clock.totals.items()},
         "history": history,
-        "git": git,
         "image_digest": system["image_digest"],
+        **prov,     # git, provenance, official, unofficial_reasons
     }
     if rank == 0:
         _write_json(run_dir / "result.json", result)
@@ -278,15 +281,6 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         _say(f"results: {run_dir}", rank)
     result["run_dir"] = str(run_dir) if run_dir else None
     return result
-
-
-def code_commit(spec: ReferenceSpec) -> dict:
-    """The git commit of the reference's code: its folder's repository, else the source checkout's."""
-    git = environment.git_commit(spec.directory)
-    checkout = paths.checkout_root()
-    if git["commit"] is None and checkout is not None:
-        git = environment.git_commit(checkout)
-    return git
 
 
 def _safe(fn) -> dict:
