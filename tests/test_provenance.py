@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SCRIPTED, SCRIPTED_TOML
-from project_copy import copy_project
+from project_copy import commit_all, copy_project
 
 from harness import datasets, provenance
 
@@ -84,9 +84,7 @@ def project(tmp_path) -> Path:
     ref.mkdir()
     (ref / "scripted.py").write_text(SCRIPTED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML)
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "the project")
+    commit_all(root)
     return root
 
 
