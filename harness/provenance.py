@@ -217,6 +217,7 @@ def collect(spec, verified_files: dict, reasons: list[str] | tuple = ()) -> dict
         if name in env:
             reasons.append(why.format(name=name, value=env[name]))
     reasons += found
+    reasons = [r.replace("\r", "\\r").replace("\n", "\\n") for r in reasons]     # one line each, whatever a file is called
     return {
         "git": git,
         "provenance": {"reference_tree_sha256": tree, "datasets": verified_files, "overrides": env, "build": build},
