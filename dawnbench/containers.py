@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from dawnbench import images, prices
-from harness import datasets, environment, paths, registry
+from harness import datasets, environment, paths, provenance, registry
 from harness.errors import DawnbenchError, UsageError, report
 
 # Under a folder only root may enter (the images make it 0700): the harness, root in the container,
@@ -158,9 +158,30 @@ def engine_answers() -> bool:
 # ----------------------------------------------------------------------------------------------
 # Building
 
+def image_paths(spec: registry.ReferenceSpec) -> list[Path]:
+    """What an image of `spec` is built from: a change there (untracked files included) makes it dirty."""
+    root = project_root()
+    return [spec.directory, *(root / d for d in ("harness", "common", "docker", "requirements"))]
+
+
+def build_args(spec: registry.ReferenceSpec, base: str, framework_pin: str = "") -> dict[str, str]:
+    """The build arguments of the reference's image: its base and reference, and the host's record
+    of the code, which the build bakes into /opt/dawnbench/build.json (harness/provenance.py): the
+    commit, whether the tree had changes, and the reference directory's hash as it is now."""
+    git = environment.git_commit(project_root(), image_paths(spec))
+    try:
+        tree = provenance.tree_hash(spec.directory)
+    except OSError as e:
+        raise UsageError(f"cannot hash {spec.directory} for the image's build record ({e}); make it readable") from None
+    return {BASE_ARG: base, "REFERENCE": spec.name, "FRAMEWORK_PIN": framework_pin,
+            "GIT_COMMIT": git["commit"] or "unknown",
+            "GIT_DIRTY": {True: "true", False: "false"}.get(git["dirty"], "unknown"),
+            "REFERENCE_TREE_SHA256": tree}
+
+
 def image_tag(spec: registry.ReferenceSpec, framework_pin: str = "") -> str:
     """dawnbench/<reference>:<commit>[-dirty][-<pin>]: the reference, the code, the framework."""
-    git = environment.git_commit(project_root())
+    git = environment.git_commit(project_root(), image_paths(spec))
     tag = (git["commit"] or "nogit")[:12] + ("-dirty" if git["dirty"] else "")
     if framework_pin:
         tag += "-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", framework_pin).strip("-")
@@ -222,13 +243,11 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     wheels = fill_wheelhouse(spec, framework_pin)
     _say(f"building {tag} from {base}" + (f", {framework_pin}" if framework_pin else "")
          + (f", {wheels} wheels from the host's wheelhouse" if wheels else ", packages from the index"))
-    git = environment.git_commit(root)
     last, error = [], None
     try:
         stream = client.api.build(path=str(root), dockerfile=f"references/{name}/Dockerfile", tag=tag,
                                   rm=True, forcerm=True, decode=True, pull=False,
-                                  buildargs={BASE_ARG: base, "REFERENCE": name, "FRAMEWORK_PIN": framework_pin,
-                                             "GIT_COMMIT": git["commit"] or "unknown"},
+                                  buildargs=build_args(spec, base, framework_pin),
                                   labels={"org.dawnbench.base-image": base})
         for chunk in stream:
             if "error" in chunk:
@@ -302,7 +321,6 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     entrypoint = None
     if nproc > 1:
         entrypoint = ["/opt/venv/bin/torchrun", "--standalone", "--nproc-per-node", str(nproc), "-m", "harness"]
-    git = environment.git_commit(project_root())
     tag = image.tags[0] if image.tags else image.id
     before = set(runs_dir.iterdir())
     _say(f"runtime: docker, image {tag}, {'GPUs: all' if use_gpus else 'no GPUs'}, data {data_root} (read-only), "
@@ -311,8 +329,8 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
         image.id, command=command, entrypoint=entrypoint, detach=True, user=user, shm_size="1g",
         volumes={str(data_root): {"bind": DATA_IN_CONTAINER, "mode": "ro"},
                  str(results): {"bind": RESULTS_IN_CONTAINER, "mode": "rw"}},
-        environment={"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
-                     "DAWNBENCH_GIT_COMMIT": git["commit"] or "unknown"},
+        # No commit here: the image's build record names it (an environment variable could name any).
+        environment={"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id},
         device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if use_gpus else None,
         labels={"org.dawnbench.run-of": name})
     try:

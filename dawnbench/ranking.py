@@ -70,6 +70,12 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
             unranked.append({**_common(entry), "kind": entry.kind,
                              "reason": "run at a lowered threshold (official_threshold: false)"})
             continue
+        if entry.fields.get("official") is False:
+            reasons = entry.fields.get("unofficial_reasons")
+            why = "; ".join(r for r in reasons if isinstance(r, str)) if isinstance(reasons, list) else ""
+            unranked.append({**_common(entry), "kind": entry.kind,
+                             "reason": f"not an official run (official: false){': ' + why if why else ''}"})
+            continue
         if entry.kind == "train":
             row = entries.training_row(entry)
             if row is None:

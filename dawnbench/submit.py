@@ -137,6 +137,12 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
         raise SubmitError(f"{path}: the run was trained to a lowered threshold {validate.show(result.get('threshold'))} "
                           f"(official {task.threshold:g}): a smoke test, not an entry; rerun without --threshold "
                           f"(--allow-unofficial submits it anyway, marked official_threshold: false)")
+    if result.get("official") is not True and not allow_unofficial:
+        reasons = result.get("unofficial_reasons")
+        listed = [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else []
+        why = "; ".join(listed) if listed else "result.json records no provenance (rerun with this harness)"
+        raise SubmitError(f"{path}: the run is not official: {validate.show(why, 400)[1:-1]} "
+                          f"(--allow-unofficial submits it anyway, marked official: false)")
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(result, path, field, str, "a string")
     _need(result, path, "tta_seconds", (int, float), "a number of seconds")
@@ -175,7 +181,7 @@ def _clean(mapping: dict) -> dict:
 
 
 _KEEP_NULL = {"costPerHour", "cost", "cost_usd", "cost_per_10k_items_usd", "instance", "price",
-              "image_digest", "git_commit", "runs", "commitHash"}
+              "image_digest", "git_commit", "runs", "commitHash", "provenance"}
 
 
 def _common(result: dict, args) -> dict:
@@ -189,6 +195,14 @@ def _common(result: dict, args) -> dict:
         "model": result["model"],
         "hardware": args.hardware or result["hardware"],
     }, git
+
+
+def _official(result: dict) -> dict:
+    """The run's verdict and provenance (harness/provenance.py), as every entry of it carries them."""
+    reasons = result.get("unofficial_reasons")
+    return {"official": result.get("official") is True,
+            "unofficial_reasons": [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else [],
+            "provenance": result.get("provenance") if isinstance(result.get("provenance"), dict) else None}
 
 
 def train_entry(result: dict, stem: str, args, runs: dict | None) -> dict:
@@ -219,6 +233,7 @@ def train_entry(result: dict, stem: str, args, runs: dict | None) -> dict:
         "eval_examples": result.get("eval_examples", task.eval_examples),
         "threshold": result.get("threshold", task.threshold),
         "official_threshold": result.get("official_threshold") is True,
+        **_official(result),
     }
     if isinstance(result.get("usedBlacklist"), bool):
         entry["usedBlacklist"] = result["usedBlacklist"]
@@ -279,7 +294,12 @@ def inference_entry(infer: dict, result: dict, args) -> dict:
         "eval_examples": infer.get("items"),
         "threshold": infer.get("threshold", task.threshold),
         "official_threshold": infer.get("official_threshold") is True,
+        **_official(result),        # the model's run: an inference of an unofficial run is not official either
     }
+    if infer.get("official_threshold") is not True and entry["official"]:
+        entry["official"] = False
+        entry["unofficial_reasons"] = [f"the inference was scored against a lowered threshold "
+                                       f"{validate.show(infer.get('threshold'))}"]
     return _clean(entry)
 
 
@@ -373,7 +393,8 @@ def build_parser() -> Parser:
                         "or ./data)")
     p.add_argument("--force", action="store_true", help="replace existing entry files")
     p.add_argument("--allow-unofficial", action="store_true",
-                   help="submit a run to a lowered threshold, marked official_threshold: false (smoke tests)")
+                   help="submit a run that is not official (a lowered threshold, overrides, uncommitted code), "
+                        "marked official: false (smoke tests)")
     return p
 
 

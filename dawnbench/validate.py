@@ -295,6 +295,22 @@ def _threshold(report: _Report, task: Task, fields: dict, allow_unofficial: bool
     return official
 
 
+def _official(report: _Report, fields: dict, allow_unofficial: bool) -> None:
+    """An entry of a run that was not official (harness/provenance.py) is not an entry; an entry
+    without the field predates it (DAWNBench v1) and is judged by its other fields."""
+    official, reasons = fields.get("official"), fields.get("unofficial_reasons")
+    listed = [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else []
+    if official is False and not allow_unofficial:
+        why = "; ".join(listed) if listed else "no reason recorded"
+        report.at("official", f"false: the run was not official: {show(why, 400)[1:-1]} "
+                              f"(rerun from committed code without overrides)")
+    elif official is True and listed:
+        report.at("unofficial_reasons", f"lists {len(listed)} reason{'s' * (len(listed) != 1)} the run is not "
+                                        f"official, but official is true (an official run has none)")
+    elif official is True and fields.get("official_threshold") is False:
+        report.at("official", "true, but official_threshold is false (a run to a lowered threshold is not official)")
+
+
 def _schema_problems(report: _Report, fields: dict, task: Task | None, kind: str | None) -> set[str]:
     """The entry's breaks of its kind's JSON Schema as problem lines, one per field, in the format's
     order (required fields, then each field and its subfields, then fields of the other kind); and
@@ -366,6 +382,7 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None):
     if task is not None:
         _check_eval_counts(report, task, fields)
         threshold = _threshold(report, task, fields, allow_unofficial)
+        _official(report, fields, allow_unofficial)
         if fields.get("usedBlacklist") is True and task.name not in entries.BLACKLIST_EXAMPLES:
             report.at("usedBlacklist", f"only ImageNet has a blacklist (remove it from this "
                                        f"{task.display_name} entry)")
@@ -623,8 +640,8 @@ def build_parser() -> Parser:
                                        "FILE:LINE: FIELD: what is wrong (how to fix).")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="entry files or trees (entries/)")
     p.add_argument("--allow-unofficial", action="store_true",
-                   help="accept entries marked official_threshold: false (smoke tests), checked against "
-                        "their own threshold")
+                   help="accept entries marked official_threshold: false or official: false (smoke tests), "
+                        "checked against their own threshold")
     return p
 
 

@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import importlib
 import importlib.resources
+import json
 import os
 import pickle
 import struct
@@ -49,6 +50,9 @@ __all__ = [
     "file_matches",
     "verify_file",
     "verify_dataset",
+    "verified_files",
+    "write_prepared_manifest",
+    "verify_prepared",
     "read_idx",
     "read_cifar_pickle",
     "read_cifar_batch",
@@ -205,7 +209,8 @@ def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -
     if not path.is_file():
         raise DatasetError(f"{filename} of dataset {name!r} not found in {directory}; {fix}")
     try:
-        mismatch = file_matches(path, expected)
+        actual = _hash_file(path, [a for a in CHECKSUMS if a in expected])
+        mismatch = checksum_mismatch(expected, actual)
     except PermissionError:
         raise DatasetError(f"cannot read {path}: permission denied (a container's user needs read access); "
                            f"fix with: chmod -R a+rX {directory}") from None
@@ -215,12 +220,123 @@ def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -
             f"checksum mismatch for {path}: {mismatch} ({size}); the file is corrupt or not the official one, "
             f"re-fetch it with: {entry['fetch_command']}"
         )
+    _VERIFIED.setdefault(name, {})[filename] = {**actual, "size": path.stat().st_size}
     return path
+
+
+# What this process verified, for result.json's provenance: {dataset: {file: {checksums, "size"}}}.
+_VERIFIED: dict[str, dict[str, dict]] = {}
+
+
+def verified_files() -> dict[str, dict[str, dict]]:
+    """The checksums of every dataset file this process has verified (a copy)."""
+    return copy.deepcopy(_VERIFIED)
 
 
 def verify_dataset(name: str, data_root: str | os.PathLike | None = None) -> list[Path]:
     """Paths of every file of the dataset; raises DatasetError on the first bad one."""
     return [verify_file(name, data_root, filename) for filename in manifest(name)["files"]]
+
+
+# --- prepared datasets ----------------------------------------------------------
+#
+# A large dataset (ImageNet: 1.28 M files, 140 GB) is checked once, when `prepare` writes it:
+# every file is hashed then, and the list of (path, size, mtime, sha256) is written as its
+# manifest. A run checks the tree against that manifest in time proportional to the file count
+# (one stat per file, no reading), and records the manifest's own sha256. docs/RULES.md says what
+# this catches and what it does not.
+
+PREPARED_MANIFEST = "dawnbench-manifest.json"
+PREPARED_FORMAT = "dawnbench-prepared-1"
+
+
+def _prepared_listing(directory: Path, skip: Path | None) -> dict[str, os.stat_result]:
+    """{relative posix path: stat} of every file under `directory` (symlinks followed to files)."""
+    listing = {}
+    for folder, dirs, files in os.walk(directory, onerror=_raise):
+        dirs.sort()
+        for name in files:
+            path = Path(folder) / name
+            if skip is not None and path == skip:
+                continue
+            listing[path.relative_to(directory).as_posix()] = path.stat()
+    return listing
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def write_prepared_manifest(directory: str | os.PathLike, manifest_path: str | os.PathLike | None = None,
+                            *, record_mtimes: bool = True) -> Path:
+    """Hash every file under `directory` (once) and write its manifest, by default
+    ``<directory>/dawnbench-manifest.json``; returns the manifest's path."""
+    directory = Path(directory)
+    path = Path(manifest_path) if manifest_path else directory / PREPARED_MANIFEST
+    try:
+        listing = _prepared_listing(directory, path)
+        files = [[rel, st.st_size, st.st_mtime_ns if record_mtimes else None, sha256_file(directory / rel)]
+                 for rel, st in sorted(listing.items())]
+    except OSError as exc:
+        raise DatasetError(f"cannot list {directory} for its manifest: {exc}") from exc
+    text = json.dumps({"format": PREPARED_FORMAT, "count": len(files), "bytes": sum(f[1] for f in files),
+                       "columns": ["path", "size", "mtime_ns", "sha256"], "files": files}, indent=0)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def verify_prepared(directory: str | os.PathLike, manifest_path: str | os.PathLike | None = None, *,
+                    name: str | None = None, expected_sha256: str | None = None, full: bool = False) -> dict:
+    """Check the files under `directory` against its manifest: the same names (none missing, none
+    extra), the same sizes and, where the manifest has them, the same mtimes; with `full`, every
+    file's sha256 too (reads everything). Returns {"manifest_sha256", "count", "bytes"}, also
+    recorded as dataset `name` in :func:`verified_files`; DatasetError (one line) otherwise."""
+    directory = Path(directory)
+    path = Path(manifest_path) if manifest_path else directory / PREPARED_MANIFEST
+    label = name or str(directory)
+    fix = "re-run its prepare command"
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"dataset {label}: its manifest {path} cannot be read ({exc.strerror or exc}); {fix}") from exc
+    digest = hashlib.sha256(raw).hexdigest()
+    if expected_sha256 and digest != expected_sha256:
+        raise DatasetError(f"dataset {label}: manifest {path} has sha256 {digest}, expected {expected_sha256}; "
+                           f"it is not the official one, {fix}")
+    try:
+        manifest_data = json.loads(raw)
+        if manifest_data.get("format") != PREPARED_FORMAT:
+            raise ValueError(f"format is {manifest_data.get('format')!r}, not {PREPARED_FORMAT!r}")
+        recorded = {rel: (size, mtime, sha) for rel, size, mtime, sha in manifest_data["files"]}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DatasetError(f"dataset {label}: manifest {path} is malformed ({exc}); {fix}") from exc
+    try:
+        listing = _prepared_listing(directory, path)
+    except OSError as exc:
+        raise DatasetError(f"dataset {label}: cannot list {directory} ({exc}); check the data root") from exc
+    missing = sorted(set(recorded) - set(listing))
+    extra = sorted(set(listing) - set(recorded))
+    resized, touched, changed = [], [], []
+    for rel in sorted(set(recorded) & set(listing)):
+        size, mtime, sha = recorded[rel]
+        st = listing[rel]
+        if st.st_size != size:
+            resized.append(rel)
+        elif mtime is not None and st.st_mtime_ns != mtime:
+            touched.append(rel)
+        elif full and sha256_file(directory / rel) != sha:
+            changed.append(rel)
+    problems = [(what, names) for what, names in (("missing", missing), ("not in the manifest", extra),
+                                                  ("of another size", resized), ("modified (mtime)", touched),
+                                                  ("of other content (sha256)", changed)) if names]
+    if problems:
+        summary = ", ".join(f"{len(names)} {what} (first: {names[0]})" for what, names in problems)
+        raise DatasetError(f"dataset {label} in {directory} does not match its manifest {path}: {summary}; {fix}")
+    result = {"manifest_sha256": digest, "count": len(recorded), "bytes": sum(v[0] for v in recorded.values())}
+    _VERIFIED[label] = {"prepared_manifest": dict(result)}
+    return result
 
 
 def _read_source(source) -> tuple[bytes | bytearray, str]:

@@ -155,18 +155,20 @@ def hardware_label(system: dict, world_size: int) -> str:
     return f"{cpu['model']} ({cpu['usable_cores']} cores{procs})"
 
 
-def git_commit(repo: Path) -> dict:
-    """The commit a run came from, and whether the tree had local changes."""
-    commit = os.environ.get("DAWNBENCH_GIT_COMMIT")
-    if commit:
-        return {"commit": commit, "dirty": None}
+def git_commit(repo: Path, paths: list[Path] | tuple = ()) -> dict:
+    """The commit of the git repository holding `repo`, and whether it has local changes (in `paths`
+    only, when given), untracked files included. Never read from the environment: a run's commit is
+    harness.provenance's business."""
     try:
         head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=10)
         if head.returncode != 0:
             return {"commit": None, "dirty": None}
-        status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+        status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all",
+                                 "--", *(str(p) for p in paths)],
                                 capture_output=True, text=True, timeout=10)
+        if status.returncode != 0:
+            return {"commit": head.stdout.strip(), "dirty": None}
         return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}

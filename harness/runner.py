@@ -24,7 +24,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import collective, datasets, environment, paths, sandbox, stored_predictions, views
+from harness import collective, datasets, environment, paths, provenance, sandbox, stored_predictions, views
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.registry import ReferenceSpec
@@ -124,6 +124,12 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     # here, before any folder is made, with the fetch command.
     labels = datasets.load_eval_labels(task.dataset, data_root)
     isolation = sandbox.probe()
+    # Before any of the reference's code runs: the code and data this run is of, and whether it is official.
+    reasons = [] if threshold == task.threshold else [
+        f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
+    if not isolation.isolated:
+        reasons.append(isolation.reason)
+    prov = provenance.collect(spec, datasets.verified_files(), reasons)
     group = collective.Group(rank, world_size)
 
     run_dir = _new_run_dir(Path(opts.results_root), spec.name, opts.seed, opts.run_id) if rank == 0 else None
@@ -282,7 +288,6 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     log.close()
 
     tta_seconds = reached_at["tta_seconds"] if reached_at else None
-    git = code_commit(spec)
     cost_usd = (opts.cost_per_hour * tta_seconds / 3600.0
                 if opts.cost_per_hour is not None and tta_seconds is not None else None)
     result = {
@@ -297,7 +302,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "costPerHour": opts.cost_per_hour,
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime(clock.start_wall or time.time())),
         "logFilename": f"{spec.name}.tsv",
-        "commitHash": git["commit"],
+        "commitHash": prov["git"]["commit"],
         "misc": {"reference": spec.name, "description": spec.description},
         # explicit-unit fields
         "reference": spec.name,
@@ -323,9 +328,9 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "hyperparameters": hyperparameters,
         "spans_seconds": {k: round(v, 4) for k, v in clock.totals.items()},
         "history": history,
-        "git": git,
         "image_digest": system["image_digest"],
         "isolation": {"mode": isolation.mode, "reason": isolation.reason},
+        **prov,     # git, provenance, official, unofficial_reasons
     }
     if rank == 0:
         _write_json(run_dir / "result.json", result)
@@ -352,15 +357,6 @@ def _give_to_owner_of(run_dir: Path) -> None:
     for dirpath, dirnames, filenames in os.walk(run_dir):
         for name in [dirpath, *(os.path.join(dirpath, n) for n in [*dirnames, *filenames])]:
             os.lchown(name, owner.st_uid, owner.st_gid)
-
-
-def code_commit(spec: ReferenceSpec) -> dict:
-    """The git commit of the reference's code: its folder's repository, else the source checkout's."""
-    git = environment.git_commit(spec.directory)
-    checkout = paths.checkout_root()
-    if git["commit"] is None and checkout is not None:
-        git = environment.git_commit(checkout)
-    return git
 
 
 def _versions(trainer) -> dict:

@@ -26,6 +26,19 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
+def commit_all(project: Path, message: str = "the project") -> str:
+    """git init (once), add everything and commit, in `project`; returns the commit. A run from the
+    copy is then of committed code, whatever the state of this checkout."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=dawnbench", "-c", "user.email=dev@dawnbench", *args],
+                              cwd=project, capture_output=True, text=True, check=True).stdout.strip()
+    if not (project / ".git").exists():
+        git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "--allow-empty", "-m", message)
+    return git("rev-parse", "HEAD")
+
+
 def fork(project: Path) -> Path:
     """cp -r references/ORIGINAL references/FORK, then edit FORK's train.py."""
     subprocess.run(["cp", "-r", f"references/{ORIGINAL}", f"references/{FORK}"], cwd=project, check=True)

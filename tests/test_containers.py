@@ -28,7 +28,7 @@ from project_copy import FORK, MARKER, copy_project, fork
 
 from bench import compare
 from dawnbench import containers, images
-from harness import registry
+from harness import provenance, registry
 
 REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
 BASE_TAG = "dawnbench-test/debian-python:bookworm"
@@ -74,6 +74,51 @@ def test_dockerfile_static_rules(name):
     users = [line.split()[1] for line in instructions if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0", "0:0"), "the image must end on a non-root user"
     assert any(line.startswith("ENTRYPOINT") and "entrypoint.sh" in line for line in instructions)
+
+
+COMMIT_ARGS = ("REFERENCE", "GIT_COMMIT", "GIT_DIRTY", "REFERENCE_TREE_SHA256")
+
+
+@pytest.mark.parametrize("name", registry.available())
+def test_dockerfile_layer_order_and_build_record(name):
+    """REFERENCE only in the first stage of the install, so references with the same requirements
+    share the environment layer; in the final stage the per-commit arguments come after the user
+    and venv layers. The build record /opt/dawnbench/build.json is written from the host's build
+    arguments after the reference is copied and before the image drops root; no ENV names the
+    commit (a variable could name any)."""
+    text = (REPO / "references" / name / "Dockerfile").read_text()
+    stages, current = [], None
+    for line in dockerfile_instructions(name):
+        if line.startswith("FROM "):
+            stages.append(current := [])
+        elif current is not None:
+            current.append(line)
+    first, install, final = stages
+    assert "ARG REFERENCE" in first
+    assert not any(re.search(r"\bREFERENCE\b", line) for line in install), "REFERENCE in the install stage"
+    venv = final.index("COPY --from=requirements /opt/venv /opt/venv")
+    user = next(i for i, line in enumerate(final) if "useradd" in line)
+    for arg in COMMIT_ARGS:
+        (at,) = [i for i, line in enumerate(final) if re.match(rf"ARG {arg}\b", line)]
+        assert at > max(venv, user), f"ARG {arg} before the user and venv layers: every commit rebuilds them"
+    copied = next(i for i, line in enumerate(final) if line.startswith("COPY references/${REFERENCE}/ "))
+    baked = next(i for i, line in enumerate(final) if line.startswith("RUN printf"))
+    assert copied < baked < next(i for i, line in enumerate(final) if line.startswith("USER "))
+    record = text[text.index("RUN printf"):text.index("/opt/dawnbench/build.json")]
+    assert all(f'"${arg}"' in record for arg in COMMIT_ARGS)
+    assert "DAWNBENCH_GIT_COMMIT" not in text
+
+
+def test_build_args_fill_the_dockerfiles_record():
+    """The arguments `make build` passes are ARGs of the Dockerfile, and the tree hash is the one
+    the harness recomputes at run time."""
+    spec = registry.load_spec(DEFAULT)
+    args = containers.build_args(spec, "python:3.11.14-slim-bookworm")
+    assert set(args) <= set(containers.dockerfile_args(spec))
+    assert args["REFERENCE_TREE_SHA256"] == provenance.tree_hash(spec.directory)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert args["GIT_COMMIT"] == (head or "unknown") and args["GIT_DIRTY"] in ("true", "false", "unknown")
+    assert "DAWNBENCH_GIT_COMMIT" not in (REPO / "dawnbench" / "containers.py").read_text()
 
 
 @pytest.mark.parametrize("name", registry.available())
@@ -294,6 +339,10 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
     assert env["data"] == {"root": "/dawnbench-private/data", "read_only": True}   # the data mount was read-only
     assert run_dir.stat().st_uid == os.geteuid()   # the run folder is the host user's
     assert result["git"]["commit"] == containers.environment.git_commit(REPO)["commit"]
+    # the commit comes from the image's build record, believed because the reference tree still matches it
+    assert result["git"]["source"] == "image" and result["provenance"]["build"]["reference"] == DEFAULT
+    assert result["provenance"]["build"]["reference_tree_sha256"] == result["provenance"]["reference_tree_sha256"]
+    assert "DAWNBENCH_GIT_COMMIT" not in result["provenance"]["overrides"]
     assert env["packages"]["torch"].startswith("2.13.0")
     # The image is the one built above: same ID, labelled with its reference and commit.
     inspect = json.loads(subprocess.run(["docker", "image", "inspect", default_image["tag"]], env=engine,

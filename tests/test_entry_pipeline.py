@@ -1,24 +1,45 @@
 """The whole path from runs to the leaderboard, through the real commands: a series of runs
 (fresh processes), batch-1 inference on the median run's model, `submit`, `validate`,
-`leaderboard` (JSON and site) and `analyze` on what those commands wrote."""
+`leaderboard` (JSON and site) and `analyze` on what those commands wrote.
+
+Only an official run is an entry, and a run is official only from committed code: the series runs
+from a copy of the project committed to a fresh git repository, with no DAWNBENCH_* override."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
+from conftest import SCRIPTED, SCRIPTED_TOML
+from project_copy import commit_all, copy_project
 
 from dawnbench import entries
 from dawnbench.cli import main
 
 
-def test_series_to_entry_to_leaderboard(references_root, fashion_root, tmp_path, capsys):
+def test_series_to_entry_to_leaderboard(fashion_root, tmp_path, capsys, monkeypatch):
     results, tree = tmp_path / "results", tmp_path / "entries"
+    project = copy_project(tmp_path / "project")
+    (project / "references" / "scripted-test").mkdir()
+    (project / "references" / "scripted-test" / "scripted.py").write_text(SCRIPTED)
+    (project / "references" / "scripted-test" / "reference.toml").write_text(SCRIPTED_TOML)
+    commit = commit_all(project)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAWNBENCH_")}
     # The scripted reference reaches 95% at epoch 3 on the official threshold (92%).
-    assert main(["run", "scripted-test", "--runs", "3", "--set", "train_sleep=0.02", "--data", str(fashion_root),
-                 "--results", str(results), "--no-progress", "--instance", "aws:p3.2xlarge"]) == 0
+    proc = subprocess.run([sys.executable, "-m", "dawnbench", "run", "scripted-test", "--runs", "3", "--set",
+                           "train_sleep=0.02", "--data", str(fashion_root), "--results", str(results),
+                           "--no-progress", "--instance", "aws:p3.2xlarge"],
+                          cwd=project, env={**env, "PYTHONPATH": str(project)}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    monkeypatch.setenv("DAWNBENCH_REFERENCES", str(project / "references"))
     (series,) = (results / "scripted-test").iterdir()
     summary = json.loads((series / "summary.json").read_text())
     assert summary["converged"] == 3 and summary["official_threshold"] is True
+    for seed in range(3):
+        result = json.loads((series / f"seed{seed}" / "result.json").read_text())
+        assert result["official"] is True and result["git"]["commit"] == commit, result["unofficial_reasons"]
     median = summary["tta_seconds"]["median"]
 
     # The series' entry is its median run: submit says which, then that run's model is timed.
@@ -41,6 +62,7 @@ def test_series_to_entry_to_leaderboard(references_root, fashion_root, tmp_path,
     assert str(train_json) in written and train_json.stem.startswith("Pipeline-Test_scripted_")
     assert infer_json.stem == train_json.stem
     entry = json.loads(train_json.read_text())
+    assert entry["official"] is True and entry["git_commit"] == commit
     assert entry["version"] == "v1.0" and entry["costPerHour"] == pytest.approx(3.06)
     assert entry["runs"]["n"] == 3 and entry["tta_seconds"] == pytest.approx(median)
     # The TSV is the median run's log as the harness wrote it.

@@ -28,6 +28,9 @@ def labels_here(cifar10_eval, monkeypatch) -> Path:
     monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
     return data
 
+TREE = "e" * 64
+LABELS_SHA = "1" * 64
+
 
 def make_inference(folder: Path, *, reference=REF, top1=0.9497, threshold=0.94, items=10000,
                    cost_per_hour=0.9, mean_ms=28.688002700200006) -> Path:
@@ -84,6 +87,8 @@ def test_run_folder_round_trip(tmp_path, capsys):
     assert fields["git_commit"] == result["git"]["commit"] and fields["runs"] is None
     assert (fields["nodes"], fields["instance"], fields["price"]) == (1, None, None)
     assert fields["misc"]["hyperparameters"] == {"lr": 0.4, "batch_size": 512}
+    assert (fields["official"], fields["unofficial_reasons"]) == (True, [])
+    assert fields["provenance"] == result["provenance"]
     assert validate.main([str(out)]) == 0
     assert capsys.readouterr().out.strip() == "2 files checked: all valid"
     entry = entries.load(train / f"{STEM}.json")       # the shared reader ranks it
@@ -187,6 +192,59 @@ def test_unofficial_threshold_needs_the_flag(tmp_path, capsys):
     assert validate.main([str(out)]) == 1          # not an entry for the leaderboard...
     assert "official_threshold: false" in capsys.readouterr().out
     assert validate.main(["--allow-unofficial", str(out)]) == 0      # ...but well formed
+
+
+DIRTY = "the code differs from commit de8b42f2138d: references/x/train.py changed or not committed (git status; ...)"
+FORGED = "DAWNBENCH_GIT_COMMIT is set: an environment variable cannot name the commit (unset it)"
+
+
+def test_a_run_that_is_not_official_is_refused_with_its_reasons(tmp_path, capsys):
+    """Not official (uncommitted code, a forged commit): submit says why and writes nothing;
+    --allow-unofficial writes it marked so, and validate and the leaderboard refuse it, with the reasons."""
+    run = make_run(tmp_path / "run", reasons=[DIRTY, FORGED])
+    out = tmp_path / "entries"
+    line = refused(capsys, [run, "--to", out], "the run is not official: ")
+    assert f"{DIRTY}; {FORGED}" in line and "--allow-unofficial" in line
+    assert not out.exists()
+    infer = make_inference(tmp_path / "infer")
+    assert submit.main([str(run), "--inference", str(infer), "--to", str(out), "--allow-unofficial"]) == 0
+    capsys.readouterr()
+    for kind in ("train", "inference"):
+        fields = json.loads((out / "CIFAR10" / kind / f"{STEM}.json").read_text())
+        assert (fields["official"], fields["unofficial_reasons"]) == (False, [DIRTY, FORGED])
+        assert fields["official_threshold"] is True
+    assert validate.main([str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(f"official: false: the run was not official: {DIRTY}; {FORGED}" in x for x in lines) == 2, lines
+    assert validate.main(["--allow-unofficial", str(out)]) == 0
+    capsys.readouterr()
+    assert cli_main(["leaderboard", str(out), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    ranked = json.loads(captured.out)
+    assert not any(ranked["tasks"]["CIFAR10"].values())
+    assert sorted(x["kind"] for x in ranked["invalid"]) == ["inference", "train"]
+    assert all(f"the run was not official: {DIRTY}; {FORGED}" in x["reason"] for x in ranked["invalid"])
+    assert captured.err.count("not official") == 2
+
+
+def test_an_entry_that_says_official_but_lists_reasons_is_invalid(tmp_path, capsys):
+    run = make_run(tmp_path / "run")
+    out = tmp_path / "entries"
+    assert submit.main([str(run), "--to", str(out)]) == 0
+    path = out / "CIFAR10" / "train" / f"{STEM}.json"
+    fields = json.loads(path.read_text())
+    path.write_text(json.dumps({**fields, "unofficial_reasons": [FORGED]}))
+    capsys.readouterr()
+    assert validate.main([str(out)]) == 1
+    assert "unofficial_reasons: lists 1 reason the run is not official, but official is true" in capsys.readouterr().out
+
+
+def test_a_result_without_provenance_is_not_official(tmp_path, capsys):
+    run = make_run(tmp_path / "run")
+    result = json.loads((run / "result.json").read_text())
+    del result["official"], result["unofficial_reasons"]
+    (run / "result.json").write_text(json.dumps(result))
+    refused(capsys, [run, "--to", tmp_path / "entries"], "not official: result.json records no provenance")
 
 
 def test_refuses_inference_below_threshold_of_another_reference_or_partial(tmp_path, capsys):
