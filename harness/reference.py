@@ -87,7 +87,7 @@ class Reference(abc.ABC):
     @abc.abstractmethod
     def save(self, path: Path) -> None:
         """Write the trained model under the directory `path` (in the trainer, after each epoch):
-        what a predictor's `load` needs. Off the clock."""
+        what a predictor's `load` needs. On the clock: it is the reference's code, in the train span."""
 
     @abc.abstractmethod
     def load(self, path: Path) -> None:

@@ -204,9 +204,11 @@ def _python_paths() -> list[str]:
 
 
 def _worker_env(home: str, tmp: str, extra: dict[str, str]) -> dict[str, str]:
-    """The harness's environment without its own variables (DAWNBENCH_*, TORCHELASTIC_*, PYTHON*)."""
+    """The harness's environment without its own variables (DAWNBENCH_*, PYTHON*) and without the
+    run id, the secret of the harness ranks' channel (harness.collective); torchrun's other variables
+    stay, so a trainer joins the launcher's store."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DAWNBENCH_", "TORCHELASTIC_", "PYTHON"))}
+           if not k.startswith(("DAWNBENCH_", "PYTHON")) and k != "TORCHELASTIC_RUN_ID"}
     import harness
     env.update({"HOME": home, "TMPDIR": tmp, "PYTHONUNBUFFERED": "1",
                 "PYTHONPATH": str(Path(harness.__file__).resolve().parent.parent), **extra})
