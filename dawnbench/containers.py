@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -330,7 +331,9 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
         volumes={str(data_root): {"bind": DATA_IN_CONTAINER, "mode": "ro"},
                  str(results): {"bind": RESULTS_IN_CONTAINER, "mode": "rw"}},
         # No commit here: the image's build record names it (an environment variable could name any).
-        environment={"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id},
+        # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it
+        environment={"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
+                     "DAWNBENCH_RUN_TOKEN": secrets.token_hex(16)},
         device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if use_gpus else None,
         labels={"org.dawnbench.run-of": name})
     try:

@@ -123,18 +123,18 @@ class View:
     hidden: list[str] = field(default_factory=list)      # folders shown empty (copies of datasets)
 
     def mounts(self) -> list[str]:
+        # Outer folders first: a bind of /tmp must not hide a later bind of a folder inside /tmp.
+        binds = sorted([("--ro-bind", *b) for b in self.ro] + [("--bind", *b) for b in self.rw],
+                       key=lambda b: len(Path(b[2]).parts))
         argv, made = [], {"/"}
-        for _source, target in [*self.ro, *self.rw]:
+        for option, source, target in binds:
             for parent in reversed(Path(target).parents):
                 if str(parent) not in made:
                     # bubblewrap makes missing parents 0700; the unprivileged reference must pass through them
                     argv += ["--perms", "0755", "--dir", str(parent)]
                     made.add(str(parent))
             made.add(target)
-        for source, target in self.ro:
-            argv += ["--ro-bind", source, target]
-        for source, target in self.rw:
-            argv += ["--bind", source, target]
+            argv += [option, source, target]
         for path in self.hidden:
             argv += ["--tmpfs", path]
         return argv

@@ -32,13 +32,14 @@ def view_files(name: str, data_root: str | os.PathLike | None, role: str, derive
     entry = datasets.manifest(name)
     source_dir = datasets.files_dir(name, data_root)
     relative = Path(entry["dir"]) / entry.get("subdir", "")
-    test = set(_flatten(entry["splits"]["test"])) | {entry["eval_labels"]}
+    test_split = entry.get("splits", {}).get("test", [])      # a manifest may name no splits: then no eval inputs
+    test = set(_flatten(test_split)) | {entry["eval_labels"]}
     if role == TRAIN:
         return [(source_dir / f, str(relative / f)) for f in entry["files"] if f not in test]
     file_format = entry.get("format", "idx")
     if file_format == "idx":
-        images = entry["splits"]["test"]["images"]
-        return [(source_dir / images, str(relative / images))]
+        images = test_split.get("images") if isinstance(test_split, dict) else None
+        return [(source_dir / images, str(relative / images))] if images else []
     if file_format == "cifar-pickle":
         derived_dir.mkdir(parents=True, exist_ok=True)
         out = []

@@ -77,13 +77,15 @@ def git(cwd: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def project(tmp_path) -> Path:
+def project(tmp_path, fashion_root) -> Path:
     """This project (as git would commit it) plus the scripted reference, committed in a fresh repository."""
+    import numpy as np
     root = copy_project(tmp_path / "project")
     ref = root / "references" / "scripted-test"
     ref.mkdir()
     (ref / "scripted.py").write_text(SCRIPTED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML)
+    np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
     commit_all(root)
     return root
 
