@@ -165,7 +165,7 @@ def test_a_manifest_override_with_a_fake_label_file_is_unofficial(project, fashi
     manifest = tmp_path / "fake.toml"
     manifest.write_text(f'[fashion-mnist]\ndir = "fashion-mnist"\nfetch_command = "x"\neval_labels = "{LABELS}"\n'
                         f'[fashion-mnist.files]\n{LABELS} = {{ sha256 = "{digest}" }}\n')
-    import numpy as np      # the scripted reference answers from its own copy of the labels: the fake ones
+    import numpy as np  # the scripted reference answers from its own copy of the labels: the fake ones
     np.save(project / "references" / "scripted-test" / "labels.npy", np.zeros(10000, dtype=np.int64))
     commit_all(project)
     result = run_in(project, data, tmp_path / "results", DAWNBENCH_DATASETS_MANIFEST=str(manifest))

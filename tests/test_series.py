@@ -1,6 +1,7 @@
 """Repeated runs (`dawnbench run REF --runs N`): the statistics, the series folder, and stopping."""
 import argparse
 import json
+import shutil
 import signal
 import statistics
 import subprocess
@@ -36,6 +37,7 @@ def seeded_refs(references_root, fashion_root):
     ref = references_root / "seeded-test"
     ref.mkdir()
     (ref / "scripted.py").write_text(SCRIPTED)
+    shutil.copy(references_root / "scripted-test" / "labels.npy", ref / "labels.npy")
     (ref / "seeded.py").write_text(SEEDED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML.replace('"scripted:Scripted"', '"seeded:Seeded"')
                                         .replace("short = false", "short = false\ndnc_seed = -1"))
