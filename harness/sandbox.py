@@ -256,26 +256,26 @@ class Worker:
     def processes(self) -> list[int]:
         """Every process of this worker: its descendants (orphans stay in reach: the PID namespace's
         init or the harness as subreaper adopts them), and in uid mode every process of its uid."""
-        children: dict[int, list[int]] = {}
-        uids: dict[int, int] = {}
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    stat = f.read().rsplit(b")", 1)[1].split()
-                children.setdefault(int(stat[1]), []).append(int(entry.name))
-                if self.uid is not None:
-                    uids[int(entry.name)] = os.stat(f"/proc/{entry.name}").st_uid
-            except (OSError, IndexError, ValueError):
-                continue
         found, todo = set(), [self.popen.pid]
-        while todo:
+        while todo:       # the kernel's per-thread child lists: a walk of the tree, not of all of /proc
             pid = todo.pop()
-            if pid not in found:
-                found.add(pid)
-                todo.extend(children.get(pid, []))
-        found.update(pid for pid, uid in uids.items() if uid == self.uid)
+            if pid in found:
+                continue
+            found.add(pid)
+            try:
+                for task in os.scandir(f"/proc/{pid}/task"):
+                    with open(f"{task.path}/children", "rb") as f:
+                        todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                continue
+        if self.uid is not None:
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    try:
+                        if os.stat(entry.path).st_uid == self.uid:
+                            found.add(int(entry.name))
+                    except OSError:
+                        pass
         if self.popen.poll() is not None:
             found.discard(self.popen.pid)
         return sorted(found)
