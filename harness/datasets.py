@@ -49,6 +49,7 @@ __all__ = [
     "file_matches",
     "verify_file",
     "verify_dataset",
+    "verified_checksums",
     "read_idx",
     "read_cifar_pickle",
     "read_cifar_batch",
@@ -189,8 +190,9 @@ def file_matches(path: str | os.PathLike, expected: dict) -> str | None:
     return checksum_mismatch(expected, _hash_file(path, [a for a in CHECKSUMS if a in expected]))
 
 
-def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -> Path:
-    """Path of one file of the dataset, after checking its checksum(s)."""
+def _verify(name: str, data_root: str | os.PathLike | None, filename: str) -> tuple[Path, dict[str, str]]:
+    """(path, {algorithm: hex digest}) of one file of the dataset, after checking its checksum(s); the
+    file is read once, whatever the number of algorithms."""
     entry = manifest(name)
     fix = f"run: {entry['fetch_command']}"
     if filename not in entry["files"]:
@@ -205,22 +207,40 @@ def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -
     if not path.is_file():
         raise DatasetError(f"{filename} of dataset {name!r} not found in {directory}; {fix}")
     try:
-        mismatch = file_matches(path, expected)
+        digests = _hash_file(path, [a for a in CHECKSUMS if a in expected])
     except PermissionError:
         raise DatasetError(f"cannot read {path}: permission denied (a container's user needs read access); "
                            f"fix with: chmod -R a+rX {directory}") from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}; {fix}") from None
+    mismatch = checksum_mismatch(expected, digests)
     if mismatch:
         size = f"size {path.stat().st_size}" + (f", expected {expected['size']}" if "size" in expected else "")
         raise DatasetError(
             f"checksum mismatch for {path}: {mismatch} ({size}); the file is corrupt or not the official one, "
             f"re-fetch it with: {entry['fetch_command']}"
         )
-    return path
+    return path, digests
+
+
+def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -> Path:
+    """Path of one file of the dataset, after checking its checksum(s)."""
+    return _verify(name, data_root, filename)[0]
 
 
 def verify_dataset(name: str, data_root: str | os.PathLike | None = None) -> list[Path]:
     """Paths of every file of the dataset; raises DatasetError on the first bad one."""
     return [verify_file(name, data_root, filename) for filename in manifest(name)["files"]]
+
+
+def verified_checksums(name: str, data_root: str | os.PathLike | None = None) -> dict[str, dict]:
+    """Every file of the dataset verified, each read once: ``{filename: {"file": filename, "sha256"
+    and/or "md5": hex}}`` with the algorithms its manifest entry gives, for a run to record what it
+    read. Raises DatasetError (one line) on the first missing or bad file."""
+    verified = {}
+    for filename in manifest(name)["files"]:
+        verified[filename] = {"file": filename, **_verify(name, data_root, filename)[1]}
+    return verified
 
 
 def _read_source(source) -> tuple[bytes | bytearray, str]:
