@@ -303,6 +303,10 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
                 else:
                     results = Path(value)
                 break
+    for i, arg in enumerate(args):     # refused here, before a build of minutes, not in the container
+        if arg == "--run-id" or arg.startswith("--run-id="):
+            paths.check_name(arg.partition("=")[2] if "=" in arg else (args[i + 1] if i + 1 < len(args) else ""),
+                             "--run-id")
     client = engine()
     image = image or build(name, base_image=base_image, framework_pin=framework_pin)
     data_root = Path(data_root or datasets.default_data_root()).resolve()

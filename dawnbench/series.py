@@ -10,6 +10,7 @@ time-to-accuracy: the stability study of the DAWNBench v1 paper.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -19,13 +20,14 @@ import sys
 import time
 from pathlib import Path
 
-from harness import datasets, paths, runner
+from harness import datasets, outputs, paths, runner
 from harness.registry import ReferenceSpec, UsageError
 
 SUMMARY = "summary.json"
 STABLE_CV = 0.05             # docs/RULES.md: stable = every run converged and cv at most this
 STOP_GRACE_SECONDS = 60.0    # how long an interrupted run gets to write its DNC result before it is killed
-OWN_OPTIONS = {"runs", "seed", "results", "run_id"}     # set by the series for each run
+OWN_OPTIONS = {"runs", "seed", "results", "run_id", "series_id"}     # set by the series for each run
+PR_SET_PDEATHSIG = 1
 
 
 class Stopped(BaseException):
@@ -129,10 +131,10 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
         raise UsageError(f"--runs under torchrun (WORLD_SIZE={world_size}): start a series from a plain shell, "
                          f"where each run is a fresh process; for multi-process runs launch torchrun once per --seed")
     # A missing dataset fails here, once, before any folder is made (as it does for one run).
-    datasets.load_eval_labels(spec.task.dataset, args.data or datasets.default_data_root())
+    datasets.verified_checksums(spec.task.dataset, args.data or datasets.default_data_root())
 
     results_root = Path(args.results or paths.results_root()).resolve()
-    series_dir = _new_series_dir(results_root / spec.name)
+    series_dir = _new_series_dir(results_root, spec.name)
     env = dict(os.environ)
     # The runs import the very tree this series runs from, whatever is installed.
     root = str(Path(__file__).resolve().parent.parent)
@@ -145,12 +147,14 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
     try:
         for i, seed in enumerate(range(args.seed, args.seed + args.runs), 1):
             _say(f"series {series_dir}: run {i}/{args.runs}, seed {seed}")
-            # The runner makes <results>/<REF>/<run id>: this run id puts the run at <series>/seed<k>.
+            # The runner makes <results>/<REF>/<series id>/<run id>: the run is at <series>/seed<k>.
             cmd = [sys.executable, "-m", "dawnbench", "run", spec.name, *forwarded, "--seed", str(seed),
-                   "--results", str(results_root), "--run-id", f"{series_dir.name}/seed{seed}"]
+                   "--results", str(results_root), "--series-id", series_dir.name, "--run-id", f"seed{seed}"]
             # Its own process group: a Ctrl-C reaches the series alone, which passes it on exactly once, so
-            # the run ends as DNC with its files written (a second signal could cut that short).
-            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, process_group=0)
+            # the run ends as DNC with its files written (a second signal could cut that short). And SIGTERM
+            # when the series dies, even by SIGKILL: no run goes on alone.
+            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, process_group=0,
+                                    preexec_fn=_terminate_with(os.getpid()))
             try:
                 code = proc.wait()
             except (KeyboardInterrupt, Stopped) as e:
@@ -166,6 +170,8 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
                 _say(f"seed {seed}: the run's process exited {code} without a result.json; counted as DNC")
                 result = {"seed": seed, "status": runner.DNC, "run_dir": folder.name if folder.exists() else None}
             finished.append(result)
+            # After every run, so a series that is killed still leaves the runs it finished summarized.
+            _write_summary(series_dir, finished, args.runs, interrupted=False, in_progress=i < args.runs)
     except (KeyboardInterrupt, Stopped) as e:
         stopped_by = _signal_of(e)
     finally:
@@ -177,9 +183,7 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
         except OSError:
             pass
         return 2
-    summary = summarize(finished)
-    summary.update(requested_runs=args.runs, interrupted=stopped_by is not None)
-    runner._write_json(series_dir / SUMMARY, summary)     # atomically: temp file + os.replace
+    summary = _write_summary(series_dir, finished, args.runs, interrupted=stopped_by is not None, in_progress=False)
     for line in table(summary):
         print(line)
     if stopped_by is not None:
@@ -192,17 +196,37 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
     return 0 if summary["converged"] == args.runs else 1
 
 
-def _new_series_dir(base: Path) -> Path:
-    base.mkdir(parents=True, exist_ok=True)
+def _write_summary(series_dir: Path, finished: list[dict], requested: int, *, interrupted: bool,
+                   in_progress: bool) -> dict:
+    """summary.json of the runs finished so far, written atomically (temp file + rename)."""
+    summary = summarize(finished)
+    summary.update(requested_runs=requested, interrupted=interrupted, in_progress=in_progress)
+    outputs.write_json(series_dir / SUMMARY, summary)
+    return summary
+
+
+def _new_series_dir(results_root: Path, reference: str) -> Path:
+    """results/<REF>/<time>-series, a new folder; a read-only or full results folder is one line."""
     stem = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-series"
     for n in range(1, 1000):
-        candidate = base / (stem if n == 1 else f"{stem}-{n}")
         try:
-            candidate.mkdir()      # never reuse a folder
-            return candidate
-        except FileExistsError:
+            return outputs.new_run_dir(results_root, reference, 0, run_id=stem if n == 1 else f"{stem}-{n}")
+        except outputs.RunDirExists:      # never reuse a folder: the next name
             continue
-    raise RuntimeError(f"could not create a series folder under {base}")
+    raise UsageError(f"could not create a series folder under {results_root / reference}")
+
+
+def _terminate_with(parent: int):
+    """A preexec function: the child gets SIGTERM when `parent` dies, however it dies (Linux prctl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)     # loaded here: the child only calls it
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:     # the series died before the line above took effect
+            os._exit(128 + signal.SIGTERM)
+    return preexec
 
 
 def _raise_stopped(signum, frame):

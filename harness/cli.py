@@ -60,7 +60,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=None,
                    help="lower the target (a fraction) for smoke tests; the result is marked unofficial")
     p.add_argument("--results", type=Path, default=None, help="results folder (default ./results)")
-    p.add_argument("--run-id", default=None)
+    p.add_argument("--run-id", default=None, help="the run folder's name (default <time>-seed<N>): letters, digits, . _ + -")
+    # Set by `dawnbench run --runs N` for its runs: the run folder is results/REF/<series id>/<run id>.
+    p.add_argument("--series-id", default=None, help=argparse.SUPPRESS)
     p.add_argument("--no-save", action="store_true", help="skip saving the trained model")
 
 
@@ -109,8 +111,39 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 # --- checks -------------------------------------------------------------------------------------
 
 def check_threshold(value: float | None) -> None:
-    if value is not None and not 0.0 < value <= 1.0:
+    if value is not None and not 0.0 < value <= 1.0:     # NaN fails the comparison too
         raise UsageError(f"--threshold {value}: give a fraction in (0, 1], e.g. 0.85")
+
+
+def check_count(option: str, value: int | None, least: int, example: str) -> None:
+    if value is not None and value < least:
+        raise UsageError(f"{option} {value}: give a whole number, {least} or more, e.g. {option} {example}")
+
+
+def check_common_options(args: argparse.Namespace) -> None:
+    """What run and infer share (--nodes: machine_cost)."""
+    check_count("--seed", args.seed, 0, "0")
+    check_threshold(args.threshold)
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Budgets and names of a run, before anything is written: a zero, negative, NaN or infinite
+    budget would end every run at once or never; a run id is one folder under results/<REF>/."""
+    check_common_options(args)
+    check_count("--max-epochs", args.max_epochs, 1, "10")
+    seconds = args.max_seconds
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"--max-seconds {seconds}: give a positive, finite number of seconds, e.g. --max-seconds 3600")
+    if args.run_id is not None:
+        paths.check_name(args.run_id, "--run-id")
+    if getattr(args, "series_id", None) is not None:
+        paths.check_name(args.series_id, "--series-id")
+
+
+def check_infer_options(args: argparse.Namespace) -> None:
+    check_common_options(args)
+    check_count("--warmup", args.warmup, 0, "50")
+    check_count("--limit", args.limit, 1, "1000")
 
 
 def parse_price_record(text: str) -> dict:
@@ -149,9 +182,9 @@ def machine_cost(args: argparse.Namespace) -> dict:
 
 def prepare_run(args: argparse.Namespace):
     """(spec, hyperparameters, cost) of a run, every option checked before anything is written."""
+    check_run_options(args)
     spec = registry.load_spec(args.reference, args.references)
     hp = registry.resolve_hyperparameters(spec, args.assignments)
-    check_threshold(args.threshold)
     return spec, hp, machine_cost(args)
 
 
@@ -160,7 +193,7 @@ def prepare_run(args: argparse.Namespace):
 def cmd_run(args: argparse.Namespace) -> int:
     spec, hp, cost = prepare_run(args)
     opts = runner.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
-                             threshold=args.threshold, data_root=args.data, run_id=args.run_id,
+                             threshold=args.threshold, data_root=args.data, run_id=args.run_id, series_id=args.series_id,
                              progress=not args.no_progress, save_model=not args.no_save, **cost)
     if args.results is not None:
         opts.results_root = args.results
@@ -183,9 +216,9 @@ def _recorded_hyperparameters(spec, model: Path) -> dict:
 
 
 def cmd_infer(args: argparse.Namespace) -> int:
+    check_infer_options(args)
     spec = registry.load_spec(args.reference, args.references)
     hp = registry.resolve_hyperparameters(spec, args.assignments, base=_recorded_hyperparameters(spec, args.model))
-    check_threshold(args.threshold)
     cost = machine_cost(args)
     result = inference.infer(spec, args.model, hp, data_root=args.data, warmup=args.warmup, limit=args.limit,
                              threshold=args.threshold, out_dir=args.out,

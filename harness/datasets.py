@@ -51,6 +51,7 @@ __all__ = [
     "verify_file",
     "verify_dataset",
     "verified_files",
+    "verified_checksums",
     "write_prepared_manifest",
     "verify_prepared",
     "read_idx",
@@ -193,8 +194,9 @@ def file_matches(path: str | os.PathLike, expected: dict) -> str | None:
     return checksum_mismatch(expected, _hash_file(path, [a for a in CHECKSUMS if a in expected]))
 
 
-def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -> Path:
-    """Path of one file of the dataset, after checking its checksum(s)."""
+def _verify(name: str, data_root: str | os.PathLike | None, filename: str) -> tuple[Path, dict[str, str]]:
+    """(path, {algorithm: hex digest}) of one file of the dataset, after checking its checksum(s); the
+    file is read once, whatever the number of algorithms."""
     entry = manifest(name)
     fix = f"run: {entry['fetch_command']}"
     if filename not in entry["files"]:
@@ -209,19 +211,26 @@ def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -
     if not path.is_file():
         raise DatasetError(f"{filename} of dataset {name!r} not found in {directory}; {fix}")
     try:
-        actual = _hash_file(path, [a for a in CHECKSUMS if a in expected])
-        mismatch = checksum_mismatch(expected, actual)
+        digests = _hash_file(path, [a for a in CHECKSUMS if a in expected])
     except PermissionError:
         raise DatasetError(f"cannot read {path}: permission denied (a container's user needs read access); "
                            f"fix with: chmod -R a+rX {directory}") from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}; {fix}") from None
+    mismatch = checksum_mismatch(expected, digests)
     if mismatch:
         size = f"size {path.stat().st_size}" + (f", expected {expected['size']}" if "size" in expected else "")
         raise DatasetError(
             f"checksum mismatch for {path}: {mismatch} ({size}); the file is corrupt or not the official one, "
             f"re-fetch it with: {entry['fetch_command']}"
         )
-    _VERIFIED.setdefault(name, {})[filename] = {**actual, "size": path.stat().st_size}
-    return path
+    _VERIFIED.setdefault(name, {})[filename] = {**digests, "size": path.stat().st_size}
+    return path, digests
+
+
+def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -> Path:
+    """Path of one file of the dataset, after checking its checksum(s)."""
+    return _verify(name, data_root, filename)[0]
 
 
 # What this process verified, for result.json's provenance: {dataset: {file: {checksums, "size"}}}.
@@ -337,6 +346,16 @@ def verify_prepared(directory: str | os.PathLike, manifest_path: str | os.PathLi
     result = {"manifest_sha256": digest, "count": len(recorded), "bytes": sum(v[0] for v in recorded.values())}
     _VERIFIED[label] = {"prepared_manifest": dict(result)}
     return result
+
+
+def verified_checksums(name: str, data_root: str | os.PathLike | None = None) -> dict[str, dict]:
+    """Every file of the dataset verified, each read once: ``{filename: {"file": filename, "sha256"
+    and/or "md5": hex}}`` with the algorithms its manifest entry gives, for a run to record what it
+    read. Raises DatasetError (one line) on the first missing or bad file."""
+    verified = {}
+    for filename in manifest(name)["files"]:
+        verified[filename] = {"file": filename, **_verify(name, data_root, filename)[1]}
+    return verified
 
 
 def _read_source(source) -> tuple[bytes | bytearray, str]:

@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from harness.outputs import LineFile
+
 PREFIX = ":::MLLOG "
 
 
@@ -30,7 +32,8 @@ class EventLog:
         """`wall_ms(seconds_since_start)` turns clock readings into Unix milliseconds."""
         self.path = path
         self._wall_ms = wall_ms
-        self._file = open(path, "a", buffering=1, encoding="utf-8") if path else None
+        # One write per line; a full disk or a read-only folder is a WriteError naming the file.
+        self._file = LineFile(path, append=True) if path else None
 
     def _write(self, event_type: str, key: str, value: Any, t: float, metadata: dict | None):
         if self._file is None:
@@ -45,7 +48,6 @@ class EventLog:
             "metadata": _jsonable({"clock_s": round(t, 6), **(metadata or {})}),
         }
         self._file.write(PREFIX + json.dumps(record, allow_nan=False) + "\n")
-        self._file.flush()
 
     def point(self, key: str, value: Any = None, t: float = 0.0, **metadata):
         self._write("POINT_IN_TIME", key, value, t, metadata)

@@ -13,6 +13,7 @@ package except in a checkout, recognised by a `references/` folder next to the p
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from harness.errors import UsageError
@@ -63,3 +64,25 @@ def data_root() -> Path:
 def results_root() -> Path:
     """The default results folder: ./results of the current directory."""
     return Path.cwd() / "results"
+
+
+# A name that becomes one folder (a reference, a run id, a series id): letters, digits and . _ + -,
+# not starting with '.' or '-' (hidden files, options), never '..'. Anything else could leave its
+# parent folder (a '/', '..'), be cut short by the OS (a NUL) or be misread by a shell or a tool.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9_.+-]*")
+NAME_MAX = 128
+
+
+def check_name(value: str, what: str) -> str:
+    """`value` if it is a safe single folder name, else UsageError naming `what` (e.g. "--run-id")."""
+    if (not isinstance(value, str) or not _SAFE_NAME.fullmatch(value) or ".." in value
+            or len(value) > NAME_MAX):
+        raise UsageError(f"{what} {value!r}: not a plain folder name; use letters, digits, '.', '_', '+' and '-' "
+                         f"(at most {NAME_MAX}, not starting with '.' or '-', no '..'), e.g. 'baseline-1'")
+    return value
+
+
+def inside(folder: Path, root: Path) -> bool:
+    """Whether `folder` resolves to a place under `root` (resolved too): no link or '..' leads it out."""
+    folder, root = Path(folder).resolve(), Path(root).resolve()
+    return folder == root or root in folder.parents

@@ -8,6 +8,7 @@ Which references/ folder is searched: harness.paths.references_root.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sys
 import tomllib
@@ -62,17 +63,25 @@ class ReferenceSpec:
         sys.modules[unique] = module
         spec.loader.exec_module(module)
         try:
-            return getattr(module, class_name)
+            cls = getattr(module, class_name)
         except AttributeError:
             raise UsageError(f"{where}: field 'entry': module {module_name!r} has no class {class_name!r}") from None
+        check_entry_class(cls, self)
+        return cls
 
 
 def check_entry_class(cls, spec: ReferenceSpec) -> None:
-    """The entry must be a class implementing the contract, not any callable the module holds."""
+    """The entry must be a class implementing the contract, not any callable the module holds (a
+    function, a class imported from elsewhere): UsageError, one line, otherwise."""
     from harness.reference import Reference
-    if not (isinstance(cls, type) and issubclass(cls, Reference)):
-        raise UsageError(f"{spec.directory / 'reference.toml'}: field 'entry' = {spec.entry!r} is not a subclass of "
-                         f"harness.reference.Reference; name the reference's class, e.g. 'train:MyNet'")
+    if isinstance(cls, type) and issubclass(cls, Reference):
+        return
+    if isinstance(cls, type):
+        what = f"the class {cls.__module__}.{cls.__qualname__}, which does not subclass harness.reference.Reference"
+    else:
+        what = f"a {type(cls).__name__}, not a class"
+    raise UsageError(f"{spec.directory / 'reference.toml'}: field 'entry' = {spec.entry!r} names {what}; name the "
+                     f"reference's class (class MyNet(Reference) in its own folder), e.g. 'train:MyNet'")
 
 
 def available(root: str | os.PathLike | None = None) -> list[str]:
@@ -81,8 +90,45 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
     return sorted(p.parent.name for p in root.glob("*/reference.toml"))
 
 
+TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
+             "hyperparameters", "budget", "container")
+BUDGET_KEYS = ("max_epochs", "max_seconds")
+CONTAINER_KEYS = ("gpus",)
+
+
+def _check_table(toml_path: Path, raw: dict, key: str, valid: tuple[str, ...] | None) -> dict:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise UsageError(f"{toml_path}: '{key}' must be a table: write it as a [{key}] section")
+    unknown = sorted(set(value) - set(valid)) if valid is not None else []
+    if unknown:
+        raise UsageError(f"{toml_path}: unknown field '{key}.{unknown[0]}' in [{key}]; valid: {', '.join(valid)}")
+    return value
+
+
+def _check_budget(toml_path: Path, budget: dict) -> tuple[int, float]:
+    epochs = budget.get("max_epochs", 100)
+    if type(epochs) is not int or epochs < 1:
+        raise UsageError(f"{toml_path}: field 'budget.max_epochs' = {epochs!r} must be a whole number of epochs, "
+                         f"1 or more, e.g. max_epochs = 30")
+    seconds = budget.get("max_seconds", 24 * 3600.0)
+    if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(f"{toml_path}: field 'budget.max_seconds' = {seconds!r} must be a positive number of "
+                         f"seconds, e.g. max_seconds = 3600")
+    return epochs, float(seconds)
+
+
+def _check_entry(toml_path: Path, entry: str) -> None:
+    module_name, sep, class_name = entry.partition(":")
+    if not (sep and module_name.isidentifier() and class_name.isidentifier()):
+        raise UsageError(f"{toml_path}: field 'entry' = {entry!r} must be 'module:Class' with module.py a file of "
+                         f"the reference's folder and Class a name in it, e.g. 'train:MyNet'")
+
+
 def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec:
-    """The reference `name` under `root` (default: harness.paths.references_root())."""
+    """The reference `name` under `root` (default: harness.paths.references_root()). reference.toml is
+    checked field by field: each mistake is one line naming the file, the field and the fix."""
+    paths.check_name(name, "reference name")
     root = references_root(root)
     directory = root / name
     toml_path = directory / "reference.toml"
@@ -96,18 +142,26 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         with open(toml_path, "rb") as f:
             raw = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{toml_path}: not valid TOML: {e}") from None
+        raise UsageError(f"{toml_path}: not valid TOML: {' '.join(str(e).split())}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {toml_path}: {getattr(e, 'strerror', None) or e}") from None
+    unknown = sorted(set(raw) - set(TOP_LEVEL))
+    if unknown:
+        raise UsageError(f"{toml_path}: unknown field {unknown[0]!r}; valid: {', '.join(TOP_LEVEL)}")
     for key in ("task", "framework", "model", "entry"):
-        if not isinstance(raw.get(key), str):
-            raise UsageError(f"{toml_path}: field {key!r} is missing or not a string")
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise UsageError(f"{toml_path}: field {key!r} is missing or not a string; write {key} = \"...\"")
+    for key in ("author", "author_email", "code_url", "description"):
+        if key in raw and not isinstance(raw[key], str):
+            raise UsageError(f"{toml_path}: field {key!r} = {raw[key]!r} must be a string; write {key} = \"...\"")
+    _check_entry(toml_path, raw["entry"])
     try:
         task = get_task(raw["task"])
     except UnknownTaskError as e:
         raise UsageError(f"{toml_path}: field 'task': {e}") from None
-    budget = raw.get("budget", {})
-    container = raw.get("container", {})
-    if not isinstance(container, dict):
-        raise UsageError(f"{toml_path}: 'container' must be a table ([container])")
+    hyperparameters = _check_table(toml_path, raw, "hyperparameters", None)
+    max_epochs, max_seconds = _check_budget(toml_path, _check_table(toml_path, raw, "budget", BUDGET_KEYS))
+    container = _check_table(toml_path, raw, "container", CONTAINER_KEYS)
     if not isinstance(container.get("gpus", False), bool):
         raise UsageError(f"{toml_path}: field 'container.gpus' must be true or false")
     return ReferenceSpec(
@@ -115,9 +169,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         entry=raw["entry"], author=raw.get("author", "dawnbench"),
         author_email=raw.get("author_email", ""), code_url=raw.get("code_url", f"references/{name}"),
         description=raw.get("description", ""),
-        hyperparameters=dict(raw.get("hyperparameters", {})),
-        max_epochs=int(budget.get("max_epochs", 100)),
-        max_seconds=float(budget.get("max_seconds", 24 * 3600.0)),
+        hyperparameters=dict(hyperparameters), max_epochs=max_epochs, max_seconds=max_seconds,
         gpus=container.get("gpus", False), container=dict(container),
     )
 

@@ -12,7 +12,6 @@ See docs/RULES.md for what counts and how DNC is decided.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -24,7 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import collective, datasets, environment, paths, provenance, sandbox, stored_predictions, views
+from harness import collective, datasets, environment, outputs, paths, provenance, sandbox, stored_predictions, views
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.registry import ReferenceSpec
@@ -50,6 +49,7 @@ class RunOptions:
     results_root: Path = field(default_factory=paths.results_root)     # default ./results
     data_root: Path | None = None
     run_id: str | None = None
+    series_id: str | None = None        # the run folder is results/<REF>/<series id>/<run id>
     progress: bool = True
     cost_per_hour: float | None = None  # USD per hour for every node together (price x nodes)
     save_model: bool = True
@@ -62,27 +62,6 @@ def dist_env() -> tuple[int, int, int]:
     """(rank, world size, local rank) as torchrun and other launchers set them."""
     return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
             int(os.environ.get("LOCAL_RANK", 0)))
-
-
-def _new_run_dir(results_root: Path, reference: str, seed: int, run_id: str | None) -> Path:
-    base = results_root / reference
-    base.mkdir(parents=True, exist_ok=True)
-    stem = run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-seed{seed}"
-    for n in range(1, 1000):
-        candidate = base / (stem if n == 1 else f"{stem}-{n}")
-        try:
-            candidate.mkdir()   # never reuse a folder: earlier results are never overwritten
-            return candidate
-        except FileExistsError:
-            if run_id:
-                raise FileExistsError(f"run folder {candidate} already exists; choose another --run-id") from None
-    raise RuntimeError(f"could not create a run folder under {base}")
-
-
-def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _say(msg: str, rank: int) -> None:
@@ -122,6 +101,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
 
     # The harness's own labels, from the checksummed official files; a missing dataset fails
     # here, before any folder is made, with the fetch command.
+    dataset_files = datasets.verified_checksums(task.dataset, data_root)   # every file, before any folder
     labels = datasets.load_eval_labels(task.dataset, data_root)
     isolation = sandbox.probe()
     # Before any of the reference's code runs: the code and data this run is of, and whether it is official.
@@ -132,13 +112,14 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     prov = provenance.collect(spec, datasets.verified_files(), reasons)
     group = collective.Group(rank, world_size)
 
-    run_dir = _new_run_dir(Path(opts.results_root), spec.name, opts.seed, opts.run_id) if rank == 0 else None
+    run_dir = outputs.new_run_dir(opts.results_root, spec.name, opts.seed, opts.run_id,
+                                  opts.series_id) if rank == 0 else None
     system = environment.describe_system(Path(data_root))
     sandbox.protect_harness()
 
     clock = Clock()      # the workers synchronize their device before they answer
     log = EventLog(run_dir / "events.jsonl" if run_dir else None, clock.wall_ms)
-    tsv = open(run_dir / f"{spec.name}.tsv", "w", buffering=1, encoding="utf-8") if run_dir else None
+    tsv = outputs.LineFile(run_dir / f"{spec.name}.tsv") if run_dir else None
     if tsv:
         tsv.write("\t".join(task.tsv_columns) + "\n")
 
@@ -169,6 +150,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         log.point("dawnbench_threshold", threshold, metric=task.metric)
         log.point("dawnbench_hyperparameters", hyperparameters)
         log.point("dawnbench_isolation", isolation.mode, reason=isolation.reason)
+        log.point("dawnbench_dataset", task.dataset, files=list(dataset_files.values()))
         log.point("submission_division", "open")        # docs/RULES.md "The MLPerf reading"
         log.point("submission_status", "research")
         log.point("cache_clear", False)                 # logged as MLPerf requires; the OS cache is not dropped
@@ -257,8 +239,10 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         framework_extra = _versions(trainer)
         if opts.save_model and run_dir and last_snapshot is not None and not reason.startswith("diverged"):
             # The model of the last evaluated epoch, as its snapshot was scored: harness work, after the clock.
-            shutil.copytree(last_snapshot, run_dir / "model", symlinks=True)
+            outputs.copy_tree(last_snapshot, run_dir / "model")
             log.point("checkpoint", str(run_dir / "model"), clock.elapsed())
+    except outputs.WriteError:
+        raise           # the run folder cannot take its files: no result to write, one line to say why
     except (Exception, KeyboardInterrupt, Terminated) as exc:
         status = DNC
         trace = getattr(exc, "trace", "") or traceback.format_exc()
@@ -333,9 +317,10 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         **prov,     # git, provenance, official, unofficial_reasons
     }
     if rank == 0:
-        _write_json(run_dir / "result.json", result)
+        # result.json last: where it is, the folder is whole
+        outputs.write_json(run_dir / "env.json", {**system, "framework_extra": framework_extra})
+        outputs.write_json(run_dir / "result.json", result)
         _give_to_owner_of(run_dir)
-        _write_json(run_dir / "env.json", {**system, "framework_extra": framework_extra})
         if status == CONVERGED:
             _say(f"converged: {task.metric} {100 * result['metric_value']:.2f}% at epoch {epoch}; "
                  f"time-to-accuracy {tta_seconds:.1f} s (eval excluded), "

@@ -1,0 +1,484 @@
+"""Failure paths: each user mistake or broken environment is one line (exit 2) before anything is
+written, or, once a run has started, stops it without leaving a file that looks complete.
+
+Names that would leave the results folder, a mistyped reference.toml, budgets that make no sense,
+a corrupt dataset file, a read-only or full results folder (a real size-limited tmpfs in a user and
+mount namespace), and a series whose parent is killed."""
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PYTHON, cli_env
+
+from dawnbench import containers
+from dawnbench.cli import main
+from harness import datasets, outputs, paths, registry
+from harness.errors import UsageError
+
+pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
+
+# A reference that needs no labels and no framework: class 0 for every example, so top-1 is exactly
+# 10% on Fashion-MNIST (1,000 of each class) and `--threshold 0.05` converges at the first epoch
+# (the real fashion-mnist-cnn-pytorch takes minutes an epoch on this 2-core machine).
+STEADY = '''
+import time
+import numpy as np
+from harness.reference import Reference
+
+
+class Steady(Reference):
+    def setup(self, ctx):
+        self.ctx, self.cfg = ctx, ctx.config
+
+    def train_epoch(self, epoch):
+        time.sleep(60 if self.ctx.seed == self.cfg["slow_seed"] else self.cfg["train_sleep"])
+        return {"loss": 1.0 / epoch, "samples": 100, "lr": 0.1}
+
+    def predict(self):
+        scores = np.zeros((self.ctx.task.eval_examples, 10), dtype=np.float32)
+        scores[:, 0] = 1.0
+        return scores
+
+    def save(self, path):
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "model.txt").write_text("steady")
+
+    def load(self, path):
+        pass
+
+    def eval_inputs(self):
+        return list(range(self.ctx.task.eval_examples))
+
+    def infer(self, i):
+        return np.eye(10, dtype=np.float32)[0]
+'''
+
+STEADY_TOML = '''
+task = "fashion-mnist"
+framework = "numpy"
+model = "steady"
+entry = "steady:Steady"
+author = "tests"
+
+[hyperparameters]
+train_sleep = 0.0
+slow_seed = -1            # the run of this seed takes a minute an epoch
+
+[budget]
+max_epochs = 3
+'''
+
+QUICK = ["--threshold", "0.05", "--no-progress"]
+
+
+@pytest.fixture
+def refs(references_root, fashion_root):
+    ref = references_root / "steady-test"
+    ref.mkdir()
+    (ref / "steady.py").write_text(STEADY)
+    (ref / "reference.toml").write_text(STEADY_TOML)
+    return references_root
+
+
+def error_line(capsys, argv) -> str:
+    """The one line of a refused command (exit 2, nothing else on stderr)."""
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("dawnbench: error: ")
+    return err[0]
+
+
+def tree(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
+
+
+# --- 1. names that would leave their folder --------------------------------------------------------
+
+UNSAFE = ["../../x", "a/b", "a\\b", "..", "x..y", ".hidden", "-rf", "a\0b", "a b", "a\nb", "é", "", "x" * 129]
+
+
+@pytest.mark.parametrize("name", UNSAFE)
+def test_check_name_refuses_what_could_leave_its_folder(name):
+    with pytest.raises(UsageError) as e:
+        paths.check_name(name, "--run-id")
+    assert "\n" not in str(e.value) and "--run-id" in str(e.value) and "not a plain folder name" in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["baseline-1", "20261123-142700-seed0", "fashion-mnist-cnn-pytorch", "v1.2_b+c"])
+def test_check_name_takes_plain_names(name):
+    assert paths.check_name(name, "--run-id") == name
+
+
+@pytest.mark.parametrize("run_id", ["../../escaped", "../escaped", "/tmp/escaped", ".hidden", "-x", "a\0b"])
+def test_a_run_id_that_leaves_the_results_folder_is_refused(refs, tmp_path, capsys, run_id):
+    results = tmp_path / "box" / "results"
+    line = error_line(capsys, ["run", "steady-test", "--results", str(results), f"--run-id={run_id}", *QUICK])
+    assert "--run-id" in line and "not a plain folder name" in line
+    assert tree(tmp_path / "box") == [] and not (tmp_path / "escaped").exists()
+
+
+@pytest.mark.parametrize("name", ["../references/steady-test", "steady-test/../steady-test", ".steady"])
+def test_a_reference_name_with_a_path_is_refused(refs, tmp_path, capsys, name):
+    line = error_line(capsys, ["run", name, "--results", str(tmp_path / "r"), *QUICK])
+    assert "reference name" in line and "not a plain folder name" in line
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(UsageError, match="reference name"):
+        registry.load_spec(name)
+
+
+def test_a_series_with_an_unsafe_reference_name_writes_nothing(refs, tmp_path, capsys):
+    line = error_line(capsys, ["run", "../x", "--runs", "2", "--results", str(tmp_path / "r")])
+    assert "reference name '../x'" in line and not (tmp_path / "r").exists()
+
+
+def test_the_container_runner_refuses_an_unsafe_run_id_before_building(refs, monkeypatch):
+    monkeypatch.setattr(containers, "engine", lambda: pytest.fail("the engine was asked: the check came too late"))
+    for args in (["--run-id", "../x"], ["--run-id=../x"], ["--run-id"]):
+        with pytest.raises(UsageError, match="--run-id"):
+            containers.run("steady-test", args)
+    with pytest.raises(UsageError, match="reference name"):
+        containers.run("../steady-test", [])
+
+
+def test_the_run_folder_must_resolve_under_the_results_root(tmp_path):
+    results = tmp_path / "results"
+    (results / "ref").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (results / "ref" / "linked").symlink_to(outside)
+    # a link named like the run id is an existing entry: never reused
+    with pytest.raises(UsageError, match="already exists"):
+        outputs.new_run_dir(results, "ref", 0, run_id="linked")
+    # results/<REF> itself a link out of the results root: refused, and nothing is made out there
+    (results / "elsewhere").symlink_to(outside)
+    with pytest.raises(UsageError, match="outside the results folder"):
+        outputs.new_run_dir(results, "elsewhere", 0, run_id="r1")
+    assert list(outside.iterdir()) == []
+    made = outputs.new_run_dir(results, "ref", 0, run_id="r1", series_id="s1")
+    assert made == results / "ref" / "s1" / "r1" and made.is_dir()
+
+
+# --- 2. reference.toml, typed --------------------------------------------------------------------
+
+BAD_TOML = [
+    ('max_epochs = 3', 'max_epochs = 0', "'budget.max_epochs' = 0", "1 or more"),
+    ('max_epochs = 3', 'max_epochs = 2.5', "'budget.max_epochs' = 2.5", "whole number"),
+    ('max_epochs = 3', 'max_epochs = "3"', "'budget.max_epochs' = '3'", "whole number"),
+    ('max_epochs = 3', 'max_epochs = true', "'budget.max_epochs' = True", "whole number"),
+    ('max_epochs = 3', 'max_epochs = 3\nmax_seconds = 0', "'budget.max_seconds' = 0", "positive number"),
+    ('max_epochs = 3', 'max_epochs = 3\nmax_seconds = -5.0', "'budget.max_seconds' = -5.0", "positive number"),
+    ('max_epochs = 3', 'max_epochs = 3\nmax_seconds = nan', "'budget.max_seconds' = nan", "positive number"),
+    ('max_epochs = 3', 'max_epochs = 3\nmax_seconds = inf', "'budget.max_seconds' = inf", "positive number"),
+    ('max_epochs = 3', 'max_epochs = 3\nmax_epoch = 4', "unknown field 'budget.max_epoch'", "max_epochs, max_seconds"),
+    ('[hyperparameters]\ntrain_sleep = 0.0', 'hyperparameters = 1\n[x]\ntrain_sleep = 0.0', "unknown field 'x'",
+     "valid: task, framework"),
+    ('author = "tests"', 'author = 3', "field 'author' = 3 must be a string", 'author = "..."'),
+    ('author = "tests"', 'author = "t"\ndescription = ["a"]', "field 'description' = ['a'] must be a string", ""),
+    ('author = "tests"', 'author = "t"\ncode_url = 1', "field 'code_url' = 1 must be a string", ""),
+    ('author = "tests"', 'author = "t"\nauthor_email = false', "field 'author_email' = False", ""),
+    ('author = "tests"', 'author = "t"\nauthr = "x"', "unknown field 'authr'", "valid: task, framework, model"),
+    ('entry = "steady:Steady"', 'entry = "os.path:join"', "field 'entry' = 'os.path:join'", "'module:Class'"),
+    ('entry = "steady:Steady"', 'entry = "steady"', "field 'entry' = 'steady'", "'module:Class'"),
+    ('entry = "steady:Steady"', 'entry = "steady:Not A Class"', "field 'entry'", "'module:Class'"),
+    ('entry = "steady:Steady"', 'entry = "../x:Steady"', "field 'entry'", "'module:Class'"),
+    ('entry = "steady:Steady"', 'entry = 3', "field 'entry' is missing or not a string", ""),
+    ('max_epochs = 3', 'max_epochs = 3\n[container]\ngpu = true', "unknown field 'container.gpu'", "valid: gpus"),
+]
+
+
+@pytest.mark.parametrize("old, new, says, fix", BAD_TOML)
+def test_a_mistyped_reference_toml_is_one_line_naming_file_and_field(refs, tmp_path, capsys, old, new, says, fix):
+    toml = refs / "steady-test" / "reference.toml"
+    assert old in STEADY_TOML
+    toml.write_text(STEADY_TOML.replace(old, new))
+    line = error_line(capsys, ["run", "steady-test", "--results", str(tmp_path / "r"), *QUICK])
+    assert str(toml) in line and says in line and fix in line, line
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("table", ["hyperparameters", "budget", "container"])
+def test_a_table_given_as_a_value_is_refused(refs, tmp_path, capsys, table):
+    toml = refs / "steady-test" / "reference.toml"
+    head = STEADY_TOML.split("[hyperparameters]")[0]
+    toml.write_text(head + f"{table} = 3\n")
+    line = error_line(capsys, ["run", "steady-test", "--results", str(tmp_path / "r"), *QUICK])
+    assert f"{toml}: '{table}' must be a table: write it as a [{table}] section" in line
+
+
+@pytest.mark.parametrize("entry, names", [
+    ("steady:join", "names a function, not a class"),
+    ("steady:Path", "names the class pathlib.Path, which does not subclass harness.reference.Reference"),
+    ("steady:NOT_A_CLASS", "names a int, not a class"),
+])
+def test_an_entry_that_is_not_a_reference_class_is_refused(refs, entry, names):
+    ref = refs / "steady-test"
+    (ref / "steady.py").write_text(STEADY + "\nfrom os.path import join\nfrom pathlib import Path\nNOT_A_CLASS = 3\n")
+    (ref / "reference.toml").write_text(STEADY_TOML.replace('"steady:Steady"', f'"{entry}"'))
+    spec = registry.load_spec("steady-test")
+    with pytest.raises(UsageError) as e:
+        spec.load_entry_class()
+    assert names in str(e.value) and str(ref / "reference.toml") in str(e.value) and "\n" not in str(e.value)
+    module = __import__("sys").modules["dawnbench_ref_steady_test"]
+    with pytest.raises(UsageError, match="not a class|does not subclass"):
+        registry.check_entry_class(getattr(module, entry.partition(":")[2]), spec)
+    registry.check_entry_class(module.Steady, spec)      # the contract's own class passes
+
+
+def test_every_shipped_reference_toml_still_loads():
+    for name in registry.available(paths.checkout_root() / "references"):
+        spec = registry.load_spec(name, paths.checkout_root() / "references")
+        assert spec.max_epochs >= 1 and spec.max_seconds > 0
+
+
+# --- 3. command-line values ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, says", [
+    (["--max-epochs", "0"], "--max-epochs 0: give a whole number, 1 or more"),
+    (["--max-epochs", "-3"], "--max-epochs -3"),
+    (["--max-seconds", "0"], "--max-seconds 0.0: give a positive, finite number"),
+    (["--max-seconds", "-1"], "--max-seconds -1.0"),
+    (["--max-seconds", "nan"], "--max-seconds nan"),
+    (["--max-seconds", "inf"], "--max-seconds inf"),
+    (["--threshold", "nan"], "--threshold nan"),
+    (["--nodes", "0"], "--nodes 0"),
+    (["--seed", "-1"], "--seed -1: give a whole number, 0 or more"),
+])
+def test_a_budget_or_count_that_makes_no_sense_is_refused(refs, tmp_path, capsys, args, says):
+    for extra in ([], ["--runs", "2"]):
+        line = error_line(capsys, ["run", "steady-test", "--results", str(tmp_path / "r"), *args, *extra])
+        assert says in line, line
+        assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--warmup", "-1"], "--warmup -1: give a whole number, 0 or more"),
+    (["--limit", "0"], "--limit 0: give a whole number, 1 or more"),
+    (["--limit", "-5"], "--limit -5"),
+    (["--threshold", "nan"], "--threshold nan"),
+    (["--nodes", "0"], "--nodes 0"),
+])
+def test_infer_options_that_make_no_sense_are_refused(refs, tmp_path, capsys, args, says):
+    line = error_line(capsys, ["infer", "steady-test", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "o"),
+                               *args])
+    assert says in line, line
+    assert not (tmp_path / "o").exists()
+
+
+# --- 4. every dataset file verified before the run folder exists ------------------------------------
+
+@pytest.fixture
+def corrupt_data(tmp_path, fashion_root):
+    """A copy of the data root whose TRAINING images have one byte changed (the eval labels are intact)."""
+    data = tmp_path / "data"
+    shutil.copytree(datasets.dataset_dir("fashion-mnist", fashion_root), data / "fashion-mnist")
+    victim = data / "fashion-mnist" / "train-images-idx3-ubyte"
+    victim.chmod(0o644)
+    with open(victim, "r+b") as f:
+        f.seek(1000)
+        byte = f.read(1)
+        f.seek(1000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return data
+
+
+def test_a_corrupt_training_file_is_one_line_before_any_folder(refs, tmp_path, capsys, corrupt_data):
+    line = error_line(capsys, ["run", "steady-test", "--data", str(corrupt_data), "--results", str(tmp_path / "r"),
+                               *QUICK])
+    assert "checksum mismatch" in line and "train-images-idx3-ubyte" in line and "dawnbench data fetch" in line
+    assert not (tmp_path / "r").exists()
+    line = error_line(capsys, ["run", "steady-test", "--runs", "2", "--data", str(corrupt_data),
+                               "--results", str(tmp_path / "r"), *QUICK])
+    assert "train-images-idx3-ubyte" in line and not (tmp_path / "r").exists()
+
+
+def test_verified_checksums_reads_each_file_once(fashion_root, monkeypatch):
+    opened = []
+    real_open = open
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(Path(path).name)
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr("builtins.open", counting_open)
+    started = time.perf_counter()
+    verified = datasets.verified_checksums("fashion-mnist", fashion_root)
+    seconds = time.perf_counter() - started
+    manifest = datasets.manifest("fashion-mnist")["files"]
+    assert sorted(opened) == sorted(manifest)
+    assert verified == {f: {"file": f, "sha256": entry["sha256"]} for f, entry in manifest.items()}
+    print(f"verified_checksums(fashion-mnist): {seconds:.2f} s")
+
+
+def test_the_run_records_what_it_verified(refs, tmp_path):
+    assert main(["run", "steady-test", "--results", str(tmp_path / "r"), *QUICK]) == 0
+    (run_dir,) = (tmp_path / "r" / "steady-test").iterdir()
+    from harness.events import read_events
+    (event,) = [e for e in read_events(run_dir / "events.jsonl") if e["key"] == "dawnbench_dataset"]
+    assert event["value"] == "fashion-mnist"
+    assert [f["file"] for f in event["metadata"]["files"]] == list(datasets.manifest("fashion-mnist")["files"])
+
+
+# --- 5. a read-only or full results folder -------------------------------------------------------
+
+def _namespaces_work() -> bool:
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"],
+                          capture_output=True).returncode == 0
+
+
+def run_on_tmpfs(tmp_path, refs, mount_options: str, prepare: str, *args) -> subprocess.CompletedProcess:
+    """`dawnbench run` with its results on a fresh tmpfs mounted with `mount_options`, in a user and mount
+    namespace of its own (no privilege needed); `prepare` runs first, in the mount (e.g. filling it)."""
+    if shutil.which("unshare") is None or not _namespaces_work():
+        pytest.fail("this test needs `unshare --user --map-root-user --mount` (util-linux, user namespaces)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    inner = " ".join([PYTHON, "-m", "dawnbench", "run", "steady-test", "--results", f"{mnt}/results", *QUICK, *args])
+    script = f"mount -t tmpfs -o {mount_options} tmpfs {mnt} && cd {mnt} && {prepare} && {inner}; " \
+             f"code=$?; cp -a {mnt}/. {tmp_path}/after/ 2>/dev/null; exit $code"
+    (tmp_path / "after").mkdir()
+    # isolation off: nested sandboxes in this namespace are not what is tested here
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+                          env=cli_env(DAWNBENCH_REFERENCES=str(refs), DAWNBENCH_ISOLATION="none"),
+                          capture_output=True, text=True, timeout=120)
+
+
+def error_lines(stderr: str) -> list[str]:
+    assert "Traceback" not in stderr, stderr
+    return [line for line in stderr.splitlines() if "error:" in line]
+
+
+def test_a_read_only_results_folder_is_refused_before_the_run(refs, tmp_path):
+    proc = run_on_tmpfs(tmp_path, refs, "ro,size=1m", "true")
+    (line,) = error_lines(proc.stderr)
+    assert proc.returncode == 2, proc.stderr
+    assert line.startswith("dawnbench: error: cannot write ") and "Read-only file system (EROFS)" in line
+    assert "give a writable --results DIR" in line
+    assert "epoch" not in proc.stderr               # refused before the run started
+    assert tree(tmp_path / "after") == []
+
+
+def test_a_full_disk_stops_the_run_with_one_line_and_no_result(refs, tmp_path):
+    # 16 KiB left for the run folder: enough for its first epochs, not for 400
+    proc = run_on_tmpfs(tmp_path, refs, "size=1m", "dd if=/dev/zero of=filler bs=16k count=63 2>/dev/null",
+                        "--threshold", "0.5", "--max-epochs", "400")
+    (line,) = error_lines(proc.stderr)
+    assert proc.returncode == 2, proc.stderr
+    assert line.startswith("dawnbench: error: cannot write ") and "No space left on device (ENOSPC)" in line
+    assert "free space there" in line
+    (run_dir,) = (tmp_path / "after" / "results" / "steady-test").iterdir()
+    names = sorted(p.name for p in run_dir.iterdir())
+    assert "result.json" not in names and not [n for n in names if n.endswith((".tmp", ".partial"))], names
+    assert "epoch   2/400" in proc.stderr and f"{run_dir.name}/events.jsonl" in line     # stopped mid-run
+    # what was written is whole lines only: the line that did not fit was cut back
+    assert (run_dir / "events.jsonl").read_text().endswith("\n")
+    assert (run_dir / "steady-test.tsv").read_text().endswith("\n")
+    events = (run_dir / "events.jsonl").read_text().splitlines()
+    assert all(json.loads(e.partition(" ")[2]) for e in events) and "run_stop" not in events[-1]
+
+
+def test_a_disk_full_from_the_start_leaves_no_result(refs, tmp_path):
+    proc = run_on_tmpfs(tmp_path, refs, "size=256k", "(dd if=/dev/zero of=filler bs=4k 2>/dev/null || true)")
+    (line,) = error_lines(proc.stderr)
+    assert proc.returncode == 2 and "No space left on device (ENOSPC)" in line, proc.stderr
+    for run_dir in (tmp_path / "after" / "results" / "steady-test").iterdir():
+        assert not (run_dir / "result.json").exists() and not (run_dir / "env.json").exists()
+
+
+def test_a_failed_json_write_leaves_neither_the_file_nor_its_temp(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    # a JSON file larger than the room left: the temp file fails half way
+    code = (f"from harness import outputs; outputs.write_json(__import__('pathlib').Path('{mnt}/result.json'), "
+            f"{{'x': 'y' * 100000}})")
+    script = f"mount -t tmpfs -o size=64k tmpfs {mnt} && cd {mnt} && {PYTHON} -c \"{code}\"; ls -a {mnt}"
+    proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], env=cli_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert f"outputs.WriteError: cannot write {mnt}/result.json: No space left on device (ENOSPC)" in proc.stderr
+    assert proc.stdout.split() == [".", ".."], proc.stdout       # neither result.json nor result.json.tmp
+
+
+def test_a_failed_line_is_cut_back_and_closed():
+    # /dev/full: every write is ENOSPC (the check keeps a regular file of that name from being truncated)
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full is not the character device"
+    f = outputs.LineFile("/dev/full")
+    with pytest.raises(outputs.WriteError, match=r"cannot write /dev/full: No space left on device \(ENOSPC\)"):
+        f.write("epoch\thours\n")
+    assert f.closed
+
+
+# --- 6. a series: killed parent, summary after each run ---------------------------------------------
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rpartition(")")[2].split()
+        except OSError:       # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat_file.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def start_series(refs, results: Path, runs: int = 3) -> subprocess.Popen:
+    return subprocess.Popen(
+        [PYTHON, "-m", "dawnbench", "run", "steady-test", "--runs", str(runs), "--results", str(results),
+         "--no-save", "--set", "slow_seed=1", "--threshold", "0.05", "--no-progress"],
+        env=cli_env(DAWNBENCH_REFERENCES=str(refs)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_second_run(proc: subprocess.Popen, results: Path) -> int:
+    """The pid of the series' second run, once the first run is summarized and the second is going."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        if list(results.glob("steady-test/*/seed1/events.jsonl")) and children(proc.pid):
+            return children(proc.pid)[0]
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_a_killed_series_takes_its_run_along_and_keeps_its_summary(refs, tmp_path, how):
+    results = tmp_path / "results"
+    proc = start_series(refs, results, runs=3)
+    try:
+        run = wait_for_second_run(proc, results)
+        (folder,) = (results / "steady-test").iterdir()
+        # the first run is summarized as soon as it ends
+        summary = json.loads((folder / "summary.json").read_text())
+        assert [r["seed"] for r in summary["runs"]] == [0] and summary["in_progress"] is True
+        assert summary["requested_runs"] == 3
+        os.kill(proc.pid, how)
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 30
+        while alive(run):
+            assert time.monotonic() < deadline, f"the run {run} outlived its series (killed by {how.name})"
+            time.sleep(0.05)
+    finally:
+        for pid in [proc.pid] + ([run] if "run" in locals() else []):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    summary = json.loads((folder / "summary.json").read_text())
+    assert [(r["seed"], r["status"]) for r in summary["runs"]] == [(0, "converged")]
+    # the second run was stopped, not cut off: it wrote its DNC result
+    stopped = json.loads((folder / "seed1" / "result.json").read_text())
+    assert stopped["status"] == "DNC" and stopped["dnc_reason"].startswith("error: ")
+    if how == signal.SIGKILL:
+        assert summary["in_progress"] is True and summary["interrupted"] is False     # nobody could say more
+    else:
+        assert summary["in_progress"] is False and summary["interrupted"] is True
+        assert proc.returncode == 128 + how
