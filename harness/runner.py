@@ -207,7 +207,10 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                         f"{task.eval_examples} examples, every one needs a prediction in canonical order")
                 scores = task.score(predictions, labels)
                 # what `harness verify` re-scores offline; written in the eval span, off the clock
-                stored = stored_predictions.save(run_dir, epoch, task, predictions) if run_dir else {}
+                try:
+                    stored = stored_predictions.save(run_dir, epoch, task, predictions) if run_dir else {}
+                except OSError as exc:       # a full or read-only disk: one line, not a traceback
+                    raise outputs.WriteError(run_dir / "predictions", exc) from None
                 value = scores[task.metric]
                 verdict = 1.0 if value >= threshold else 0.0
             (reached,) = group.broadcast([verdict])
