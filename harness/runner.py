@@ -252,7 +252,10 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         reason = f"error: {exc}" if isinstance(exc, (sandbox.WorkerError, sandbox.WorkerDied)) \
             else f"error: {type(exc).__name__}: {exc}"
         log.point("dawnbench_error", trace, clock.read() if clock.start_perf is not None else 0.0)
-        print(trace, file=sys.stderr)
+        if getattr(exc, "usage", False):     # the entrant's configuration: one line, no traceback
+            print(f"{spec.name}: {exc}", file=sys.stderr)
+        else:
+            print(trace, file=sys.stderr)
         if clock.start_perf is not None:
             clock.lap("harness")
     finally:

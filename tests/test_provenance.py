@@ -110,8 +110,9 @@ def test_a_clean_checkout_is_official_with_its_provenance(project, fashion_root,
     assert result["commitHash"] == head
     prov = result["provenance"]
     assert prov["reference_tree_sha256"] == provenance.tree_hash(project / "references" / "scripted-test")
-    official = datasets.manifest("fashion-mnist")["files"][LABELS]
-    assert prov["datasets"] == {"fashion-mnist": {LABELS: {"sha256": official["sha256"], "size": official["size"]}}}
+    files = datasets.manifest("fashion-mnist")["files"]      # every file, verified before the run folder
+    assert prov["datasets"] == {"fashion-mnist": {name: {"sha256": f["sha256"], "size": f["size"]}
+                                                  for name, f in files.items()}}
     assert prov["overrides"] == {} and prov["build"] is None
     assert git(project, "status", "--porcelain") == ""        # running left nothing git would see
 
