@@ -453,7 +453,7 @@ def wait_for_second_run(proc: subprocess.Popen, results: Path) -> int:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_a_killed_series_takes_its_run_along_and_keeps_its_summary(refs, tmp_path, how):
     results = tmp_path / "results"
     proc = start_series(refs, results, runs=3)
