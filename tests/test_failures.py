@@ -440,7 +440,9 @@ def start_series(refs, results: Path, runs: int = 3) -> subprocess.Popen:
     return subprocess.Popen(
         [PYTHON, "-m", "dawnbench", "run", "steady-test", "--runs", str(runs), "--results", str(results),
          "--no-save", "--set", "slow_seed=1", "--threshold", "0.05", "--no-progress"],
-        env=cli_env(DAWNBENCH_REFERENCES=str(refs)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=cli_env(DAWNBENCH_REFERENCES=str(refs)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # as from a terminal: a suite started in the background inherits SIGINT ignored, and Python keeps it so
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for_second_run(proc: subprocess.Popen, results: Path) -> int:

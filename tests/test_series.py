@@ -212,7 +212,7 @@ def test_an_interrupted_series_still_writes_its_summary(seeded_refs, tmp_path):
         [PYTHON, "-m", "dawnbench", "run", "seeded-test", "--runs", "3", "--results", str(results), "--no-progress",
          "--no-save", "--set", "accuracies=0.5,0.95", "--set", "train_sleep=0.3"],
         env=cli_env(DAWNBENCH_REFERENCES=str(seeded_refs)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # as from a terminal
     try:
         deadline = time.monotonic() + 60
         # The second run is under way once its first epoch is in its log.
