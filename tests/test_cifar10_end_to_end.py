@@ -61,7 +61,7 @@ def test_run_then_infer_through_the_cli(name, full_eval_root, tmp_path):
 
     (run_dir,) = (results / name).iterdir()
     assert sorted(p.name for p in run_dir.iterdir()) == sorted(["env.json", "events.jsonl", f"{name}.tsv",
-                                                                "model", "result.json"])
+                                                                "model", "predictions", "result.json"])
     result = json.loads((run_dir / "result.json").read_text())
     jsonschema.validate(result, SCHEMA)
     assert result["status"] == "converged" and result["official_threshold"] is False

@@ -36,7 +36,8 @@ def test_runs_and_infers_through_the_cli(fashion_root, tmp_path):
                      "--data", str(fashion_root), "--no-progress")
     assert proc.returncode == 0, proc.stderr[-3000:]
     [run_dir] = list((results / REF).iterdir())
-    assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "events.jsonl", f"{REF}.tsv", "model", "result.json"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "events.jsonl", f"{REF}.tsv", "model",
+                                                          "predictions", "result.json"]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "converged" and result["metric_value"] >= 0.85
     assert result["framework"].startswith("TensorFlow 2.")
