@@ -19,6 +19,7 @@ predictions through harness.stored_predictions.load (no pickle, bounded inflatio
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -507,7 +508,11 @@ def verify(run_dir: Path, data_root: Path | None = None,
         return f"per epoch, epoch_stop minus the eval and checkpoint spans before it: {shown} s{bound}"
 
     def predictions_check() -> str:
-        stored, summary = _predictions(run_dir, task, state["epochs"])
+        # as many predictions as the eval set on disk had (the scored ones and the blacklisted ones)
+        (logged,) = [e for e in events if e["key"] == "eval_samples"]
+        dropped = logged["metadata"].get("dropped", 0)
+        examples = logged["value"] + (dropped if isinstance(dropped, int) and not isinstance(dropped, bool) else 0)
+        stored, summary = _predictions(run_dir, dataclasses.replace(task, eval_examples=examples), state["epochs"])
         state["stored"] = stored
         return summary
 
