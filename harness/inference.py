@@ -99,7 +99,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "model_path": str(model_path),
         "items": n,
         "complete_eval_set": n == len(labels) == task.eval_examples,
-        "usedBlacklist": dropped is not None and n == len(labels),
+        **({"usedBlacklist": dropped is not None and n == len(labels)}
+           if "blacklist" in datasets.manifest(task.dataset) else {}),
         "batch_size": 1,
         "warmup_items": min(warmup, n),
         "latency": mean_ms,  # DAWNBench v1 field: ms per item

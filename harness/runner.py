@@ -341,7 +341,8 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "price": opts.price,
         "epochs": epoch,
         "eval_examples": eval_set.scored,
-        "usedBlacklist": dropped is not None,     # DAWNBench v1's ImageNet field
+        # DAWNBench v1's ImageNet field, on tasks that have a blacklist
+        **({"usedBlacklist": dropped is not None} if "blacklist" in datasets.manifest(task.dataset) else {}),
         "seed": opts.seed,
         "world_size": world_size,
         "hyperparameters": hyperparameters,
