@@ -165,7 +165,7 @@ def _bar(path: Path, progress: bool):
     from tqdm import tqdm  # pinned for the harness too (requirements/harness.txt)
 
     return tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=path.name, file=sys.stderr,
-                disable=not progress, leave=False)
+                disable=None if progress else True, leave=False)   # None: no bar unless a terminal
 
 
 def _refuse(archive: str, member: tarfile.TarInfo, why: str) -> DatasetError:
