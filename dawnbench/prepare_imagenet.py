@@ -481,7 +481,8 @@ def _check_space(directory: Path, needed: int) -> None:
     short = needed - present - free
     if short > 0:
         raise DatasetError(f"not enough free space for ImageNet in {probe}: {free / 1e9:.1f} GB free, "
-                           f"{(needed - present) / 1e9:.1f} GB more needed (the images take about what the tars "
+                           f"{(needed - present) / 1e9:.1f} GB more needed ({free} and {needed - present} bytes; "
+                           "the images take about what the tars "
                            f"take{f', {present / 1e9:.1f} GB already prepared' if present else ''}); "
                            "free some space or choose another --data")
 
@@ -575,7 +576,8 @@ def prepare(source_dir: str | os.PathLike, data_root: str | os.PathLike | None =
         if expected is not None and size != expected and not allow_unverified:
             raise DatasetError(f"{source_dir / name} is not the official file: {size} bytes, expected {expected} "
                                f"(md5 {sources[name]['md5']}); {UNVERIFIED_HINT}")
-    _check_space(directory, sum((source_dir / name).stat().st_size for name in tars))
+    # 2% over the tars: 1.33 M files each round up to a block (about 2 KB apiece), and the manifest.
+    _check_space(directory, int(1.02 * sum((source_dir / name).stat().st_size for name in tars)))
 
     # From here on the folder is being rewritten: no manifest until it is whole again.
     _mkdir(directory)
