@@ -265,17 +265,31 @@ def _same_bytes(target: Path, data: bytes) -> bool:
         return False
 
 
+def _jpeg_components(data: bytes) -> int | None:
+    """The colour components of a JPEG (4: CMYK or YCCK), from its frame header; None if unreadable.
+    A walk over the markers, not Pillow: it runs on every one of 1.33 M images."""
+    i = 2
+    while i + 9 < len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:                       # fill byte
+            i += 1
+        elif marker == 0x01 or 0xD0 <= marker <= 0xD9:   # markers without a segment
+            i += 2
+        elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):   # SOFn: length, precision, h, w, Nf
+            return data[i + 9]
+        else:
+            i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    return None
+
+
 def _kind(data: bytes) -> str | None:
     """'png' or 'cmyk' for an image the references' decoders would get wrong; None for the rest."""
     if data.startswith(PNG_MAGIC):
         return "png"
-    if data.startswith(b"\xff\xd8"):
-        image_module = _require("PIL.Image")
-        try:
-            with image_module.open(io.BytesIO(data)) as image:   # reads the header only
-                return "cmyk" if image.mode == "CMYK" else None
-        except Exception:  # an image Pillow cannot parse is stored as it is: the tar's bytes
-            return None
+    if data.startswith(b"\xff\xd8") and _jpeg_components(data) == 4:
+        return "cmyk"
     return None
 
 
@@ -580,7 +594,7 @@ def prepare(source_dir: str | os.PathLike, data_root: str | os.PathLike | None =
     _check_space(directory, int(1.02 * sum((source_dir / name).stat().st_size for name in tars)))
 
     # From here on the folder is being rewritten: no manifest until it is whole again.
-    _mkdir(directory)
+    directory.mkdir(parents=True, exist_ok=True)    # may be a link to a bigger disk
     _clean_top(directory, keep={"train", "val"})
     writer = _Writer(directory)
     val_names, md5, size = _extract_val(source_dir / VAL_TAR, directory, writer, progress)

@@ -460,3 +460,14 @@ def test_the_pins_named_are_the_pins_in_requirements():
     for pin in prepare_imagenet.PINS.values():
         name, version = pin.split("==")
         assert importlib.metadata.version(name) == version
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "CMYK"])
+@pytest.mark.parametrize("options", [{}, {"progressive": True}, {"exif": b"Exif\0\0" + b"\0" * 64,
+                                                                 "icc_profile": b"\0" * 300}])
+def test_cmyk_is_found_from_the_jpeg_header_as_pillow_finds_it(mode, options):
+    out = io.BytesIO()
+    Image.open(io.BytesIO(jpeg(3, mode))).save(out, "JPEG", **options)
+    with Image.open(io.BytesIO(out.getvalue())) as image:
+        assert image.mode == mode
+    assert prepare_imagenet._kind(out.getvalue()) == ("cmyk" if mode == "CMYK" else None)
