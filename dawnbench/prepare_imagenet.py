@@ -519,8 +519,8 @@ def _already_prepared(directory: Path, blacklist_sha256: str | None) -> dict | N
 
 def _clean_top(directory: Path, keep: set[str]) -> None:
     """The dataset folder holds what prepare writes, nothing else: the manifest would list it."""
-    ours = {"train", "val", "val_labels.txt", "synsets.txt", "blacklist.txt", PREPARED_MANIFEST,
-            manifest(NAME)["record"]}
+    entry = manifest(NAME)
+    ours = {"train", "val", *entry["files"], entry["blacklist"]["file"], PREPARED_MANIFEST, entry["record"]}
     for entry in os.scandir(directory):
         if entry.name in keep:
             continue
@@ -595,6 +595,7 @@ def prepare(source_dir: str | os.PathLike, data_root: str | os.PathLike | None =
 
     # From here on the folder is being rewritten: no manifest until it is whole again.
     directory.mkdir(parents=True, exist_ok=True)    # may be a link to a bigger disk
+    (directory / PREPARED_MANIFEST).unlink(missing_ok=True)
     _clean_top(directory, keep={"train", "val"})
     writer = _Writer(directory)
     val_names, md5, size = _extract_val(source_dir / VAL_TAR, directory, writer, progress)
