@@ -135,6 +135,10 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     reasons = [] if threshold == task.threshold else [
         f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
     reasons += data_reasons + eval_set.reasons()
+    blacklist = datasets.manifest(task.dataset).get("blacklist", {})
+    if dropped is not None and "sha256" not in blacklist:
+        reasons.append(f"the {task.dataset} blacklist cannot be proven official: datasets.toml records no sha256 "
+                       f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
     if not isolation.isolated:
         reasons.append(isolation.reason)
     prov = provenance.collect(spec, datasets.verified_files(), reasons)

@@ -227,6 +227,10 @@ def test_the_blacklist_is_left_out_of_the_score_and_verified(spec, tree, tmp_pat
     result = run(spec, root, tmp_path)
     assert result["status"] == "converged" and result["history"][0]["top5"] == 1.0
     assert result["eval_examples"] == 7 and result["usedBlacklist"] is True
+    # No official sha256 of the blacklist is known: any 1,762 indices would pass the count, so not official.
+    assert any("blacklist cannot be proven official" in r for r in result["unofficial_reasons"])
+    assert result["provenance"]["datasets"]["imagenet"]["blacklist.txt"]["sha256"] == datasets.sha256_file(
+        root / "imagenet" / "blacklist.txt")
     run_dir = tmp_path / "results" / "imagenet-memorise" / result["run_id"]
     events = [json.loads(line.split(" ", 1)[1]) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [(e["value"], e["metadata"]["dropped"]) for e in events if e["key"] == "eval_samples"] == [(7, 3)]
