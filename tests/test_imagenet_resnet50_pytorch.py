@@ -323,13 +323,10 @@ def test_roles_see_only_their_files(spec, imagenet):
     check_roles_see_only_their_files(spec.load_entry_class(), lambda role, root: context(spec, root, role), imagenet)
 
 
-def test_inference_entry(spec, request, tmp_path):
-    """`dawnbench infer`'s code path on a saved model. It needs the official-format fixture with its
-    label files (conftest's `imagenet_root`) and the harness's views of the prepared ImageNet."""
-    try:
-        root = request.getfixturevalue("imagenet_root")
-    except pytest.FixtureLookupError:
-        pytest.skip("needs conftest's imagenet_root fixture (official-format ImageNet with its label files)")
+def test_inference_entry(spec, imagenet_root, tmp_path):
+    """`dawnbench infer`'s code path on a saved model, on the fixture `prepare` made from the
+    official formats (conftest's `imagenet_root`) and the harness's views of it."""
+    root = imagenet_root
     views = role_views("imagenet", root, tmp_path)
     trainer = make(spec, views)
     trainer.train_epoch(1)
