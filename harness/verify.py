@@ -534,7 +534,8 @@ def verify(run_dir: Path, data_root: Path | None = None,
                 + (f"${datasets.MANIFEST_ENV}={override} (not the official ones)" if override
                    else "harness/data/datasets.toml"))))
         if "labels" in state:
-            check("metric", lambda: _metric(task, state["epochs"], state["stored"], state["labels"], state["dropped"]), "predictions")
+            check("metric", lambda: _metric(task, state["epochs"], state["stored"], state["labels"], state["dropped"]),
+                  "predictions")
         else:
             report.checks.append(Check("metric", None, "not recomputed without the eval labels; the checks below "
                                                        "compare the logged values"))

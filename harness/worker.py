@@ -52,7 +52,8 @@ class Worker:
         registry.check_entry_class(cls, spec)
         self.ref = cls()
         ctx = Context(config=msg["config"], data_root=Path(msg["data_root"]), seed=msg["seed"],
-                      task=_sized(get_task(msg["task"]), msg.get("eval_examples")), rank=msg["rank"], world_size=msg["world_size"],
+                      task=_sized(get_task(msg["task"]), msg.get("eval_examples")), rank=msg["rank"],
+                      world_size=msg["world_size"],
                       local_rank=msg["local_rank"], work_dir=Path(msg["work_dir"]),
                       show_progress=msg["show_progress"], role=msg["role"])
         self.ref.setup(ctx)
