@@ -89,9 +89,9 @@ run: check-ref
 	esac
 
 # The host-side tools: the Docker SDK for images, matplotlib for plots, jinja2 and jsonschema for
-# the entry tools, mlperf-logging for `dawnbench compliance`.
+# the entry tools, mlperf-logging for `dawnbench compliance`, scipy and Pillow for `data prepare imagenet`.
 $(TOOLS_VENV)/.installed: requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
-	$(call venv,$(TOOLS_VENV),requirements/tools.txt,harness$(,) common$(,) dawnbench.cli$(,) docker$(,) matplotlib$(,) jinja2$(,) mlperf_logging.compliance_checker)
+	$(call venv,$(TOOLS_VENV),requirements/tools.txt,harness$(,) common$(,) dawnbench.cli$(,) docker$(,) matplotlib$(,) jinja2$(,) mlperf_logging.compliance_checker$(,) scipy.io$(,) PIL.Image)
 	@test -x $(TOOLS_VENV)/bin/dawnbench
 
 tools: $(TOOLS_VENV)/.installed

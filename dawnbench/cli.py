@@ -1,7 +1,7 @@
 """The `dawnbench` command, on the host: run, infer, list, eval and data verify are the harness's
 (harness.cli: its options and its code), with the host's options on top: --instance (priced here,
-dawnbench.prices), --runs (a series, dawnbench.series) and data fetch (dawnbench.fetch); verify is the
-harness's as it is. And the
+dawnbench.prices), --runs (a series, dawnbench.series), data fetch (dawnbench.fetch) and data prepare
+(dawnbench.prepare_imagenet); verify is the harness's as it is. And the
 entry tools, each a module of this package with its own `main(argv)` (also `python -m
 dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance."""
 from __future__ import annotations
@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
-from dawnbench import fetch, prices, series
+from dawnbench import fetch, prepare_imagenet, prices, series
 from harness import cli as harness_cli
+from harness.errors import UsageError
 
 PROG = "dawnbench"
 # Subcommands that are modules of their own; everything after the name is theirs to parse.
@@ -37,6 +39,21 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
     prices.add_instance_option(p)
 
 
+PREPARE_USAGE = "dawnbench data prepare imagenet --from DIR [--data ROOT] [--blacklist FILE] [--allow-unverified]"
+
+
+def add_data_options(p: argparse.ArgumentParser) -> None:
+    """`dawnbench data`: the harness's verify, plus fetch and prepare (host only)."""
+    harness_cli.add_data_options(p, ("fetch", "verify", "prepare"))
+    p.add_argument("--from", dest="from_dir", type=Path, default=None, metavar="DIR",
+                   help="prepare: the folder holding the official ImageNet files (train and val tars, devkit)")
+    p.add_argument("--blacklist", type=Path, default=None, metavar="FILE",
+                   help="prepare: ILSVRC2014_clsloc_validation_blacklist.txt, the 1,762 val images entries may drop")
+    p.add_argument("--allow-unverified", action="store_true",
+                   help="prepare: accept files that are not the official ones (fixtures, subsets); the dataset "
+                        "and every run on it are then unofficial")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Time-to-accuracy benchmark harness")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -47,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in TOOLS.items():
         p = sub.add_parser(name, help=text, add_help=False)
         p.add_argument("args", nargs=argparse.REMAINDER)
-    harness_cli.add_data_options(sub.add_parser("data", help="fetch or verify a dataset"), ("fetch", "verify"))
+    add_data_options(sub.add_parser("data", help="fetch, prepare (ImageNet) or verify a dataset"))
     harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run offline: its log, stored "
                                                                  "predictions, result.json and TSV agree"))
     parser.set_defaults(prog=PROG)
@@ -70,9 +87,22 @@ def cmd_infer(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
+    prepare_options = [option for option, value in (("--from", args.from_dir), ("--blacklist", args.blacklist),
+                                                    ("--allow-unverified", args.allow_unverified)) if value]
+    if args.action != "prepare" and prepare_options:
+        raise UsageError(f"{', '.join(prepare_options)} only go with data prepare: {PREPARE_USAGE}")
     if args.action == "verify":
         return harness_cli.cmd_data(args)
-    fetch.fetch(harness_cli.dataset_of(args), args.data)
+    name = harness_cli.dataset_of(args)
+    if args.action == "fetch":
+        fetch.fetch(name, args.data)
+        return 0
+    if name != prepare_imagenet.NAME:
+        raise UsageError(f"only imagenet is prepared from files you bring; {name} is fetched: dawnbench data fetch {name}")
+    if args.from_dir is None:
+        raise UsageError(f"data prepare needs --from DIR, the folder with the official files: {PREPARE_USAGE}")
+    prepare_imagenet.prepare(args.from_dir, args.data, blacklist=args.blacklist,
+                             allow_unverified=args.allow_unverified)
     return 0
 
 

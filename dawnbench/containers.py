@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from dawnbench import images, prices
-from harness import datasets, environment, paths, provenance, registry
+from harness import datasets, environment, paths, provenance, registry, sandbox, views
 from harness.errors import DawnbenchError, UsageError, report
 
 # Under a folder only root may enter (the images make it 0700): the harness, root in the container,
@@ -330,10 +330,15 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     before = set(runs_dir.iterdir())
     _say(f"runtime: docker, image {tag}, {'GPUs: all' if use_gpus else 'no GPUs'}, data {data_root} (read-only), "
          f"results {results}")
+    volumes = {str(data_root): {"bind": DATA_IN_CONTAINER, "mode": "ro"},
+               str(results): {"bind": RESULTS_IN_CONTAINER, "mode": "rw"}}
+    # A dataset too big to copy per run (ImageNet) is mounted a second time per role, where only
+    # that role's sandboxed uid may enter (the image makes those folders; harness.sandbox, uid mode).
+    for role, folder, relative in views.folder_views(spec.task.dataset, data_root):
+        volumes[str(folder)] = {"bind": str(sandbox.ROLE_MOUNTS / role / relative), "mode": "ro"}
     container = client.containers.run(
         image.id, command=command, entrypoint=entrypoint, detach=True, user=user, shm_size="1g",
-        volumes={str(data_root): {"bind": DATA_IN_CONTAINER, "mode": "ro"},
-                 str(results): {"bind": RESULTS_IN_CONTAINER, "mode": "rw"}},
+        volumes=volumes,
         # No commit here: the image's build record names it (an environment variable could name any).
         # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it
         environment={"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,

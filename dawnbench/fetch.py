@@ -17,6 +17,9 @@ downloaded to a temp directory inside the dataset directory, its md5 checked,
 unpacked member by member (only the expected regular files: no links, no absolute
 or ``..`` paths), every file's md5 checked, and only then the whole directory
 renamed into place. The dataset directory is complete or absent, never half-written.
+
+ImageNet is never fetched: nothing may download it for the user. ``fetch`` says whether the prepared
+copy verifies (``dawnbench data prepare imagenet``, dawnbench.prepare_imagenet, makes it).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from harness.datasets import (
     manifest,
     sha256_file,
     verify_dataset,
+    verify_prepared,
 )
 
 __all__ = ["DatasetError", "fetch"]
@@ -251,6 +255,8 @@ def fetch(
     ``/``), else the manifest's; ``debian_dir`` and ``allow_apt`` do not apply.
     """
     entry = manifest(name)
+    if entry.get("format") == "imagenet-folders":
+        return _check_prepared(name, data_root)
     if "archive" in entry:
         return _fetch_archive(name, data_root, _archive_url(entry, url, url_base), progress)
     if entry.get("compression") != "gzip" or not (entry.get("debian_dir") or entry.get("url_base")):
@@ -287,6 +293,22 @@ def fetch(
             _say(name, f"wrote {filename}")
 
     _say(name, f"ready in {directory}")
+    return directory
+
+
+def _check_prepared(name: str, data_root) -> Path:
+    """A dataset made by `prepare` from files the user brings: fine when its manifest verifies."""
+    entry = manifest(name)
+    directory = dataset_dir(name, data_root)
+    try:
+        verified = verify_prepared(directory, name=name)
+    except DatasetError as exc:
+        state = "is not prepared" if not directory.exists() else f"is not prepared or not whole ({exc})"
+        raise DatasetError(
+            f"{name} in {directory} {state}; ImageNet cannot be downloaded by a program: bring the official files "
+            f"({', '.join(entry.get('sources', {}))}) into a folder DIR and run: {entry['fetch_command']}"
+        ) from None
+    _say(name, f"prepared in {directory} and verified against its manifest ({verified['count']} files); nothing to fetch")
     return directory
 
 

@@ -58,6 +58,8 @@ __all__ = [
     "read_cifar_pickle",
     "read_cifar_batch",
     "load_eval_labels",
+    "load_blacklist",
+    "prepared_reasons",
 ]
 
 CHUNK_SIZE = 1 << 20
@@ -527,9 +529,91 @@ def load_eval_labels(name: str, data_root: str | os.PathLike | None = None) -> n
     file_format = entry.get("format", "idx")
     if file_format == "cifar-pickle":
         return read_cifar_batch(path)[1]
+    if file_format == "imagenet-folders":
+        return _class_indices(name, path, verify_file(name, data_root, entry["classes"]))
     if file_format != "idx":
-        raise DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}; known: idx, cifar-pickle")
+        raise DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}; "
+                           "known: idx, cifar-pickle, imagenet-folders")
     labels = read_idx(path)
     if labels.ndim != 1:
         raise DatasetError(f"malformed IDX file {path}: eval labels must be 1-D, got shape {labels.shape}")
     return labels.astype(np.int64)
+
+
+# --- prepared folders (ImageNet) ---------------------------------------------------------------
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"cannot read {path}: {exc}") from exc
+
+
+def _class_indices(name: str, labels_path: Path, classes_path: Path) -> np.ndarray:
+    """The eval labels as class indices: each line of `labels_path` names a class (a WordNet id), and
+    a class's index is its line in `classes_path` (sorted: torchvision's and TFDS's convention)."""
+    classes = _lines(classes_path)
+    if not classes or classes != sorted(set(classes)):
+        raise DatasetError(f"malformed {classes_path}: the class names must be sorted and distinct, one per line; "
+                           f"re-run: {manifest(name)['fetch_command']}")
+    index = {c: i for i, c in enumerate(classes)}
+    names = _lines(labels_path)
+    unknown = [n for n in names if n not in index]
+    if unknown or not names:
+        raise DatasetError(f"malformed {labels_path}: {len(unknown)} labels name no class of {classes_path.name} "
+                           f"(first: {unknown[0] if unknown else 'the file is empty'!r}); "
+                           f"re-run: {manifest(name)['fetch_command']}")
+    return np.array([index[n] for n in names], dtype=np.int64)
+
+
+def load_blacklist(name: str, data_root: str | os.PathLike | None = None) -> np.ndarray | None:
+    """The sorted zero-based indices of the eval examples the task lets an entry drop when scoring
+    (ImageNet's 1,762), when the dataset holds its blacklist file; None when it does not. The file
+    holds one-based indices, one per line; its sha256 is checked where datasets.toml gives one, its
+    count always."""
+    entry = manifest(name)
+    spec = entry.get("blacklist")
+    if not spec:
+        return None
+    path = dataset_dir(name, data_root) / spec["file"]
+    if not path.is_file():
+        return None
+    fix = f"re-run {entry['fetch_command']} --blacklist FILE with the official file, or delete {path}"
+    digest = sha256_file(path)
+    if "sha256" in spec and digest != spec["sha256"]:
+        raise DatasetError(f"blacklist {path} has sha256 {digest}, expected {spec['sha256']}: not the official one; {fix}")
+    try:
+        one_based = [int(line) for line in _lines(path) if line.strip()]
+    except ValueError as exc:
+        raise DatasetError(f"malformed blacklist {path}: {exc}; {fix}") from exc
+    indices = np.unique(np.array(one_based, dtype=np.int64)) - 1
+    if len(indices) != len(one_based) or len(indices) != spec["count"] or (len(indices) and indices[0] < 0):
+        raise DatasetError(f"malformed blacklist {path}: expected {spec['count']} distinct one-based indices, "
+                           f"got {len(one_based)} lines ({len(indices)} distinct); {fix}")
+    _VERIFIED.setdefault(name, {})[spec["file"]] = {"sha256": digest, "size": path.stat().st_size}
+    return indices
+
+
+def prepared_reasons(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
+    """For a prepared dataset (one whose manifest entry names a `record`): check its files against
+    its prepared manifest (names and sizes; harness.datasets.verify_prepared) and return why it is
+    not official, from the record `prepare` wrote (empty: official). [] for other datasets."""
+    entry = manifest(name)
+    if "record" not in entry:
+        return []
+    directory = dataset_dir(name, data_root)
+    fix = f"run: {entry['fetch_command']}"
+    if not (directory / PREPARED_MANIFEST).is_file():
+        raise DatasetError(f"dataset {name!r} is not prepared in {directory} (no {PREPARED_MANIFEST}); {fix}")
+    verify_prepared(directory, name=f"{name} (prepared)")
+    try:
+        record = json.loads((directory / entry["record"]).read_text(encoding="utf-8"))
+        official, reasons = record["official"], record.get("unofficial_reasons") or []
+        if not isinstance(official, bool) or not all(isinstance(r, str) for r in reasons):
+            raise ValueError("official must be true or false, unofficial_reasons a list of text")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DatasetError(f"dataset {name!r}: its record {directory / entry['record']} is unreadable ({exc}); {fix}") from exc
+    if official and not reasons:
+        return []
+    why = "; ".join(" ".join(r.split()) for r in reasons) or "its record says it is not official"
+    return [f"the {name} dataset was prepared from unverified files ({why})"]

@@ -33,6 +33,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         raise FileNotFoundError(f"model {model_path} not found; a converged `dawnbench run` leaves "
                                 f"one in results/<reference>/<run id>/model")
     labels = datasets.load_eval_labels(task.dataset, data_root)
+    dropped = datasets.load_blacklist(task.dataset, data_root)
 
     # The model runs in a sandboxed predictor; the timer runs here, in a process the reference's
     # code never enters: each latency is the round trip of one request on the channel.
@@ -60,8 +61,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
                              f"in result.json next to model/)") from e
         count = int(worker.call("inputs")[0]["count"])
         n = count if limit is None else min(limit, count)
-        if limit is None and n != task.eval_examples:
-            raise ValueError(f"eval_inputs() gave {n} examples; the {task.name} eval set has {task.eval_examples}")
+        if limit is None and n != len(labels):
+            raise ValueError(f"eval_inputs() gave {n} examples; the {task.name} eval set here has {len(labels)}")
         overhead = _round_trip_ms(worker)
         for i in range(min(warmup, n)):   # warm caches, allocators and lazy initialisation
             worker.call("infer", index=i)
@@ -86,7 +87,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         scores = task.score(predictions, labels)
     else:
         predictions = np.stack([np.asarray(o) for o in outputs])
-        scores = task.score(predictions, labels[:n])
+        # the blacklist (ImageNet's) applies to the whole eval set, as in a run
+        scores = task.score(predictions, labels[:n], dropped if n == len(labels) else None)
     value = scores[task.metric]
     ms = latencies * 1000.0
     mean_ms = float(ms.mean())
@@ -96,7 +98,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "task": task.name,
         "model_path": str(model_path),
         "items": n,
-        "complete_eval_set": n == task.eval_examples,
+        "complete_eval_set": n == len(labels) == task.eval_examples,
+        **({"usedBlacklist": dropped is not None and n == len(labels)}
+           if "blacklist" in datasets.manifest(task.dataset) else {}),
         "batch_size": 1,
         "warmup_items": min(warmup, n),
         "latency": mean_ms,  # DAWNBench v1 field: ms per item

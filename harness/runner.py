@@ -58,6 +58,30 @@ class RunOptions:
     price: dict | None = None           # {"instance", "usd_per_hour", "source", "date"} of one node
 
 
+@dataclass(frozen=True)
+class EvalSet:
+    """The eval set a run scores: `examples` predictions are asked for, all but the `dropped` ones
+    (ImageNet's blacklist) are scored."""
+    task: object
+    examples: int
+    dropped_indices: object = None
+
+    @property
+    def dropped(self) -> int:
+        return 0 if self.dropped_indices is None else len(self.dropped_indices)
+
+    @property
+    def scored(self) -> int:
+        return self.examples - self.dropped
+
+    def reasons(self) -> list[str]:
+        """Why a run on this eval set is not official: a fixture's or a subset's size."""
+        if self.examples == self.task.eval_examples:
+            return []
+        return [f"the eval set has {self.examples} examples, not the {self.task.eval_examples} of the "
+                f"{self.task.name} task (fixture or subset data)"]
+
+
 def dist_env() -> tuple[int, int, int]:
     """(rank, world size, local rank) as torchrun and other launchers set them."""
     return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
@@ -102,11 +126,19 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     # The harness's own labels, from the checksummed official files; a missing dataset fails
     # here, before any folder is made, with the fetch command.
     dataset_files = datasets.verified_checksums(task.dataset, data_root)   # every file, before any folder
+    data_reasons = datasets.prepared_reasons(task.dataset, data_root)
     labels = datasets.load_eval_labels(task.dataset, data_root)
+    dropped = datasets.load_blacklist(task.dataset, data_root)
+    eval_set = EvalSet(task, len(labels), dropped)
     isolation = sandbox.probe()
     # Before any of the reference's code runs: the code and data this run is of, and whether it is official.
     reasons = [] if threshold == task.threshold else [
         f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
+    reasons += data_reasons + eval_set.reasons()
+    blacklist = datasets.manifest(task.dataset).get("blacklist", {})
+    if dropped is not None and "sha256" not in blacklist:
+        reasons.append(f"the {task.dataset} blacklist cannot be proven official: datasets.toml records no sha256 "
+                       f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
     if not isolation.isolated:
         reasons.append(isolation.reason)
     prov = provenance.collect(spec, datasets.verified_files(), reasons)
@@ -146,7 +178,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         log.point("submission_org", spec.author)
         log.point("submission_platform", environment.hardware_label(system, world_size, opts.nodes))
         log.point("seed", opts.seed)
-        log.point("eval_samples", task.eval_examples)
+        log.point("eval_samples", eval_set.scored, dropped=eval_set.dropped)
         log.point("dawnbench_threshold", threshold, metric=task.metric)
         log.point("dawnbench_hyperparameters", hyperparameters)
         log.point("dawnbench_isolation", isolation.mode, reason=isolation.reason)
@@ -157,7 +189,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         log.start("init_start", 0.0)
         trainer, seen = start_worker("train", spec, isolation, data_root=data_root, derived=work / "derived",
                                      snapshots=snapshots)
-        init = {"name": spec.name, "config": dict(hyperparameters),
+        init = {"name": spec.name, "config": dict(hyperparameters), "eval_examples": eval_set.examples,
                 "seed": opts.seed, "task": task.name, "rank": rank, "world_size": world_size,
                 "local_rank": local_rank, "show_progress": opts.progress}
         trainer.call("init", **init, role="train", data_root=seen["data_root"], work_dir=seen["work_dir"],
@@ -204,11 +236,11 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                 answer, array = predictor.call("predict")
                 predictions = answer["answers"] if "answers" in answer else array
                 count = task.count(predictions) if predictions is not None else 0
-                if count != task.eval_examples or count != len(labels):
+                if count != eval_set.examples:
                     raise PredictionCountError(
                         f"predict() returned {count} predictions; the {task.name} eval set has "
-                        f"{task.eval_examples} examples, every one needs a prediction in canonical order")
-                scores = task.score(predictions, labels)
+                        f"{eval_set.examples} examples, every one needs a prediction in canonical order")
+                scores = task.score(predictions, labels, dropped)
                 # what `harness verify` re-scores offline; written in the eval span, off the clock
                 try:
                     stored = stored_predictions.save(run_dir, epoch, task, predictions) if run_dir else {}
@@ -315,7 +347,9 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "nodes": opts.nodes,
         "price": opts.price,
         "epochs": epoch,
-        "eval_examples": task.eval_examples,
+        "eval_examples": eval_set.scored,
+        # DAWNBench v1's ImageNet field, on tasks that have a blacklist
+        **({"usedBlacklist": dropped is not None} if "blacklist" in datasets.manifest(task.dataset) else {}),
         "seed": opts.seed,
         "world_size": world_size,
         "hyperparameters": hyperparameters,

@@ -39,6 +39,10 @@ ISOLATION_ENV = "DAWNBENCH_ISOLATION"      # "none" switches isolation off (neve
 SANDBOX_UID = 65534                         # nobody: the reference's uid under bwrap-root
 UID_MODE_UIDS = {"train": 10002, "predict": 10003}
 VIEW = Path("/dawnbench")                   # where the scratch, data and snapshots appear in a bwrap view
+# Where a container launcher mounts a role's large folders (ImageNet's train/ and val/): one folder
+# per role, which only that role's uid may enter. Docker allows no mount namespaces, and copying
+# 140 GB per run is out of the question (uid mode).
+ROLE_MOUNTS = Path("/dawnbench-views")
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/sys")
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 38, 4, 36
 
@@ -394,7 +398,13 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
         for src, rel in data_files:          # copies: the originals sit where this uid cannot go
             target = scratch / "data" / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, target)
+            mounted = ROLE_MOUNTS / role / rel
+            if Path(src).is_dir() and mounted.is_dir():
+                target.symlink_to(mounted)     # the launcher's mount, which only this role's uid may enter
+            elif Path(src).is_dir():
+                shutil.copytree(src, target)
+            else:
+                shutil.copyfile(src, target)
         home, tmp = str(scratch / "home"), str(scratch / "tmp")
     if owner is not None:
         _chown_tree(scratch / "reference", owner)

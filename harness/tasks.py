@@ -30,8 +30,16 @@ class Task:
     eval_examples: int
     tsv_columns: tuple[str, ...]
 
-    def score(self, predictions, labels) -> dict[str, float]:
-        """Every metric the task logs, as fractions; the harness calls this, never a reference."""
+    def score(self, predictions, labels, drop=None) -> dict[str, float]:
+        """Every metric the task logs, as fractions; the harness calls this, never a reference.
+        `drop`: indices of eval examples left out of the score (ImageNet's blacklist); the
+        predictions still cover every example."""
+        if drop is not None and len(drop):
+            keep = np.ones(len(labels), dtype=bool)
+            keep[np.asarray(drop)] = False
+            if np.shape(predictions)[0] != len(labels):
+                raise ValueError(f"{np.shape(predictions)[0]} predictions for {len(labels)} labels")
+            predictions, labels = np.asarray(predictions)[keep], np.asarray(labels)[keep]
         if self.metric == "f1":
             # labels: the official dataset's `data` list; predictions: {question id: text}
             result = metrics.squad_evaluate(labels, predictions)

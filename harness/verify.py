@@ -19,6 +19,7 @@ predictions through harness.stored_predictions.load (no pickle, bounded inflatio
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -209,7 +210,7 @@ def _epoch_num(record: dict) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _structure(events: list[dict], task: Task) -> tuple[list[Epoch], dict, float, str]:
+def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch], dict, float, str]:
     """The evaluated epochs, the run_stop event, the threshold and a summary; Disagreement otherwise."""
     if sum(e["key"] == "run_start" for e in events) != 1:
         raise Disagreement("the log must have one run_start event")
@@ -232,8 +233,8 @@ def _structure(events: list[dict], task: Task) -> tuple[list[Epoch], dict, float
     if threshold is None:
         raise Disagreement("no dawnbench_threshold event with the run's threshold")
     samples = [e.get("value") for e in events if e["key"] == "eval_samples"]
-    if samples != [task.eval_examples]:
-        raise Disagreement(f"eval_samples is {samples[:2]}, not the {task.eval_examples} of the {task.name} eval set")
+    if samples != [scored]:
+        raise Disagreement(f"eval_samples is {samples[:2]}, not the {scored} scored examples result.json records")
 
     by_epoch: dict[int, dict[str, dict]] = {}
     for e in events:
@@ -328,10 +329,10 @@ def _labels_problem(task: Task, data_root: Path | None, error: DawnbenchError) -
     return f"the {task.dataset} eval labels cannot be used: {error}"
 
 
-def _metric(task: Task, epochs: list[Epoch], stored: dict[int, Any], labels: Any) -> str:
+def _metric(task: Task, epochs: list[Epoch], stored: dict[int, Any], labels: Any, dropped: Any) -> str:
     for epoch in epochs:
         try:
-            scores = task.score(stored[epoch.number], labels)
+            scores = task.score(stored[epoch.number], labels, dropped)
         except ValueError as e:
             raise Disagreement(f"epoch {epoch.number}: the stored predictions cannot be scored: {e}") from None
         logged = {task.metric: epoch.accuracy.get("value"),
@@ -454,6 +455,17 @@ def load_labels(task: Task, data_root: Path | None) -> Any:
     return datasets.load_eval_labels(task.dataset, data_root)
 
 
+def _dropped(task: Task, data_root: Path | None, used: bool) -> Any:
+    """The blacklisted indices the run left out of its score, from this machine's dataset."""
+    if not used:
+        return None
+    dropped = datasets.load_blacklist(task.dataset, data_root)
+    if dropped is None:
+        raise DawnbenchError(f"the run scored without the {task.dataset} blacklist, which this machine's dataset "
+                             f"lacks; prepare it with --blacklist FILE")
+    return dropped
+
+
 def verify(run_dir: Path, data_root: Path | None = None,
            labels_for: Callable[[Task, Path | None], Any] = load_labels) -> Verification:
     """Every check of a run folder. VerifyError when it is not a readable run folder (exit 2);
@@ -481,7 +493,9 @@ def verify(run_dir: Path, data_root: Path | None = None,
     state: dict[str, Any] = {}
 
     def events_check() -> str:
-        epochs, run_stop, threshold, summary = _structure(events, task)
+        scored = result.get("eval_examples")
+        epochs, run_stop, threshold, summary = _structure(
+            events, task, scored if isinstance(scored, int) and not isinstance(scored, bool) else task.eval_examples)
         recompute_tta(events, epochs)
         state.update(epochs=epochs, run_stop=run_stop, threshold=threshold)
         return summary + f", run_stop {run_stop['metadata'].get('dawnbench_status')}"
@@ -494,7 +508,11 @@ def verify(run_dir: Path, data_root: Path | None = None,
         return f"per epoch, epoch_stop minus the eval and checkpoint spans before it: {shown} s{bound}"
 
     def predictions_check() -> str:
-        stored, summary = _predictions(run_dir, task, state["epochs"])
+        # as many predictions as the eval set on disk had (the scored ones and the blacklisted ones)
+        (logged,) = [e for e in events if e["key"] == "eval_samples"]
+        dropped = logged["metadata"].get("dropped", 0)
+        examples = logged["value"] + (dropped if isinstance(dropped, int) and not isinstance(dropped, bool) else 0)
+        stored, summary = _predictions(run_dir, dataclasses.replace(task, eval_examples=examples), state["epochs"])
         state["stored"] = stored
         return summary
 
@@ -504,7 +522,9 @@ def verify(run_dir: Path, data_root: Path | None = None,
     if "epochs" in state:
         try:
             state["labels"] = labels_for(task, data_root)
+            state["dropped"] = _dropped(task, data_root, result.get("usedBlacklist") is True)
         except DawnbenchError as e:
+            state.pop("labels", None)
             report.labels_problem = _labels_problem(task, data_root, e)
             report.checks.append(Check("labels", None, report.labels_problem))
         else:
@@ -514,7 +534,8 @@ def verify(run_dir: Path, data_root: Path | None = None,
                 + (f"${datasets.MANIFEST_ENV}={override} (not the official ones)" if override
                    else "harness/data/datasets.toml"))))
         if "labels" in state:
-            check("metric", lambda: _metric(task, state["epochs"], state["stored"], state["labels"]), "predictions")
+            check("metric", lambda: _metric(task, state["epochs"], state["stored"], state["labels"], state["dropped"]),
+                  "predictions")
         else:
             report.checks.append(Check("metric", None, "not recomputed without the eval labels; the checks below "
                                                        "compare the logged values"))

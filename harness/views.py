@@ -25,13 +25,18 @@ def _flatten(split) -> list[str]:
 
 
 def view_files(name: str, data_root: str | os.PathLike | None, role: str, derived_dir: Path) -> list[tuple[Path, str]]:
-    """(source file, path relative to the view's data root) of each file a worker in `role` sees.
+    """(source file or folder, path relative to the view's data root) of each file a worker in `role` sees.
     Derived label-free files are written under `derived_dir` (the run's scratch)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}")
     entry = datasets.manifest(name)
     source_dir = datasets.files_dir(name, data_root)
     relative = Path(entry["dir"]) / entry.get("subdir", "")
+    if entry.get("format") == "imagenet-folders":
+        # Folders, not files: the trainer sees train/ (class folders), the predictor the flat val/;
+        # the label files and the record stay with the harness.
+        folder = entry["splits"]["train" if role == TRAIN else "test"]["dir"]
+        return [(source_dir / folder, str(relative / folder))]
     test_split = entry.get("splits", {}).get("test", [])      # a manifest may name no splits: then no eval inputs
     test = set(_flatten(test_split)) | {entry["eval_labels"]}
     if role == TRAIN:
@@ -57,3 +62,11 @@ def system_copies() -> list[str]:
     shows them empty."""
     return sorted({datasets.manifest(n)["debian_dir"] for n in datasets.dataset_names()
                    if "debian_dir" in datasets.manifest(n)})
+
+
+def folder_views(name: str, data_root: str | os.PathLike | None) -> list[tuple[str, Path, str]]:
+    """(role, source folder, path relative to the view's data root) of every folder a role sees whole:
+    what a container launcher mounts at harness.sandbox.ROLE_MOUNTS/<role>/<relative path>."""
+    if datasets.manifest(name).get("format") != "imagenet-folders":
+        return []
+    return [(role, src, rel) for role in ROLES for src, rel in view_files(name, data_root, role, Path("/nonexistent"))]

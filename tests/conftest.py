@@ -245,3 +245,21 @@ def http_server():
     for server in started:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def imagenet_root(tmp_path, monkeypatch) -> Path:
+    """A data root holding a prepared tiny ImageNet (tests/imagenet_fixture.py: 4 classes, 14 train and
+    12 val images, one CMYK JPEG and one PNG among them), made by `dawnbench data prepare imagenet
+    --allow-unverified` from files in the official formats, with $DAWNBENCH_DATASETS_MANIFEST pointing
+    at a manifest that carries the fixture's label-file checksums."""
+    from imagenet_fixture import fixture_manifest, write_imagenet_fixture
+
+    from dawnbench.prepare_imagenet import prepare
+
+    fixture = write_imagenet_fixture(tmp_path / "imagenet-files")
+    root = tmp_path / "data"
+    prepare(fixture.folder, root, allow_unverified=True, progress=False)
+    override = fixture_manifest(tmp_path / "datasets-imagenet-fixture.toml", fixture)
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(override))
+    return root

@@ -1,0 +1,241 @@
+"""The harness on a prepared ImageNet: labels by WordNet id, the folder views of each role, the
+blacklist left out of the score, a fixture-size eval set (unofficial), the prepared manifest and
+record checked before a run, and `harness verify` recomputing all of it.
+
+The data is a hand-made prepared tree (what `dawnbench data prepare imagenet` writes; its own tests
+start from the official tars). The reference memorises: its "model" maps each training image's
+sha256 to its class, and the val images that are copies of training images are the ones it gets
+right; the others it gets wrong. So every accuracy here is known exactly in advance.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from harness import datasets, registry, runner, verify, views
+
+WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361", "n01494475", "n01496331"]   # sorted
+
+MEMORISE = '''
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from harness.reference import Reference
+
+
+def digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class Memorise(Reference):
+    def setup(self, ctx):
+        self.ctx, self.table = ctx, {}
+        root = Path(ctx.data_root) / "imagenet"
+        if ctx.trains:
+            self.wnids = sorted(p.name for p in (root / "train").iterdir())
+        else:
+            self.files = sorted((root / "val").iterdir())
+
+    def train_epoch(self, epoch):
+        root = Path(self.ctx.data_root) / "imagenet" / "train"
+        for index, wnid in enumerate(self.wnids):
+            for f in sorted((root / wnid).iterdir()):
+                self.table[digest(f)] = index
+        return {"loss": 1.0 / epoch, "samples": len(self.table)}
+
+    def save(self, path):
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "table.json").write_text(json.dumps(self.table))
+
+    def load(self, path):
+        self.table = json.loads((Path(path) / "table.json").read_text())
+
+    def scores(self, f):
+        row = np.zeros(1000, np.float32)
+        known = self.table.get(digest(f))
+        if known is None:
+            row[995:] = 1.0        # an unknown image: top five 995..999, wrong for every image here
+        else:
+            row[known] = 1.0
+        return row
+
+    def predict(self):
+        return np.stack([self.scores(f) for f in self.files])
+
+    def eval_inputs(self):
+        return self.files
+
+    def infer(self, f):
+        return self.scores(f)
+'''
+
+TOML = '''task = "imagenet"
+framework = "numpy"
+model = "a lookup table of training images"
+entry = "memorise:Memorise"
+description = "memorises the training images by content"
+
+[hyperparameters]
+unused = 0
+
+[budget]
+max_epochs = 2
+'''
+
+
+def jpeg_bytes(seed: int) -> bytes:
+    # Content only matters for its hash here: the reference never decodes an image.
+    return b"\xff\xd8\xff\xe0" + hashlib.sha256(str(seed).encode()).digest() * 8 + b"\xff\xd9"
+
+
+def prepare_tree(root, *, blacklist: list[int] | None = None, official: bool = False):
+    """A prepared ImageNet under root/imagenet: 6 classes x 3 training images; 10 val images, the
+    first 7 copies of training images (val i is training image i of class i % 6), the last 3 unseen.
+    Returns (data root, val labels as class indices)."""
+    d = root / "imagenet"
+    labels = []
+    for c, wnid in enumerate(WNIDS):
+        (d / "train" / wnid).mkdir(parents=True)
+        for i in range(3):
+            (d / "train" / wnid / f"{wnid}_{i}.JPEG").write_bytes(jpeg_bytes(100 * c + i))
+    (d / "val").mkdir()
+    for i in range(10):
+        c = i % len(WNIDS)
+        body = jpeg_bytes(100 * c + i // len(WNIDS)) if i < 7 else jpeg_bytes(10_000 + i)
+        (d / "val" / f"ILSVRC2012_val_{i + 1:08d}.JPEG").write_bytes(body)
+        labels.append(c)
+    (d / "val_labels.txt").write_text("".join(f"{WNIDS[c]}\n" for c in labels))
+    (d / "synsets.txt").write_text("".join(f"{w}\n" for w in WNIDS))
+    if blacklist:
+        (d / "blacklist.txt").write_text("".join(f"{i}\n" for i in blacklist))
+    (d / "dawnbench-prepared.json").write_text(json.dumps(
+        {"format": "dawnbench-imagenet-1", "official": official,
+         "unofficial_reasons": [] if official else ["a hand-made test tree"]}))
+    datasets.write_prepared_manifest(d)
+    return root, np.array(labels)
+
+
+def fixture_manifest(tmp_path, root, blacklist_count: int = 3):
+    """The [imagenet] entry with this tree's label-file checksums and blacklist size."""
+    entry = datasets.manifest("imagenet")
+    d = root / "imagenet"
+    lines = [f'[imagenet]\ndir = "imagenet"\nformat = "imagenet-folders"\nfetch_command = "{entry["fetch_command"]}"',
+             'eval_labels = "val_labels.txt"\nclasses = "synsets.txt"\nrecord = "dawnbench-prepared.json"',
+             '[imagenet.splits]\ntrain = { dir = "train" }\ntest = { dir = "val" }',
+             f'[imagenet.blacklist]\nfile = "blacklist.txt"\ncount = {blacklist_count}',
+             '[imagenet.files]']
+    lines += [f'"{f}" = {{ sha256 = "{datasets.sha256_file(d / f)}" }}' for f in ("val_labels.txt", "synsets.txt")]
+    path = tmp_path / "datasets-imagenet.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    def make(**kwargs):
+        root, labels = prepare_tree(tmp_path / "data", **kwargs)
+        monkeypatch.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp_path, root)))
+        return root, labels
+    return make
+
+
+@pytest.fixture
+def spec(tmp_path, monkeypatch):
+    ref = tmp_path / "references" / "imagenet-memorise"
+    ref.mkdir(parents=True)
+    (ref / "memorise.py").write_text(MEMORISE)
+    (ref / "reference.toml").write_text(TOML)
+    monkeypatch.setenv("DAWNBENCH_REFERENCES", str(ref.parent))
+    return registry.load_spec("imagenet-memorise")
+
+
+def test_labels_are_indices_in_sorted_wnid_order(tree):
+    root, labels = tree()
+    assert datasets.load_eval_labels("imagenet", root).tolist() == labels.tolist()
+
+
+def test_the_label_files_are_checked_against_the_manifest(tree):
+    root, _ = tree()
+    (root / "imagenet" / "val_labels.txt").write_text(f"{WNIDS[0]}\n" * 10)     # every image class 0
+    with pytest.raises(datasets.DatasetError, match="checksum mismatch"):
+        datasets.load_eval_labels("imagenet", root)
+
+
+def test_the_official_entry_names_tfds_label_lists():
+    entry = datasets.manifest("imagenet")
+    assert entry["files"]["val_labels.txt"]["sha256"].startswith("313fc3f2")
+    assert entry["files"]["synsets.txt"]["sha256"].startswith("70002b0f")
+    assert entry["blacklist"]["count"] == 1762
+
+
+def test_each_role_sees_one_folder_and_no_label(tree, tmp_path):
+    root, _ = tree()
+    train = views.view_files("imagenet", root, views.TRAIN, tmp_path / "derived")
+    predict = views.view_files("imagenet", root, views.PREDICT, tmp_path / "derived")
+    assert [(str(s.relative_to(root)), r) for s, r in train] == [("imagenet/train", "imagenet/train")]
+    assert [(str(s.relative_to(root)), r) for s, r in predict] == [("imagenet/val", "imagenet/val")]
+    assert [(role, r) for role, _, r in views.folder_views("imagenet", root)] == [
+        ("train", "imagenet/train"), ("predict", "imagenet/val")]
+    assert views.folder_views("fashion-mnist", root) == []
+
+
+def test_a_changed_image_fails_the_prepared_manifest(tree):
+    root, _ = tree()
+    (root / "imagenet" / "val" / "ILSVRC2012_val_00000003.JPEG").write_bytes(b"x")
+    with pytest.raises(datasets.DatasetError, match="does not match its manifest.*of another size"):
+        datasets.prepared_reasons("imagenet", root)
+
+
+def test_an_unprepared_folder_names_the_prepare_command(tree):
+    root, _ = tree()
+    (root / "imagenet" / datasets.PREPARED_MANIFEST).unlink()
+    with pytest.raises(datasets.DatasetError, match="not prepared.*dawnbench data prepare imagenet"):
+        datasets.prepared_reasons("imagenet", root)
+
+
+def test_a_blacklist_of_the_wrong_size_is_refused(tree):
+    root, _ = tree(blacklist=[1, 2])
+    with pytest.raises(datasets.DatasetError, match="expected 3 distinct"):
+        datasets.load_blacklist("imagenet", root)
+
+
+def run(spec, root, tmp_path):
+    return runner.run(spec, dict(spec.hyperparameters), runner.RunOptions(
+        threshold=0.9, results_root=tmp_path / "results", data_root=root, progress=False))
+
+
+def test_a_run_scores_every_val_image_and_is_unofficial_at_fixture_size(spec, tree, tmp_path):
+    root, _ = tree()
+    result = run(spec, root, tmp_path)
+    # 7 of 10 val images were seen in training: top-1 = top-5 = 0.7 < 0.9, so the run goes on to its budget.
+    assert result["status"] == "DNC" and [h["top5"] for h in result["history"]] == [0.7, 0.7]
+    assert result["eval_examples"] == 10 and result["usedBlacklist"] is False
+    assert not result["official"]
+    assert any("10 examples, not the 50000" in r for r in result["unofficial_reasons"])
+    assert any("prepared from unverified files (a hand-made test tree)" in r for r in result["unofficial_reasons"])
+    assert verify.verify(root.parent / "results" / "imagenet-memorise" / result["run_id"], root).verified
+
+
+def test_the_blacklist_is_left_out_of_the_score_and_verified(spec, tree, tmp_path):
+    root, _ = tree(blacklist=[8, 9, 10])        # the three val images no training image matches
+    result = run(spec, root, tmp_path)
+    assert result["status"] == "converged" and result["history"][0]["top5"] == 1.0
+    assert result["eval_examples"] == 7 and result["usedBlacklist"] is True
+    # No official sha256 of the blacklist is known: any 1,762 indices would pass the count, so not official.
+    assert any("blacklist cannot be proven official" in r for r in result["unofficial_reasons"])
+    assert result["provenance"]["datasets"]["imagenet"]["blacklist.txt"]["sha256"] == datasets.sha256_file(
+        root / "imagenet" / "blacklist.txt")
+    run_dir = tmp_path / "results" / "imagenet-memorise" / result["run_id"]
+    events = [json.loads(line.split(" ", 1)[1]) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [(e["value"], e["metadata"]["dropped"]) for e in events if e["key"] == "eval_samples"] == [(7, 3)]
+    assert verify.verify(run_dir, root).verified
+    # Verified on a machine without the blacklist, the score cannot be recomputed: not verified, and it says why.
+    (root / "imagenet" / "blacklist.txt").unlink()
+    report = verify.verify(run_dir, root)
+    assert not report.verified and "without the imagenet blacklist" in report.labels_problem
