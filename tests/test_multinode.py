@@ -31,14 +31,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch_two_nodes(results: Path, data_root: Path, epochs: int = 1, threshold: float = 0.5) -> list[subprocess.Popen]:
+def launch_two_nodes(results: Path, data_root: Path, epochs: int = 1, threshold: float = 0.5, ref: str = REF,
+                     extra: tuple[str, ...] = ()) -> list[subprocess.Popen]:
     """Two torchrun launchers (node ranks assigned by the rendezvous), sharing one run token."""
     env = cli_env(DAWNBENCH_RUN_TOKEN=secrets.token_hex(16), DAWNBENCH_DATA=str(data_root))
     port, run_id = free_port(), f"test-{secrets.token_hex(4)}"
     argv = [PYTHON, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
-            "-m", "harness", "run", REF, "--max-epochs", str(epochs), "--threshold", str(threshold),
-            "--nodes", "2", "--cost-per-hour", "1.0", "--results", str(results), "--no-progress"]
+            "-m", "harness", "run", ref, "--max-epochs", str(epochs), "--threshold", str(threshold),
+            "--nodes", "2", "--cost-per-hour", "1.0", "--results", str(results), "--no-progress", *extra]
     # a session of their own: a failed test kills each launcher's whole process group, never a stray
     return [subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True) for _ in range(2)]
@@ -61,8 +62,8 @@ def finish(procs: list[subprocess.Popen], seconds: float) -> list[tuple[int, str
     return done
 
 
-def the_run(results: Path) -> Path:
-    runs = list((results / REF).iterdir())
+def the_run(results: Path, ref: str = REF) -> Path:
+    runs = list((results / ref).iterdir())
     assert len(runs) == 1, runs           # rank 0 alone made a folder
     return runs[0]
 
@@ -88,6 +89,28 @@ def test_two_nodes_are_one_run(fashion_root, tmp_path):
 
     proc = subprocess.run([PYTHON, "-m", "dawnbench", "verify", str(run_dir)], cwd=REPO, env=cli_env(),
                           capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("verified: "), proc.stdout + proc.stderr
+
+
+def test_imagenet_resnet50_on_two_nodes(imagenet_root, tmp_path):
+    """The flagship reference under DistributedDataParallel (gloo) across the two nodes, on the ImageNet
+    fixture: each rank trains on its half of every global batch, rank 0's predictor scores the run."""
+    ref, results = "imagenet-resnet50-pytorch", tmp_path / "results"
+    small = ["image_size_start=32", "image_size_end=32", "eval_resize=40", "eval_crop=32", "batch_size=4",
+             "eval_batch_size=6", "num_workers=0"]
+    done = finish(launch_two_nodes(results, imagenet_root, threshold=0.99, ref=ref,
+                                   extra=tuple(a for s in small for a in ("--set", s))), RUN_SECONDS)
+    run_dir = the_run(results, ref)
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "DNC" and result["dnc_reason"].startswith("budget"), \
+        "\n".join(out[-3000:] for _, out in done)
+    assert result["world_size"] == 2 and result["nodes"] == 2 and result["epochs"] == 1
+    events = read_events(run_dir / "events.jsonl")
+    (stop,) = [e for e in events if e["key"] == "epoch_stop"]
+    # 14 training images, global batches of 4 (2 per rank): 3 full steps, 6 images a rank, 12 in all
+    assert stop["metadata"]["samples"] == 6 and stop["metadata"]["samples_all_ranks"] == 12
+    proc = subprocess.run([PYTHON, "-m", "dawnbench", "verify", str(run_dir), "--data", str(imagenet_root)],
+                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("verified: "), proc.stdout + proc.stderr
 
 
