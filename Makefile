@@ -42,7 +42,7 @@ define venv
 	@touch $(1)/.installed
 endef
 
-.PHONY: run run-native run-docker build compose compare test test-harness-numpy1 lint tools list bench setup sandbox \
+.PHONY: run run-native run-docker build compose compare test test-harness-numpy1 lint tools list bench bench-gpu setup sandbox \
         data help clean check-ref
 
 help:
@@ -50,6 +50,7 @@ help:
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] | make compose"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
 	@echo "make test | make lint | make test-harness-numpy1 | make list | make bench [REF=name] [RUNS=3]"
+	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
 	@echo "make setup [REF=name] | make tools | make clean"
 
 check-ref:
@@ -124,6 +125,20 @@ list: setup
 bench: data
 	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
 	$(VENV)/bin/python -m bench.overhead --reference $(REF)
+
+# What one GPU measures without ImageNet (bench/gpu.py): in cifar10-fast-pytorch's environment (its
+# pinned CUDA torch), or under BENCH_PYTHON, an interpreter that has torch already (a bare GPU
+# machine: nothing is installed). Without CUDA it runs every part at tiny sizes on the CPU.
+GPU_BENCH_REF := cifar10-fast-pytorch
+bench-gpu:
+ifeq ($(BENCH_PYTHON),)
+	$(MAKE) --no-print-directory setup REF=$(GPU_BENCH_REF)
+	.venv/$(GPU_BENCH_REF)/bin/dawnbench data fetch fashion-mnist || \
+	  echo "note: no Fashion-MNIST, so its time-to-accuracy is not measured" >&2
+	.venv/$(GPU_BENCH_REF)/bin/python -m bench.gpu $(ARGS)
+else
+	$(BENCH_PYTHON) -m bench.gpu $(ARGS)
+endif
 
 $(TEST_VENV)/.installed: requirements/test.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TEST_VENV),requirements/test.txt,harness$(,) common$(,) dawnbench$(,) torch$(,) tensorflow$(,) pytest$(,) jsonschema)

@@ -7,6 +7,12 @@ own process group carries its gradients, never the harness's decisions.
 
 Rank 0 listens on MASTER_ADDR at MASTER_PORT + 1 (or $DAWNBENCH_HARNESS_PORT); the secret is
 $DAWNBENCH_RUN_TOKEN, else torchrun's TORCHELASTIC_RUN_ID (both withheld from the workers).
+
+Several machines: under torchrun's c10d rendezvous, MASTER_ADDR and MASTER_PORT are not the
+rendezvous endpoint but the node that became rank 0 (its name, or --local-addr) and the port of the
+store torchrun opened there, so MASTER_PORT + 1 is a port on rank 0's machine that every node
+reaches as it reaches the store. Where that port is taken or firewalled, $DAWNBENCH_HARNESS_PORT
+(the same on every node) names another.
 """
 from __future__ import annotations
 
@@ -66,11 +72,20 @@ class Group:
         addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
         port = int(os.environ.get(PORT_ENV) or int(os.environ.get("MASTER_PORT", "29500")) + 1)
         if rank == 0:
-            self.server = socket.create_server(("", port), reuse_port=False)
+            try:
+                self.server = socket.create_server(("", port), reuse_port=False)
+            except OSError as exc:
+                raise CollectiveError(f"harness rank 0 cannot listen on port {port} ({exc.strerror}): set "
+                                      f"{PORT_ENV} to a free port, the same on every node") from None
             self.server.settimeout(CONNECT_SECONDS)
             pending = {}
             while len(pending) < world_size - 1:
-                conn, _ = self.server.accept()
+                try:
+                    conn, _ = self.server.accept()
+                except TimeoutError:
+                    raise CollectiveError(f"harness rank 0 waited {CONNECT_SECONDS:g} s on port {port} for "
+                                          f"{world_size - 1 - len(pending)} other rank(s): is the port "
+                                          f"reachable from every node?") from None
                 conn.settimeout(None)
                 hello = _recv(conn, self.key)
                 pending[int(hello["rank"])] = conn
@@ -90,13 +105,20 @@ class Group:
             self.peers = [sock]
 
     def max(self, values: list[float]) -> list[float]:
-        """Element-wise max over ranks; every rank gets the result."""
+        """Element-wise max over ranks (the slowest rank's clock); every rank gets the result."""
+        return self._reduce(values, max)
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum over ranks (the examples every rank trained on); every rank gets it."""
+        return self._reduce(values, lambda a, b: a + b)
+
+    def _reduce(self, values: list[float], op) -> list[float]:
         values = [float(v) for v in values]
         if self.world_size == 1:
             return values
         if self.rank == 0:
             for peer in self.peers:
-                values = [max(a, float(b)) for a, b in zip(values, _recv(peer, self.key), strict=True)]
+                values = [op(a, float(b)) for a, b in zip(values, _recv(peer, self.key), strict=True)]
             for peer in self.peers:
                 _send(peer, self.key, values)
             return values

@@ -145,14 +145,16 @@ def describe_system(data_root: Path | None = None) -> dict:
     }
 
 
-def hardware_label(system: dict, world_size: int) -> str:
-    """A short hardware description for the DAWNBench `hardware` field."""
+def hardware_label(system: dict, world_size: int, nodes: int = 1) -> str:
+    """A short hardware description for the DAWNBench `hardware` field. `system` is rank 0's machine;
+    with several nodes (`--nodes`, every one alike) the label counts them all."""
+    many = f", {nodes} nodes" if nodes > 1 else ""
     if system["gpus"]:
         names = [g["name"] for g in system["gpus"]]
-        return f"{len(names)} x {names[0]}"
+        return f"{nodes * len(names)} x {names[0]}" + (f" ({nodes} nodes)" if nodes > 1 else "")
     cpu = system["cpu"]
     procs = f", {world_size} processes" if world_size > 1 else ""
-    return f"{cpu['model']} ({cpu['usable_cores']} cores{procs})"
+    return f"{cpu['model']} ({cpu['usable_cores']} cores{procs}{many})"
 
 
 def git_commit(repo: Path, paths: list[Path] | tuple = ()) -> dict:

@@ -176,7 +176,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         clock.start()      # before the reference's code is imported: its imports count
         log.point("submission_benchmark", task.name)
         log.point("submission_org", spec.author)
-        log.point("submission_platform", environment.hardware_label(system, world_size))
+        log.point("submission_platform", environment.hardware_label(system, world_size, opts.nodes))
         log.point("seed", opts.seed)
         log.point("eval_samples", eval_set.scored, dropped=eval_set.dropped)
         log.point("dawnbench_threshold", threshold, metric=task.metric)
@@ -213,9 +213,12 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
             stats = _check_stats(reply.get("stats") or {})
             loss = float(stats.get("loss", float("nan")))
             on_clock, bad_loss = group.max([clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0])
+            # `samples` is what this rank trained on; MLPerf's train_samples is the whole run's, every rank's
+            (samples_all,) = group.sum([stats.get("samples", 0.0)])
             if epoch == 1:  # MLPerf: exactly once; every epoch's count is in its epoch_stop metadata
-                log.point("train_samples", int(stats.get("samples", 0)), clock.elapsed(), epoch_num=epoch)
-            log.end("epoch_stop", clock.elapsed(), epoch_num=epoch, **stats)
+                log.point("train_samples", int(samples_all), clock.elapsed(), epoch_num=epoch)
+            log.end("epoch_stop", clock.elapsed(), epoch_num=epoch, **stats,
+                    **({"samples_all_ranks": samples_all} if world_size > 1 else {}))
             if bad_loss:
                 reason = f"diverged: training loss is {loss} at epoch {epoch}"
                 break
@@ -320,7 +323,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
         "framework": environment.framework_label(spec.framework),
         "codeURL": spec.code_url,
         "model": spec.model,
-        "hardware": environment.hardware_label(system, world_size),
+        "hardware": environment.hardware_label(system, world_size, opts.nodes),
         "costPerHour": opts.cost_per_hour,
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime(clock.start_wall or time.time())),
         "logFilename": f"{spec.name}.tsv",

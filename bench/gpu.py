@@ -1,0 +1,491 @@
+"""Everything measurable on one GPU without ImageNet: `python -m bench.gpu [--out FILE] [--quick]`.
+
+Parts, each printed as name=value lines with its anchors, or as `<part>: not measured: <reason>`:
+  resnet50        ResNet-50 training throughput (img/s) at 160, 192, 224 px: bf16 autocast,
+                  channels_last, an SGD step, synthetic data on the device, torch.compile off and on
+  mfu             model FLOP utilization of those steps: FLOPs counted by FlopCounterMode over the
+                  device's peak dense bf16 FLOP/s (the roofline point of the DAWNBench analysis)
+  dali            DALI JPEG decode throughput on Pillow-made 500x375 JPEGs
+  latency         ResNet-50 batch-1 latency, eager and compiled, bf16 and fp32: mean, p50, p99 ms
+  cifar10_fast    cifar10-fast-pytorch's seconds per epoch on synthetic CIFAR-shaped data, its own
+                  setup, step and epoch loop (the loader swapped for random images), compiled and not
+  tta             the Fashion-MNIST default's real time-to-accuracy, a `harness run` subprocess
+  multi_gpu       NCCL all-reduce bus bandwidth across the GPUs (2 or more)
+
+Without CUDA (or with --cpu-smoke) every part runs at tiny sizes on the CPU, labelled cpu, so the
+code paths are exercised; torch.compile there uses the "eager" backend (no C++ toolchain needed).
+Needs torch and numpy only (no pip install on a bare GPU machine); the JSON goes to
+results/bench-gpu/<time>.json unless --out says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+RESNET_FILE = REPO / "references" / "imagenet-resnet50-pytorch" / "train.py"
+PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "tta", "multi_gpu")
+
+# Peak dense bf16 tensor FLOP/s by device name (NVIDIA's data sheets, without sparsity); a device
+# not in the table gets no utilization figure rather than a wrong one. Checked in order.
+PEAK_BF16_TFLOPS = (("H100", "PCIe", 756.0), ("H100", "HBM3", 989.0), ("H100", "SXM", 989.0),
+                    ("H200", "", 989.0), ("A100", "", 312.0))
+# ResNet-50 forward at 224 px: 4.1 G multiply-adds (the usual "4.1 GFLOPs"), 2 FLOPs each;
+# a training step is about 3 forwards (forward, and backward for activations and weights).
+RESNET50_FWD_GMAC_224 = 4.1
+ANCHORS = {
+    "resnet50_train": "NVIDIA's published PyTorch AMP ResNet-50 ~2,470 img/s on one A100; "
+                      "MLPerf Training v4.0 ~7,157 img/s per H100 (MXNet + DALI)",
+    "resnet50_goal": ">= 3,500 img/s at 224 px on one H100",
+    "cifar10_fast": "goal: 94% in under 4 s on one H100; published bar 3.83 s on an A100",
+    "mfu": "the roofline point of the DAWNBench analysis: achieved over peak FLOP/s",
+}
+GOAL_IMGS_224 = 3500.0
+GOAL_CIFAR_SECONDS = 4.0
+
+
+class NotMeasured(Exception):
+    """A part this machine cannot run: its one-line reason is printed and recorded."""
+
+
+class Report:
+    """name=value lines on stdout, and the same figures for the JSON."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.figures: dict[str, float | str] = {}
+        self.not_measured: dict[str, str] = {}
+        self.goals: dict[str, str] = {}
+
+    def figure(self, name: str, value, note: str = "") -> None:
+        value = round(value, 4) if isinstance(value, float) else value
+        self.figures[name] = value
+        print(f"{name}={value}" + (f"  [{self.label}]" if self.label != "cuda" else "") + (f"  ({note})" if note else ""),
+              flush=True)
+
+    def skip(self, part: str, reason: str) -> None:
+        self.not_measured[part] = reason
+        print(f"{part}: not measured: {reason}", flush=True)
+
+    def goal(self, name: str, met: bool, text: str) -> None:
+        self.goals[name] = "met" if met else "not met"
+        print(f"goal {name}: {'met' if met else 'not met'} ({text})", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Setting: the device, the sizes, timing
+
+class Setting:
+    def __init__(self, torch, smoke: bool, quick: bool):
+        self.torch, self.smoke, self.quick = torch, smoke, quick
+        self.device = torch.device("cpu" if smoke else "cuda")
+        self.name = "cpu" if smoke else torch.cuda.get_device_name(self.device)
+        if smoke:       # tiny: every code path, in seconds
+            self.sizes, self.batch, self.warmup, self.steps = (32,), 2, 1, 1
+            self.latency_runs, self.latency_warmup, self.compile_backend = 3, 1, "eager"
+        else:
+            self.sizes = (224,) if quick else (160, 192, 224)
+            self.batch, self.warmup, self.steps = 256, (5 if quick else 15), (10 if quick else 40)
+            self.latency_runs, self.latency_warmup = (50 if quick else 200), 20
+            self.compile_backend = "inductor"
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def compile(self, module):
+        return self.torch.compile(module, backend=self.compile_backend, dynamic=False)
+
+
+def load_resnet50():
+    """`resnet50` from the ImageNet reference's own file (by path: reference folders are not packages)."""
+    spec = importlib.util.spec_from_file_location("imagenet_resnet50_reference", RESNET_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.resnet50
+
+
+def one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+# ----------------------------------------------------------------------------------------------
+# ResNet-50: training throughput and FLOP utilization
+
+def train_step_fn(s: Setting, model, opt):
+    torch, F = s.torch, s.torch.nn.functional
+
+    def step(x, y):
+        with torch.autocast(s.device.type, dtype=torch.bfloat16):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def resnet50_throughput(s: Setting, px: int, compiled: bool) -> float:
+    torch = s.torch
+    net = load_resnet50()(num_classes=1000).to(s.device, memory_format=torch.channels_last).train()
+    model = s.compile(net) if compiled else net
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-5)
+    x = torch.randn(s.batch, 3, px, px, device=s.device).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (s.batch,), device=s.device)
+    step = train_step_fn(s, model, opt)
+    for _ in range(s.warmup):           # compilation, cuDNN's autotuning, the allocator's growth
+        step(x, y)
+    s.sync()
+    start = time.perf_counter()
+    for _ in range(s.steps):
+        step(x, y)
+    s.sync()
+    return s.batch * s.steps / (time.perf_counter() - start)
+
+
+def training_flops_per_image(s: Setting, px: int) -> float:
+    """FLOPs of one training step per image (2 per multiply-add), counted by torch's FlopCounterMode
+    on the CPU at batch 2 (batch norm in training needs two): convolutions and matmuls, forward and
+    backward."""
+    torch = s.torch
+    from torch.utils.flop_counter import FlopCounterMode
+    net = load_resnet50()(num_classes=1000).train()
+    x, y = torch.randn(2, 3, px, px), torch.randint(0, 1000, (2,))
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+    return float(counter.get_total_flops()) / 2
+
+
+def peak_bf16_flops(name: str) -> float:
+    for family, variant, tflops in PEAK_BF16_TFLOPS:
+        if family in name and variant in name:
+            return tflops * 1e12
+    raise NotMeasured(f"no peak bf16 FLOP/s on record for {name!r} (bench/gpu.py PEAK_BF16_TFLOPS)")
+
+
+def part_resnet50(s: Setting, r: Report) -> dict[tuple[int, bool], float]:
+    rates = {}
+    for px in s.sizes:
+        for compiled in (False, True):
+            name = f"resnet50_train_imgs_per_s_{px}px_{'compiled' if compiled else 'eager'}"
+            try:
+                rates[px, compiled] = resnet50_throughput(s, px, compiled)
+            except Exception as exc:        # torch.compile without a toolchain, out of memory: that figure only
+                r.skip(name, one_line(exc))
+                continue
+            r.figure(name, rates[px, compiled], f"batch {s.batch}, bf16, channels_last; anchors: {ANCHORS['resnet50_train']}")
+    best = max((v for (px, _), v in rates.items() if px == 224), default=None)
+    if best is not None and not s.smoke:
+        on_h100 = "H100" in s.name
+        r.goal("resnet50_224px", best >= GOAL_IMGS_224,
+               f"{best:,.0f} img/s, {ANCHORS['resnet50_goal']}" + ("" if on_h100 else f"; measured on {s.name}"))
+    return rates
+
+
+def part_mfu(s: Setting, r: Report, rates: dict[tuple[int, bool], float]) -> None:
+    if not rates:
+        raise NotMeasured("no ResNet-50 throughput was measured")
+    peak = peak_bf16_flops(s.name) if not s.smoke else None
+    for px in s.sizes:
+        flops = training_flops_per_image(s, px)
+        analytic = 3 * 2 * RESNET50_FWD_GMAC_224 * 1e9 * (px / 224) ** 2
+        r.figure(f"resnet50_train_gflop_per_image_{px}px", flops / 1e9,
+                 f"counted; analytic 3 x 2 x {RESNET50_FWD_GMAC_224} GMAC x ({px}/224)^2 = {analytic / 1e9:.1f}")
+        for compiled in (False, True):
+            if (px, compiled) not in rates:
+                continue
+            achieved = rates[px, compiled] * flops
+            tag = f"{px}px_{'compiled' if compiled else 'eager'}"
+            r.figure(f"resnet50_achieved_tflops_{tag}", achieved / 1e12)
+            if peak:
+                r.figure(f"resnet50_mfu_{tag}", achieved / peak,
+                         f"of {peak / 1e12:.0f} TFLOP/s peak dense bf16; {ANCHORS['mfu']}")
+    if peak is None:
+        r.skip("mfu_peak", "a CPU has no bf16 tensor peak on record (the utilization needs a GPU in the table)")
+
+
+# ----------------------------------------------------------------------------------------------
+# DALI decode
+
+def part_dali(s: Setting, r: Report) -> None:
+    try:
+        from nvidia.dali import fn, pipeline_def
+    except ImportError:
+        raise NotMeasured("DALI is not installed") from None
+    try:
+        from PIL import Image
+    except ImportError:
+        raise NotMeasured("Pillow is not installed (it makes the JPEGs)") from None
+    count, batch = (64, 8) if s.smoke else (2048, 256)
+    folder = Path(tempfile.mkdtemp(prefix="bench-gpu-jpeg-"))
+    rng = np.random.default_rng(0)
+    (folder / "0").mkdir()
+    for i in range(count):   # noise compresses badly: smooth gradients plus a little noise, as photographs
+        base = np.linspace(0, 255, 500, dtype=np.float32)[None, :, None] * np.ones((375, 1, 3), np.float32)
+        image = np.clip(base + rng.normal(0, 12, (375, 500, 3)), 0, 255).astype(np.uint8)
+        Image.fromarray(image).save(folder / "0" / f"{i:05d}.jpg", quality=90)
+
+    @pipeline_def(batch_size=batch, num_threads=max(1, min(8, os.cpu_count() or 1)), device_id=0 if not s.smoke else None)
+    def decode():
+        jpegs, _ = fn.readers.file(file_root=str(folder), random_shuffle=False, name="reader")
+        return fn.decoders.image(jpegs, device="cpu" if s.smoke else "mixed")
+
+    pipe = decode()
+    pipe.build()
+    for _ in range(2):
+        pipe.run()
+    rounds = max(1, count // batch)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        pipe.run()
+    r.figure("dali_decode_imgs_per_s", rounds * batch / (time.perf_counter() - start), "500x375 JPEGs, quality 90")
+
+
+# ----------------------------------------------------------------------------------------------
+# Batch-1 latency
+
+def part_latency(s: Setting, r: Report) -> None:
+    torch = s.torch
+    net = load_resnet50()(num_classes=1000).to(s.device, memory_format=torch.channels_last).eval()
+    px = s.sizes[-1]
+    x = torch.randn(1, 3, px, px, device=s.device).contiguous(memory_format=torch.channels_last)
+    for compiled in (False, True):
+        for bf16 in (True, False):
+            model = s.compile(net) if compiled else net      # one compilation per precision, in the warm-up
+            times = []
+            with torch.inference_mode(), torch.autocast(s.device.type, dtype=torch.bfloat16, enabled=bf16):
+                for i in range(s.latency_warmup + s.latency_runs):
+                    s.sync()
+                    start = time.perf_counter()
+                    model(x)
+                    s.sync()
+                    if i >= s.latency_warmup:      # warm-up calls (compilation) excluded
+                        times.append(1000 * (time.perf_counter() - start))
+            tag = f"{'compiled' if compiled else 'eager'}_{'bf16' if bf16 else 'fp32'}"
+            times.sort()
+            r.figure(f"resnet50_latency_ms_{tag}_mean", statistics.fmean(times))
+            r.figure(f"resnet50_latency_ms_{tag}_p50", times[len(times) // 2])
+            r.figure(f"resnet50_latency_ms_{tag}_p99", times[min(len(times) - 1, math.ceil(0.99 * len(times)) - 1)])
+
+
+# ----------------------------------------------------------------------------------------------
+# cifar10-fast-pytorch: its own setup and epoch loop on random CIFAR-shaped images
+
+@contextlib.contextmanager
+def cpu_only(torch):
+    """While the reference sets up in a CPU smoke: no CUDA (its "auto" switches and device follow
+    it), and torch.compile with the "eager" backend (no C++ toolchain); both restored after."""
+    is_available, real_compile = torch.cuda.is_available, torch.compile
+    torch.cuda.is_available = lambda: False
+    torch.compile = lambda model, **kw: real_compile(model, backend="eager")
+    try:
+        yield
+    finally:
+        torch.cuda.is_available, torch.compile = is_available, real_compile
+
+
+def cifar_fast_epochs(s: Setting, compiled: bool) -> tuple[float, float, int]:
+    """(first epoch s, later epochs' mean s, the schedule's epochs) of the reference on synthetic
+    data: CifarFast.setup with its loader swapped for random uint8 images, then train_epoch."""
+    from harness import registry
+    from harness.reference import Context
+    spec = registry.load_spec("cifar10-fast-pytorch", REPO / "references")
+    cls = spec.load_entry_class()
+    module = sys.modules[cls.__module__]
+    n = 256 if s.smoke else 50_000
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, n).astype(np.int64)
+    module.load_cifar10 = lambda root, split: (images, labels)      # the data, never the recipe
+    overrides = [f"compile={'true' if compiled else 'false'}"]
+    if s.smoke:         # the same network and step, narrower, on 2 batches an epoch
+        overrides += ["batch_size=128", "widths=16,32,32"]
+    config = registry.resolve_hyperparameters(spec, overrides)
+    with cpu_only(s.torch) if s.smoke else contextlib.nullcontext():
+        ref = cls()
+        ref.setup(Context(config=config, data_root=Path(tempfile.gettempdir()), seed=0, task=spec.task,
+                          show_progress=False))
+    times = []
+    for epoch in range(1, 3 if s.smoke else 5):
+        ref.synchronize()
+        start = time.perf_counter()
+        ref.train_epoch(epoch)
+        ref.synchronize()
+        times.append(time.perf_counter() - start)
+    return times[0], statistics.fmean(times[1:]), int(config["epochs"])
+
+
+def part_cifar10_fast(s: Setting, r: Report) -> None:
+    for compiled in (False, True):
+        tag = "compiled" if compiled else "eager"
+        try:
+            first, later, epochs = cifar_fast_epochs(s, compiled)
+        except Exception as exc:
+            r.skip(f"cifar10_fast_{tag}", one_line(exc))
+            continue
+        r.figure(f"cifar10_fast_first_epoch_s_{tag}", first, "includes compilation and cuDNN autotuning")
+        r.figure(f"cifar10_fast_epoch_s_{tag}", later, "50,000 synthetic 32x32 images" if not s.smoke else "tiny")
+        projected = epochs * later
+        r.figure(f"cifar10_fast_{epochs}_epochs_s_{tag}", projected,
+                 f"the schedule's epochs x a warm epoch, no setup, no eval; {ANCHORS['cifar10_fast']}")
+        if compiled and not s.smoke:
+            r.goal("cifar10_fast_4s", projected < GOAL_CIFAR_SECONDS,
+                   f"{projected:.2f} s for {epochs} epochs on {s.name}; accuracy not measured (synthetic data)")
+
+
+# ----------------------------------------------------------------------------------------------
+# The Fashion-MNIST default's time-to-accuracy, as a user runs it
+
+def tta_of(result_file: Path) -> tuple[float, dict]:
+    """tta_seconds of a finished run's result.json; a run that did not converge is not a figure."""
+    result = json.loads(result_file.read_text())
+    if result.get("status") != "converged" or result.get("tta_seconds") is None:
+        raise NotMeasured(f"the run ended {result.get('status')}: {result.get('dnc_reason')}")
+    return float(result["tta_seconds"]), result
+
+
+def part_tta(s: Setting, r: Report, reference: str) -> None:
+    from harness import datasets, registry
+    spec = registry.load_spec(reference)
+    root = datasets.default_data_root()
+    try:
+        datasets.verify_dataset(spec.task.dataset, root)
+    except datasets.DatasetError as exc:
+        raise NotMeasured(f"no {spec.task.dataset} data in {root} (dawnbench data fetch {spec.task.dataset}): "
+                          f"{one_line(exc)}") from None
+    results = Path(tempfile.mkdtemp(prefix="bench-gpu-tta-"))
+    smoke = ["--max-epochs", "1", "--threshold", "0.5"] if s.smoke else []     # a code-path check, not a figure
+    cmd = [sys.executable, "-m", "harness", "run", reference, "--no-progress", "--no-save",
+           "--results", str(results), "--run-id", "bench-gpu", *smoke]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
+    result_file = results / reference / "bench-gpu" / "result.json"
+    if not result_file.exists():
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise NotMeasured(f"`harness run {reference}` left no result (exit {proc.returncode}): {tail[:300]}")
+    tta, result = tta_of(result_file)
+    r.figure(f"tta_seconds_{reference}", tta, f"{result['metric']} {100 * result['metric_value']:.2f}% >= "
+             f"{100 * result['threshold']:.0f}% at epoch {result['epochs']}, hardware {result['hardware']}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Several GPUs: NCCL all-reduce bandwidth
+
+def _allreduce_worker(rank: int, world: int, port: int, megabytes: int, queue) -> None:
+    import torch
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    x = torch.ones(megabytes * 2**20 // 2, dtype=torch.bfloat16, device="cuda")
+    for _ in range(5):
+        dist.all_reduce(x)
+    torch.cuda.synchronize()
+    rounds = 20
+    start = time.perf_counter()
+    for _ in range(rounds):
+        dist.all_reduce(x)
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / rounds
+    if rank == 0:       # nccl-tests' bus bandwidth: what every link carries in a ring all-reduce
+        queue.put(2 * (world - 1) / world * x.numel() * x.element_size() / seconds / 1e9)
+    dist.destroy_process_group()
+
+
+def part_multi_gpu(s: Setting, r: Report) -> None:
+    torch = s.torch
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if s.smoke or count < 2:
+        raise NotMeasured("no GPU" if s.smoke or count == 0 else "one GPU")
+    import socket
+
+    import torch.multiprocessing as mp
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    megabytes = 64 if s.quick else 256
+    mp.start_processes(_allreduce_worker, args=(count, port, megabytes, queue), nprocs=count, start_method="spawn")
+    r.figure("nccl_allreduce_bus_gb_per_s", queue.get(), f"{count} GPUs, {megabytes} MiB bf16")
+
+
+# ----------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=None, help="the JSON file (default results/bench-gpu/<time>.json)")
+    p.add_argument("--quick", action="store_true", help="224 px only, fewer steps")
+    p.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, even where CUDA is present")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
+    p.add_argument("--tta-reference", default="fashion-mnist-cnn-pytorch",
+                   help="the reference whose time-to-accuracy the tta part measures")
+    a = p.parse_args(argv)
+    parts = [x.strip() for x in a.parts.split(",") if x.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        print(f"python -m bench.gpu: error: --parts: unknown {', '.join(unknown)}; choose from {', '.join(PARTS)}",
+              file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print("python -m bench.gpu: error: torch is not installed (make bench-gpu uses a reference's environment)",
+              file=sys.stderr)
+        return 2
+    smoke = a.cpu_smoke or not torch.cuda.is_available()
+    s = Setting(torch, smoke, a.quick)
+    r = Report("cpu smoke" if smoke else "cuda")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = a.out or REPO / "results" / "bench-gpu" / f"{stamp}.json"
+    print(f"device={'cpu' if smoke else 'cuda'}  {s.name}" + ("  (no CUDA or --cpu-smoke: tiny sizes, "
+          "code paths only, not comparable to the anchors)" if smoke else ""), flush=True)
+    print(f"torch={torch.__version__}", flush=True)
+    if s.device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    rates: dict = {}
+    runners = {
+        "resnet50": lambda: rates.update(part_resnet50(s, r)),
+        "mfu": lambda: part_mfu(s, r, rates),
+        "dali": lambda: part_dali(s, r),
+        "latency": lambda: part_latency(s, r),
+        "cifar10_fast": lambda: part_cifar10_fast(s, r),
+        "tta": lambda: part_tta(s, r, a.tta_reference),
+        "multi_gpu": lambda: part_multi_gpu(s, r),
+    }
+    for part in parts:
+        try:
+            runners[part]()
+        except NotMeasured as exc:
+            r.skip(part, str(exc))
+        except Exception as exc:       # one part's failure is its line, the others still run
+            r.skip(part, one_line(exc))
+    report = {"time": stamp, "device": "cpu" if smoke else "cuda", "device_name": s.name, "smoke": smoke,
+              "quick": a.quick, "torch": torch.__version__, "sizes_px": list(s.sizes), "batch": s.batch,
+              "figures": r.figures, "not_measured": r.not_measured, "goals": r.goals, "anchors": ANCHORS}
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    except OSError as exc:
+        print(f"python -m bench.gpu: error: cannot write {out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(f"json={out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

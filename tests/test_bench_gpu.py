@@ -1,0 +1,84 @@
+"""`python -m bench.gpu` on a machine without CUDA: every part at tiny sizes on the CPU (the code
+paths, not figures), its lines and its JSON; the parts this machine cannot run say why."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import PYTHON, REPO, cli_env
+
+from bench import gpu
+
+
+def bench_gpu(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "bench.gpu", *args], cwd=REPO, env=cli_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def dali_installed() -> bool:
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
+    # the tta part runs the scripted reference (seconds) instead of a CPU epoch of the default (a minute)
+    out = tmp_path / "bench.json"
+    proc = bench_gpu("--cpu-smoke", "--out", str(out), "--tta-reference", "scripted-test")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("device=cpu") and lines[-1] == f"json={out}"
+    report = json.loads(out.read_text())
+    assert {"time", "device", "device_name", "smoke", "torch", "figures", "not_measured", "goals", "anchors"} <= set(report)
+    assert report["device"] == "cpu" and report["smoke"] is True and report["goals"] == {}
+    figures = report["figures"]
+    for name in ("resnet50_train_imgs_per_s_32px_eager", "resnet50_train_imgs_per_s_32px_compiled",
+                 "resnet50_train_gflop_per_image_32px", "resnet50_achieved_tflops_32px_eager",
+                 *(f"resnet50_latency_ms_{m}_{p}_{s}" for m in ("eager", "compiled") for p in ("bf16", "fp32")
+                   for s in ("mean", "p50", "p99")),
+                 "cifar10_fast_epoch_s_eager", "cifar10_fast_epoch_s_compiled", "cifar10_fast_10_epochs_s_compiled",
+                 "tta_seconds_scripted-test"):
+        assert figures[name] > 0, name
+        assert any(line.startswith(f"{name}=") and "[cpu smoke]" in line for line in lines), name
+    # FlopCounterMode's count agrees with the analytic 3 x 2 x 4.1 GMAC x (32/224)^2
+    assert figures["resnet50_train_gflop_per_image_32px"] == pytest.approx(24.6 * (32 / 224) ** 2, rel=0.05)
+    assert "multi_gpu: not measured: no GPU" in lines and report["not_measured"]["multi_gpu"] == "no GPU"
+    assert "mfu_peak" in report["not_measured"]       # a CPU has no peak on record: no utilization
+    if not dali_installed():
+        assert "dali: not measured: DALI is not installed" in lines
+    assert set(report["not_measured"]) <= {"multi_gpu", "mfu_peak", "dali"}, report["not_measured"]
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_an_unknown_part_is_one_line():
+    proc = bench_gpu("--parts", "resnet50,warp-drive", timeout=60)
+    assert proc.returncode == 2 and "warp-drive" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_part_it_cannot_run_is_a_line_not_a_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAWNBENCH_DATA", str(tmp_path / "nothing"))
+    proc = bench_gpu("--cpu-smoke", "--parts", "tta,multi_gpu", "--out", str(tmp_path / "b.json"), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert any(line.startswith("tta: not measured: no fashion-mnist data") for line in proc.stdout.splitlines())
+
+
+@pytest.mark.parametrize("name, tflops", [("NVIDIA H100 80GB HBM3", 989), ("NVIDIA H100 PCIe", 756),
+                                          ("NVIDIA H200", 989), ("NVIDIA A100-SXM4-80GB", 312),
+                                          ("NVIDIA A100 80GB PCIe", 312)])
+def test_the_peak_table(name, tflops):
+    assert gpu.peak_bf16_flops(name) == tflops * 1e12
+
+
+def test_an_unknown_device_has_no_utilization():
+    with pytest.raises(gpu.NotMeasured, match="no peak bf16"):
+        gpu.peak_bf16_flops("NVIDIA GeForce RTX 4090")
+
+
+def test_a_run_that_did_not_converge_is_no_figure(tmp_path):
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps({"status": "DNC", "tta_seconds": None, "dnc_reason": "budget"}))
+    with pytest.raises(gpu.NotMeasured, match="ended DNC: budget"):
+        gpu.tta_of(result)
