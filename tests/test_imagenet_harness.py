@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness import datasets, registry, runner, verify, views
+from harness import datasets, registry, runner, sandbox, verify, views
 
 WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361", "n01494475", "n01496331"]   # sorted
 
@@ -239,3 +244,74 @@ def test_the_blacklist_is_left_out_of_the_score_and_verified(spec, tree, tmp_pat
     (root / "imagenet" / "blacklist.txt").unlink()
     report = verify.verify(run_dir, root)
     assert not report.verified and "without the imagenet blacklist" in report.labels_problem
+
+
+# ---- in a container (uid mode): the launcher's per-role mounts, never a copy of 140 GB -------------
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode gives folders to other uids: it needs root")
+
+
+@pytest.fixture
+def role_mounts(tree, monkeypatch):
+    """What `dawnbench.containers.run` and the reference's Dockerfile make: each role's folders mounted
+    under ROLE_MOUNTS/<role>/, a folder that only that role's uid may enter (here copies stand in
+    for Docker's read-only binds)."""
+    root, _ = tree()
+    mounts = Path(tempfile.mkdtemp(prefix="dawnbench-views-"))
+    os.chmod(mounts, 0o755)
+    for role, source, relative in views.folder_views("imagenet", root):
+        shutil.copytree(source, mounts / role / relative)
+        os.chown(mounts / role, sandbox.UID_MODE_UIDS[role], sandbox.UID_MODE_UIDS[role])
+        os.chmod(mounts / role, 0o700)
+    monkeypatch.setattr(sandbox, "ROLE_MOUNTS", mounts)
+    yield root, mounts
+    shutil.rmtree(mounts, ignore_errors=True)
+
+
+def as_uid(uid: int, *command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *command],
+                          capture_output=True, text=True)
+
+
+@root_only
+def test_each_role_uid_enters_its_own_mount_only(role_mounts):
+    _, mounts = role_mounts
+    train, predict = sandbox.UID_MODE_UIDS["train"], sandbox.UID_MODE_UIDS["predict"]
+    assert as_uid(train, "ls", str(mounts / "train/imagenet/train")).stdout.split() == WNIDS
+    assert as_uid(predict, "ls", str(mounts / "predict/imagenet/val")).returncode == 0
+    assert "Permission denied" in as_uid(predict, "ls", str(mounts / "train/imagenet/train")).stderr
+    assert "Permission denied" in as_uid(train, "ls", str(mounts / "predict/imagenet/val")).stderr
+
+
+@root_only
+def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path):
+    root, mounts = role_mounts
+    for role, relative in (("train", "imagenet/train"), ("predict", "imagenet/val")):
+        worker, seen = runner.start_worker(role, spec, sandbox.Isolation("uid"), data_root=root,
+                                           derived=tmp_path / "derived", snapshots=None)
+        try:
+            link = Path(seen["data_root"]) / relative
+            assert link.is_symlink() and os.readlink(link) == str(mounts / role / relative)
+            assert sorted(os.listdir(Path(seen["data_root"]) / "imagenet")) == [Path(relative).name]
+        finally:
+            worker.kill()
+
+
+@root_only
+def test_without_a_mount_a_uid_mode_worker_gets_a_copy(spec, tree, tmp_path):
+    root, _ = tree()
+    worker, seen = runner.start_worker("predict", spec, sandbox.Isolation("uid"), data_root=root,
+                                       derived=tmp_path / "derived", snapshots=None)
+    try:
+        val = Path(seen["data_root"]) / "imagenet" / "val"
+        assert not val.is_symlink() and sorted(os.listdir(val)) == sorted(os.listdir(root / "imagenet" / "val"))
+        assert val.stat().st_uid == sandbox.UID_MODE_UIDS["predict"]
+    finally:
+        worker.kill()
+
+
+def test_the_dockerfile_makes_the_role_mounts_for_the_sandbox_uids():
+    text = (Path(__file__).parent.parent / "references/imagenet-resnet50-pytorch/Dockerfile").read_text()
+    for role, uid in sandbox.UID_MODE_UIDS.items():
+        assert f"chown {uid}:{uid} {sandbox.ROLE_MOUNTS}/{role}" in text
+    assert f"chmod 0700 {sandbox.ROLE_MOUNTS}/*" in text
