@@ -42,14 +42,14 @@ define venv
 	@touch $(1)/.installed
 endef
 
-.PHONY: run run-native run-docker build compose compare test test-harness-numpy1 lint tools list bench bench-gpu setup sandbox \
+.PHONY: run run-native run-docker build compose compare test test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
         data help clean check-ref
 
 help:
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] | make compose"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
-	@echo "make test | make lint | make test-harness-numpy1 | make list | make bench [REF=name] [RUNS=3]"
+	@echo "make test | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
 	@echo "make setup [REF=name] | make tools | make clean"
 
@@ -57,9 +57,12 @@ check-ref:
 	@test -f $(REF_DIR)/reference.toml || { echo "unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
 
 # A virtual environment per reference: its pinned requirements and the `dawnbench` command's.
+# A reference pinned to numpy 1.23.5 (MXNet 1.9.1) includes requirements/harness-numpy1.txt, which
+# pins the `dawnbench` command's PyYAML too; requirements/dawnbench.txt (numpy 2) would conflict.
+REF_EXTRA_REQS = $(if $(shell grep -s -l 'harness-numpy1.txt' $(REF_DIR)/requirements.txt),,-r requirements/dawnbench.txt)
 $(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt \
-                    pyproject.toml | check-ref
-	$(call venv,$(VENV),$(REF_DIR)/requirements.txt -r requirements/dawnbench.txt,harness$(,) common$(,) dawnbench.cli)
+                    requirements/harness-numpy1.txt pyproject.toml | check-ref
+	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli)
 
 setup: check-ref $(VENV)/.installed sandbox
 
@@ -157,6 +160,14 @@ $(NUMPY1_VENV)/.installed: requirements/harness-numpy1.txt requirements/build.tx
 test-harness-numpy1: $(NUMPY1_VENV)/.installed
 	$(NUMPY1_VENV)/bin/python -c "import numpy; assert numpy.__version__ == '1.23.5', numpy.__version__"
 	$(NUMPY1_VENV)/bin/python -m pytest -q -p no:cacheprovider -m harness $$(grep -l '^pytestmark = pytest.mark.harness' tests/test_*.py)
+
+# The MXNet reference's tests in its own environment (MXNet 1.9.1, numpy 1.23.5, pytest from
+# harness-numpy1.txt): the main test environment has no MXNet and skips that file.
+MXNET_REF := imagenet-resnet152-mxnet
+test-mxnet:
+	$(MAKE) --no-print-directory .venv/$(MXNET_REF)/.installed REF=$(MXNET_REF)
+	.venv/$(MXNET_REF)/bin/python -c "import mxnet, numpy; assert numpy.__version__ == '1.23.5', numpy.__version__"
+	.venv/$(MXNET_REF)/bin/python -m pytest -q -p no:cacheprovider tests/test_$(subst -,_,$(MXNET_REF)).py
 
 clean:
 	rm -rf .venv build *.egg-info
