@@ -147,11 +147,11 @@ def eval_image(img: mx.nd.NDArray, resize: int, crop: int) -> mx.nd.NDArray:
 
 
 class TrainImages(gluon.data.Dataset):
-    """(uint8 HWC crop, label) for an index; `epoch` and `size` are set before each epoch."""
+    """(uint8 HWC crop of size x size, label) for an index; `epoch` is set before each epoch."""
 
-    def __init__(self, paths: list[str], labels: np.ndarray, seed: int):
-        self.paths, self.labels, self.seed = paths, labels, seed
-        self.epoch, self.size = 1, 224
+    def __init__(self, paths: list[str], labels: np.ndarray, seed: int, size: int):
+        self.paths, self.labels, self.seed, self.size = paths, labels, seed, size
+        self.epoch = 1
 
     def __len__(self):
         return len(self.paths)
@@ -240,7 +240,7 @@ class ImageNetResNet152(Reference):
 
     def _setup_training(self, ctx: Context, cfg: dict) -> None:
         paths, labels, _ = imagenet_files.train_samples(ctx.data_root)
-        self.train_set = TrainImages(paths, labels, ctx.seed)
+        self.train_set = TrainImages(paths, labels, ctx.seed, cfg["image_size"])
         batch = cfg["batch_size"]
         if batch % len(self.devices):
             raise ValueError(f"batch_size {batch} does not split over {len(self.devices)} GPUs")
@@ -271,7 +271,7 @@ class ImageNetResNet152(Reference):
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         cfg = self.cfg
-        self.train_set.epoch, self.train_set.size = epoch, cfg["image_size"]
+        self.train_set.epoch = epoch
         batch = cfg["batch_size"]
         # One permutation per epoch from the seed; the incomplete last batch is dropped.
         order = np.random.default_rng((self.ctx_.seed, epoch)).permutation(len(self.train_set))
@@ -303,6 +303,7 @@ class ImageNetResNet152(Reference):
 
     def save(self, path: Path) -> None:
         # Weights and batch-norm statistics, in float32 (AMP keeps float32 master weights).
+        Path(path).mkdir(parents=True, exist_ok=True)
         self.net.save_parameters(str(Path(path) / self.PARAMS))
 
     def load(self, path: Path) -> None:
