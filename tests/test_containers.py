@@ -46,10 +46,15 @@ def dockerfile_instructions(name: str) -> list[str]:
 
 
 def framework_requirement(name: str) -> str:
+    """The framework requirement the image installs: requirements.txt's, or the Dockerfile's
+    CUDA_FRAMEWORK_PIN where it swaps a CPU build for a CUDA one (MXNet's CUDA builds are
+    packages of their own names: mxnet-cu117)."""
+    pin = containers.dockerfile_args(registry.load_spec(name)).get("CUDA_FRAMEWORK_PIN", "")
     lines = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "flatten",
-                            str(REPO / "references" / name / "requirements.txt")],
+                            str(REPO / "references" / name / "requirements.txt"), *([pin] if pin else [])],
                            capture_output=True, text=True, check=True).stdout.split()
-    (line,) = [x for x in lines if x.split("==")[0].split("[")[0] in ("torch", "tensorflow", "tensorflow-cpu")]
+    (line,) = [x for x in lines if x.split("==")[0].split("[")[0] in ("torch", "tensorflow", "tensorflow-cpu")
+               or x.startswith("mxnet")]
     return line
 
 
