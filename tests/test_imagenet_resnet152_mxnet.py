@@ -23,6 +23,9 @@ from common import imagenet_files  # noqa: E402
 from harness import registry  # noqa: E402
 from harness.reference import Context  # noqa: E402
 
+# MXNet 1.9.1 looks up scipy.sparse.csr.csr_matrix on every mx.nd.array: scipy 1.13 warns each time.
+pytestmark = pytest.mark.filterwarnings("ignore:Please import `csr_matrix`:DeprecationWarning")
+
 NAME = "imagenet-resnet152-mxnet"
 PARAMETERS = 60_192_808               # torchvision's resnet152; the Gluon model zoo's (conv biases) has 60,252,648
 SMALL = {"image_size": 32, "eval_resize": 40, "eval_crop": 32, "batch_size": 4, "eval_batch_size": 4,
