@@ -3,6 +3,7 @@ imports the retired shared recipes, and a `cp -r` of a directory is a reference 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import shutil
 from pathlib import Path
@@ -34,6 +35,8 @@ def test_entry_classes_come_from_their_directories():
     for name in NAMES:
         spec = registry.load_spec(name)
         module = spec.entry.partition(":")[0]
+        if spec.framework == "mxnet" and importlib.util.find_spec("mxnet") is None:
+            continue            # MXNet lives in its reference's venv only: make test-mxnet imports it
         path = Path(inspect.getfile(spec.load_entry_class()))
         assert path == REPO / "references" / name / f"{module}.py", name
 
