@@ -195,14 +195,14 @@ def test_a_changed_image_fails_the_prepared_manifest(tree):
     root, _ = tree()
     (root / "imagenet" / "val" / "ILSVRC2012_val_00000003.JPEG").write_bytes(b"x")
     with pytest.raises(datasets.DatasetError, match="does not match its manifest.*of another size"):
-        datasets.prepared_reasons("imagenet", root)
+        datasets.check_prepared("imagenet", root)
 
 
 def test_an_unprepared_folder_names_the_prepare_command(tree):
     root, _ = tree()
     (root / "imagenet" / datasets.PREPARED_MANIFEST).unlink()
     with pytest.raises(datasets.DatasetError, match="not prepared.*dawnbench data prepare imagenet"):
-        datasets.prepared_reasons("imagenet", root)
+        datasets.check_prepared("imagenet", root)
 
 
 def test_a_blacklist_of_the_wrong_size_is_refused(tree):
