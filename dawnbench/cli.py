@@ -39,7 +39,8 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
     prices.add_instance_option(p)
 
 
-PREPARE_USAGE = "dawnbench data prepare imagenet --from DIR [--data ROOT] [--blacklist FILE] [--allow-unverified]"
+PREPARE_USAGE = ("dawnbench data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
+                 "[--python PATH] [--blacklist FILE] [--allow-unverified]")
 
 
 def add_data_options(p: argparse.ArgumentParser) -> None:
@@ -49,6 +50,13 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
                    help="prepare: the folder holding the official ImageNet files (train and val tars, devkit)")
     p.add_argument("--blacklist", type=Path, default=None, metavar="FILE",
                    help="prepare: ILSVRC2014_clsloc_validation_blacklist.txt, the 1,762 val images entries may drop")
+    # No `choices`: argparse's error is a usage block; cmd_data says it in one line, with the fix.
+    p.add_argument("--format", default=None, metavar="|".join(prepare_imagenet.FORMATS),
+                   help="prepare: the folders only (the default), or the folders packed for a framework's reader "
+                        "too: recordio (MXNet), tfrecord (TensorFlow)")
+    p.add_argument("--python", default=None, metavar="PATH",
+                   help="prepare --format recordio|tfrecord: the Python that packs, one with the framework "
+                        "(default: this one if it has it, else .venv/<reference>/bin/python from make setup)")
     p.add_argument("--allow-unverified", action="store_true",
                    help="prepare: accept files that are not the official ones (fixtures, subsets); the dataset "
                         "and every run on it are then unofficial")
@@ -87,7 +95,8 @@ def cmd_infer(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    prepare_options = [option for option, value in (("--from", args.from_dir), ("--blacklist", args.blacklist),
+    prepare_options = [option for option, value in (("--from", args.from_dir), ("--format", args.format),
+                                                    ("--python", args.python), ("--blacklist", args.blacklist),
                                                     ("--allow-unverified", args.allow_unverified)) if value]
     if args.action != "prepare" and prepare_options:
         raise UsageError(f"{', '.join(prepare_options)} only go with data prepare: {PREPARE_USAGE}")
@@ -99,10 +108,16 @@ def cmd_data(args: argparse.Namespace) -> int:
         return 0
     if name != prepare_imagenet.NAME:
         raise UsageError(f"only imagenet is prepared from files you bring; {name} is fetched: dawnbench data fetch {name}")
+    fmt = args.format or prepare_imagenet.FOLDERS
+    if fmt not in prepare_imagenet.FORMATS:
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(prepare_imagenet.FORMATS)}: {PREPARE_USAGE}")
+    if args.python is not None and fmt == prepare_imagenet.FOLDERS:
+        raise UsageError(f"--python is the interpreter that packs: it goes with --format "
+                         f"{'|'.join(prepare_imagenet.PACKERS)}: {PREPARE_USAGE}")
     if args.from_dir is None:
         raise UsageError(f"data prepare needs --from DIR, the folder with the official files: {PREPARE_USAGE}")
     prepare_imagenet.prepare(args.from_dir, args.data, blacklist=args.blacklist,
-                             allow_unverified=args.allow_unverified)
+                             allow_unverified=args.allow_unverified, format=fmt, python=args.python)
     return 0
 
 

@@ -21,18 +21,27 @@ refuses it. Every problem is a one-line DatasetError.
 
 scipy (reads meta.mat) and Pillow (re-encodes) are imported only when prepare runs; they are host
 tools, pinned in requirements/tools.txt.
+
+``--format recordio|tfrecord`` then packs the prepared folders for a framework's own reader
+(PACKERS): the packer is a module of this package run as a subprocess in that framework's
+environment (MXNet needs numpy 1.23, the host tools numpy 2), writing ``<format>/train/`` and
+``<format>/val/`` beside the folders; its JSON summary goes into the record under "packed", and the
+manifest is rewritten last, so `data verify` and every run check the packed files too.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import io
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tarfile
+import tempfile
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -66,6 +75,20 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TEMP_SUFFIX = ".part"
 CHUNK = 1 << 20
 UNVERIFIED_HINT = "re-download it, or pass --allow-unverified for fixtures or subsets"
+
+
+@dataclass(frozen=True)
+class Packer:
+    module: str          # run as `python -m <module> IMAGENET_DIR`, prints its JSON summary last
+    framework: str       # the import the interpreter must have
+    reference: str       # whose .venv/<reference>/bin/python has it
+
+
+FOLDERS = "folders"
+PACKERS = {"recordio": Packer("dawnbench.pack_recordio", "mxnet", "imagenet-resnet152-mxnet"),
+           "tfrecord": Packer("dawnbench.pack_tfrecord", "tensorflow", "imagenet-resnet50-tensorflow")}
+FORMATS = (FOLDERS, *PACKERS)
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _say(message: str) -> None:
@@ -520,7 +543,9 @@ def _already_prepared(directory: Path, blacklist_sha256: str | None) -> dict | N
 def _clean_top(directory: Path, keep: set[str]) -> None:
     """The dataset folder holds what prepare writes, nothing else: the manifest would list it."""
     entry = manifest(NAME)
-    ours = {"train", "val", *entry["files"], entry["blacklist"]["file"], PREPARED_MANIFEST, entry["record"]}
+    # A packed format of images about to be rewritten would be stale: it goes too.
+    ours = {"train", "val", *entry["files"], entry["blacklist"]["file"], PREPARED_MANIFEST, entry["record"],
+            *PACKERS, *(_partial(fmt) for fmt in PACKERS)}
     for entry in os.scandir(directory):
         if entry.name in keep:
             continue
@@ -537,10 +562,22 @@ def _clean_top(directory: Path, keep: set[str]) -> None:
 
 def prepare(source_dir: str | os.PathLike, data_root: str | os.PathLike | None = None, *,
             blacklist: str | os.PathLike | None = None, allow_unverified: bool = False,
-            progress: bool = True) -> Path:
+            progress: bool = True, format: str = FOLDERS, python: str | os.PathLike | None = None) -> Path:
     """Prepare ImageNet from the official files in `source_dir` into ``<data_root>/imagenet``;
     returns that folder. Files that are not the official ones are refused (one line, nothing usable
-    written) unless `allow_unverified`, which marks the dataset ``"official": false``."""
+    written) unless `allow_unverified`, which marks the dataset ``"official": false``. A `format`
+    other than folders then packs the folders (:func:`pack`), with `python` if given."""
+    if format not in FORMATS:
+        raise DatasetError(f"--format {format!r} is not one of {', '.join(FORMATS)}")
+    interpreter = None if format == FOLDERS else packer_python(format, python)   # before hours of work
+    directory = _prepare_folders(source_dir, data_root, blacklist=blacklist, allow_unverified=allow_unverified,
+                                 progress=progress)
+    if format != FOLDERS:
+        pack(directory, format, interpreter)
+    return directory
+
+
+def _prepare_folders(source_dir, data_root, *, blacklist, allow_unverified: bool, progress: bool) -> Path:
     entry = manifest(NAME)
     sources: dict = entry["sources"]
     source_dir = Path(source_dir).expanduser()
@@ -552,6 +589,7 @@ def prepare(source_dir: str | os.PathLike, data_root: str | os.PathLike | None =
             blacklist_sha256 = hashlib.sha256(Path(blacklist).read_bytes()).hexdigest()
         except OSError as exc:
             raise DatasetError(f"cannot read --blacklist {blacklist} ({exc.strerror or exc})") from exc
+    _remove_partials(directory)     # a killed pack's leftovers would fail the verification below
     if done := _already_prepared(directory, blacklist_sha256):
         state = "official" if done["record"].get("official") else \
             f"unofficial: {'; '.join(done['record'].get('unofficial_reasons', []))}"
@@ -631,3 +669,109 @@ def prepare(source_dir: str | os.PathLike, data_root: str | os.PathLike | None =
          f"({writer.written} written, {writer.kept} already in place), "
          + ("official" if not reasons else f"unofficial: {'; '.join(reasons)}"))
     return directory
+
+
+# --- packed formats --------------------------------------------------------------------------------
+
+def _partial(fmt: str) -> str:
+    return f".{fmt}.partial"
+
+
+def _remove_partials(directory: Path) -> None:
+    """Remove what an interrupted pack left: its .<format>.partial/, or a <format>/ that the record
+    does not list yet (killed between the packer's rename and the record). Either would fail the
+    manifest check, and the folders would be prepared again from the tars."""
+    try:
+        packed = json.loads((directory / manifest(NAME)["record"]).read_text("utf-8")).get("packed") or {}
+    except (OSError, ValueError, AttributeError):
+        return       # no usable record: prepare starts over and _clean_top removes them
+    for name in [_partial(fmt) for fmt in PACKERS] + [fmt for fmt in PACKERS if fmt not in packed]:
+        if (directory / name).is_dir() and not (directory / name).is_symlink():
+            shutil.rmtree(directory / name)
+            _say(f"removed {directory / name}, left by an interrupted pack")
+
+
+def packer_python(fmt: str, python: str | os.PathLike | None = None) -> str:
+    """The interpreter that packs `fmt`: --python, else this one when it has the framework, else the
+    environment of the reference that reads the format, made by `make setup`."""
+    packer = PACKERS[fmt]
+    if python is not None:
+        path = Path(python).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise DatasetError(f"--python {python}: no such executable; give the Python of an environment with "
+                               f"{packer.framework}, e.g. .venv/{packer.reference}/bin/python")
+        return str(path)
+    if importlib.util.find_spec(packer.framework) is not None:
+        return sys.executable
+    venv = REPO_ROOT / ".venv" / packer.reference / "bin" / "python"
+    if venv.is_file():
+        return str(venv)
+    raise DatasetError(f"--format {fmt} packs with {_FRAMEWORK_NAMES.get(packer.framework, packer.framework)}, "
+                       f"which this environment lacks: run `make setup REF={packer.reference}` and prepare again, "
+                       "or pass --python PATH")
+
+
+_FRAMEWORK_NAMES = {"mxnet": "MXNet", "tensorflow": "TensorFlow"}
+
+
+def _run_packer(directory: Path, fmt: str, python: str) -> dict:
+    """Run the packer; its progress lines pass through, its one-line error becomes ours."""
+    packer = PACKERS[fmt]
+    with tempfile.TemporaryDirectory(prefix="dawnbench-pack-") as path:
+        # PYTHONPATH gets a folder holding only this package (a link): the repository root, or the
+        # site-packages it was installed into, would put this environment's numpy before the framework's.
+        (Path(path) / "dawnbench").symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
+        env = {**os.environ, "PYTHONPATH": path}
+        _say(f"packing {directory} as {fmt} with {python} -m {packer.module}")
+        # stdout to a file: the summary lists every file (tens of MB), more than a pipe holds while
+        # stderr is being read
+        with open(Path(path) / "summary.json", "w+", encoding="utf-8") as stdout:
+            try:
+                process = subprocess.Popen([python, "-m", packer.module, str(directory)], stdout=stdout,
+                                           stderr=subprocess.PIPE, env=env, text=True)
+            except OSError as exc:
+                raise DatasetError(f"cannot run {python} ({exc.strerror or exc}); pass --python PATH") from exc
+            error = None
+            for line in process.stderr:
+                if line.startswith("dawnbench: error: "):
+                    error = line.removeprefix("dawnbench: error: ").strip()
+                else:
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
+            code = process.wait()
+            stdout.seek(0)
+            out = stdout.read()
+    if code != 0:
+        raise DatasetError(error or f"{python} -m {packer.module} {directory} failed (exit status {code}); "
+                                    "its messages are above")
+    try:
+        summary = json.loads(out.strip().splitlines()[-1])
+        if not isinstance(summary, dict):
+            raise ValueError("not an object")
+    except (ValueError, IndexError) as exc:
+        raise DatasetError(f"{python} -m {packer.module} printed no JSON summary last ({_one_line(exc)}); "
+                           "is that interpreter running this version of dawnbench?") from None
+    return summary
+
+
+def pack(directory: str | os.PathLike, fmt: str, python: str | None = None) -> dict:
+    """Pack the prepared, verified ImageNet in `directory` as `fmt` (unless it already is), then
+    record it and rewrite the manifest; returns the record."""
+    directory = Path(directory)
+    record_path = directory / manifest(NAME)["record"]
+    record = json.loads(record_path.read_text("utf-8"))
+    packed = record.get("packed") or {}
+    if fmt in packed and (directory / fmt).is_dir():
+        # prepare verified the whole folder against its manifest, packed files included
+        _say(f"already packed as {fmt} in {directory / fmt} ({packed[fmt].get('counts')}, verified); nothing to do")
+        return record
+    summary = _run_packer(directory, fmt, python or packer_python(fmt))
+    if not (directory / fmt / "train").is_dir() or not (directory / fmt / "val").is_dir():
+        raise DatasetError(f"{PACKERS[fmt].module} reported success but left no {directory / fmt}/train and /val")
+    record["packed"] = {**packed, fmt: summary}
+    _write_atomic(record_path, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+    if hasattr(os, "sync"):
+        os.sync()
+    write_prepared_manifest(directory)     # last: the packed files are part of the dataset from now on
+    _say(f"packed as {fmt} in {directory / fmt}: {summary.get('counts')}")
+    return record
