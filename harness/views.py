@@ -16,6 +16,10 @@ from harness import datasets
 TRAIN, PREDICT = "train", "predict"
 ROLES = (TRAIN, PREDICT)
 DERIVED_SUFFIX = ".images.npy"      # a label-free copy of an eval file that holds labels
+# The packed formats of `dawnbench data prepare imagenet --format` (dawnbench.prepare_imagenet.PACKERS),
+# each <format>/train/ and <format>/val/ beside the folders. Only these names: anything else in the
+# dataset folder (label files, the record with its file lists) stays with the harness.
+PACKED_FORMATS = ("recordio", "tfrecord")
 
 
 def _flatten(split) -> list[str]:
@@ -34,9 +38,13 @@ def view_files(name: str, data_root: str | os.PathLike | None, role: str, derive
     relative = Path(entry["dir"]) / entry.get("subdir", "")
     if entry.get("format") == "imagenet-folders":
         # Folders, not files: the trainer sees train/ (class folders), the predictor the flat val/;
-        # the label files and the record stay with the harness.
+        # the label files and the record stay with the harness. A packed copy (`data prepare
+        # --format recordio|tfrecord`) is split the same way: <format>/train/ (records with their
+        # class) to the trainer, <format>/val/ (records without a label) to the predictor.
         folder = entry["splits"]["train" if role == TRAIN else "test"]["dir"]
-        return [(source_dir / folder, str(relative / folder))]
+        folders = [folder] + [f"{packed}/{folder}" for packed in PACKED_FORMATS
+                              if (source_dir / packed / folder).is_dir()]
+        return [(source_dir / f, str(relative / f)) for f in folders]
     test_split = entry.get("splits", {}).get("test", [])      # a manifest may name no splits: then no eval inputs
     test = set(_flatten(test_split)) | {entry["eval_labels"]}
     if role == TRAIN:

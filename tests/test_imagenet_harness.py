@@ -100,11 +100,16 @@ def jpeg_bytes(seed: int) -> bytes:
     return b"\xff\xd8\xff\xe0" + hashlib.sha256(str(seed).encode()).digest() * 8 + b"\xff\xd9"
 
 
-def prepare_tree(root, *, blacklist: list[int] | None = None, official: bool = False):
+def prepare_tree(root, *, blacklist: list[int] | None = None, official: bool = False, packed=()):
     """A prepared ImageNet under root/imagenet: 6 classes x 3 training images; 10 val images, the
     first 7 copies of training images (val i is training image i of class i % 6), the last 3 unseen.
-    Returns (data root, val labels as class indices)."""
+    `packed`: formats given a fake <format>/train/ and <format>/val/ (what `data prepare --format`
+    adds; the harness never reads inside them). Returns (data root, val labels as class indices)."""
     d = root / "imagenet"
+    for fmt in packed:
+        for split in ("train", "val"):
+            (d / fmt / split).mkdir(parents=True)
+            (d / fmt / split / f"{split}.rec").write_bytes(f"{fmt} {split} records".encode())
     labels = []
     for c, wnid in enumerate(WNIDS):
         (d / "train" / wnid).mkdir(parents=True)
@@ -122,7 +127,8 @@ def prepare_tree(root, *, blacklist: list[int] | None = None, official: bool = F
         (d / "blacklist.txt").write_text("".join(f"{i}\n" for i in blacklist))
     (d / "dawnbench-prepared.json").write_text(json.dumps(
         {"format": "dawnbench-imagenet-1", "official": official,
-         "unofficial_reasons": [] if official else ["a hand-made test tree"]}))
+         "unofficial_reasons": [] if official else ["a hand-made test tree"],
+         "packed": {fmt: {"files": {"val": ["val/..."]}} for fmt in packed}}))
     datasets.write_prepared_manifest(d)
     return root, np.array(labels)
 
@@ -191,6 +197,38 @@ def test_each_role_sees_one_folder_and_no_label(tree, tmp_path):
     assert views.folder_views("fashion-mnist", root) == []
 
 
+def test_packed_folders_go_to_their_role_and_nothing_else_does(tree, tmp_path):
+    root, _ = tree(packed=("recordio", "tfrecord"))
+    d = root / "imagenet"
+    (d / "other" / "val").mkdir(parents=True)          # not a packed format: never shown
+    train = views.view_files("imagenet", root, views.TRAIN, tmp_path / "derived")
+    predict = views.view_files("imagenet", root, views.PREDICT, tmp_path / "derived")
+    assert [r for _, r in train] == ["imagenet/train", "imagenet/recordio/train", "imagenet/tfrecord/train"]
+    assert [r for _, r in predict] == ["imagenet/val", "imagenet/recordio/val", "imagenet/tfrecord/val"]
+    assert all(s == root / r for s, r in train + predict)
+    # The predictor never sees a train record, and neither role the label files or the record.
+    assert not any("train" in r for _, r in predict) and not any(r.endswith("val") for _, r in train)
+    assert {r for _, _, r in views.folder_views("imagenet", root)} == {r for _, r in train + predict}
+    assert [(role, r) for role, _, r in views.folder_views("imagenet", root) if "recordio" in r] == [
+        ("train", "imagenet/recordio/train"), ("predict", "imagenet/recordio/val")]
+
+
+def test_a_packed_format_without_its_val_folder_shows_only_its_train(tree, tmp_path):
+    root, _ = tree(packed=("recordio",))
+    shutil.rmtree(root / "imagenet" / "recordio" / "val")
+    assert [r for _, r in views.view_files("imagenet", root, views.PREDICT, tmp_path)] == ["imagenet/val"]
+    assert [r for _, r in views.view_files("imagenet", root, views.TRAIN, tmp_path)] == [
+        "imagenet/train", "imagenet/recordio/train"]
+
+
+def test_a_run_on_a_packed_tree_checks_the_packed_files_too(spec, tree, tmp_path):
+    root, _ = tree(packed=("recordio",))
+    assert run(spec, root, tmp_path)["history"]      # the workers start with the packed folders bound
+    (root / "imagenet" / "recordio" / "val" / "val.rec").write_bytes(b"changed")
+    with pytest.raises(datasets.DatasetError, match="does not match its manifest"):
+        datasets.check_prepared("imagenet", root)
+
+
 def test_a_changed_image_fails_the_prepared_manifest(tree):
     root, _ = tree()
     (root / "imagenet" / "val" / "ILSVRC2012_val_00000003.JPEG").write_bytes(b"x")
@@ -252,12 +290,12 @@ def test_the_blacklist_is_left_out_of_the_score_and_verified(spec, tree, tmp_pat
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode gives folders to other uids: it needs root")
 
 
-@pytest.fixture
-def role_mounts(tree, monkeypatch):
+@pytest.fixture(params=[(), ("recordio",)], ids=["folders", "packed"])
+def role_mounts(tree, monkeypatch, request):
     """What `dawnbench.containers.run` and the reference's Dockerfile make: each role's folders mounted
     under ROLE_MOUNTS/<role>/, a folder that only that role's uid may enter (here copies stand in
     for Docker's read-only binds)."""
-    root, _ = tree()
+    root, _ = tree(packed=request.param)
     mounts = Path(tempfile.mkdtemp(prefix="dawnbench-views-"))
     os.chmod(mounts, 0o755)
     for role, source, relative in views.folder_views("imagenet", root):
@@ -294,13 +332,18 @@ def no_interpreter(monkeypatch):
 @root_only
 def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path, no_interpreter):
     root, mounts = role_mounts
-    for role, relative in (("train", "imagenet/train"), ("predict", "imagenet/val")):
+    packed = (root / "imagenet" / "recordio").is_dir()
+    for role, split in (("train", "train"), ("predict", "val")):
         worker, seen = runner.start_worker(role, spec, sandbox.Isolation("uid"), data_root=root,
                                            derived=tmp_path / "derived", snapshots=None)
         try:
-            link = Path(seen["data_root"]) / relative
-            assert link.is_symlink() and os.readlink(link) == str(mounts / role / relative)
-            assert sorted(os.listdir(Path(seen["data_root"]) / "imagenet")) == [Path(relative).name]
+            relatives = [f"imagenet/{split}"] + ([f"imagenet/recordio/{split}"] if packed else [])
+            for relative in relatives:
+                link = Path(seen["data_root"]) / relative
+                assert link.is_symlink() and os.readlink(link) == str(mounts / role / relative)
+            assert sorted(os.listdir(Path(seen["data_root"]) / "imagenet")) == sorted(["recordio"] * packed + [split])
+            if packed:
+                assert os.listdir(Path(seen["data_root"]) / "imagenet" / "recordio") == [split]
         finally:
             worker.kill()
 
