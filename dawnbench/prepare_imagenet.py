@@ -720,8 +720,9 @@ def _run_packer(directory: Path, fmt: str, python: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="dawnbench-pack-") as path:
         # PYTHONPATH gets a folder holding only this package (a link): the repository root, or the
         # site-packages it was installed into, would put this environment's numpy before the framework's.
-        (Path(path) / "dawnbench").symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
-        env = {**os.environ, "PYTHONPATH": path}
+        (Path(path) / "package").mkdir()
+        (Path(path) / "package" / "dawnbench").symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
+        env = {**os.environ, "PYTHONPATH": str(Path(path) / "package")}
         _say(f"packing {directory} as {fmt} with {python} -m {packer.module}")
         # stdout to a file: the summary lists every file (tens of MB), more than a pipe holds while
         # stderr is being read

@@ -424,7 +424,8 @@ def test_fetch_imagenet_accepts_a_prepared_copy(capsys, imagenet_root):
     assert "not prepared or not whole" in line and "1 missing" in line
 
 
-USAGE = "dawnbench data prepare imagenet --from DIR [--data ROOT] [--blacklist FILE] [--allow-unverified]"
+USAGE = ("dawnbench data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
+         "[--python PATH] [--blacklist FILE] [--allow-unverified]")
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -433,6 +434,15 @@ USAGE = "dawnbench data prepare imagenet --from DIR [--data ROOT] [--blacklist F
     (["data", "prepare", "cifar10", "--from", "x"], "only imagenet is prepared from files you bring; cifar10 is "
                                                     "fetched: dawnbench data fetch cifar10"),
     (["data", "prepare", "imagenet"], f"needs --from DIR, the folder with the official files: {USAGE}"),
+    (["data", "verify", "imagenet", "--format", "recordio"], f"--format only go with data prepare: {USAGE}"),
+    (["data", "fetch", "imagenet", "--python", "python3"], f"--python only go with data prepare: {USAGE}"),
+    (["data", "prepare", "imagenet", "--from", "x", "--format", "lmdb"],
+     f"--format 'lmdb' is not one of folders, recordio, tfrecord: {USAGE}"),
+    (["data", "prepare", "imagenet", "--from", "x", "--python", "python3"],
+     f"--python is the interpreter that packs: it goes with --format recordio|tfrecord: {USAGE}"),
+    (["data", "prepare", "imagenet", "--from", "x", "--format", "recordio", "--python", "/no/such/python"],
+     "--python /no/such/python: no such executable; give the Python of an environment with mxnet, "
+     "e.g. .venv/imagenet-resnet152-mxnet/bin/python"),
 ])
 def test_prepare_options_in_one_usage_line(capsys, argv, expected):
     assert main(argv) == 2
@@ -471,3 +481,123 @@ def test_cmyk_is_found_from_the_jpeg_header_as_pillow_finds_it(mode, options):
     with Image.open(io.BytesIO(out.getvalue())) as image:
         assert image.mode == mode
     assert prepare_imagenet._kind(out.getvalue()) == ("cmyk" if mode == "CMYK" else None)
+
+
+# --- --format recordio|tfrecord: the packer in the framework's own environment ------------------------
+
+MXNET_PYTHON = REPO / ".venv" / "imagenet-resnet152-mxnet" / "bin" / "python"
+
+# A stand-in for a framework's Python: `-m dawnbench.pack_recordio DIR` -> what a packer does (a
+# progress line, recordio/train and recordio/val, the JSON summary last), or its one-line error when
+# $FAKE_PACKER_FAILS is set. It checks the PYTHONPATH it gets holds the dawnbench package only.
+FAKE_PYTHON = """#!/bin/sh
+[ "$1" = -m ] && [ "$2" = dawnbench.pack_recordio ] || { echo "unexpected arguments: $*" >&2; exit 3; }
+[ -f "$PYTHONPATH/dawnbench/pack_recordio.py" ] && [ "$(ls "$PYTHONPATH")" = dawnbench ] || exit 4
+if [ -n "$FAKE_PACKER_FAILS" ]; then echo "recordio: starting" >&2; echo "dawnbench: error: the fake packer fails" >&2; exit 2; fi
+echo "recordio: train 1/1" >&2
+mkdir -p "$3/.recordio.partial/train" "$3/.recordio.partial/val"
+echo records > "$3/.recordio.partial/train/train.rec"; echo records > "$3/.recordio.partial/val/val.rec"
+mv "$3/.recordio.partial" "$3/recordio"
+echo '{"format": "recordio", "shuffle_seed": 0, "counts": {"train": 14, "val": 12}}'
+"""
+
+
+@pytest.fixture
+def fake_python(tmp_path):
+    path = tmp_path / "fake-python"
+    path.write_text(FAKE_PYTHON)
+    path.chmod(0o755)
+    return path
+
+
+def test_prepare_packs_with_the_given_python_and_records_it(capsys, fixture, tmp_path, fake_python):
+    root = tmp_path / "data"
+    code, err = run_prepare(capsys, fixture, root, "--allow-unverified", "--format", "recordio",
+                            "--python", str(fake_python))
+    assert code == 0, err
+    target = root / "imagenet"
+    assert "recordio: train 1/1" in err and "packed as recordio" in err      # the packer's progress passes through
+    record = json.loads((target / "dawnbench-prepared.json").read_text())
+    assert record["packed"] == {"recordio": {"format": "recordio", "shuffle_seed": 0,
+                                             "counts": {"train": 14, "val": 12}}}
+    # The manifest, rewritten last, lists the packed files: a change to them fails every check.
+    listed = [row[0] for row in json.loads((target / "dawnbench-manifest.json").read_text())["files"]]
+    assert {"recordio/train/train.rec", "recordio/val/val.rec"} <= set(listed)
+    assert verify_prepared(target)["count"] == fixture.train_count + len(fixture.val) + 3 + 2
+    # Run again: already prepared and packed, nothing rewritten (the fake would fail if it ran).
+    before = files_under(target)
+    (fixture.folder / "unused").mkdir()
+    fake_python.write_text("#!/bin/sh\nexit 9\n")
+    code, err = run_prepare(capsys, fixture, root, "--allow-unverified", "--format", "recordio",
+                            "--python", str(fake_python))
+    assert code == 0 and "already packed as recordio" in err, err
+    assert files_under(target) == before
+
+
+def test_a_packer_error_is_one_line_and_the_folders_stay_verified(capsys, fixture, tmp_path, fake_python,
+                                                                  monkeypatch):
+    root = tmp_path / "data"
+    assert run_prepare(capsys, fixture, root, "--allow-unverified")[0] == 0
+    monkeypatch.setenv("FAKE_PACKER_FAILS", "1")
+    code, err = run_prepare(capsys, fixture, root, "--allow-unverified", "--format", "recordio",
+                            "--python", str(fake_python))
+    assert code == 2 and error_line(err) == "dawnbench: error: the fake packer fails"
+    assert "recordio: starting" in err and "already prepared" in err
+    assert "packed" not in json.loads((root / "imagenet" / "dawnbench-prepared.json").read_text())
+    verify_prepared(root / "imagenet")          # the folders are still whole: a fixed pack needs no tars
+
+
+def test_a_killed_pack_leaves_nothing_that_counts(capsys, fixture, tmp_path, fake_python):
+    root = tmp_path / "data"
+    assert run_prepare(capsys, fixture, root, "--allow-unverified")[0] == 0
+    target = root / "imagenet"
+    (target / ".recordio.partial" / "train").mkdir(parents=True)     # killed while writing
+    (target / "recordio" / "val").mkdir(parents=True)                # killed after its rename, before the record
+    code, err = run_prepare(capsys, fixture, root, "--allow-unverified", "--format", "recordio",
+                            "--python", str(fake_python))
+    assert code == 0, err
+    assert "already prepared" in err and "left by an interrupted pack" in err    # no second read of the tars
+    assert not (target / ".recordio.partial").exists() and verify_prepared(target)
+
+
+def test_without_the_framework_prepare_names_make_setup(capsys, fixture, tmp_path, monkeypatch):
+    monkeypatch.setattr(prepare_imagenet, "REPO_ROOT", tmp_path / "no-repo")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(prepare_imagenet.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mxnet" else real(name, *a))
+    code, err = run_prepare(capsys, fixture, tmp_path / "data", "--allow-unverified", "--format", "recordio")
+    assert code == 2
+    assert error_line(err) == ("dawnbench: error: --format recordio packs with MXNet, which this environment lacks: "
+                               "run `make setup REF=imagenet-resnet152-mxnet` and prepare again, or pass --python PATH")
+    assert not (tmp_path / "data").exists()          # said before any image was written
+
+
+def test_the_reference_environment_is_found_without_python(monkeypatch, tmp_path):
+    venv = tmp_path / ".venv" / "imagenet-resnet152-mxnet" / "bin" / "python"
+    venv.parent.mkdir(parents=True)
+    venv.write_text("")
+    monkeypatch.setattr(prepare_imagenet, "REPO_ROOT", tmp_path)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(prepare_imagenet.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mxnet" else real(name, *a))
+    assert prepare_imagenet.packer_python("recordio") == str(venv)
+    assert prepare_imagenet.PACKERS["tfrecord"] == prepare_imagenet.Packer(
+        "dawnbench.pack_tfrecord", "tensorflow", "imagenet-resnet50-tensorflow")
+
+
+@pytest.mark.skipif(not MXNET_PYTHON.is_file(), reason="no MXNet environment: `make test-mxnet` makes "
+                                                       ".venv/imagenet-resnet152-mxnet (and tests the packing there)")
+def test_prepare_recordio_end_to_end_in_the_mxnet_environment(capsys, fixture, tmp_path):
+    root = tmp_path / "data"
+    code, err = run_prepare(capsys, fixture, root, "--allow-unverified", "--format", "recordio",
+                            "--python", str(MXNET_PYTHON))
+    assert code == 0, err
+    target = root / "imagenet"
+    assert sorted(os.listdir(target / "recordio" / "train")) == ["train.idx", "train.rec"]
+    assert sorted(os.listdir(target / "recordio" / "val")) == ["val.idx", "val.rec"]
+    summary = json.loads((target / "dawnbench-prepared.json").read_text())["packed"]["recordio"]
+    assert summary["counts"] == {"train": fixture.train_count, "val": len(fixture.val)}
+    assert summary["files"]["val"] == [f"val/{name}" for name in sorted(fixture.val)]
+    assert sorted(summary["files"]["train"]) == sorted(f"train/{w}/{n}" for w, files in fixture.train.items()
+                                                       for n in files)
+    assert verify_prepared(target, full=True)["count"] == fixture.train_count + len(fixture.val) + 3 + 4
