@@ -2,17 +2,18 @@
 
 DAWNBench v1's first ImageNet entry (Stanford DAWN, 2017) trained ResNet-152 with MXNet on 8 K80s.
 This file is the whole recipe, written for this benchmark: the network (ResNet-152 v1 with
-torchvision's layout and no convolution biases: 60,192,808 trainable parameters), the JPEG
-pipeline (MXNet's own OpenCV decoder, `mx.image`), SGD with warm-up and cosine decay, label
-smoothing, evaluation with flip test-time augmentation.
+torchvision's layout and no convolution biases: 60,192,808 trainable parameters), the data
+(RecordIO read by MXNet's ImageRecordIter), SGD with warm-up and cosine decay, label smoothing,
+evaluation with flip test-time augmentation.
 
-Devices: every local GPU in one process (a Gluon Trainer over a kvstore, "device" or "nccl"),
-mixed precision with `mxnet.contrib.amp` on GPUs; on a machine without a GPU, the CPU with the
-"local" kvstore. Only the CPU path has been run (see README.md).
+Devices: every local GPU in one process (a Gluon Trainer over a kvstore: "device"; "dist_sync"
+across machines), mixed precision with `mxnet.contrib.amp` on GPUs; on a machine without a GPU,
+the CPU with the "local" kvstore. Only the CPU path has been run (see README.md).
 """
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import mxnet as mx
@@ -20,12 +21,15 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
-from common import imagenet_files
+from harness.datasets import DatasetError
+from harness.errors import UsageError
 from harness.reference import Context, Reference
 
+NAME = "imagenet-resnet152-mxnet"
 # ImageNet's per-channel mean and standard deviation of RGB pixels in [0, 255].
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
+INTERP = 2          # bicubic: cheaper filters alias visibly at ImageNet's 4x-8x downscales
 
 
 # ------------------------------------------------------------------------------------ the network
@@ -108,82 +112,76 @@ def weight_decay_exempt(net: gluon.Block) -> None:
 
 # ------------------------------------------------------------------------------------ the data
 #
-# Images travel as uint8 HWC arrays (a quarter of float32's bytes through the loader's worker
-# processes) and become normalised float NCHW on the device (`to_input`).
+# MXNet's own reader: `dawnbench data prepare imagenet --format recordio` packs the prepared JPEGs,
+# byte for byte, into recordio/train/train.rec (header label: the class index; shuffled once) and
+# recordio/val/val.rec (no label: -1, in the harness's order), each with its .idx. ImageRecordIter
+# decodes and augments them in C++ threads (`num_workers`), prefetching batches, and hands out
+# normalised float32 NCHW: no Python in the data path.
 
-def read_image(path: str) -> mx.nd.NDArray:
-    """A file as RGB uint8 HWC. OpenCV (inside libmxnet) also reads the CMYK JPEGs and the one PNG
-    named .JPEG of ImageNet's training set, and turns grayscale into three channels."""
-    with open(path, "rb") as f:
-        return mx.image.imdecode(f.read(), flag=1, to_rgb=True)
-
-
-def random_resized_crop(img: mx.nd.NDArray, size: int, rng: np.random.Generator, scale=(0.08, 1.0),
-                        ratio=(3 / 4, 4 / 3)) -> mx.nd.NDArray:
-    """Inception-style crop: a random area fraction and aspect ratio of the image, resized to
-    size x size. The box comes from `rng`, so a crop depends on the seed, the epoch and the image
-    only, never on which loader worker made it; the whole image, centre-cropped to the ratio
-    range, after ten misses."""
-    h, w = img.shape[:2]
-    area = h * w
-    for _ in range(10):
-        target = area * rng.uniform(*scale)
-        aspect = math.exp(rng.uniform(math.log(ratio[0]), math.log(ratio[1])))
-        cw, ch = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
-        if 0 < cw <= w and 0 < ch <= h:
-            x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
-            break
-    else:
-        cw, ch = (w, min(h, int(round(w / ratio[0])))) if w / h < ratio[0] else (min(w, int(round(h * ratio[1]))), h)
-        x0, y0 = (w - cw) // 2, (h - ch) // 2
-    # interp=2: bicubic; cheaper filters alias visibly at ImageNet's 4x-8x downscales.
-    return mx.image.fixed_crop(img, x0, y0, cw, ch, size=(size, size), interp=2)
+RECORDIO = "recordio"
 
 
-def eval_image(img: mx.nd.NDArray, resize: int, crop: int) -> mx.nd.NDArray:
-    """Short side resized to `resize`, then the central crop x crop."""
-    img = mx.image.resize_short(img, resize, interp=2)
-    return mx.image.center_crop(img, (crop, crop), interp=2)[0]
+def record_files(ctx: Context, split: str) -> tuple[str, str]:
+    """(.rec, .idx) of a split ("train" or "val"), or the one-line error that says how to make them."""
+    folder = ctx.dataset_dir / RECORDIO / split
+    rec, idx = folder / f"{split}.rec", folder / f"{split}.idx"
+    if not rec.is_file() or not idx.is_file():
+        raise DatasetError(f"ImageNet RecordIO ({rec.name}, {idx.name}) not found in {folder}: {NAME} reads "
+                           "RecordIO; run `dawnbench data prepare imagenet --from DIR --format recordio` (it packs "
+                           "the prepared folders, and keeps them)")
+    return str(rec), str(idx)
 
 
-class TrainImages(gluon.data.Dataset):
-    """(uint8 HWC crop of size x size, label) for an index; `epoch` is set before each epoch."""
-
-    def __init__(self, paths: list[str], labels: np.ndarray, seed: int, size: int):
-        self.paths, self.labels, self.seed, self.size = paths, labels, seed, size
-        self.epoch = 1
-
-    def __len__(self):
-        return len(self.paths)
-
-    def __getitem__(self, i):
-        rng = np.random.default_rng((self.seed, self.epoch, i))
-        img = random_resized_crop(read_image(self.paths[i]), self.size, rng)
-        if rng.random() < 0.5:
-            img = mx.nd.flip(img, axis=1)
-        return img, np.int32(self.labels[i])
+def normalisation() -> dict:
+    return {**{f"mean_{c}": m for c, m in zip("rgb", MEAN)}, **{f"std_{c}": s for c, s in zip("rgb", STD)}}
 
 
-class EvalImages(gluon.data.Dataset):
-    """The validation images in canonical order, decoded and cropped on access: `predict` batches
-    them, and `eval_inputs` hands them to `infer` one at a time, the decode inside the timed call."""
+def train_records(rec: str, idx: str, cfg: dict, seed: int, part_index: int, num_parts: int) -> mx.io.DataIter:
+    """Inception-style crops (8%-100% of the area, aspect 3/4-4/3) resized to image_size, random
+    flips, reshuffled at every reset; this worker reads its 1/num_parts of the records. The last
+    batch is topped up with records that then open the next pass (round_batch): every batch is
+    whole, and over the epochs each record is seen equally often."""
+    size = cfg["image_size"]
+    return mx.io.ImageRecordIter(
+        path_imgrec=rec, path_imgidx=idx, data_shape=(3, size, size), batch_size=cfg["batch_size"] // num_parts,
+        shuffle=True, seed=seed, seed_aug=seed, num_parts=num_parts, part_index=part_index,
+        random_resized_crop=True, min_random_area=0.08, max_random_area=1.0, min_aspect_ratio=3 / 4,
+        max_aspect_ratio=4 / 3, rand_mirror=True, inter_method=INTERP, **normalisation(),
+        preprocess_threads=max(1, cfg["num_workers"]), verbose=False)
 
-    def __init__(self, paths: list[str], resize: int, crop: int):
-        self.paths, self.resize, self.crop = paths, resize, crop
+
+def eval_records(rec: str, idx: str, cfg: dict) -> mx.io.DataIter:
+    """Short side resized to eval_resize, the central eval_crop square, in record order (the
+    harness's). No round_batch: with it the records left over at the end would start the next
+    pass, shifting the order of every later predict; without it the last batch is filled with
+    junk past the last record (its `pad` says 0), which `predict` cuts off."""
+    crop = cfg["eval_crop"]
+    return mx.io.ImageRecordIter(
+        path_imgrec=rec, path_imgidx=idx, data_shape=(3, crop, crop), batch_size=cfg["eval_batch_size"],
+        shuffle=False, round_batch=False, resize=cfg["eval_resize"], inter_method=INTERP, **normalisation(),
+        preprocess_threads=max(1, cfg["num_workers"]), verbose=False)
+
+
+class Records:
+    """The records of a .rec/.idx pair one by one, as JPEG bytes: `infer` decodes the val ones inside
+    the timed call."""
+
+    def __init__(self, rec: str, idx: str):
+        self.reader = mx.recordio.MXIndexedRecordIO(idx, rec, "r")
 
     def __len__(self):
-        return len(self.paths)
+        return len(self.reader.keys)
 
-    def __getitem__(self, i):
-        return eval_image(read_image(self.paths[i]), self.resize, self.crop)
+    def __getitem__(self, i: int) -> bytes:
+        return mx.recordio.unpack(self.reader.read_idx(self.reader.keys[i]))[1]
 
 
-def to_input(batch: mx.nd.NDArray, dtype: str = "float32") -> mx.nd.NDArray:
-    """uint8 NHWC on the device -> normalised NCHW of `dtype`."""
-    mean = mx.nd.array(MEAN, ctx=batch.context).reshape((1, 3, 1, 1))
-    std = mx.nd.array(STD, ctx=batch.context).reshape((1, 3, 1, 1))
-    x = (batch.astype("float32").transpose((0, 3, 1, 2)) - mean) / std
-    return x.astype(dtype) if dtype != "float32" else x
+def eval_image(jpeg: bytes, resize: int, crop: int) -> mx.nd.NDArray:
+    """What eval_records does to one image, with the same OpenCV calls: normalised float32 CHW."""
+    img = mx.image.resize_short(mx.image.imdecode(jpeg, flag=1, to_rgb=True), resize, interp=INTERP)
+    img = mx.image.center_crop(img, (crop, crop), interp=INTERP)[0]
+    mean, std = mx.nd.array(MEAN).reshape((1, 1, 3)), mx.nd.array(STD).reshape((1, 1, 3))
+    return ((img.astype("float32") - mean) / std).transpose((2, 0, 1))
 
 
 # ------------------------------------------------------------------------------------ the schedule
@@ -211,55 +209,70 @@ def flag(value, default: bool) -> bool:
 
 # ------------------------------------------------------------------------------------ the reference
 
+def kvstore_type(value: str, gpus: int, world_size: int) -> str:
+    """The kvstore that sums the gradients: "auto" is "dist_sync" on several machines (MXNet's
+    parameter servers), else "device" with GPUs (summed on the GPUs, peer to peer), else "local"."""
+    if value != "auto":
+        return value
+    if world_size > 1:
+        return "dist_sync"
+    return "device" if gpus else "local"
+
+
 class ImageNetResNet152(Reference):
     PARAMS = "model.params"
 
     def setup(self, ctx: Context) -> None:
         self.ctx_ = ctx
         cfg = self.cfg = ctx.config
-        if ctx.world_size != 1:
-            # One process drives every local GPU through the kvstore; MXNet's multi-machine kvstore
-            # (dist_sync, with its own parameter servers) is not wired to the harness's launcher.
-            raise RuntimeError("imagenet-resnet152-mxnet runs as one process (all local GPUs); run it without torchrun")
         mx.random.seed(ctx.seed)
         np.random.seed(ctx.seed)
         gpus = mx.context.num_gpus()
         self.devices = [mx.gpu(i) for i in range(gpus)] or [mx.cpu()]
         self.amp = flag(cfg["amp"], gpus > 0) and gpus > 0
         if self.amp:
-            # Before the network is built: AMP patches the operators it will call to float16 where safe.
+            # Before the network is built: AMP wraps MXNet's operators so that each runs in float16
+            # where that is safe and float32 where not (softmax, norms); the weights stay float32.
             from mxnet.contrib import amp
             amp.init()
         self.net = resnet152(cfg["num_classes"])
         self.net.initialize(mx.init.MSRAPrelu(factor_type="in", slope=0.0), ctx=self.devices)
         self.net.hybridize(static_alloc=True, static_shape=True)
         if ctx.trains:
-            self._setup_training(ctx, cfg)
+            self._setup_training(ctx, cfg, gpus)
         else:
-            self.eval_set = EvalImages(imagenet_files.val_files(ctx.data_root), cfg["eval_resize"], cfg["eval_crop"])
+            rec, idx = record_files(ctx, "val")
+            self.eval_iter = eval_records(rec, idx, cfg)
+            self.val_records = Records(rec, idx)
 
-    def _setup_training(self, ctx: Context, cfg: dict) -> None:
-        paths, labels, _ = imagenet_files.train_samples(ctx.data_root)
-        self.train_set = TrainImages(paths, labels, ctx.seed, cfg["image_size"])
-        batch = cfg["batch_size"]
-        if batch % len(self.devices):
-            raise ValueError(f"batch_size {batch} does not split over {len(self.devices)} GPUs")
-        self.steps_per_epoch = max(1, len(paths) // batch)
+    def _setup_training(self, ctx: Context, cfg: dict, gpus: int) -> None:
+        kind = kvstore_type(cfg["kvstore"], gpus, ctx.world_size)
+        if kind.startswith("dist") and "DMLC_ROLE" not in os.environ:
+            raise UsageError(f"kvstore {kind!r} needs MXNet's parameter servers (DMLC_ROLE, DMLC_PS_ROOT_URI, ...: "
+                             "start every machine with MXNet's launcher); on one machine set kvstore=device or local")
+        self.kvstore = mx.kv.create(kind)
+        rec, idx = record_files(ctx, "train")
+        # Each worker of a dist kvstore reads its own part of the records; one worker reads them all.
+        self.train_iter = train_records(rec, idx, cfg, ctx.seed, self.kvstore.rank, self.kvstore.num_workers)
+        batch = cfg["batch_size"] // self.kvstore.num_workers
+        if batch % len(self.devices) or cfg["batch_size"] % self.kvstore.num_workers:
+            raise UsageError(f"batch_size {cfg['batch_size']} does not split evenly over {self.kvstore.num_workers} "
+                             f"worker(s) of {len(self.devices)} device(s); choose a multiple of their product")
+        examples = len(Records(rec, idx))      # the records of the .idx (train ones here)
+        self.steps_per_epoch = max(1, math.ceil(examples / cfg["batch_size"]))   # the last batch is topped up
         self.step = 0
         weight_decay_exempt(self.net)
-        kvstore = cfg["kvstore"]
-        if kvstore == "auto":
-            # "device": gradients summed on the GPUs (peer to peer), not through host memory.
-            kvstore = "device" if len(self.devices) > 1 else "local"
         self.trainer = gluon.Trainer(self.net.collect_params(), "sgd",
                                      {"learning_rate": learning_rate(0, self.steps_per_epoch, cfg),
-                                      "momentum": cfg["momentum"], "wd": cfg["weight_decay"],
-                                      "multi_precision": self.amp},
-                                     kvstore=kvstore)
+                                      "momentum": cfg["momentum"], "wd": cfg["weight_decay"]},
+                                     kvstore=self.kvstore,
+                                     # AMP skips a step whose gradients overflowed: the Trainer must
+                                     # update the weights itself to see them, not inside the kvstore.
+                                     update_on_kvstore=False if self.amp else None)
         if self.amp:
             from mxnet.contrib import amp
             amp.init_trainer(self.trainer)        # dynamic loss scaling
-        self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        self.epoch = 0
 
     def _loss(self, logits, labels):
         """Cross-entropy against labels smoothed by label_smoothing (Szegedy et al., 2016)."""
@@ -271,38 +284,35 @@ class ImageNetResNet152(Reference):
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         cfg = self.cfg
-        self.train_set.epoch = epoch
-        batch = cfg["batch_size"]
-        # One permutation per epoch from the seed; the incomplete last batch is dropped.
-        order = np.random.default_rng((self.ctx_.seed, epoch)).permutation(len(self.train_set))
-        batches = [order[i:i + batch].tolist() for i in range(0, len(order) - batch + 1, batch)]
-        loader = gluon.data.DataLoader(self.train_set, batch_sampler=batches, num_workers=cfg["num_workers"],
-                                       thread_pool=False)
-        dtype = "float16" if self.amp else "float32"
+        if self.epoch:
+            self.train_iter.reset()         # a new shuffle of the records, new crops
+        self.epoch = epoch
         total, seen = mx.nd.zeros(1, ctx=self.devices[0]), 0
         lr = self.trainer.learning_rate
-        for images, labels in self.ctx_.progress(loader, total=len(batches), desc=f"epoch {epoch}"):
+        for batch in self.ctx_.progress(self.train_iter, total=self.steps_per_epoch, desc=f"epoch {epoch}"):
             lr = learning_rate(self.step, self.steps_per_epoch, cfg)
             self.trainer.set_learning_rate(lr)
-            xs = gluon.utils.split_and_load(images, self.devices, even_split=True)
-            ys = gluon.utils.split_and_load(labels, self.devices, even_split=True)
+            xs = gluon.utils.split_and_load(batch.data[0], self.devices, even_split=True)
+            ys = gluon.utils.split_and_load(batch.label[0], self.devices, even_split=True)
             with autograd.record():
-                losses = [self._loss(self.net(to_input(x, dtype)), y) for x, y in zip(xs, ys)]
+                losses = [self._loss(self.net(x), y) for x, y in zip(xs, ys)]
                 if self.amp:
                     from mxnet.contrib import amp
                     with amp.scale_loss(losses, self.trainer) as scaled:
                         autograd.backward(scaled)
                 else:
                     autograd.backward(losses)
-            self.trainer.step(len(images))      # gradients are summed over the batch: step divides
-            # Summed on the device; read once per epoch, so the loop never waits for the GPU.
+            size = batch.data[0].shape[0]
+            self.trainer.step(size)      # gradients are summed over the batch: step divides
+            # Summed on the device; read once per epoch, so the loop never waits for the GPU. The
+            # batch.pad records that top up the last batch are counted in the next epoch.
             total += mx.nd.add_n(*[loss.sum().as_in_context(self.devices[0]) for loss in losses])
-            seen += len(images)
+            seen += size - batch.pad
             self.step += 1
         return {"loss": float(total.asscalar()) / max(1, seen), "samples": seen, "lr": lr}
 
     def save(self, path: Path) -> None:
-        # Weights and batch-norm statistics, in float32 (AMP keeps float32 master weights).
+        # Weights and batch-norm statistics, in float32 (AMP keeps float32 weights).
         Path(path).mkdir(parents=True, exist_ok=True)
         self.net.save_parameters(str(Path(path) / self.PARAMS))
 
@@ -311,8 +321,7 @@ class ImageNetResNet152(Reference):
 
     def _scores(self, images: mx.nd.NDArray) -> np.ndarray:
         """Softmax of each image averaged with its mirror's: flip test-time augmentation."""
-        device = self.devices[0]
-        x = to_input(images.as_in_context(device), "float16" if self.amp else "float32")
+        x = images.as_in_context(self.devices[0])
         both = mx.nd.concat(x, mx.nd.flip(x, axis=3), dim=0)
         probs = mx.nd.softmax(self.net(both).astype("float32"), axis=-1)
         n = images.shape[0]
@@ -320,16 +329,16 @@ class ImageNetResNet152(Reference):
 
     def predict(self) -> np.ndarray:
         # Eval runs on the first device only: off the clock, and simpler than splitting the mirror pairs.
-        loader = gluon.data.DataLoader(self.eval_set, batch_size=self.cfg["eval_batch_size"], shuffle=False,
-                                       num_workers=self.cfg["num_workers"], thread_pool=False)
-        out = [self._scores(images) for images in self.ctx_.progress(loader, desc="eval")]
-        return np.concatenate(out).astype(np.float32)
+        self.eval_iter.reset()
+        out = [self._scores(batch.data[0]) for batch in self.ctx_.progress(self.eval_iter, desc="eval")]
+        return np.concatenate(out)[:len(self.val_records)].astype(np.float32)   # junk past the last record
 
     def eval_inputs(self):
-        return self.eval_set
+        return self.val_records
 
-    def infer(self, example) -> np.ndarray:
-        return self._scores(example.expand_dims(0))[0]
+    def infer(self, example: bytes) -> np.ndarray:
+        image = eval_image(example, self.cfg["eval_resize"], self.cfg["eval_crop"])
+        return self._scores(image.expand_dims(0))[0]
 
     def synchronize(self) -> None:
         mx.nd.waitall()
