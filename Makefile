@@ -164,8 +164,13 @@ test-harness-numpy1: $(NUMPY1_VENV)/.installed
 # The MXNet reference's tests in its own environment (MXNet 1.9.1, numpy 1.23.5, pytest from
 # harness-numpy1.txt): the main test environment has no MXNet and skips that file.
 MXNET_REF := imagenet-resnet152-mxnet
+.venv/$(MXNET_REF)/.test-installed: requirements/test-mxnet.txt .venv/$(MXNET_REF)/.installed
+	.venv/$(MXNET_REF)/bin/pip install $(PIP_FLAGS) -r requirements/test-mxnet.txt $(QUIET_PIP)
+	@touch $@
+
 test-mxnet:
 	$(MAKE) --no-print-directory .venv/$(MXNET_REF)/.installed REF=$(MXNET_REF)
+	$(MAKE) --no-print-directory .venv/$(MXNET_REF)/.test-installed REF=$(MXNET_REF)
 	.venv/$(MXNET_REF)/bin/python -c "import mxnet, numpy; assert numpy.__version__ == '1.23.5', numpy.__version__"
 	.venv/$(MXNET_REF)/bin/python -m pytest -q -p no:cacheprovider tests/test_$(subst -,_,$(MXNET_REF)).py
 
