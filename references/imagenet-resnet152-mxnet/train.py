@@ -140,7 +140,7 @@ def train_records(rec: str, idx: str, cfg: dict, seed: int, part_index: int, num
     """Inception-style crops (8%-100% of the area, aspect 3/4-4/3) resized to image_size, random
     flips, reshuffled at every reset; this worker reads its 1/num_parts of the records. The last
     batch is topped up with records that then open the next pass (round_batch): every batch is
-    whole, and over the epochs each record is seen equally often."""
+    whole, and over the epochs every record is seen about equally often."""
     size = cfg["image_size"]
     return mx.io.ImageRecordIter(
         path_imgrec=rec, path_imgidx=idx, data_shape=(3, size, size), batch_size=cfg["batch_size"] // num_parts,
@@ -303,7 +303,9 @@ class ImageNetResNet152(Reference):
                 else:
                     autograd.backward(losses)
             size = batch.data[0].shape[0]
-            self.trainer.step(size)      # gradients are summed over the batch: step divides
+            # Gradients are summed over the batch and, by a dist kvstore, over the workers (Gluon's
+            # Trainer does not divide by them): step divides by the global batch.
+            self.trainer.step(size * self.kvstore.num_workers)
             # Summed on the device; read once per epoch, so the loop never waits for the GPU. The
             # batch.pad records that top up the last batch are counted in the next epoch.
             total += mx.nd.add_n(*[loss.sum().as_in_context(self.devices[0]) for loss in losses])
