@@ -14,6 +14,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ mx = pytest.importorskip("mxnet", reason="MXNet is not installed here: `make tes
 from conftest import check_inference_entry, check_roles_see_only_their_files, role_views  # noqa: E402
 
 from dawnbench import pack_recordio, prepare_imagenet  # noqa: E402
-from harness import datasets, registry  # noqa: E402
+from harness import datasets, registry, runner, verify  # noqa: E402
 from harness.reference import Context  # noqa: E402
 
 # MXNet 1.9.1 looks up scipy.sparse.csr.csr_matrix on every mx.nd.array: scipy 1.13 warns each time.
@@ -284,3 +285,17 @@ def test_inference_entry(spec, packed_root, views, tmp_path):
     predictor.load(tmp_path / "model")
     check_inference_entry(spec, tmp_path / "model", predictor.ctx_.config, packed_root, tmp_path / "infer",
                           predictor.predict(), items=3)
+
+
+def test_a_harness_run_on_the_packed_fixture(spec, packed_root, tmp_path):
+    """The whole chain: the runner checks the manifest (packed files included), binds each worker
+    its folders (recordio/train to the trainer, recordio/val to the predictor, sandboxed where
+    bubblewrap is), scores the predictions against its own labels, and the run verifies offline."""
+    result = runner.run(spec, dict(spec.hyperparameters, **SMALL),
+                        runner.RunOptions(seed=1, max_epochs=1, threshold=0.01, results_root=tmp_path / "results",
+                                          data_root=packed_root, progress=False))
+    # One epoch of an untrained ResNet-152 on 12 images: the score may be 0, which is not the point here.
+    assert result["status"] in ("converged", "DNC") and len(result["history"]) == 1, result.get("dnc_reason")
+    assert result["status"] == "converged" or "budget" in result["dnc_reason"]
+    assert result["eval_examples"] == 12 and not result["official"]
+    assert verify.verify(Path(result["run_dir"]), packed_root).verified
