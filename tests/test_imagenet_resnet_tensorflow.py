@@ -1,18 +1,21 @@
 """imagenet-resnet50-tensorflow and imagenet-resnet152-tensorflow (one train.py, two depths) on CPU:
 the parameter counts against the PyTorch networks', the two copies are one recipe, the data
-pipeline (crops, eval geometry, class and file order), a falling loss on a repeated batch, and a
-smoke run as a run drives it on the tiny ImageNet `prepare` makes (conftest's `imagenet_root`):
-a trainer on the training folder only (setup -> one epoch -> save), then a predictor on the
-validation folder only (setup -> load -> predict -> infer), and `dawnbench infer`'s code path.
+pipeline (crops, eval geometry, class and file order, folders or TFRecords), the strategy chooser,
+a falling loss on a repeated batch, and smoke runs as a run drives them on the tiny ImageNet that
+`prepare` makes and `pack_tfrecord` packs: a trainer on the training files only (setup -> one epoch
+-> save), a predictor on the validation files only (setup -> load -> predict -> infer), and
+`dawnbench infer`'s code path.
 
-The images are tiny (32 px crops) so that the full networks stay fast on a small CPU. Tracing a
-training step takes TensorFlow about 20 s on a small CPU, so ResNet-50's smoke run traces it once
-and also checks there that the loss falls on a repeated batch; ResNet-152's executes the same
-tf.functions eagerly and trains one step."""
+Speed: the images are tiny (32 px crops); each network is built once for the whole module (ResNet-152
+takes seconds to build); ResNet-50's training step is traced once (the slowest thing here) and
+serves the folder smoke run and the falling loss; the TFRecord and ResNet-152 runs execute the same
+tf.functions eagerly, which for a few steps costs less than tracing them."""
 from __future__ import annotations
 
+import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,21 +23,22 @@ import tensorflow as tf
 from conftest import check_inference_entry, check_roles_see_only_their_files, role_views
 
 from common import imagenet_files
-from harness import registry
+from harness import datasets, registry
 from harness.reference import Context
 
 PARAMETERS = {"imagenet-resnet50-tensorflow": (50, 25_557_032), "imagenet-resnet152-tensorflow": (152, 60_192_808)}
 REFERENCES = sorted(PARAMETERS)
-EAGER = {"imagenet-resnet152-tensorflow"}
+R50 = "imagenet-resnet50-tensorflow"
 SMALL = {"image_size_start": 32, "image_size_end": 32, "eval_resize": 40, "eval_crop": 32,
          "batch_size": 4, "eval_batch_size": 5, "xla_inference": False}
 # Keras saves weights through np.array(variable), which TensorFlow 2.21's variables answer with
 # this numpy 2 deprecation warning; harmless.
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
+    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning",
+    "ignore:Even though the `tf.config.experimental_run_functions_eagerly`:UserWarning")
 
 
-def recipe(name):
+def recipe(name=R50):
     return sys.modules[registry.load_spec(name).load_entry_class().__module__]
 
 
@@ -50,35 +54,74 @@ def make(spec, data_root, role="train", **overrides):
     return ref
 
 
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """conftest's `imagenet_root`, once for the module, packed into TFRecords too (3 train and 2 val
+    shards), and the role views the harness gives: "folders" (the JPEG folders only) and "tfrecord"
+    (the folders and the packed tfrecord/train or tfrecord/val, as harness/views.py shows them)."""
+    from imagenet_fixture import fixture_manifest, write_imagenet_fixture
+
+    from dawnbench import pack_tfrecord
+    from dawnbench.prepare_imagenet import prepare
+
+    tmp = tmp_path_factory.mktemp("imagenet")
+    fixture = write_imagenet_fixture(tmp / "imagenet-files")
+    root = tmp / "data"
+    prepare(fixture.folder, root, allow_unverified=True, progress=False)
+    pack_tfrecord.pack(root / "imagenet", train_shards=3, val_shards=2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp / "datasets-imagenet-fixture.toml", fixture)))
+        views = {"folders": role_views("imagenet", root, tmp / "folders"),
+                 "tfrecord": role_views("imagenet", root, tmp / "tfrecord")}
+        for role, split in (("train", "train"), ("predict", "val")):
+            (views["tfrecord"][role] / "imagenet" / "tfrecord").mkdir()
+            (views["tfrecord"][role] / "imagenet" / "tfrecord" / split).symlink_to(root / "imagenet" / "tfrecord" / split)
+        yield {"root": root, **views}
+
+
+@pytest.fixture(scope="module")
+def networks():
+    """{depth: the network}, each built once for the module (ResNet-152 takes seconds). The smoke
+    runs train them, so tests of the initial weights read the initializers, not the values."""
+    built = {}
+
+    def get(depth):
+        if depth not in built:
+            built[depth] = recipe().build_model(depth)
+        return built[depth]
+    return get
+
+
 @pytest.fixture
-def eager_if():
-    def set_eager(eager: bool):
-        tf.config.run_functions_eagerly(eager)
-    yield set_eager
+def reuse_network(monkeypatch, networks):
+    """setup() takes the module's network of its depth instead of building one."""
+    train = recipe()
+    monkeypatch.setattr(train, "build_model", lambda depth, num_classes=1000: networks(depth))
+
+
+@pytest.fixture
+def eagerly():
+    tf.config.run_functions_eagerly(True)
+    yield
     tf.config.run_functions_eagerly(False)
-
-
-@pytest.fixture
-def views(imagenet_root, tmp_path):
-    return role_views("imagenet", imagenet_root, tmp_path)
 
 
 # ------------------------------------------------------------------------------------ the network
 
 @pytest.mark.parametrize("name", REFERENCES)
-def test_spec_and_parameter_count(name):
+def test_spec_and_parameter_count(name, networks):
     spec = registry.load_spec(name)
     depth, count = PARAMETERS[name]
     cfg = spec.hyperparameters
     assert spec.task.name == "imagenet" and spec.framework == "tensorflow" and spec.gpus
     assert cfg["depth"] == depth and cfg["num_classes"] == 1000 and spec.max_epochs == cfg["epochs"]
-    model = recipe(name).build_model(depth)
+    assert cfg["data_format"] == "auto" and cfg["mixed_precision"] == "auto"
+    model = networks(depth)
     # torchvision's counts (resnet50: 25,557,032; resnet152: 60,192,808); the moving statistics are not trainable.
     assert recipe(name).count_parameters(model) == count
     moving = sum(math.prod(v.shape) for v in model.non_trainable_variables)
     assert moving == sum(2 * layer.gamma.shape[0] for layer in model.layers
                          if isinstance(layer, tf.keras.layers.BatchNormalization))
-    assert model(tf.zeros((1, 32, 32, 3)), training=False).shape == (1, 1000)
 
 
 def test_copies_are_one_recipe():
@@ -90,15 +133,17 @@ def test_copies_are_one_recipe():
     assert len(set(codes.values())) == 1
 
 
-def test_v1_5_strides_in_the_3x3_and_no_conv_biases():
-    train = recipe("imagenet-resnet50-tensorflow")
-    model = train.build_model(50)
+def test_v1_5_strides_in_the_3x3_and_no_conv_biases(networks):
+    train = recipe()
+    model = networks(50)
     convs = {layer.name: layer for layer in model.layers if isinstance(layer, tf.keras.layers.Conv2D)}
     assert not any(c.use_bias for c in convs.values())
     strided = sorted(n for n, c in convs.items() if c.strides != (1, 1))
     assert strided == sorted(["stem_conv"] + [f"stage{s}_block1_{k}" for s in (2, 3, 4) for k in ("conv2", "proj")])
-    assert all(np.all(model.get_layer(f"stage{s}_block{b}_bn3").gamma.numpy() == 0)
-               for s, b in ((1, 1), (4, 3)))                                # each block starts as the identity
+    # Each block starts as the identity: its last batch norm's scale starts at zero.
+    zero_init = {layer.name for layer in model.layers if isinstance(layer, tf.keras.layers.BatchNormalization)
+                 and type(layer.gamma_initializer).__name__ == "Zeros"}
+    assert zero_init == {f"stage{s + 1}_block{b + 1}_bn3" for s, n in enumerate(train.STAGES[50]) for b in range(n)}
     decayed = [v for v in model.trainable_variables if train.decays(v)]
     assert len(decayed) == len(convs) + 1                                   # every kernel and the dense one
     assert model.layers[-1].compute_dtype == "float32"
@@ -106,88 +151,175 @@ def test_v1_5_strides_in_the_3x3_and_no_conv_biases():
 
 # ------------------------------------------------------------------------------------ schedules, data
 
-def test_schedules_and_user_mistakes(views):
-    spec = registry.load_spec("imagenet-resnet50-tensorflow")
-    train = recipe(spec.name)
+def test_schedules_and_user_mistakes(data, reuse_network):
+    spec = registry.load_spec(R50)
+    train = recipe()
     cfg = spec.hyperparameters
     sizes = [train.image_size(e, cfg) for e in range(1, 41)]
     assert sizes[0] == 160 and sizes[-1] == 224 and all(s % 32 == 0 for s in sizes) and sizes == sorted(sizes)
     assert train.peak_lr(cfg) == pytest.approx(0.4)
-    ref = make(spec, views["train"], epochs=4, warmup_epochs=1)           # 14 images, batch 4: 3 steps
+    ref = make(spec, data["folders"]["train"], epochs=4, warmup_epochs=1)     # 14 images, batch 4: 3 steps
     assert ref.steps_per_epoch == 3 and ref.lr_at(3) == pytest.approx(train.peak_lr(ref.ctx.config))
     assert ref.lr_at(0) < ref.lr_at(3) > ref.lr_at(6) > ref.lr_at(12) == 0.0
     order = train.epoch_order(14, ref.ctx.config, 0, 1)
     assert order.shape == (3, 4) and len(set(order.ravel().tolist())) == 12
+    folders = data["folders"]["train"]
     for overrides, message in (({"batch_size": 16}, "larger than the 14 training images"),
                                ({"mixed_precision": "mixed_bfloat16"}, "needs a GPU"),
                                ({"mixed_precision": "half"}, "mixed_precision 'half'"),
-                               ({"depth": 51}, "depth 51"),
-                               ({"num_classes": 10}, "num_classes 10")):
+                               ({"num_classes": 10}, "num_classes 10"),
+                               ({"data_format": "zip"}, "data_format 'zip': expected one of auto, folders, tfrecord"),
+                               ({"data_format": "tfrecord"},
+                                "run `dawnbench data prepare imagenet --format tfrecord`, or set data_format")):
         with pytest.raises(ValueError, match=message) as caught:
-            make(spec, views["train"], **overrides)
+            make(spec, folders, **overrides)
         assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="depth 51"):
+        train.build_model(51)
     with pytest.raises(ValueError, match="larger than eval_resize"):
-        make(spec, views["predict"], "predict", eval_crop=48)
+        make(spec, data["folders"]["predict"], "predict", eval_crop=48)
 
 
-def test_train_and_eval_images(views, tmp_path):
-    train = recipe("imagenet-resnet50-tensorflow")
-    paths, labels, wnids = imagenet_files.train_samples(views["train"])
+def test_train_and_eval_images(data, tmp_path):
+    train = recipe()
+    paths, labels, wnids = imagenet_files.train_samples(data["folders"]["train"])
     for path, label in zip(paths, labels):
         assert path.split("/")[-2] == wnids[label]
     seed = tf.constant([0, 5], tf.int64)
-    x, y = train.train_image(paths[5], labels[5], 48, seed)
+    jpeg = tf.io.read_file(paths[5])
+    x, y = train.train_image(jpeg, labels[5], 48, seed)
     assert x.shape == (48, 48, 3) and x.dtype == tf.uint8 and int(y) == labels[5]
-    assert np.array_equal(train.train_image(paths[5], labels[5], 48, seed)[0], x)   # the seed fixes the draws
-    assert not np.array_equal(train.train_image(paths[5], labels[5], 48, seed + [0, 1])[0], x)
+    assert np.array_equal(train.train_image(jpeg, labels[5], 48, seed)[0], x)   # the seed fixes the draws
+    assert not np.array_equal(train.train_image(jpeg, labels[5], 48, seed + [0, 1])[0], x)
     # Eval geometry: a bar image whose columns say where they came from; the centre survives.
     columns = np.repeat(np.repeat(np.arange(80, dtype=np.uint8)[None, :] * 3, 40, axis=0)[:, :, None], 3, axis=2)
-    tf.io.write_file(str(tmp_path / "bars.JPEG"), tf.io.encode_jpeg(columns, quality=100))
-    out = train.eval_image(str(tmp_path / "bars.JPEG"), 40, 32).numpy()
+    out = train.eval_image(tf.io.encode_jpeg(columns, quality=100), 40, 32).numpy()
     row = out[16, :, 0] / 3.0
     assert out.shape == (32, 32, 3) and abs(row[0] - 24.5) < 1.5 and abs(row[-1] - 55.5) < 1.5
 
 
+def test_both_sources_give_the_same_images(data):
+    """The TFRecord sources hand the augmentation the same JPEG bytes, with the same labels, as the
+    folders: the val images in canonical order, an epoch's train images each once per epoch."""
+    train, cfg = recipe(), dict(registry.load_spec(R50).hyperparameters, **SMALL)
+    assert train.data_format(cfg, data["tfrecord"]["train"], "train") == "tfrecord"
+    assert train.data_format(cfg, data["folders"]["train"], "train") == "folders"
+    assert train.data_format(dict(cfg, data_format="folders"), data["tfrecord"]["train"], "train") == "folders"
+    folder_val, record_val = train.FolderVal(data["folders"]["predict"]), train.RecordVal(data["tfrecord"]["predict"])
+    expected = [p.read_bytes() for p in sorted((data["root"] / "imagenet" / "val").iterdir())]
+    assert [t.numpy() for t in folder_val.encoded()] == expected == [t.numpy() for t in record_val.encoded()]
+    assert len(record_val) == 12 and record_val.encoded_at(7).numpy() == expected[7]
+    assert record_val.encoded_at(8).numpy() == expected[8] and record_val.encoded_at(2).numpy() == expected[2]
+
+    folders, records = train.FolderTrain(data["folders"]["train"], cfg), train.RecordTrain(data["tfrecord"]["train"], cfg)
+    assert folders.count == records.count == 14
+    truth = {Path(path).read_bytes(): label for path, label in zip(folders.paths, folders.labels.tolist())}
+
+    def epoch(source, pipelines, share):
+        """(JPEG bytes, label) of every pipeline's share of epoch 1's 3 batches of 4."""
+        out = [(bytes(d.numpy()), int(y)) for p in range(pipelines) for d, y, _ in
+               source.examples(0, 1, p, pipelines, share)]
+        assert all(truth[d] == y for d, y in out) and len(out) == 12
+        return {d for d, _ in out}
+
+    # One machine, or two (the folders' order split in halves; the records' shards dealt out, so
+    # with 3 uneven shards a machine may wrap around: several machines need many shards), or four
+    # (more machines than shards: each takes every fourth record).
+    assert len(epoch(folders, 1, 4)) == len(epoch(folders, 2, 2)) == 12
+    assert len(epoch(records, 1, 4)) == len(epoch(records, 4, 1)) == 12
+    assert epoch(records, 2, 2) <= set(truth)
+
+
+# ------------------------------------------------------------------------------------ devices
+
+def test_cluster_config_and_precision():
+    train = recipe()
+    workers = {"cluster": {"worker": ["host0:2222", "host1:2222"]}}
+    assert train.cluster_config({}, 0, 1) is None
+    assert train.cluster_config({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"]}})}, 0, 1) is None
+    # The same TF_CONFIG on every machine: the harness rank says which worker this is.
+    assert train.cluster_config({"TF_CONFIG": json.dumps(workers)}, 1, 2)["task"] == {"type": "worker", "index": 1}
+    given = dict(workers, task={"type": "worker", "index": 0})
+    assert train.cluster_config({"TF_CONFIG": json.dumps(given)}, 0, 2) == given
+    for env, rank, world, message in (({}, 0, 2, "no TF_CONFIG"),
+                                      ({"TF_CONFIG": "{nope"}, 0, 2, "TF_CONFIG is not JSON"),
+                                      ({"TF_CONFIG": json.dumps(workers)}, 0, 1, "names 2 workers but the harness runs 1"),
+                                      ({"TF_CONFIG": json.dumps(given)}, 1, 2, "is not worker 1")):
+        with pytest.raises(ValueError, match=message) as caught:
+            train.cluster_config(env, rank, world)
+        assert "\n" not in str(caught.value)
+    assert train.resolve_precision("auto", gpu=True) == "mixed_float16"
+    assert train.resolve_precision("auto", gpu=False) == "float32"
+    assert train.resolve_precision("mixed_bfloat16", gpu=True) == "mixed_bfloat16"
+
+
 # ------------------------------------------------------------------------------- end to end, CPU
 
-@pytest.mark.parametrize("name", REFERENCES)
-def test_reference_smoke(name, imagenet_root, views, tmp_path, eager_if):
-    spec = registry.load_spec(name)
-    eager_if(name in EAGER)
-    trainer = make(spec, views["train"])
-    assert not hasattr(trainer, "val") and trainer.policy == "float32"
-    if name in EAGER:
-        trainer.steps_per_epoch = 1
-        trainer.paths, trainer.labels = trainer.paths[:4], trainer.labels[:4]
+@pytest.fixture(scope="module")
+def trained(data, networks, tmp_path_factory):
+    """ResNet-50 trained one epoch on the folders (its step traced once) and saved, as a run's trainer
+    does: (the trainer, the model folder)."""
+    spec = registry.load_spec(R50)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recipe(), "build_model", lambda depth, num_classes=1000: networks(depth))
+        trainer = make(spec, data["folders"]["train"])
+    assert not hasattr(trainer, "val") and trainer.policy == "float32" and trainer.data_format == "folders"
     stats = trainer.train_epoch(1)
-    assert math.isfinite(stats["loss"]) and stats["samples"] == 4 * trainer.steps_per_epoch and stats["lr"] > 0
-    trainer.save(tmp_path / "model")
+    assert math.isfinite(stats["loss"]) and stats["samples"] == 12 and stats["lr"] > 0 and stats["image_size"] == 32
+    model = tmp_path_factory.mktemp("r50") / "model"
+    trainer.save(model)
+    return trainer, model
 
-    predictor = make(spec, views["predict"], "predict")
-    assert not hasattr(predictor, "paths") and not hasattr(predictor, "opt")
-    predictor.load(tmp_path / "model")
-    scores = predictor.predict()
-    inputs = predictor.eval_inputs()
-    n = len(imagenet_files.val_files(views["predict"]))
-    assert isinstance(scores, np.ndarray) and scores.shape == (n, 1000) and scores.dtype == np.float32
-    assert np.isfinite(scores).all() and len(inputs) == n
+
+def predict_and_infer(spec, view, model, trainer=None):
+    """A predictor on `view` loads `model`, predicts every val image and infers the last: its scores."""
+    predictor = make(spec, view, "predict")
+    assert not hasattr(predictor, "source") and not hasattr(predictor, "opt")
+    predictor.load(model)
+    scores, inputs = predictor.predict(), predictor.eval_inputs()
+    assert isinstance(scores, np.ndarray) and scores.shape == (12, 1000) and scores.dtype == np.float32
+    assert np.isfinite(scores).all() and len(inputs) == 12
+    one = predictor.infer(inputs[11])
+    np.testing.assert_allclose(one, scores[11], rtol=1e-4, atol=1e-4 * float(np.abs(scores[11]).max() + 1))
+    if trainer is not None:   # the predictor scores the weights the trainer saved (batch-norm statistics included)
+        x = tf.stack([inputs[i] for i in range(3)])
+        np.testing.assert_allclose(scores[:3], trainer.scores(x).numpy(), rtol=1e-4, atol=1e-4)
+    return predictor, scores
+
+
+def test_smoke_folders_and_inference_entry(data, trained, tmp_path):
+    trainer, model = trained
+    spec = registry.load_spec(R50)
+    predictor, scores = predict_and_infer(spec, data["folders"]["predict"], model, trainer)
+    assert predictor.data_format == "folders"
     # Canonical order: row i is the i-th file name in sorted order.
-    written = sorted(p.name for p in (imagenet_root / "imagenet" / "val").iterdir())
-    assert [p.rsplit("/", 1)[1] for p in inputs.paths] == written
-    for i in (0, n - 1) if name not in EAGER else (n - 1,):
-        one = predictor.infer(inputs[i])
-        assert one.shape == (1000,)
-        np.testing.assert_allclose(one, scores[i], rtol=1e-4, atol=1e-4 * float(np.abs(scores[i]).max() + 1))
-    if name in EAGER:
-        return
-    # The predictor scores the weights the trainer saved (batch-norm statistics included).
-    x = tf.stack([inputs[i] for i in range(3)])
-    np.testing.assert_allclose(scores[:3], trainer.scores(x).numpy(), rtol=1e-4, atol=1e-4)
-    check_inference_entry(spec, tmp_path / "model", predictor.ctx.config, imagenet_root, tmp_path / "infer",
-                          scores, items=3)
+    written = sorted(p.name for p in (data["root"] / "imagenet" / "val").iterdir())
+    assert [p.rsplit("/", 1)[1] for p in predictor.eval_inputs().source.paths] == written
+    check_inference_entry(spec, model, predictor.ctx.config, data["root"], tmp_path / "infer", scores, items=3)
 
-    # The loss falls on a repeated batch, through the compiled step traced above (a second trace of
-    # ResNet-50's step would cost as much as this whole test).
+
+def test_smoke_tfrecord(data, trained, reuse_network, eagerly):
+    """The same run from TFRecords, eagerly: a trainer's epoch, then predictions equal to the
+    folders' for the same weights, in the same order."""
+    trainer, model = trained
+    spec = registry.load_spec(R50)
+    on_records = make(spec, data["tfrecord"]["train"])
+    assert on_records.data_format == "tfrecord" and on_records.steps_per_epoch == 3
+    on_records.steps_per_epoch = 1                       # one eager step says the pipeline feeds the step
+    on_records.source.count = 4
+    stats = on_records.train_epoch(1)
+    assert math.isfinite(stats["loss"]) and stats["samples"] == 4
+    trainer.model.load_weights(model / "model.weights.h5")   # what the records' trainer changed, back
+    _, from_folders = predict_and_infer(spec, data["folders"]["predict"], model)
+    predictor, from_records = predict_and_infer(spec, data["tfrecord"]["predict"], model)
+    assert predictor.data_format == "tfrecord"
+    np.testing.assert_allclose(from_records, from_folders, rtol=1e-5, atol=1e-5)
+
+
+def test_loss_falls_on_a_repeated_batch(trained):
+    """Through the compiled step the module traced (a second trace of ResNet-50's step would cost as
+    much as the rest of this file)."""
+    trainer, _ = trained
     batches, size = trainer.train_dataset(2)
     x, y = next(iter(batches))
     assert size == 32 and x.shape == (4, 32, 32, 3) and x.dtype == tf.uint8 and y.dtype == tf.int64
@@ -197,6 +329,22 @@ def test_reference_smoke(name, imagenet_root, views, tmp_path, eager_if):
     assert losses[0] > 6.0 and losses[-1] < 0.7 * losses[0], losses          # from about ln 1000
 
 
-def test_roles_see_only_their_files(views):
-    spec = registry.load_spec("imagenet-resnet50-tensorflow")
-    check_roles_see_only_their_files(spec.load_entry_class(), lambda role, root: context(spec, root, role), views)
+def test_smoke_resnet152(data, reuse_network, eagerly, tmp_path):
+    """The ResNet-152 reference's own spec through a run's calls, eagerly: one training step,
+    predictions for every val image, one inference."""
+    spec = registry.load_spec("imagenet-resnet152-tensorflow")
+    trainer = make(spec, data["folders"]["train"])
+    assert trainer.model.name == "resnet152_v1_5"
+    trainer.steps_per_epoch = 1
+    stats = trainer.train_epoch(1)
+    assert math.isfinite(stats["loss"]) and stats["samples"] == 4
+    predictor = make(spec, data["tfrecord"]["predict"], "predict", eval_batch_size=12)
+    scores = predictor.predict()
+    assert scores.shape == (12, 1000) and np.isfinite(scores).all()
+    np.testing.assert_allclose(predictor.infer(predictor.eval_inputs()[0]), scores[0], rtol=1e-4, atol=1e-3)
+
+
+def test_roles_see_only_their_files(data):
+    spec = registry.load_spec(R50)
+    check_roles_see_only_their_files(spec.load_entry_class(), lambda role, root: context(spec, root, role),
+                                     data["folders"])

@@ -33,13 +33,16 @@ The recipe (documented choices, not tuned on ImageNet here; see the README):
     32, to `image_size_end` at `resize_end_epoch`);
   - evaluation: the short side resized to `eval_resize`, the centre `eval_crop` square, the image and
     its mirror averaged (flip test-time augmentation);
-  - tf.data reads the prepared JPEG folders (common/imagenet_files.py lists them); crops and flips
-    are drawn from (seed, epoch, image), so they do not depend on which thread made them;
-  - several GPUs of one machine: tf.distribute.MirroredStrategy; several machines: set TF_CONFIG on
-    each and MultiWorkerMirroredStrategy takes over (a code path, untested here). The global batch
-    is fixed and split across replicas;
-  - on a GPU only, Keras mixed precision (`mixed_precision`: "auto" is mixed_bfloat16 on a GPU and
-    float32 on the CPU); the logits and the loss stay float32.
+  - tf.data reads the prepared JPEG folders (common/imagenet_files.py lists them) or, where
+    `dawnbench data prepare imagenet --format tfrecord` packed them, the same JPEG bytes from
+    TFRecord shards (`data_format`: "auto" takes the TFRecords when they are there); one decoding and
+    augmentation for both; crops and flips are drawn from (seed, epoch, image), so they do not depend
+    on which thread made them;
+  - several GPUs of one machine: tf.distribute.MirroredStrategy; several machines (one harness
+    process each, TF_CONFIG naming the workers): MultiWorkerMirroredStrategy. The global batch is
+    fixed and split across replicas;
+  - on a GPU only, Keras mixed precision (`mixed_precision`: "auto" is mixed_float16 with loss
+    scaling on a GPU and float32 on the CPU); the logits and the loss stay float32.
 The harness times and scores everything; this file never sees a validation label.
 """
 from __future__ import annotations
@@ -49,6 +52,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # keep TensorFlow's start-up chatter off stderr
 
@@ -57,7 +61,7 @@ import numpy as np
 import tensorflow as tf
 from keras import layers
 
-from common.imagenet_files import train_samples, val_files
+from common.imagenet_files import DATASET, train_samples, val_files
 from common.schedules import one_cycle
 from common.tf_runtime import KerasReference
 
@@ -69,6 +73,11 @@ CROP_RATIO = (3 / 4, 4 / 3)           # ... and aspect ratio (width / height)
 CROP_ATTEMPTS = 10                    # tries before the whole image is taken
 STAGES = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}   # bottleneck blocks per stage
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+DATA_FORMATS = ("auto", "folders", "tfrecord")
+RECORDS_INDEX = "records.json"        # dawnbench/pack_tfrecord.py's count of a split's records, per shard
+READ_SHARDS = 16                      # TFRecord shards read at once: a mix of classes in every batch
+SHUFFLE_BUFFER = 10_000               # TFRecords: records shuffled in memory (~1 GB of JPEGs), on top of
+                                      # the packed order's shuffle and each epoch's shard order
 
 
 # ----------------------------------------------------------------------------------------------
@@ -156,18 +165,157 @@ def peak_lr(cfg: dict) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# Data: tf.data over the prepared JPEG files
+# Data: the JPEG bytes from the prepared folders or from TFRecords, one augmentation for both
+#
+# `dawnbench data prepare imagenet` writes the folders; `--format tfrecord` also packs the same JPEG
+# bytes into <data root>/imagenet/tfrecord/{train,val}/ (dawnbench/pack_tfrecord.py), which reads
+# faster from network disks (a few large files instead of 1.3 million small ones). A source gives
+# tf.data the encoded images; everything after the bytes is shared, so both formats train and
+# predict alike.
+
+def data_format(cfg: dict, data_root, split: str) -> str:
+    """"folders" or "tfrecord" for `split` ("train" or "val"): config `data_format` "auto" takes the
+    TFRecords where they were packed."""
+    value = str(cfg.get("data_format", "auto")).strip().lower()
+    if value not in DATA_FORMATS:
+        raise ValueError(f"data_format {cfg.get('data_format')!r}: expected one of {', '.join(DATA_FORMATS)}")
+    packed = (record_folder(data_root, split) / RECORDS_INDEX).is_file()
+    if value == "tfrecord" and not packed:
+        raise ValueError(f"data_format \"tfrecord\": no TFRecords in {record_folder(data_root, split)}; run "
+                         "`dawnbench data prepare imagenet --format tfrecord`, or set data_format to \"folders\"")
+    return ("tfrecord" if packed else "folders") if value == "auto" else value
+
+
+def record_folder(data_root, split: str) -> Path:
+    return Path(data_root) / DATASET / "tfrecord" / split
+
+
+def record_shards(data_root, split: str) -> tuple[list[str], int]:
+    """(shard paths in order, record count) from the split's records.json, which the packer writes
+    last: an epoch's length without reading the shards."""
+    folder = record_folder(data_root, split)
+    index = json.loads((folder / RECORDS_INDEX).read_text())
+    files = [str(folder / name) for name in index["shards"]]
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        raise ValueError(f"TFRecord shard {missing[0]} is missing ({len(missing)} of {len(files)}): run "
+                         "`dawnbench data prepare imagenet --format tfrecord` again")
+    return files, int(index["records"])
+
+
+def parse_train_record(raw):
+    features = tf.io.parse_single_example(raw, {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                                                "image/class/label": tf.io.FixedLenFeature([], tf.int64)})
+    return features["image/encoded"], features["image/class/label"]
+
+
+def parse_val_record(raw):
+    return tf.io.parse_single_example(raw, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})["image/encoded"]
+
+
+def epoch_order(n: int, cfg: dict, seed: int, epoch: int) -> np.ndarray:
+    """The images of every full global batch of an epoch, (steps, batch_size): one permutation from
+    (seed, epoch); the incomplete last batch is dropped."""
+    order = np.random.default_rng((seed, epoch)).permutation(n)
+    steps = n // cfg["batch_size"]
+    return order[:steps * cfg["batch_size"]].reshape(steps, cfg["batch_size"])
+
+
+class FolderTrain:
+    """The training JPEGs as files (common/imagenet_files.py lists them, labels from the class folders)."""
+
+    def __init__(self, data_root, cfg: dict):
+        self.paths, self.labels, wnids = train_samples(data_root)
+        self.count, self.classes, self.cfg = len(self.paths), len(wnids), cfg
+
+    def examples(self, seed: int, epoch: int, pipeline: int, pipelines: int, share: int) -> tf.data.Dataset:
+        """(JPEG bytes, label, key) of this pipeline's `share` of every global batch of the epoch, in
+        order; the key (the image's index) seeds the image's crop and flip."""
+        order = epoch_order(self.count, self.cfg, seed, epoch)
+        mine = order[:, pipeline * share:(pipeline + 1) * share].reshape(-1)
+        paths, labels = tf.constant(self.paths), tf.constant(self.labels)
+        return tf.data.Dataset.from_tensor_slices(mine).map(
+            lambda i: (tf.io.read_file(tf.gather(paths, i)), tf.gather(labels, i), i),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+class RecordTrain:
+    """The training JPEGs as TFRecord shards, already in one shuffled order; each epoch reads the
+    shards in its own order, interleaved, through a shuffle buffer."""
+
+    def __init__(self, data_root, cfg: dict):
+        self.files, self.count = record_shards(data_root, "train")
+        self.classes, self.cfg = None, cfg              # the labels are synsets.txt lines, checked in the step
+
+    def examples(self, seed: int, epoch: int, pipeline: int, pipelines: int, share: int) -> tf.data.Dataset:
+        steps = self.count // self.cfg["batch_size"]
+        files = [self.files[i] for i in np.random.default_rng((seed, epoch)).permutation(len(self.files))]
+        # Each machine reads its own shards where there are enough of them, else every record's turn.
+        split_files = len(files) >= pipelines
+        records = (tf.data.Dataset.from_tensor_slices(files[pipeline::pipelines] if split_files else files)
+                   .interleave(tf.data.TFRecordDataset, cycle_length=min(READ_SHARDS, len(files)),
+                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+        if not split_files:
+            records = records.shard(pipelines, pipeline)
+        # repeat: the machines' shards differ by a few records; each takes exactly its share of the steps.
+        shuffle_seed = int(np.random.default_rng((seed, epoch, pipeline)).integers(2 ** 31))
+        records = (records.shuffle(SHUFFLE_BUFFER, seed=shuffle_seed)
+                   .repeat().take(steps * share).enumerate())
+        return records.map(lambda key, raw: (*parse_train_record(raw), key),
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+class FolderVal:
+    """The validation JPEGs as files, in canonical order (sorted file names)."""
+
+    def __init__(self, data_root):
+        self.paths = val_files(data_root)
+
+    def __len__(self):
+        return len(self.paths)
+
+    def encoded(self) -> tf.data.Dataset:
+        return tf.data.Dataset.from_tensor_slices(self.paths).map(tf.io.read_file)
+
+    def encoded_at(self, index: int) -> tf.Tensor:
+        return tf.io.read_file(self.paths[index])
+
+
+class RecordVal:
+    """The validation JPEGs as TFRecord shards, packed in canonical order and read in it (one shard
+    after another, never interleaved). Read by position for `infer`: the harness asks for the
+    examples in order, so a cursor moves forward and starts again only when asked for an earlier one."""
+
+    def __init__(self, data_root):
+        self.files, self.count = record_shards(data_root, "val")
+        self._cursor, self._next = None, 0
+
+    def __len__(self):
+        return self.count
+
+    def encoded(self) -> tf.data.Dataset:
+        return tf.data.TFRecordDataset(self.files).map(parse_val_record)
+
+    def encoded_at(self, index: int) -> tf.Tensor:
+        if not 0 <= index < self.count:
+            raise IndexError(index)
+        if self._cursor is None or index < self._next:
+            self._cursor, self._next = iter(self.encoded().skip(index)), index
+        for _ in range(index - self._next):
+            next(self._cursor)
+        self._next = index + 1
+        return next(self._cursor)
+
 
 def normalize(x: tf.Tensor) -> tf.Tensor:
     """uint8 (..., 3) images -> float32, per-channel standardized."""
     return (tf.cast(x, tf.float32) - MEAN) / STD
 
 
-def train_image(path, label, size, seed):
-    """One training example: a random-resized crop of the JPEG at `path`, decoded from that crop
-    only, resized to size x size and flipped at random; uint8 (size, size, 3). `seed` (two int64s)
-    fixes both draws."""
-    data = tf.io.read_file(path)
+def train_image(data, label, size, seed):
+    """One training example from its JPEG bytes: a random-resized crop, decoded from that crop only,
+    resized to size x size and flipped at random; uint8 (size, size, 3). `seed` (two int64s) fixes
+    both draws."""
     box_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
     begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
         tf.io.extract_jpeg_shape(data), bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=box_seed,
@@ -181,10 +329,9 @@ def train_image(path, label, size, seed):
     return tf.cast(tf.round(tf.clip_by_value(image, 0, 255)), tf.uint8), label
 
 
-def eval_image(path, resize: int, crop: int):
-    """The centre crop x crop of the image resized so that its short side is `resize`, decoded from
-    that region only: uint8 (crop, crop, 3)."""
-    data = tf.io.read_file(path)
+def eval_image(data, resize: int, crop: int):
+    """The centre crop x crop of the image (JPEG bytes) resized so that its short side is `resize`,
+    decoded from that region only: uint8 (crop, crop, 3)."""
     shape = tf.io.extract_jpeg_shape(data)
     side = tf.cast(tf.round(tf.cast(tf.minimum(shape[0], shape[1]), tf.float32) * crop / resize), tf.int32)
     side = tf.maximum(side, 1)
@@ -193,55 +340,74 @@ def eval_image(path, resize: int, crop: int):
     return tf.cast(tf.round(tf.clip_by_value(image, 0, 255)), tf.uint8)
 
 
-def epoch_order(n: int, cfg: dict, seed: int, epoch: int) -> np.ndarray:
-    """The images of every full global batch of an epoch, (steps, batch_size): one permutation from
-    (seed, epoch); the incomplete last batch is dropped."""
-    order = np.random.default_rng((seed, epoch)).permutation(n)
-    steps = n // cfg["batch_size"]
-    return order[:steps * cfg["batch_size"]].reshape(steps, cfg["batch_size"])
-
-
 class EvalImages(Sequence):
-    """The validation images in canonical order, each decoded on demand as the predictor's batches
-    decode them: uint8 (crop, crop, 3). What `infer` is timed on."""
+    """The validation images in canonical order, from either source, each decoded on demand as the
+    predictor's batches decode them: uint8 (crop, crop, 3). What `infer` is timed on."""
 
-    def __init__(self, paths: Sequence[str], resize: int, crop: int):
+    def __init__(self, source: FolderVal | RecordVal, resize: int, crop: int):
         if crop > resize:
             raise ValueError(f"eval_crop {crop} is larger than eval_resize {resize}: the crop is taken from the resized image")
-        self.paths, self.resize, self.crop = list(paths), resize, crop
-        self._decode = tf.function(lambda p: eval_image(p, resize, crop), autograph=False,
+        self.source, self.resize, self.crop = source, resize, crop
+        self._decode = tf.function(lambda data: eval_image(data, resize, crop), autograph=False,
                                    input_signature=[tf.TensorSpec((), tf.string)])
 
     def __len__(self):
-        return len(self.paths)
+        return len(self.source)
 
     def __getitem__(self, index):
         if not isinstance(index, (int, np.integer)):
             raise TypeError("EvalImages takes one index at a time")
-        return self._decode(tf.constant(self.paths[index]))
+        return self._decode(self.source.encoded_at(int(index)))
 
     def dataset(self, batch: int) -> tf.data.Dataset:
         decode = functools.partial(eval_image, resize=self.resize, crop=self.crop)
-        return (tf.data.Dataset.from_tensor_slices(self.paths)
-                .map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return (self.source.encoded().map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
                 .batch(batch).prefetch(tf.data.AUTOTUNE))
 
 
 # ----------------------------------------------------------------------------------------------
 # Devices: the strategy and the precision
+#
+# One process per machine drives that machine's GPUs (MirroredStrategy). Across machines,
+# MultiWorkerMirroredStrategy needs TF_CONFIG: the workers' addresses (host:port, one per machine) and
+# this machine's index. The launcher sets it; where it names the cluster but no task, the index is
+# this process's harness rank (RANK, as a launcher gives it for the harness's one clock), so every
+# machine can be given the same TF_CONFIG.
 
-def machines() -> int:
-    """How many machines train: the workers TF_CONFIG names, else 1."""
+def cluster_config(environ: dict, rank: int, world_size: int) -> dict | None:
+    """TF_CONFIG for this process (its task index filled in from `rank`), or None on one machine.
+    The harness's processes must be the TensorFlow workers: one per machine, as many as it names."""
+    text = environ.get("TF_CONFIG", "").strip()
+    if not text:
+        if world_size > 1:
+            raise ValueError(f"this run has {world_size} harness processes (WORLD_SIZE) but no TF_CONFIG: set "
+                             "TF_CONFIG on every machine to '{\"cluster\": {\"worker\": [\"host0:port\", ...]}}' "
+                             "(one process per machine; see the README's several machines)")
+        return None
     try:
-        return max(1, len(json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {}).get("worker", [])))
-    except (ValueError, AttributeError):
-        raise ValueError("TF_CONFIG is not a JSON object with a cluster: see the README's several machines") from None
+        config = json.loads(text)
+        workers = list(config["cluster"]["worker"])
+    except (ValueError, KeyError, TypeError):
+        raise ValueError("TF_CONFIG is not JSON of the form {\"cluster\": {\"worker\": [\"host:port\", ...]}}: "
+                         "see the README's several machines") from None
+    if len(workers) <= 1 and world_size == 1:
+        return None
+    if len(workers) != world_size:
+        raise ValueError(f"TF_CONFIG names {len(workers)} workers but the harness runs {world_size} process(es): "
+                         f"start one harness per machine with WORLD_SIZE={len(workers)} and RANK=0..{len(workers) - 1}")
+    task = config.setdefault("task", {"type": "worker", "index": rank})
+    if task.get("type") != "worker" or task.get("index") != rank:
+        raise ValueError(f"TF_CONFIG's task {task} is not worker {rank}, this harness process's RANK: "
+                         "drop \"task\" from TF_CONFIG and let RANK say it")
+    return config
 
 
-def choose_strategy() -> tf.distribute.Strategy:
-    """TF_CONFIG naming several workers: MultiWorkerMirroredStrategy (each machine runs this file
-    with its own task index); several GPUs: MirroredStrategy; else the default."""
-    if machines() > 1:
+def choose_strategy(ctx) -> tf.distribute.Strategy:
+    """Several machines: MultiWorkerMirroredStrategy; several GPUs on one: MirroredStrategy; else the
+    default strategy (one device)."""
+    config = cluster_config(os.environ, ctx.rank, ctx.world_size)
+    if config is not None:
+        os.environ["TF_CONFIG"] = json.dumps(config)       # what the strategy reads, task index included
         return tf.distribute.MultiWorkerMirroredStrategy()
     if len(tf.config.list_logical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
@@ -249,11 +415,12 @@ def choose_strategy() -> tf.distribute.Strategy:
 
 
 def resolve_precision(value, gpu: bool) -> str:
-    """The Keras dtype policy: "auto" is mixed_bfloat16 on a GPU and float32 elsewhere (mixed
-    precision on a CPU is slower, not faster)."""
+    """The Keras dtype policy: "auto" is mixed_float16 on a GPU (tensor cores from the M60's successors
+    on, float32 master weights and loss scaling) and float32 elsewhere (mixed precision on a CPU is
+    slower, not faster)."""
     text = str(value).strip().lower()
     if text == "auto":
-        return "mixed_bfloat16" if gpu else "float32"
+        return "mixed_float16" if gpu else "float32"
     if text not in POLICIES:
         raise ValueError(f"mixed_precision {value!r}: expected \"auto\" or one of {', '.join(POLICIES)}")
     if text != "float32" and not gpu:
@@ -271,9 +438,6 @@ class ImageNetResNetKeras(KerasReference):
 
     def setup(self, ctx):
         self.ctx, cfg = ctx, ctx.config
-        if ctx.world_size > 1:
-            raise ValueError("this TensorFlow reference runs as one process per machine (its GPUs through "
-                             "tf.distribute); do not launch it with torchrun")
         if cfg["num_classes"] != 1000:
             raise ValueError(f"num_classes {cfg['num_classes']}: the harness scores ImageNet's 1000 classes")
         for gpu in tf.config.list_physical_devices("GPU"):
@@ -284,24 +448,27 @@ class ImageNetResNetKeras(KerasReference):
         keras.utils.set_random_seed(ctx.seed)
         self.gpu = bool(tf.config.list_logical_devices("GPU"))
         self.policy = resolve_precision(cfg["mixed_precision"], self.gpu)
-        keras.mixed_precision.set_global_policy(self.policy)
-        self.strategy = choose_strategy()
+        # Only the trainer spans machines; the predictor runs on rank 0's alone.
+        self.strategy = choose_strategy(ctx) if ctx.trains else tf.distribute.get_strategy()
         replicas = self.strategy.num_replicas_in_sync
         if cfg["batch_size"] % replicas:
             raise ValueError(f"batch_size {cfg['batch_size']} is not divisible by {replicas} replicas")
-        with self.strategy.scope():
-            self.model = build_model(cfg["depth"], cfg["num_classes"])
+        self.data_format = data_format(cfg, ctx.data_root, "train" if ctx.trains else "val")
 
-        if not ctx.trains:      # a predictor: the validation files only; load() brings the weights
-            self.val = EvalImages(val_files(ctx.data_root), cfg["eval_resize"], cfg["eval_crop"])
+        if not ctx.trains:      # a predictor: the validation images only; load() brings the weights
+            source = RecordVal(ctx.data_root) if self.data_format == "tfrecord" else FolderVal(ctx.data_root)
+            self.val = EvalImages(source, cfg["eval_resize"], cfg["eval_crop"])
+            self.model = self.build()
             return
 
-        self.paths, self.labels, wnids = train_samples(ctx.data_root)
-        if len(wnids) > cfg["num_classes"]:
-            raise ValueError(f"the training folder holds {len(wnids)} classes but num_classes is {cfg['num_classes']}")
-        if len(self.paths) < cfg["batch_size"]:
-            raise ValueError(f"batch_size {cfg['batch_size']} is larger than the {len(self.paths)} training images")
-        self.steps_per_epoch = len(self.paths) // cfg["batch_size"]
+        self.source = (RecordTrain if self.data_format == "tfrecord" else FolderTrain)(ctx.data_root, cfg)
+        if (self.source.classes or 0) > cfg["num_classes"]:
+            raise ValueError(f"the training folder holds {self.source.classes} classes but num_classes is "
+                             f"{cfg['num_classes']}")
+        if self.source.count < cfg["batch_size"]:
+            raise ValueError(f"batch_size {cfg['batch_size']} is larger than the {self.source.count} training images")
+        self.steps_per_epoch = self.source.count // cfg["batch_size"]
+        self.model = self.build()
         with self.strategy.scope():
             opt = keras.optimizers.SGD(learning_rate=peak_lr(cfg), momentum=cfg["momentum"])
             if self.policy == "mixed_float16":      # float16 gradients underflow without loss scaling
@@ -314,24 +481,28 @@ class ImageNetResNetKeras(KerasReference):
         self.step = 0
         self.train_step = self._make_train_step()
 
+    def build(self) -> keras.Model:
+        """The network, under the precision policy and in the strategy's scope."""
+        keras.mixed_precision.set_global_policy(self.policy)
+        with self.strategy.scope():
+            return build_model(self.ctx.config["depth"], self.ctx.config["num_classes"])
+
     def train_dataset(self, epoch: int):
         """This epoch's batches, one input pipeline per machine: each pipeline takes its share of
-        every global batch and cuts it into its replicas' batches."""
+        every global batch from the source and cuts it into its replicas' batches."""
         cfg, seed = self.ctx.config, self.ctx.seed
-        order, size = epoch_order(len(self.paths), cfg, seed, epoch), image_size(epoch, cfg)
-        paths, labels = tf.constant(self.paths), tf.constant(self.labels)
+        size = image_size(epoch, cfg)
 
         def pipeline(context: tf.distribute.InputContext):
             share = cfg["batch_size"] // context.num_input_pipelines
-            mine = order[:, context.input_pipeline_id * share:(context.input_pipeline_id + 1) * share].reshape(-1)
-            index = tf.data.Dataset.from_tensor_slices(mine)
+            examples = self.source.examples(seed, epoch, context.input_pipeline_id, context.num_input_pipelines,
+                                            share)
 
-            def load(i):
-                # The image's seed: (run seed, epoch * 2**32 + index), whatever thread decodes it.
-                return train_image(tf.gather(paths, i), tf.gather(labels, i), size,
-                                   tf.stack([tf.constant(seed, tf.int64), epoch * 2 ** 32 + i]))
+            def augment(data, label, key):
+                # The image's seed: (run seed, epoch * 2**32 + key), whatever thread decodes it.
+                return train_image(data, label, size, tf.stack([tf.constant(seed, tf.int64), epoch * 2 ** 32 + key]))
 
-            return (index.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            return (examples.map(augment, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
                     .batch(context.get_per_replica_batch_size(cfg["batch_size"]), drop_remainder=True)
                     .prefetch(tf.data.AUTOTUNE))
 
@@ -373,7 +544,7 @@ class ImageNetResNetKeras(KerasReference):
             self.step += 1
         # Samples this process fed: its machine's share of every global batch.
         return {"loss": float(total_loss) / self.steps_per_epoch, "lr": self.lr_at(self.step),
-                "samples": self.steps_per_epoch * ctx.config["batch_size"] // machines(), "image_size": size}
+                "samples": self.steps_per_epoch * ctx.config["batch_size"] // ctx.world_size, "image_size": size}
 
     # Evaluation and inference: the image and its mirror, logits averaged.
 
