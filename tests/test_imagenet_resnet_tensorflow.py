@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import check_inference_entry, check_roles_see_only_their_files, role_views
+from conftest import REPO, check_inference_entry, check_roles_see_only_their_files, role_views
 
 from common import imagenet_files
 from harness import datasets, registry
@@ -350,3 +353,63 @@ def test_roles_see_only_their_files(data):
     spec = registry.load_spec(R50)
     check_roles_see_only_their_files(spec.load_entry_class(), lambda role, root: context(spec, root, role),
                                      data["folders"])
+
+
+WORKER = """
+import json, sys
+import numpy as np, tensorflow as tf
+from harness import registry
+from harness.reference import Context
+
+spec = registry.load_spec("imagenet-resnet50-tensorflow")
+train = sys.modules[spec.load_entry_class().__module__]
+rank = int(sys.argv[1])
+ctx = Context(config={}, data_root=".", seed=0, task=spec.task, rank=rank, world_size=2)
+strategy = train.choose_strategy(ctx)
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2, kernel_initializer="ones")])
+    opt = tf.keras.optimizers.SGD(0.1)
+    opt.build(model.trainable_variables)
+
+def step(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x)) / 2
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+# Each worker feeds its own input (rank + 1): the gradients are summed across the two workers.
+loss = strategy.run(tf.function(step), args=(tf.fill((1, 3), float(rank + 1)),))
+total = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+print(json.dumps({"multi_worker": isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy),
+                  "replicas": strategy.num_replicas_in_sync, "total": float(total),
+                  "kernel": model.layers[0].kernel.numpy().tolist()}))
+"""
+
+
+def test_multi_worker_mirrored_strategy_runs_a_step_with_two_workers(tmp_path):
+    """Two worker processes on this machine (TF_CONFIG with two localhost ports, no task: each takes
+    its harness rank) make one MultiWorkerMirroredStrategy and take one step with summed gradients."""
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3",
+               TF_CONFIG=json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]}}))
+    workers = [subprocess.Popen([sys.executable, "-c", WORKER, str(rank)], env=env, cwd=tmp_path, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for rank in (0, 1)]
+    try:
+        outputs = [w.communicate(timeout=120) for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+    results = []
+    for w, (out, err) in zip(workers, outputs):
+        assert w.returncode == 0, err[-2000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["multi_worker"] and r["replicas"] == 2 for r in results), results
+    # Losses 3 and 6 (x = 1s and 2s through a kernel of ones, over 2 outputs, / 2): 9 in all. The
+    # kernel's gradient sums both workers' inputs, (1 + 2) / 2 per weight: 1 - 0.1 x 1.5 = 0.85 everywhere.
+    assert results[0]["total"] == results[1]["total"] == pytest.approx(9.0)
+    assert results[0]["kernel"] == results[1]["kernel"]
+    np.testing.assert_allclose(results[0]["kernel"], 0.85, rtol=1e-6)
