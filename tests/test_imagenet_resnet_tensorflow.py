@@ -233,6 +233,15 @@ def test_both_sources_give_the_same_images(data):
     assert len(epoch(records, 1, 4)) == len(epoch(records, 4, 1)) == 12
     assert epoch(records, 2, 2) <= set(truth)
 
+    broken = data["root"].parent / "broken"
+    (broken / "imagenet" / "tfrecord" / "train").mkdir(parents=True)
+    (broken / "imagenet" / "tfrecord" / "train" / "records.json").write_text('{"records": 5, "shards": {"gone": 5}}')
+    with pytest.raises(ValueError, match="shard .*gone is missing .1 of 1.: run `dawnbench data prepare imagenet"):
+        train.RecordTrain(broken, cfg)
+    (broken / "imagenet" / "tfrecord" / "train" / "records.json").write_text("{")
+    with pytest.raises(ValueError, match="is not a TFRecord index: run"):
+        train.RecordTrain(broken, cfg)
+
 
 # ------------------------------------------------------------------------------------ devices
 

@@ -194,13 +194,17 @@ def record_shards(data_root, split: str) -> tuple[list[str], int]:
     """(shard paths in order, record count) from the split's records.json, which the packer writes
     last: an epoch's length without reading the shards."""
     folder = record_folder(data_root, split)
-    index = json.loads((folder / RECORDS_INDEX).read_text())
-    files = [str(folder / name) for name in index["shards"]]
+    try:
+        index = json.loads((folder / RECORDS_INDEX).read_text())
+        files, count = [str(folder / name) for name in index["shards"]], int(index["records"])
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{folder / RECORDS_INDEX} is not a TFRecord index: run "
+                         "`dawnbench data prepare imagenet --format tfrecord` again") from None
     missing = [f for f in files if not os.path.isfile(f)]
     if missing:
         raise ValueError(f"TFRecord shard {missing[0]} is missing ({len(missing)} of {len(files)}): run "
                          "`dawnbench data prepare imagenet --format tfrecord` again")
-    return files, int(index["records"])
+    return files, count
 
 
 def parse_train_record(raw):
@@ -580,4 +584,4 @@ class ImageNetResNetKeras(KerasReference):
     def framework_versions(self) -> dict[str, str]:
         replicas = self.strategy.num_replicas_in_sync if hasattr(self, "strategy") else 1
         return {**super().framework_versions(), "replicas": str(replicas),
-                "precision": getattr(self, "policy", "float32")}
+                "precision": getattr(self, "policy", "float32"), "data_format": getattr(self, "data_format", "")}
