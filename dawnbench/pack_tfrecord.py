@@ -118,11 +118,14 @@ def write_split(source: Path, out: Path, split: str, items: list[tuple[str, int 
         report(split, stop - start)
         return stop - start
 
+    pool = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1))
     try:
-        with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-            counts = list(pool.map(write, range(len(slices))))
+        counts = list(pool.map(write, range(len(slices))))
     except tf.errors.OpError as e:          # the writer's own I/O errors (full disk, no permission)
         raise PackError(f"writing {out}: {e.message}") from None
+    finally:
+        # On an error or Ctrl-C, the shards not started yet are dropped: only the running ones finish.
+        pool.shutdown(wait=True, cancel_futures=True)
     summary = {"split": split, "records": len(items), "shards": dict(zip(names, counts)),
                **({"shuffle_seed": SHUFFLE_SEED} if split == "train" else {})}
     (out / COUNTS_FILE).write_text(json.dumps(summary, indent=1) + "\n")
@@ -193,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     except PackError as e:
         print(f"dawnbench: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"dawnbench: error: interrupted; no {FORMAT}/ folder was written (run it again)", file=sys.stderr)
+        return 130
     except OSError as e:       # unreadable image, full disk: say which file, not a traceback
         print(f"dawnbench: error: packing TFRecords failed: {e.strerror or e} ({e.filename or args.directory})",
               file=sys.stderr)

@@ -75,7 +75,7 @@ def test_shard_slices():
     assert pack_tfrecord.shard_slices(3, 1024) == [(0, 1), (1, 2), (2, 3)]
 
 
-def test_interrupted_pack_leaves_no_tfrecord_folder(imagenet_root, monkeypatch):
+def test_interrupted_pack_leaves_no_tfrecord_folder(imagenet_root, monkeypatch, capsys):
     directory = imagenet_root / "imagenet"
 
     def interrupt(self, split, records):
@@ -83,6 +83,9 @@ def test_interrupted_pack_leaves_no_tfrecord_folder(imagenet_root, monkeypatch):
     monkeypatch.setattr(pack_tfrecord.Progress, "__call__", interrupt)
     with pytest.raises(KeyboardInterrupt):
         pack_tfrecord.pack(directory, 3, 2)
+    assert not (directory / "tfrecord").exists() and not (directory / pack_tfrecord.PARTIAL).exists()
+    assert pack_tfrecord.main([str(directory)]) == 130                       # and from the command line
+    assert capsys.readouterr().err == "dawnbench: error: interrupted; no tfrecord/ folder was written (run it again)\n"
     assert not (directory / "tfrecord").exists() and not (directory / pack_tfrecord.PARTIAL).exists()
 
 
