@@ -13,6 +13,7 @@ the folders, the epoch on the TFRecords and the falling loss; ResNet-152 runs it
 which for 12 images costs less than tracing it."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -42,7 +43,10 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore:Even though the `tf.config.experimental_run_functions_eagerly`:UserWarning")
 
 
+@functools.cache
 def recipe(name=R50):
+    """The reference's train.py module, loaded once: registry.load_entry_class executes the file
+    anew at every call, and the tests patch this one module (reuse_network)."""
     return sys.modules[registry.load_spec(name).load_entry_class().__module__]
 
 
@@ -53,7 +57,7 @@ def context(spec, data_root, role="train", **overrides):
 
 
 def make(spec, data_root, role="train", **overrides):
-    ref = spec.load_entry_class()()
+    ref = getattr(recipe(spec.name), spec.entry.partition(":")[2])()
     ref.setup(context(spec, data_root, role, **overrides))
     return ref
 
