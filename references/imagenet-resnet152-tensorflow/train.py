@@ -249,7 +249,8 @@ class RecordTrain:
 
     def __init__(self, data_root, cfg: dict):
         self.files, self.count = record_shards(data_root, "train")
-        self.classes, self.cfg = None, cfg              # the labels are synsets.txt lines, checked in the step
+        # No class count to check: the packer labels every record with its line of synsets.txt (0 to 999).
+        self.classes, self.cfg = None, cfg
 
     def examples(self, seed: int, epoch: int, pipeline: int, pipelines: int, share: int) -> tf.data.Dataset:
         steps = self.count // self.cfg["batch_size"]
