@@ -9,10 +9,11 @@ MXNet and numpy: nothing of the harness. It writes, under IMAGENET_DIR:
                                           of synsets.txt, in a shuffled order fixed by SHUFFLE_SEED
     recordio/val/val.rec, val.idx         every val/*.JPEG in sorted file-name order (the order the
                                           harness scores), header label -1: no label
+    recordio/<split>/names.txt            the file names in record order
 
 Lossless: a record's payload is the file's bytes (`mx.recordio.pack`, never `pack_img`, which
-would decode and re-encode). A record's header id is its position; the summary printed last on
-stdout (JSON) lists the file names in record order, and prepare keeps it in its record.
+would decode and re-encode). A record's header id is its position, and its line in names.txt;
+the summary printed last on stdout (JSON: counts, seed, MXNet's version) goes into prepare's record.
 
 Everything is written into IMAGENET_DIR/.recordio.partial/ and renamed to recordio/ only once
 complete: an interrupted pack leaves nothing that counts. A bad input is one line
@@ -29,6 +30,7 @@ import sys
 from pathlib import Path
 
 FORMAT = "recordio"
+NAMES = "names.txt"           # each split's file names in record order (the record id is the line)
 SHUFFLE_SEED = 0              # the train order; recorded in the summary
 IMAGE_SUFFIXES = (".jpeg", ".jpg")
 PROGRESS_EVERY = 10_000
@@ -81,6 +83,9 @@ def _write(mx, directory: Path, folder: Path, split: str, items: list[tuple[str,
                 _say(f"{split} {position + 1}/{len(items)}")
     finally:
         record.close()
+    # The record order by file name, beside the records (1.28 M names are 40 MB: too much for the
+    # dataset's record, which every run reads); the val list names files, never a label.
+    (folder / NAMES).write_text("".join(relative + "\n" for relative, _ in items), encoding="utf-8")
     _say(f"{split}: {len(items)} records")
 
 
@@ -101,8 +106,7 @@ def pack(directory: str | os.PathLike, seed: int = SHUFFLE_SEED) -> dict:
         shutil.rmtree(final)
     os.rename(partial, final)
     return {"format": FORMAT, "mxnet": mx.__version__, "shuffle_seed": seed,
-            "counts": {"train": len(train), "val": len(val)},
-            "files": {"train": [name for name, _ in train], "val": val}}
+            "counts": {"train": len(train), "val": len(val)}}
 
 
 def main(argv: list[str] | None = None) -> int:

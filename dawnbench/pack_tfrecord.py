@@ -147,6 +147,11 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
+def tf_version() -> str:
+    import tensorflow as tf
+    return tf.__version__
+
+
 def pack(directory: str | os.PathLike, train_shards: int = TRAIN_SHARDS, val_shards: int = VAL_SHARDS) -> dict:
     """Pack `directory`'s train/ and val/ into `directory`/tfrecord/; returns the summary."""
     directory = Path(directory)
@@ -178,9 +183,9 @@ def pack(directory: str | os.PathLike, train_shards: int = TRAIN_SHARDS, val_sha
         raise
     files = [f"{FORMAT}/{split}/{name}" for split, counts in (("train", train_counts), ("val", val_counts))
              for name in [*counts, COUNTS_FILE]]
-    return {"format": FORMAT, "train_images": len(train), "val_images": len(val),
-            "train_shards": len(train_counts), "val_shards": len(val_counts), "shuffle_seed": SHUFFLE_SEED,
-            "files": files}
+    return {"format": FORMAT, "tensorflow": tf_version(), "shuffle_seed": SHUFFLE_SEED,
+            "counts": {"train": len(train), "val": len(val)},
+            "shards": {"train": len(train_counts), "val": len(val_counts)}, "files": files}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -773,6 +773,7 @@ def pack(directory: str | os.PathLike, fmt: str, python: str | None = None) -> d
     _write_atomic(record_path, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
     if hasattr(os, "sync"):
         os.sync()
-    write_prepared_manifest(directory)     # last: the packed files are part of the dataset from now on
+    # last: the packed files are part of the dataset from now on (the verified files keep their hashes)
+    write_prepared_manifest(directory, extend=True)
     _say(f"packed as {fmt} in {directory / fmt}: {summary.get('counts')}")
     return record

@@ -278,15 +278,28 @@ def _raise(exc: OSError) -> None:
     raise exc
 
 
+def _known_hashes(path: Path) -> dict[tuple[str, int, int], str]:
+    """(path, size, mtime_ns) -> sha256 of the rows of an existing manifest that recorded mtimes."""
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["files"]
+        return {(rel, size, mtime): digest for rel, size, mtime, digest in rows if mtime is not None}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def write_prepared_manifest(directory: str | os.PathLike, manifest_path: str | os.PathLike | None = None,
-                            *, record_mtimes: bool = True) -> Path:
+                            *, record_mtimes: bool = True, extend: bool = False) -> Path:
     """Hash every file under `directory` (once) and write its manifest, by default
-    ``<directory>/dawnbench-manifest.json``; returns the manifest's path."""
+    ``<directory>/dawnbench-manifest.json``; returns the manifest's path. With `extend` (files were
+    added to a dataset that has just verified), a file with the size and mtime its old manifest
+    recorded keeps its hash: only the new files are read (a packed ImageNet, not its 150 GB again)."""
     directory = Path(directory)
     path = Path(manifest_path) if manifest_path else directory / PREPARED_MANIFEST
+    known = _known_hashes(path) if extend and record_mtimes else {}
     try:
         listing = _prepared_listing(directory, path)
-        files = [[rel, st.st_size, st.st_mtime_ns if record_mtimes else None, sha256_file(directory / rel)]
+        files = [[rel, st.st_size, st.st_mtime_ns if record_mtimes else None,
+                  known.get((rel, st.st_size, st.st_mtime_ns)) or sha256_file(directory / rel)]
                  for rel, st in sorted(listing.items())]
     except OSError as exc:
         raise DatasetError(f"cannot list {directory} for its manifest: {exc}") from exc

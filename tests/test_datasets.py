@@ -10,6 +10,7 @@ import contextlib
 import gzip
 import hashlib
 import io
+import os
 import shutil
 import struct
 import subprocess
@@ -422,3 +423,25 @@ def test_apt_failure_falls_back_to_download(fetched, serve, tmp_path, fake_apt, 
     err = capsys.readouterr().err
     assert "E: no network" in err and "source: download" in err
     assert (dest / LABELS).is_file()
+
+
+def test_extending_a_prepared_manifest_hashes_only_new_or_changed_files(tmp_path, monkeypatch):
+    """After a pack adds files, the manifest is rewritten without re-reading the verified ones: a file
+    with its recorded size and mtime keeps its hash, a new or touched file is read."""
+    root = tmp_path / "d"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "x.bin").write_bytes(b"x" * 10)
+    (root / "y.bin").write_bytes(b"y")
+    hds.write_prepared_manifest(root)
+    (root / "packed").mkdir()
+    (root / "packed" / "z.bin").write_bytes(b"z")
+    (root / "y.bin").write_bytes(b"Y")                           # same size, new mtime: read again
+    stat = (root / "y.bin").stat()                               # (coarse clocks: make the mtime differ)
+    os.utime(root / "y.bin", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    read = []
+    real = hds.sha256_file
+    monkeypatch.setattr(hds, "sha256_file", lambda p: read.append(Path(p).name) or real(p))
+    hds.write_prepared_manifest(root, extend=True)
+    assert sorted(read) == ["y.bin", "z.bin"]
+    monkeypatch.setattr(hds, "sha256_file", real)
+    assert hds.verify_prepared(root, full=True)["count"] == 3     # every recorded hash is the file's

@@ -596,11 +596,12 @@ def test_prepare_recordio_end_to_end_in_the_mxnet_environment(capsys, fixture, t
                             "--python", str(MXNET_PYTHON))
     assert code == 0, err
     target = root / "imagenet"
-    assert sorted(os.listdir(target / "recordio" / "train")) == ["train.idx", "train.rec"]
-    assert sorted(os.listdir(target / "recordio" / "val")) == ["val.idx", "val.rec"]
+    assert sorted(os.listdir(target / "recordio" / "train")) == ["names.txt", "train.idx", "train.rec"]
+    assert sorted(os.listdir(target / "recordio" / "val")) == ["names.txt", "val.idx", "val.rec"]
     summary = json.loads((target / "dawnbench-prepared.json").read_text())["packed"]["recordio"]
     assert summary["counts"] == {"train": fixture.train_count, "val": len(fixture.val)}
-    assert summary["files"]["val"] == [f"val/{name}" for name in sorted(fixture.val)]
-    assert sorted(summary["files"]["train"]) == sorted(f"train/{w}/{n}" for w, files in fixture.train.items()
-                                                       for n in files)
-    assert verify_prepared(target, full=True)["count"] == fixture.train_count + len(fixture.val) + 3 + 4
+    val_names = (target / "recordio" / "val" / "names.txt").read_text().splitlines()
+    train_names = (target / "recordio" / "train" / "names.txt").read_text().splitlines()
+    assert val_names == [f"val/{name}" for name in sorted(fixture.val)]
+    assert sorted(train_names) == sorted(f"train/{w}/{n}" for w, files in fixture.train.items() for n in files)
+    assert verify_prepared(target, full=True)["count"] == fixture.train_count + len(fixture.val) + 3 + 6

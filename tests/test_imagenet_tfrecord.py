@@ -39,8 +39,8 @@ def test_pack_and_read_back(imagenet_root, capsys):
     code, out, err = run(capsys, directory)            # the defaults: 1024 / 128 shards, capped at one per image
     assert code == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
-    assert summary["train_images"] == 14 and summary["val_images"] == 12
-    assert summary["train_shards"] == 14 and summary["val_shards"] == 12
+    assert summary["counts"] == {"train": 14, "val": 12} and summary["shards"] == {"train": 14, "val": 12}
+    assert summary["tensorflow"] == tf.__version__
     assert summary["shuffle_seed"] == pack_tfrecord.SHUFFLE_SEED
     assert "pack_tfrecord: train 14/14 images" in err and "pack_tfrecord: val 12/12 images" in err
     assert not (directory / pack_tfrecord.PARTIAL).exists()
