@@ -28,7 +28,7 @@ import tensorflow as tf
 from conftest import REPO, check_inference_entry, check_roles_see_only_their_files, role_views
 
 from common import imagenet_files
-from harness import datasets, registry
+from harness import datasets, registry, runner, verify
 from harness.reference import Context
 
 PARAMETERS = {"imagenet-resnet50-tensorflow": (50, 25_557_032), "imagenet-resnet152-tensorflow": (152, 60_192_808)}
@@ -76,14 +76,14 @@ def data(tmp_path_factory):
     fixture = write_imagenet_fixture(tmp / "imagenet-files")
     root = tmp / "data"
     prepare(fixture.folder, root, allow_unverified=True, progress=False)
-    pack_tfrecord.pack(root / "imagenet", train_shards=3, val_shards=2)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp / "datasets-imagenet-fixture.toml", fixture)))
-        views = {"folders": role_views("imagenet", root, tmp / "folders"),
-                 "tfrecord": role_views("imagenet", root, tmp / "tfrecord")}
-        for role, split in (("train", "train"), ("predict", "val")):
-            (views["tfrecord"][role] / "imagenet" / "tfrecord").mkdir()
-            (views["tfrecord"][role] / "imagenet" / "tfrecord" / split).symlink_to(root / "imagenet" / "tfrecord" / split)
+        views = {"folders": role_views("imagenet", root, tmp / "folders")}
+        # Packed in this process (prepare --format tfrecord would start a TensorFlow of its own),
+        # then the manifest extended as prepare does, so a run checks the shards too.
+        pack_tfrecord.pack(root / "imagenet", train_shards=3, val_shards=2)
+        datasets.write_prepared_manifest(root / "imagenet", extend=True)
+        views["tfrecord"] = role_views("imagenet", root, tmp / "tfrecord")
         yield {"root": root, **views}
 
 
@@ -432,3 +432,19 @@ def test_multi_worker_mirrored_strategy_runs_a_step_with_two_workers(tmp_path):
     assert results[0]["total"] == results[1]["total"] == pytest.approx(9.0)
     assert results[0]["kernel"] == results[1]["kernel"]
     np.testing.assert_allclose(results[0]["kernel"], 0.85, rtol=1e-6)
+
+
+def test_a_harness_run_on_tfrecords(data, tmp_path):
+    """The whole chain on the packed fixture: the runner checks the manifest (shards included),
+    shows the trainer tfrecord/train and the predictor tfrecord/val (sandboxed where bubblewrap is),
+    the reference reads the TFRecords (data_format auto), and the run verifies offline."""
+    spec = registry.load_spec(R50)
+    result = runner.run(spec, dict(spec.hyperparameters, **SMALL, epochs=1, warmup_epochs=0),
+                        runner.RunOptions(seed=1, max_epochs=1, threshold=0.01, results_root=tmp_path / "results",
+                                          data_root=data["root"], progress=False))
+    assert result["status"] in ("converged", "DNC") and len(result["history"]) == 1, result.get("dnc_reason")
+    assert result["status"] == "converged" or "budget" in result["dnc_reason"]
+    assert result["eval_examples"] == 12 and not result["official"]
+    versions = json.loads((Path(result["run_dir"]) / "env.json").read_text())["framework_extra"]
+    assert versions["data_format"] == "tfrecord", versions          # the trainer read the shards
+    assert verify.verify(Path(result["run_dir"]), data["root"]).verified
