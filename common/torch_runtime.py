@@ -29,6 +29,19 @@ CONFIG_FILE = "config.json"
 EVAL_BATCH_SIZE = 1000          # when the reference.toml names no eval_batch_size
 
 
+def resolve_switch(value, device: torch.device) -> bool:
+    """A reference.toml switch (compile, bf16, channels_last, ...): "auto" is on with a CUDA device and
+    off otherwise; else true / false."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return device.type == "cuda"
+    if text in ("true", "on", "1", "yes"):
+        return True
+    if text in ("false", "off", "0", "no"):
+        return False
+    raise ValueError(f"switch value {value!r}: expected \"auto\", \"true\" or \"false\"")
+
+
 class TorchReference(Reference):
     device: torch.device = torch.device("cpu")
     ctx: Context

@@ -255,8 +255,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         datasets.verify_file(name, args.data, filename)
         print(f"ok {filename}", flush=True)
     if "record" in datasets.manifest(name):      # a prepared dataset: every file against its manifest
-        reasons = datasets.prepared_reasons(name, args.data)
-        checked = datasets.verified_files()[f"{name} (prepared)"]["prepared_manifest"]
+        checked, reasons = datasets.check_prepared(name, args.data)
         print(f"ok {checked['count']:,} files ({checked['bytes']:,} bytes) match {datasets.PREPARED_MANIFEST} "
               f"(sha256 {checked['manifest_sha256'][:16]}...)", flush=True)
         if datasets.load_blacklist(name, args.data) is not None:

@@ -59,7 +59,7 @@ __all__ = [
     "read_cifar_batch",
     "load_eval_labels",
     "load_blacklist",
-    "prepared_reasons",
+    "check_prepared",
 ]
 
 CHUNK_SIZE = 1 << 20
@@ -594,18 +594,19 @@ def load_blacklist(name: str, data_root: str | os.PathLike | None = None) -> np.
     return indices
 
 
-def prepared_reasons(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
+def check_prepared(name: str, data_root: str | os.PathLike | None = None) -> tuple[dict | None, list[str]]:
     """For a prepared dataset (one whose manifest entry names a `record`): check its files against
-    its prepared manifest (names and sizes; harness.datasets.verify_prepared) and return why it is
-    not official, from the record `prepare` wrote (empty: official). [] for other datasets."""
+    its prepared manifest (names and sizes; :func:`verify_prepared`) and return what that checked
+    ({"manifest_sha256", "count", "bytes"}) and why the dataset is not official, from the record
+    `prepare` wrote (no reason: official). (None, []) for other datasets."""
     entry = manifest(name)
     if "record" not in entry:
-        return []
+        return None, []
     directory = dataset_dir(name, data_root)
     fix = f"run: {entry['fetch_command']}"
     if not (directory / PREPARED_MANIFEST).is_file():
         raise DatasetError(f"dataset {name!r} is not prepared in {directory} (no {PREPARED_MANIFEST}); {fix}")
-    verify_prepared(directory, name=f"{name} (prepared)")
+    checked = verify_prepared(directory, name=f"{name} (prepared)")
     try:
         record = json.loads((directory / entry["record"]).read_text(encoding="utf-8"))
         official, reasons = record["official"], record.get("unofficial_reasons") or []
@@ -614,6 +615,6 @@ def prepared_reasons(name: str, data_root: str | os.PathLike | None = None) -> l
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DatasetError(f"dataset {name!r}: its record {directory / entry['record']} is unreadable ({exc}); {fix}") from exc
     if official and not reasons:
-        return []
+        return checked, []
     why = "; ".join(" ".join(r.split()) for r in reasons) or "its record says it is not official"
-    return [f"the {name} dataset was prepared from unverified files ({why})"]
+    return checked, [f"the {name} dataset was prepared from unverified files ({why})"]

@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 from common.datasets import load_cifar10, load_cifar10_images
 from common.schedules import one_cycle
 from common.torch_augment import crop_flip
-from common.torch_runtime import TorchReference
+from common.torch_runtime import TorchReference, resolve_switch
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -44,18 +44,6 @@ STD = (0.2470, 0.2435, 0.2616)
 WHITEN_IMAGES = 5000                  # training images whose patches estimate the whitening
 WHITEN_EPS = 5e-4                     # added to the patch covariance's eigenvalues
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
-
-
-def resolve_switch(value, device: torch.device) -> bool:
-    """A config switch: "auto" is on with a CUDA device and off otherwise; else true / false."""
-    text = str(value).strip().lower()
-    if text == "auto":
-        return device.type == "cuda"
-    if text in ("true", "on", "1", "yes"):
-        return True
-    if text in ("false", "off", "0", "no"):
-        return False
-    raise ValueError(f"switch value {value!r}: expected \"auto\", \"true\" or \"false\"")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.imagenet_files import train_samples, val_files
 from common.schedules import one_cycle
-from common.torch_runtime import TorchReference
+from common.torch_runtime import TorchReference, resolve_switch
 
 # Per-channel pixel statistics of the ImageNet training images, on the 0-255 scale.
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -50,18 +50,6 @@ STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 CROP_AREA = (0.08, 1.0)               # random-resized crop: fraction of the image's area ...
 CROP_RATIO = (3 / 4, 4 / 3)           # ... and aspect ratio (width / height)
 CROP_ATTEMPTS = 10                    # tries before falling back to a centre crop
-
-
-def resolve_switch(value, device: torch.device) -> bool:
-    """A config switch: "auto" is on with a CUDA device and off otherwise; else true / false."""
-    text = str(value).strip().lower()
-    if text == "auto":
-        return device.type == "cuda"
-    if text in ("true", "on", "1", "yes"):
-        return True
-    if text in ("false", "off", "0", "no"):
-        return False
-    raise ValueError(f"switch value {value!r}: expected \"auto\", \"true\" or \"false\"")
 
 
 # ----------------------------------------------------------------------------------------------
