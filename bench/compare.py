@@ -101,6 +101,16 @@ def plot(summary: dict, versions: list[str], path: Path, reference: str) -> None
     plt.close(fig)
 
 
+def forwarded_data(options: list[str]) -> Path | None:
+    """The folder of a `--data DIR` (or `--data=DIR`) among the run options, if any."""
+    for i, option in enumerate(options):
+        if option.startswith("--data="):
+            return Path(option.partition("=")[2])
+        if option == "--data" and i + 1 < len(options):
+            return Path(options[i + 1])
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     forwarded = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -120,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"e.g. tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0")
         if a.runs < 1:
             raise UsageError(f"--runs {a.runs}: give at least 1")
-        # What fails in seconds is checked before two builds of minutes: the reference, its data.
-        containers.check_data(registry.load_spec(a.reference), a.data)
+        # What fails in seconds is checked before two builds of minutes: the reference, its data
+        # (--data here, or among the run options, as `make compare ARGS="--data DIR"` gives it).
+        data = a.data or forwarded_data(forwarded)
+        containers.check_data(registry.load_spec(a.reference), data)
         images, build_seconds = {}, {}
         for pin in a.versions:
             started = time.monotonic()
@@ -135,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_id = f"{label}-seed{seed}"
                 status = containers.run(a.reference, [*forwarded, "--seed", str(seed), "--run-id", run_id,
                                                       "--no-progress", "--no-save"],
-                                        image=images[pin], results=out / "runs", data_root=a.data)
+                                        image=images[pin], results=out / "runs", data_root=data)
                 result_file = out / "runs" / a.reference / run_id / "result.json"
                 if not result_file.is_file():
                     raise UsageError(f"the {pin} run with seed {seed} left no result.json (exit {status}); "

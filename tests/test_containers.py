@@ -423,12 +423,18 @@ def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path
     out = tmp_path / "compare"
     val_count = len((imagenet_root / "imagenet" / "val_labels.txt").read_text().split())
     env = dict(engine, **{datasets.MANIFEST_ENV: os.environ[datasets.MANIFEST_ENV], "DAWNBENCH_WHEELHOUSE": "1"})
-    proc = subprocess.run([sys.executable, "-m", "bench.compare", TF_IMAGENET, "--versions", *TF_PINS, "--runs", "1",
-                           "--base-image", BASE_TAG, "--out", str(out), "--data", str(imagenet_root), "--",
-                           "--threshold", "0.01", "--max-epochs", "1",
-                           *[a for setting in TF_IMAGENET_SMALL for a in ("--set", setting)]],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    run_options = ["--data", str(imagenet_root), "--threshold", "0.01", "--max-epochs", "1",
+                   *[a for setting in TF_IMAGENET_SMALL for a in ("--set", setting)]]
+    bench_results = REPO / "bench-results"
+    before = set(bench_results.glob(f"compare-{TF_IMAGENET}-*"))
+    proc = make(env, "compare", f"REF={TF_IMAGENET}", f"VERSIONS={' '.join(TF_PINS)}", "RUNS=1", f"BASE_IMAGE={BASE_TAG}",
+                f"ARGS={' '.join(run_options)}")
+    # make compare writes under bench-results/ of the checkout: moved here, out of the way
+    (written,) = set(bench_results.glob(f"compare-{TF_IMAGENET}-*")) - before or [None]
+    if written:
+        shutil.move(written, out)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"written: {written / 'compare.json'}" in proc.stdout
     summary = json.loads((out / "compare.json").read_text())
     built = summary["images"]
     assert built[TF_PINS[0]]["tag"] != built[TF_PINS[1]]["tag"] and built[TF_PINS[0]]["id"] != built[TF_PINS[1]]["id"]
@@ -451,6 +457,7 @@ def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path
         reasons = " ".join(result["unofficial_reasons"])
         assert not result["official"] and f"the eval set has {val_count} examples, not the 50000" in reasons
         assert result["isolation"]["mode"] == "uid"
+        assert result["provenance"]["overrides"][datasets.MANIFEST_ENV].startswith(containers.MANIFEST_IN_CONTAINER)
     line = next(x for x in proc.stdout.splitlines() if x.startswith(f"A {TF_PINS[0]}"))
     assert "1/1" in line
     assert "speedup B/A: time-to-accuracy" in proc.stdout
@@ -467,8 +474,9 @@ def test_compare_user_errors_are_one_line(tmp_path):
         return lines[0]
     assert "two different framework pins" in compare_err(TF_IMAGENET, "--versions", TF_PINS[0], TF_PINS[0])
     assert "unknown reference 'no-such-ref'" in compare_err("no-such-ref", "--versions", *TF_PINS)
-    line = compare_err(TF_IMAGENET, "--versions", *TF_PINS, "--data", str(tmp_path))
-    assert "dataset 'imagenet' not found" in line and "dawnbench data prepare imagenet" in line
+    for data in (["--data", str(tmp_path)], ["--", "--data", str(tmp_path)]):   # ARGS="--data DIR" too
+        line = compare_err(TF_IMAGENET, "--versions", *TF_PINS, *data)
+        assert f"dataset 'imagenet' not found in {tmp_path}" in line and "dawnbench data prepare imagenet" in line
 
 
 def test_a_pin_without_a_wheel_is_one_line(monkeypatch, tmp_path):
