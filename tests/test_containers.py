@@ -441,18 +441,19 @@ def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path
     for label, pin in zip("AB", TF_PINS):
         version = pin.split("==")[1]
         assert built[pin]["tag"].endswith("-" + pin.replace("==", "-"))
-        (run,) = summary["versions"][pin]["runs"]
-        assert run["image_digest"] == built[pin]["id"] and run["samples_per_second"] > 0
         run_dir = out / "runs" / TF_IMAGENET / f"{label}-seed0"
         result = json.loads((run_dir / "result.json").read_text())
         env_json = json.loads((run_dir / "env.json").read_text())
+        assert result["status"] == "converged" and result["epochs"] == 1, (result["dnc_reason"], proc.stderr[-4000:])
+        (run,) = summary["versions"][pin]["runs"]
+        assert run["image_digest"] == built[pin]["id"]
+        assert run["samples_per_second"] > 0, (result["history"], result["spans_seconds"])
         assert result["image_digest"] == env_json["image_digest"] == built[pin]["id"]
         assert env_json["container"] == built[pin]["tag"]
         # the TensorFlow that ran: the worker's own report, and the distribution the image installed
         assert env_json["framework_extra"]["tensorflow"] == version, env_json["framework_extra"]
         assert result["framework"] == f"TensorFlow {version}"
         assert env_json["packages"]["tensorflow-cpu"] == version
-        assert result["status"] == "converged" and result["epochs"] == 1, result["dnc_reason"]
         assert result["seed"] == 0 and result["eval_examples"] == val_count
         reasons = " ".join(result["unofficial_reasons"])
         assert not result["official"] and f"the eval set has {val_count} examples, not the 50000" in reasons
