@@ -54,7 +54,7 @@ help:
 	@echo "make setup [REF=name] | make tools | make clean"
 
 check-ref:
-	@test -f $(REF_DIR)/reference.toml || { echo "unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
+	@test -f $(REF_DIR)/reference.toml || { echo "dawnbench: error: unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
 
 # A virtual environment per reference: its pinned requirements and the `dawnbench` command's.
 # A reference pinned to numpy 1.23.5 (MXNet 1.9.1) includes requirements/harness-numpy1.txt, which
@@ -110,7 +110,7 @@ run-docker: check-ref $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
 
 compare: check-ref $(TOOLS_VENV)/.installed
-	@test -n "$(VERSIONS)" || { echo "VERSIONS='<pin A> <pin B>': give two framework pins, e.g. VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }
+	@test -n "$(VERSIONS)" || { echo "dawnbench: error: no VERSIONS: give two framework pins, e.g. make compare REF=$(REF) VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }
 	$(TOOLS_VENV)/bin/python -m bench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
 
 run-native: data

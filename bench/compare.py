@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from dawnbench import containers
+from harness import registry
 from harness.errors import DawnbenchError, UsageError, report
 
 
@@ -100,6 +101,16 @@ def plot(summary: dict, versions: list[str], path: Path, reference: str) -> None
     plt.close(fig)
 
 
+def forwarded_data(options: list[str]) -> Path | None:
+    """The folder of a `--data DIR` (or `--data=DIR`) among the run options, if any."""
+    for i, option in enumerate(options):
+        if option.startswith("--data="):
+            return Path(option.partition("=")[2])
+        if option == "--data" and i + 1 < len(options):
+            return Path(options[i + 1])
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     forwarded = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -114,7 +125,20 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     out = a.out or containers.project_root() / "bench-results" / f"compare-{a.reference}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        images = {pin: containers.build(a.reference, a.base_image, pin, quiet=True) for pin in a.versions}
+        if a.versions[0] == a.versions[1]:
+            raise UsageError(f"--versions {a.versions[0]} {a.versions[1]}: give two different framework pins, "
+                             f"e.g. tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0")
+        if a.runs < 1:
+            raise UsageError(f"--runs {a.runs}: give at least 1")
+        # What fails in seconds is checked before two builds of minutes: the reference, its data
+        # (--data here, or among the run options, as `make compare ARGS="--data DIR"` gives it).
+        data = a.data or forwarded_data(forwarded)
+        containers.check_data(registry.load_spec(a.reference), data)
+        images, build_seconds = {}, {}
+        for pin in a.versions:
+            started = time.monotonic()
+            images[pin] = containers.build(a.reference, a.base_image, pin, quiet=True)
+            build_seconds[pin] = round(time.monotonic() - started, 1)
         runs = {pin: [] for pin in a.versions}
         for seed in range(a.runs):
             order = a.versions if seed % 2 == 0 else a.versions[::-1]
@@ -123,17 +147,18 @@ def main(argv: list[str] | None = None) -> int:
                 run_id = f"{label}-seed{seed}"
                 status = containers.run(a.reference, [*forwarded, "--seed", str(seed), "--run-id", run_id,
                                                       "--no-progress", "--no-save"],
-                                        image=images[pin], results=out / "runs", data_root=a.data)
+                                        image=images[pin], results=out / "runs", data_root=data)
                 result_file = out / "runs" / a.reference / run_id / "result.json"
                 if not result_file.is_file():
                     raise UsageError(f"the {pin} run with seed {seed} left no result.json (exit {status}); "
                                      f"its output is above")
                 runs[pin].append(json.loads(result_file.read_text(encoding="utf-8")))
     except DawnbenchError as e:
-        return report("compare", e)
+        return report("dawnbench", e)
     summary = summarize(runs, a.versions)
     summary.update(reference=a.reference, run_options=forwarded,
-                   images={pin: {"tag": img.tags[0] if img.tags else None, "id": img.id} for pin, img in images.items()})
+                   images={pin: {"tag": img.tags[0] if img.tags else None, "id": img.id,
+                                "build_seconds": build_seconds[pin]} for pin, img in images.items()})
     (out / "compare.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     plot(summary, a.versions, out / "compare.png", a.reference)
     for line in table(summary, a.versions):

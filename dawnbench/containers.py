@@ -26,6 +26,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from dawnbench import images, prices
@@ -38,6 +39,7 @@ from harness.errors import DawnbenchError, UsageError, report
 PRIVATE_IN_CONTAINER = "/dawnbench-private"
 RESULTS_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/results"
 DATA_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/data"
+MANIFEST_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/manifest"   # a host $DAWNBENCH_DATASETS_MANIFEST, read-only
 CONTAINER_USER = "0:0"      # the harness; it drops each worker to an unprivileged uid of its own
 BASE_ARG = "FROM_IMAGE_NAME"          # the build argument naming a Dockerfile's base, MLPerf style
 
@@ -189,9 +191,15 @@ def image_tag(spec: registry.ReferenceSpec, framework_pin: str = "") -> str:
     return f"dawnbench/{spec.name}:{tag[:128]}"
 
 
+WHEEL_CACHE = "cache"       # docker/wheelhouse/cache/: every wheel downloaded, kept between builds
+
+
 def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str) -> int:
-    """Download the reference's wheels on the host (through its PIP_FIND_LINKS and index) into
-    docker/wheelhouse/, which the image installs from offline. Skipped, leaving the folder empty
+    """Put exactly the reference's wheels (its requirements with `framework_pin` swapped in) into
+    docker/wheelhouse/, which the image installs from offline. The wheels come from
+    docker/wheelhouse/cache/ (git- and docker-ignored, kept between builds, so a second build or
+    a second pin sharing dependencies downloads nothing); what the cache lacks is downloaded there
+    first, on the host, through its PIP_FIND_LINKS and index. Skipped, leaving the folder empty
     (the image then uses the index), when the host has no PIP_FIND_LINKS (DAWNBENCH_WHEELHOUSE=1
     gathers the wheels anyway)."""
     wheelhouse = project_root() / "docker" / "wheelhouse"
@@ -204,17 +212,30 @@ def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str) -> int:
                           capture_output=True, text=True)
     if flat.returncode:
         raise UsageError(flat.stderr.strip() or f"cannot read {spec.directory / 'requirements.txt'}")
+    cache = wheelhouse / WHEEL_CACHE
+    cache.mkdir(exist_ok=True)
     listing = wheelhouse / "requirements.flat.txt"
     listing.write_text(flat.stdout, encoding="utf-8")
+    pip = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
+           "-r", str(listing)]
     try:
-        pip = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                              "--only-binary=:all:", "--dest", str(wheelhouse), "-r", str(listing)],
-                             capture_output=True, text=True)
+        # From the cache alone first (no network); what it lacks, from the index into the cache.
+        offline = [*pip, "--no-index", "--find-links", str(cache), "--dest", str(wheelhouse)]
+        proc = subprocess.run(offline, capture_output=True, text=True)
+        if proc.returncode:
+            proc = subprocess.run([*pip, "--dest", str(cache)], capture_output=True, text=True)
+            if proc.returncode == 0:
+                proc = subprocess.run(offline, capture_output=True, text=True)
     finally:
         listing.unlink()
-    if pip.returncode:
-        last = [line for line in pip.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
-        raise UsageError(f"cannot gather the wheels of {spec.name} for the build ({last[-1] if last else 'pip failed'}); "
+    if proc.returncode:
+        last = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
+        detail = " ".join(last[-1].split()) if last else "pip failed"
+        if framework_pin and detail.endswith(f"found for {framework_pin}"):
+            name = framework_pin.split("==")[0]
+            raise UsageError(f"no wheel of {framework_pin} for this Python on the host's index ({detail}); pin a "
+                             f"released version that has one (pip index versions {name})")
+        raise UsageError(f"cannot gather the wheels of {spec.name} for the build ({detail}); "
                          f"check the pins in {spec.directory / 'requirements.txt'}")
     return len(list(wheelhouse.glob("*.whl")))
 
@@ -241,10 +262,12 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
                 return image
         except docker.errors.ImageNotFound:
             pass
+    started = time.monotonic()
     wheels = fill_wheelhouse(spec, framework_pin)
+    gathered = time.monotonic()
     _say(f"building {tag} from {base}" + (f", {framework_pin}" if framework_pin else "")
          + (f", {wheels} wheels from the host's wheelhouse" if wheels else ", packages from the index"))
-    last, error = [], None
+    last, error, steps = [], None, []     # steps: [Dockerfile step, its start], to say where the time went
     try:
         stream = client.api.build(path=str(root), dockerfile=f"references/{name}/Dockerfile", tag=tag,
                                   rm=True, forcerm=True, decode=True, pull=False,
@@ -254,6 +277,8 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
             if "error" in chunk:
                 error = chunk["error"].strip()
             text = chunk.get("stream", "").rstrip()
+            if text.startswith("Step "):
+                steps.append([text.split(" : ", 1)[-1], time.monotonic()])
             if text:
                 last = (last + [text])[-5:]
                 if not quiet:
@@ -269,7 +294,12 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
                 f"BASE_IMAGE=<a local image>" if pulling else "the lines above say which step")
         raise UsageError(f"building {tag} failed: {error[:300]} ({hint})")
     image = client.images.get(tag)
-    _say(f"built {tag} ({image.id[:19]})")
+    done = time.monotonic()
+    spans = sorted(((end - begin, step) for (step, begin), end in zip(steps, [t for _, t in steps[1:]] + [done])),
+                   reverse=True)
+    slowest = ", ".join(f"{' '.join(step.split())[:40]} {seconds:.0f} s" for seconds, step in spans[:3])
+    _say(f"built {tag} ({image.id[:19]}) in {done - started:.0f} s: wheels {gathered - started:.0f} s"
+         + (f"; slowest steps: {slowest}" if slowest else ""))
     return image
 
 
@@ -279,6 +309,16 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
 def host_has_gpus() -> bool:
     return shutil.which("nvidia-smi") is not None and subprocess.run(
         ["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+def check_data(spec: registry.ReferenceSpec, data_root: Path | None) -> Path:
+    """The host's data root (resolved) holding the reference's dataset folder, or one UsageError line."""
+    data_root = Path(data_root or datasets.default_data_root()).resolve()
+    if not (data_root / spec.task.dataset).is_dir():
+        raise UsageError(f"dataset {spec.task.dataset!r} not found in {data_root}; run: "
+                         f"{datasets.manifest(spec.task.dataset)['fetch_command']} (make data REF={spec.name}), "
+                         f"or give --data DIR")
+    return data_root
 
 
 def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_root: Path | None = None,
@@ -309,12 +349,8 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
                              "--run-id")
     client = engine()
     image = image or build(name, base_image=base_image, framework_pin=framework_pin)
-    data_root = Path(data_root or datasets.default_data_root()).resolve()
+    data_root = check_data(spec, data_root)
     results = Path(results or paths.results_root()).resolve()
-    dataset_dir = data_root / spec.task.dataset
-    if not dataset_dir.is_dir():
-        raise UsageError(f"dataset {spec.task.dataset!r} not found in {data_root}; run: "
-                         f"dawnbench data fetch {spec.task.dataset} (make data REF={name})")
     runs_dir = results / name
     runs_dir.mkdir(parents=True, exist_ok=True)
     # The harness runs as the container's root so that it can drop the reference to uids of its own
@@ -336,13 +372,23 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     # that role's sandboxed uid may enter (the image makes those folders; harness.sandbox, uid mode).
     for role, folder, relative in views.folder_views(spec.task.dataset, data_root):
         volumes[str(folder)] = {"bind": str(sandbox.ROLE_MOUNTS / role / relative), "mode": "ro"}
+    environment_vars = {"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
+                        # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it
+                        "DAWNBENCH_RUN_TOKEN": secrets.token_hex(16)}
+    # A datasets manifest override on the host (the checksums of a fixture, or of a mirror's files)
+    # goes along, as in a native run: the harness records it and says the run is unofficial.
+    override = os.environ.get(datasets.MANIFEST_ENV)
+    if override:
+        manifest = Path(override).resolve()
+        if not manifest.is_file():
+            raise UsageError(f"${datasets.MANIFEST_ENV}={override} is not a file; fix the path or unset the variable")
+        volumes[str(manifest)] = {"bind": f"{MANIFEST_IN_CONTAINER}/{manifest.name}", "mode": "ro"}
+        environment_vars[datasets.MANIFEST_ENV] = f"{MANIFEST_IN_CONTAINER}/{manifest.name}"
     container = client.containers.run(
         image.id, command=command, entrypoint=entrypoint, detach=True, user=user, shm_size="1g",
         volumes=volumes,
         # No commit here: the image's build record names it (an environment variable could name any).
-        # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it
-        environment={"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
-                     "DAWNBENCH_RUN_TOKEN": secrets.token_hex(16)},
+        environment=environment_vars,
         device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if use_gpus else None,
         labels={"org.dawnbench.run-of": name})
     try:

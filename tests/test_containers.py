@@ -20,6 +20,7 @@ import sys
 import time
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -28,7 +29,7 @@ from project_copy import FORK, MARKER, copy_project, fork
 
 from bench import compare
 from dawnbench import containers, images
-from harness import provenance, registry
+from harness import datasets, provenance, registry
 
 REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
 BASE_TAG = "dawnbench-test/debian-python:bookworm"
@@ -406,6 +407,103 @@ def test_make_compare_two_pins(engine, default_image, fashion_root, tmp_path):
         assert run["samples_per_second"] > 0
     assert "speedup B/A: time-to-accuracy" in proc.stdout
     assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+TF_IMAGENET = "imagenet-resnet50-tensorflow"
+TF_PINS = ("tensorflow-cpu==2.20.0", "tensorflow-cpu==2.21.0")
+# The fixture's images are tens of pixels: 32 px crops keep ResNet-50 fast on a small CPU; no XLA.
+# A one-epoch schedule at a high rate without warm-up, so that three steps lift the fixture's four
+# classes into the top five and the runs converge: the table then has times-to-accuracy.
+TF_IMAGENET_SMALL = ["image_size_start=32", "image_size_end=32", "eval_resize=40", "eval_crop=32", "batch_size=4",
+                     "eval_batch_size=6", "xla_inference=false", "epochs=1", "warmup_epochs=0", "lr=1.0",
+                     "lr_batch=4"]
+
+
+def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path):
+    """The version bump on ImageNet: imagenet-resnet50-tensorflow built twice, differing only in
+    the TensorFlow pin (2.20.0 and 2.21.0, CPU wheels, from the host's wheelhouse), one run each on
+    the prepared fixture (its folders mounted per role, its checksums through the host's manifest
+    override), the table and the plot. Each run reports the TensorFlow its image holds, and says it
+    is unofficial: the fixture's eval set is not ImageNet's 50,000 images."""
+    out = tmp_path / "compare"
+    val_count = len((imagenet_root / "imagenet" / "val_labels.txt").read_text().split())
+    env = dict(engine, **{datasets.MANIFEST_ENV: os.environ[datasets.MANIFEST_ENV], "DAWNBENCH_WHEELHOUSE": "1"})
+    run_options = ["--data", str(imagenet_root), "--threshold", "0.01", "--max-epochs", "1",
+                   *[a for setting in TF_IMAGENET_SMALL for a in ("--set", setting)]]
+    bench_results = REPO / "bench-results"
+    before = set(bench_results.glob(f"compare-{TF_IMAGENET}-*"))
+    proc = make(env, "compare", f"REF={TF_IMAGENET}", f"VERSIONS={' '.join(TF_PINS)}", "RUNS=1", f"BASE_IMAGE={BASE_TAG}",
+                f"ARGS={' '.join(run_options)}")
+    # make compare writes under bench-results/ of the checkout: moved here, out of the way
+    (written,) = set(bench_results.glob(f"compare-{TF_IMAGENET}-*")) - before or [None]
+    if written:
+        shutil.move(written, out)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"written: {written / 'compare.json'}" in proc.stdout
+    summary = json.loads((out / "compare.json").read_text())
+    built = summary["images"]
+    assert built[TF_PINS[0]]["tag"] != built[TF_PINS[1]]["tag"] and built[TF_PINS[0]]["id"] != built[TF_PINS[1]]["id"]
+    for label, pin in zip("AB", TF_PINS):
+        version = pin.split("==")[1]
+        assert built[pin]["tag"].endswith("-" + pin.replace("==", "-"))
+        run_dir = out / "runs" / TF_IMAGENET / f"{label}-seed0"
+        result = json.loads((run_dir / "result.json").read_text())
+        env_json = json.loads((run_dir / "env.json").read_text())
+        assert result["status"] == "converged" and result["epochs"] == 1, (result["dnc_reason"], proc.stderr[-4000:])
+        (run,) = summary["versions"][pin]["runs"]
+        assert run["image_digest"] == built[pin]["id"]
+        assert run["samples_per_second"] > 0, (result["history"], result["spans_seconds"])
+        assert result["image_digest"] == env_json["image_digest"] == built[pin]["id"]
+        assert env_json["container"] == built[pin]["tag"]
+        # the TensorFlow that ran: the worker's own report, and the distribution the image installed
+        assert env_json["framework_extra"]["tensorflow"] == version, env_json["framework_extra"]
+        assert result["framework"] == f"TensorFlow {version}"
+        assert env_json["packages"]["tensorflow-cpu"] == version
+        assert result["seed"] == 0 and result["eval_examples"] == val_count
+        reasons = " ".join(result["unofficial_reasons"])
+        assert not result["official"] and f"the eval set has {val_count} examples, not the 50000" in reasons
+        assert result["isolation"]["mode"] == "uid"
+        assert result["provenance"]["overrides"][datasets.MANIFEST_ENV].startswith(containers.MANIFEST_IN_CONTAINER)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith(f"A {TF_PINS[0]}"))
+    assert "1/1" in line
+    assert "speedup B/A: time-to-accuracy" in proc.stdout
+    assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_user_errors_are_one_line(tmp_path):
+    """Mistakes found before any build: the same pin twice, an unknown reference, missing data."""
+    def compare_err(*args):
+        proc = subprocess.run([sys.executable, "-m", "bench.compare", *args], cwd=REPO, env=cli_env(),
+                              capture_output=True, text=True, timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("dawnbench: error: "), proc.stderr
+        return lines[0]
+    assert "two different framework pins" in compare_err(TF_IMAGENET, "--versions", TF_PINS[0], TF_PINS[0])
+    assert "unknown reference 'no-such-ref'" in compare_err("no-such-ref", "--versions", *TF_PINS)
+    for data in (["--data", str(tmp_path)], ["--", "--data", str(tmp_path)]):   # ARGS="--data DIR" too
+        line = compare_err(TF_IMAGENET, "--versions", *TF_PINS, *data)
+        assert f"dataset 'imagenet' not found in {tmp_path}" in line and "dawnbench data prepare imagenet" in line
+
+
+def test_a_pin_without_a_wheel_is_one_line(monkeypatch, tmp_path):
+    """A framework pin that no index has: one line naming the pin and how to find a released one,
+    before any build. (No network: the index is switched off, so nothing can be found.)"""
+    root = tmp_path / "project"
+    (root / "docker" / "wheelhouse").mkdir(parents=True)
+    shutil.copy(REQUIREMENTS_TOOL, root / "docker" / "requirements.py")
+    ref = root / "references" / "x-tensorflow"
+    ref.mkdir(parents=True)
+    (ref / "requirements.txt").write_text("tensorflow-cpu==2.21.0\n")
+    monkeypatch.setattr(containers, "project_root", lambda: root)
+    for name, value in {"DAWNBENCH_WHEELHOUSE": "1", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path)}.items():
+        monkeypatch.setenv(name, value)
+    spec = SimpleNamespace(name="x-tensorflow", directory=ref)
+    with pytest.raises(containers.UsageError) as caught:
+        containers.fill_wheelhouse(spec, "tensorflow-cpu==0.0.1")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("no wheel of tensorflow-cpu==0.0.1") and "pip index versions tensorflow-cpu" in message
+    assert not list((root / "docker" / "wheelhouse").glob("*.txt"))      # the listing is cleaned up
 
 
 def test_fork_builds_and_runs_in_docker(engine, default_image, fashion_root, tmp_path):
