@@ -62,7 +62,7 @@ import tensorflow as tf
 from keras import layers
 
 from common.imagenet_files import DATASET, train_samples, val_files
-from common.schedules import one_cycle
+from common.schedules import image_size, one_cycle
 from common.tf_runtime import KerasReference
 
 # Per-channel pixel statistics of the ImageNet training images, on the 0-255 scale.
@@ -145,19 +145,8 @@ def decays(variable) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
-# The schedules: image size and learning rate
-
-def image_size(epoch: int, cfg: dict) -> int:
-    """Training crop size in epoch `epoch` (from 1): image_size_start up to resize_start_epoch,
-    image_size_end from resize_end_epoch, linear in between, rounded to a multiple of 32."""
-    start, end = cfg["image_size_start"], cfg["image_size_end"]
-    if epoch <= cfg["resize_start_epoch"]:
-        return start
-    if epoch >= cfg["resize_end_epoch"]:
-        return end
-    size = np.interp(epoch, [cfg["resize_start_epoch"], cfg["resize_end_epoch"]], [start, end])
-    return int(np.clip(math.floor(size / 32 + 0.5) * 32, min(start, end), max(start, end)))
-
+# The schedules: the image size (progressive resizing: common.schedules.image_size) and the
+# learning rate
 
 def peak_lr(cfg: dict) -> float:
     """Linear scaling: `lr` is the peak for a global batch of `lr_batch`."""
