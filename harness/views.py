@@ -18,7 +18,7 @@ ROLES = (TRAIN, PREDICT)
 DERIVED_SUFFIX = ".images.npy"      # a label-free copy of an eval file that holds labels
 # The packed formats of `dawnbench data prepare imagenet --format` (dawnbench.prepare_imagenet.PACKERS),
 # each <format>/train/ and <format>/val/ beside the folders. Only these names: anything else in the
-# dataset folder (label files, the record with its file lists) stays with the harness.
+# dataset folder (the label files, the record) stays with the harness.
 PACKED_FORMATS = ("recordio", "tfrecord")
 
 
