@@ -142,9 +142,14 @@ def manifest(name: str) -> dict:
         known = ", ".join(sorted(manifests)) or "none"
         raise DatasetError(f"unknown dataset {name!r}; known datasets: {known}")
     entry = manifests[name]
-    missing = [key for key in ("dir", "files", "eval_labels", "fetch_command") if key not in entry]
+    # A companion dataset (word vectors: format "word-vectors") has no eval split, and a prepared one
+    # may name no file: its prepared manifest lists them.
+    required = ("dir", "fetch_command") if entry.get("format") == "word-vectors" else (
+        "dir", "files", "eval_labels", "fetch_command")
+    missing = [key for key in required if key not in entry]
     if missing:
         raise DatasetError(f"datasets.toml entry [{name}] lacks {', '.join(missing)}; fix harness/data/datasets.toml")
+    entry.setdefault("files", {})
     unchecked = [f for f, spec in entry["files"].items() if not any(algo in spec for algo in CHECKSUMS)]
     if unchecked:
         raise DatasetError(

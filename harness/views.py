@@ -1,11 +1,14 @@
 """What a reference's worker sees of a dataset: the files of its role, never an eval label.
 
 A trainer sees the training files only (not even the eval images); a predictor sees the eval inputs
-only. Eval files that hold their labels (CIFAR-10's `test_batch`) are never shown: the harness
-derives a label-free copy (`test_batch.images.npy`: the images only) for the predictor.
+only. Eval files that hold their labels are never shown: the harness derives a label-free copy for
+the predictor (CIFAR-10's `test_batch.images.npy`: the images only; SQuAD's
+`dev-v1.1.questions.json`: contexts, questions and ids, no answers). Companion datasets (SQuAD's
+GloVe vectors) are shown to both roles.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -22,6 +25,50 @@ DERIVED_SUFFIX = ".images.npy"      # a label-free copy of an eval file that hol
 PACKED_FORMATS = ("recordio", "tfrecord")
 
 
+QUESTIONS_SUFFIX = ".questions.json"  # SQuAD's answer-free copy of its dev file: contexts, questions, ids
+
+
+def answer_free(dataset: dict) -> dict:
+    """A SQuAD file with every "answers" list removed: the titles, contexts, questions and ids, in
+    the official layout and order."""
+    return {"version": dataset.get("version"), "data": [
+        {"title": article.get("title"), "paragraphs": [
+            {"context": paragraph["context"],
+             "qas": [{"question": qa["question"], "id": qa["id"]} for qa in paragraph["qas"]]}
+            for paragraph in article["paragraphs"]]}
+        for article in dataset["data"]]}
+
+
+def _squad_questions(name: str, data_root, derived_dir: Path) -> list[tuple[Path, str]]:
+    entry = datasets.manifest(name)
+    out = []
+    for f in _flatten(entry["splits"]["test"]):
+        source = datasets.verify_file(name, data_root, f)
+        target = derived_dir / (Path(f).stem + QUESTIONS_SUFFIX)
+        derived_dir.mkdir(parents=True, exist_ok=True)
+        with open(source, encoding="utf-8") as fh:
+            text = json.dumps(answer_free(json.load(fh)), separators=(",", ":"))
+        target.write_text(text, encoding="ascii")
+        out.append((target, str(Path(entry["dir"]) / target.name)))
+    return out
+
+
+def companion_files(name: str, data_root: str | os.PathLike | None) -> list[tuple[Path, str]]:
+    """The files of the datasets `name` names under `with` (SQuAD's GloVe): every role sees them.
+    Only the vector files their record lists, never the record or the manifest."""
+    out = []
+    for companion in datasets.manifest(name).get("with", []):
+        entry = datasets.manifest(companion)
+        directory = datasets.dataset_dir(companion, data_root)
+        try:
+            record = json.loads((directory / entry["record"]).read_text(encoding="utf-8"))
+            files = sorted(v["file"] for v in record["vectors"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            files = []    # not fetched: the run's dataset check has said so with the fetch command
+        out += [(directory / f, str(Path(entry["dir"]) / f)) for f in files if (directory / f).is_file()]
+    return out
+
+
 def _flatten(split) -> list[str]:
     if isinstance(split, dict):
         return [v for v in split.values() if isinstance(v, str)]
@@ -33,6 +80,10 @@ def view_files(name: str, data_root: str | os.PathLike | None, role: str, derive
     Derived label-free files are written under `derived_dir` (the run's scratch)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}")
+    return _own_files(name, data_root, role, derived_dir) + companion_files(name, data_root)
+
+
+def _own_files(name: str, data_root, role: str, derived_dir: Path) -> list[tuple[Path, str]]:
     entry = datasets.manifest(name)
     source_dir = datasets.files_dir(name, data_root)
     relative = Path(entry["dir"]) / entry.get("subdir", "")
@@ -53,6 +104,8 @@ def view_files(name: str, data_root: str | os.PathLike | None, role: str, derive
     if file_format == "idx":
         images = test_split.get("images") if isinstance(test_split, dict) else None
         return [(source_dir / images, str(relative / images))] if images else []
+    if file_format == "squad-json":
+        return _squad_questions(name, data_root, derived_dir)
     if file_format == "cifar-pickle":
         derived_dir.mkdir(parents=True, exist_ok=True)
         out = []

@@ -1,0 +1,254 @@
+"""SQuAD v1.1 for the BiDAF references, framework-free: what the PyTorch and TensorFlow recipes share.
+
+- reading the official JSON (or the harness's answer-free dev copy, which has no "answers");
+- tokenizing with character offsets, offline: spaCy's blank English tokenizer (rules only, no
+  downloaded model), white-space tokens dropped, so an answer maps back to the exact context text;
+- GloVe's text format, read for the words a role needs (frozen vectors are not a learned weight:
+  each role looks its own words up in the same file);
+- padded numpy batches of word and character ids, and the span decoder (best start x end
+  probability within a maximum span length).
+
+Everything here is numpy; a reference turns the batches into its framework's tensors.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+PAD, OOV = 0, 1            # reserved ids in both the word and the character tables
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+@dataclass
+class Paragraph:
+    context: str
+    tokens: list[str]
+    spans: list[tuple[int, int]]       # (start, end) character offsets of each token in `context`
+
+
+@dataclass
+class Question:
+    id: str
+    paragraph: int                     # index into the paragraphs list
+    text: str
+    tokens: list[str]
+    answers: list[tuple[int, str]] = field(default_factory=list)   # (answer_start, text); none in the dev copy
+    y1: int = -1                       # first and last context token of the first answer (training)
+    y2: int = -1
+
+
+_NLP = None
+
+
+def _tokenizer():
+    global _NLP
+    if _NLP is None:
+        import spacy
+
+        _NLP = spacy.blank("en")       # tokenizer rules only: nothing to download
+    return _NLP.tokenizer
+
+
+def tokenize_many(texts: Iterable[str]) -> Iterator[list[tuple[str, int, int]]]:
+    """(token, start, end) of every non-space token of each text; `text[start:end] == token`."""
+    for doc in _tokenizer().pipe(texts, batch_size=256):
+        yield [(t.text, t.idx, t.idx + len(t.text)) for t in doc if not t.is_space and t.text.strip()]
+
+
+def tokenize(text: str) -> list[tuple[str, int, int]]:
+    return next(tokenize_many([text]))
+
+
+def answer_tokens(spans: list[tuple[int, int]], start: int, text: str) -> tuple[int, int]:
+    """First and last token covering the characters [start, start + len(text)); (-1, -1) when the
+    answer covers no token (it lies in white space, or past the context)."""
+    end = start + len(text)
+    covered = [i for i, (s, e) in enumerate(spans) if s < end and e > start]
+    return (covered[0], covered[-1]) if covered else (-1, -1)
+
+
+def read_squad(path: str | Path) -> tuple[list[Paragraph], list[Question]]:
+    """The paragraphs and questions of an official SQuAD v1.1 file (or its answer-free copy), in
+    file order: the task's canonical order."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    contexts, raw = [], []
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            contexts.append(paragraph["context"])
+            for qa in paragraph["qas"]:
+                raw.append((len(contexts) - 1, qa))
+    paragraphs = [Paragraph(c, [t for t, _, _ in toks], [(s, e) for _, s, e in toks])
+                  for c, toks in zip(contexts, tokenize_many(contexts))]
+    questions = []
+    for (p, qa), toks in zip(raw, tokenize_many(qa["question"] for _, qa in raw)):
+        answers = [(int(a["answer_start"]), a["text"]) for a in qa.get("answers", [])]
+        y1, y2 = answer_tokens(paragraphs[p].spans, *answers[0]) if answers else (-1, -1)
+        questions.append(Question(qa["id"], p, qa["question"], [t for t, _, _ in toks], answers, y1, y2))
+    return paragraphs, questions
+
+
+def answer_text(paragraph: Paragraph, start: int, end: int) -> str:
+    """The exact context text from token `start` to token `end`, both included."""
+    return paragraph.context[paragraph.spans[start][0]:paragraph.spans[end][1]]
+
+
+# --- vocabularies ------------------------------------------------------------------------------
+
+def glove_candidates(word: str) -> tuple[str, ...]:
+    # BiDAF's lookup: GloVe 6B is lower case, 840B is cased.
+    return (word, word.lower(), word.capitalize(), word.upper())
+
+
+def read_glove(path: str | Path, words: Iterable[str], dim: int) -> tuple[dict[str, int], np.ndarray]:
+    """A word table for `words` from a GloVe text file: ({word: id}, vectors (n, dim) float32).
+    Ids 0 and 1 are padding and out-of-vocabulary, both zero vectors; a word is in the table when
+    GloVe has it in one of BiDAF's casings. Lines split from the right: 840B tokens hold spaces."""
+    wanted: dict[str, list[str]] = {}
+    for word in set(words):
+        for candidate in glove_candidates(word):
+            wanted.setdefault(candidate, []).append(word)
+    found: dict[str, np.ndarray] = {}
+    rank: dict[str, int] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.rstrip("\n").rsplit(" ", dim)
+            token = parts[0]
+            if token not in wanted:
+                continue
+            vector = None
+            for word in wanted[token]:
+                order = glove_candidates(word).index(token)
+                if order < rank.get(word, 99):
+                    vector = vector if vector is not None else np.asarray(parts[1:], dtype=np.float32)
+                    found[word], rank[word] = vector, order
+    index = {word: i + 2 for i, word in enumerate(sorted(found))}
+    vectors = np.zeros((len(index) + 2, dim), dtype=np.float32)
+    for word, i in index.items():
+        vectors[i] = found[word]
+    return index, vectors
+
+
+def char_table(texts: Iterable[str], min_count: int) -> list[str]:
+    """The characters seen at least `min_count` times, most frequent first: ids 2, 3, ..."""
+    counts = Counter()
+    for text in texts:
+        counts.update(text)
+    return [c for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= min_count and not c.isspace()]
+
+
+def data_words(paragraphs: list[Paragraph], questions: list[Question]) -> set[str]:
+    return {t for p in paragraphs for t in p.tokens} | {t for q in questions for t in q.tokens}
+
+
+# --- batches -----------------------------------------------------------------------------------
+
+@dataclass
+class Encoder:
+    """Tokens to padded word and character ids."""
+    words: dict[str, int]
+    chars: dict[str, int]
+    max_word_chars: int
+
+    @classmethod
+    def build(cls, words: dict[str, int], char_list: list[str], max_word_chars: int) -> Encoder:
+        return cls(words, {c: i + 2 for i, c in enumerate(char_list)}, max_word_chars)
+
+    def word_ids(self, tokens: list[str]) -> np.ndarray:
+        return np.array([self.words.get(t, OOV) for t in tokens], dtype=np.int64)
+
+    def char_ids(self, tokens: list[str]) -> np.ndarray:
+        out = np.zeros((len(tokens), self.max_word_chars), dtype=np.int64)
+        for i, token in enumerate(tokens):
+            ids = [self.chars.get(c, OOV) for c in token[: self.max_word_chars]]
+            out[i, : len(ids)] = ids
+        return out
+
+
+def _pad(rows: list[np.ndarray], length: int) -> np.ndarray:
+    out = np.zeros((len(rows), length) + rows[0].shape[1:], dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row[:length]
+    return out
+
+
+def make_batch(encoder: Encoder, paragraphs: list[Paragraph], questions: list[Question]) -> dict[str, np.ndarray]:
+    """Padded ids of a batch: cw (B, Lc), cc (B, Lc, W), qw (B, Lq), qc (B, Lq, W), and the answer
+    token positions y1, y2 (B,) (-1 where a question has none). Padding is id 0 everywhere."""
+    contexts = [paragraphs[q.paragraph].tokens for q in questions]
+    lc = max(1, max(len(c) for c in contexts))
+    lq = max(1, max(len(q.tokens) for q in questions))
+    return {
+        "cw": _pad([encoder.word_ids(c) for c in contexts], lc),
+        "cc": _pad([encoder.char_ids(c) if c else np.zeros((0, encoder.max_word_chars), np.int64) for c in contexts], lc),
+        "qw": _pad([encoder.word_ids(q.tokens) for q in questions], lq),
+        "qc": _pad([encoder.char_ids(q.tokens) if q.tokens else np.zeros((0, encoder.max_word_chars), np.int64)
+                    for q in questions], lq),
+        "y1": np.array([q.y1 for q in questions], dtype=np.int64),
+        "y2": np.array([q.y2 for q in questions], dtype=np.int64),
+    }
+
+
+def trainable(paragraphs: list[Paragraph], questions: list[Question], max_context: int, max_question: int) -> list[Question]:
+    """The training questions BiDAF learns from: an answer that maps to tokens, a context and a
+    question within the length limits (the seed dropped the others too)."""
+    return [q for q in questions if 0 <= q.y1 <= q.y2 < max_context
+            and len(paragraphs[q.paragraph].tokens) <= max_context and 0 < len(q.tokens) <= max_question]
+
+
+def batch_order(paragraphs: list[Paragraph], questions: list[Question], batch_size: int,
+                rng: np.random.Generator | None) -> list[list[int]]:
+    """Question indices in batches. With `rng` (training): shuffled, then sorted by context length
+    within windows of 100 batches so a batch pads little, then the batches shuffled. Without: file
+    order (evaluation keeps the canonical order)."""
+    n = len(questions)
+    if rng is None:
+        return [list(range(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
+    order = rng.permutation(n)
+    window = batch_size * 100
+    chunks = []
+    for i in range(0, n, window):
+        part = sorted(order[i:i + window], key=lambda k: len(paragraphs[questions[k].paragraph].tokens))
+        chunks += [part[j:j + batch_size] for j in range(0, len(part), batch_size)]
+    return [[int(k) for k in chunks[i]] for i in rng.permutation(len(chunks))]
+
+
+def synthetic_batch(batch_size: int, context_len: int, question_len: int, word_chars: int, vocab: int,
+                    chars: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A SQuAD-shaped batch of random ids, for benchmarks (make bench-gpu)."""
+    y1 = rng.integers(0, context_len - 3, batch_size)
+    return {"cw": rng.integers(2, vocab, (batch_size, context_len)),
+            "cc": rng.integers(2, chars, (batch_size, context_len, word_chars)),
+            "qw": rng.integers(2, vocab, (batch_size, question_len)),
+            "qc": rng.integers(2, chars, (batch_size, question_len, word_chars)),
+            "y1": y1, "y2": y1 + rng.integers(0, 3, batch_size)}
+
+
+# --- decoding ----------------------------------------------------------------------------------
+
+def best_spans(p1: np.ndarray, p2: np.ndarray, lengths: np.ndarray, max_span: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each row, the (start, end) with start <= end < start + max_span, both within the row's
+    length, that maximizes p1[start] * p2[end]. p1, p2: (B, L) probabilities (or any positive
+    scores); lengths: (B,) context lengths. Ties go to the earliest start, then the shortest span."""
+    p1, p2 = np.asarray(p1, dtype=np.float64), np.asarray(p2, dtype=np.float64)
+    batch, length = p1.shape
+    valid = np.arange(length)[None, :] < np.asarray(lengths)[:, None]
+    p1, p2 = np.where(valid, p1, -1.0), np.where(valid, p2, -1.0)
+    best = np.full(batch, -np.inf)
+    start = np.zeros(batch, dtype=np.int64)
+    end = np.zeros(batch, dtype=np.int64)
+    for k in range(min(max_span, length)):
+        score = np.where((p1[:, : length - k] >= 0) & (p2[:, k:] >= 0), p1[:, : length - k] * p2[:, k:], -np.inf)
+        i = score.argmax(axis=1)
+        value = score[np.arange(batch), i]
+        better = (value > best) | ((value == best) & (i < start))
+        best = np.where(better, value, best)
+        start = np.where(better, i, start)
+        end = np.where(better, i + k, end)
+    return start, end

@@ -1,0 +1,177 @@
+"""A tiny SQuAD v1.1 and GloVe in the exact official on-disk formats, for tests.
+
+SQuAD v1.1 (``train-v1.1.json``, ``dev-v1.1.json``) is one JSON object: ``{"data": [article, ...],
+"version": "1.1"}``; an article is ``{"title", "paragraphs": [{"context", "qas": [{"answers":
+[{"answer_start", "text"}], "question", "id"}]}]}``. ``answer_start`` is a character offset into
+the context (Python string index). Train questions have one answer, dev questions usually three
+(crowd workers), some repeated. Ids are 24 hex digits.
+
+GloVe is a text file of one token and ``dim`` numbers per line, separated by single spaces, in a
+zip archive (``glove.6B.zip`` holds ``glove.6B.{50,100,200,300}d.txt``; ``glove.840B.300d.zip``
+one file, whose tokens may hold spaces). The 6B tokens are lower case.
+
+The paragraphs are built from templates, so a small model learns them: the answer to "Where was X
+born?" always follows "born in". The contexts carry what the character offsets must survive:
+unicode (accents, a non-breaking space, curly quotes), punctuation against words and runs of
+white space.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from tests.cifar10_fixture import _toml_value, builtin_entry
+
+PEOPLE = ["Marie Curie", "Niels Bohr", "Ada Lovelace", "Alan Turing", "Émilie du Châtelet", "Srinivasa Ramanujan",
+          "Rosalind Franklin", "Enrico Fermi", "Lise Meitner", "Kurt Gödel", "Hedy Lamarr", "Grace Hopper"]
+CITIES = ["Warsaw", "Copenhagen", "London", "Paris", "Kumbakonam", "Rome", "Vienna", "Brno", "New York",
+          "Zürich", "São Paulo", "Kyoto"]
+FIELDS = ["physics", "chemistry", "mathematics", "computing", "biology", "logic"]
+PRIZES = ["the Nobel Prize", "the Copley Medal", "the Turing Award", "the Fields Medal"]
+
+
+def _qid(*parts) -> str:
+    return hashlib.sha1("/".join(map(str, parts)).encode(), usedforsecurity=False).hexdigest()[:24]
+
+
+def _paragraph(rng: np.random.Generator, article: int, index: int, answers_per_question: int) -> dict:
+    person = PEOPLE[(article * 5 + index) % len(PEOPLE)]
+    city = CITIES[int(rng.integers(len(CITIES)))]
+    year = int(rng.integers(1800, 1950))
+    field = FIELDS[int(rng.integers(len(FIELDS)))]
+    prize = PRIZES[int(rng.integers(len(PRIZES)))]
+    # Extra spaces, a non-breaking space, curly quotes and punctuation glued to the answers.
+    context = (f"{person} was born in {city} in {year}.  {person.split()[0]}\u00a0studied {field} "
+               f"(“the queen of sciences”), and later won {prize}; colleagues called the work "
+               f"\u201cremarkable\u201d.\n The family moved to {CITIES[(index + 3) % len(CITIES)]} afterwards.")
+    qas = []
+    for kind, question, answer in (
+        ("where", f"Where was {person} born?", city),
+        ("when", f"In which year was {person} born?", str(year)),
+        ("what", f"What did {person.split()[0]} study?", field),
+        ("prize", f"Which award did {person} win?", prize),
+    ):
+        start = context.index(answer)
+        answers = [{"answer_start": start, "text": answer}]
+        if answers_per_question > 1:   # dev: the crowd's variants, a longer span and a repeat
+            longer = f"{answer}." if kind == "when" else (f"in {answer}" if kind == "where" else answer)
+            answers += [{"answer_start": context.index(longer), "text": longer}, answers[0]][: answers_per_question - 1]
+        qas.append({"answers": answers, "question": question, "id": _qid(article, index, kind, answers_per_question)})
+    return {"context": context, "qas": qas}
+
+
+def squad_json(articles: int, paragraphs: int, answers_per_question: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    data = [{"title": f"Scientist_{a}", "paragraphs": [_paragraph(rng, a + seed * 100, p, answers_per_question)
+                                                       for p in range(paragraphs)]} for a in range(articles)]
+    return {"data": data, "version": "1.1"}
+
+
+def dump(dataset: dict) -> bytes:
+    """As the official files are written: compact separators, non-ASCII escaped."""
+    return json.dumps(dataset, separators=(",", ":")).encode("ascii")
+
+
+def questions(dataset: dict) -> int:
+    return sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])
+
+
+def glove_text(words, dim: int = 100, seed: int = 0) -> bytes:
+    """GloVe's text format: `token v1 ... vdim`, six decimals, one line per token."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for word in words:
+        vector = rng.normal(0, 0.5, dim)
+        lines.append(word + " " + " ".join(f"{v:.6f}" for v in vector))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def vocabulary(*datasets: dict) -> list[str]:
+    """The lower-case words of the fixtures' texts (split on white space and punctuation), plus
+    punctuation, as GloVe 6B would have them."""
+    import re
+
+    words: dict[str, None] = {}
+    for dataset in datasets:
+        for article in dataset["data"]:
+            for paragraph in article["paragraphs"]:
+                texts = [paragraph["context"]] + [qa["question"] for qa in paragraph["qas"]]
+                for text in texts:
+                    for token in re.findall(r"\w+|[^\w\s]", text.lower()):
+                        words.setdefault(token)
+    return list(words) + ["the", ",", "."]
+
+
+def glove_zip(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return out.getvalue()
+
+
+def write_squad_fixture(folder: Path, *, seed: int = 0, train_articles: int = 3, train_paragraphs: int = 4,
+                        dev_articles: int = 2, dev_paragraphs: int = 2, dim: int = 100) -> dict:
+    """Write train-v1.1.json, dev-v1.1.json (official formats) and glove.6B.zip (holding
+    glove.6B.100d.txt and glove.6B.50d.txt) into `folder`; returns what a test needs to know."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    train = squad_json(train_articles, train_paragraphs, 1, seed)
+    dev = squad_json(dev_articles, dev_paragraphs, 3, seed + 1)
+    files = {"train-v1.1.json": dump(train), "dev-v1.1.json": dump(dev)}
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    words = vocabulary(train, dev)
+    vectors = glove_text(words, dim, seed)
+    archive = glove_zip({"glove.6B.50d.txt": glove_text(words, 50, seed), "glove.6B.100d.txt": vectors})
+    (folder / "glove.6B.zip").write_bytes(archive)
+    return {"train": train, "dev": dev, "files": files, "glove_words": words, "glove_vectors": vectors,
+            "glove_zip": archive, "dev_questions": questions(dev), "train_questions": questions(train)}
+
+
+def fixture_manifest(path: Path, fixture: dict) -> Path:
+    """A DAWNBENCH_DATASETS_MANIFEST file: the built-in [squad] and [glove] entries with the
+    fixture's checksums, sizes and vector shape."""
+    squad = builtin_entry("squad")
+    for name, data in fixture["files"].items():
+        squad["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    glove = builtin_entry("glove")
+    archive = glove["archives"]["glove.6B.zip"]
+    archive["size"] = len(fixture["glove_zip"])
+    archive["vectors"]["glove.6B.100d"]["lines"] = len(fixture["glove_words"])
+    lines = ["# Test override of harness/data/datasets.toml, written by tests/squad_fixture.py"]
+    for name, entry in (("squad", squad), ("glove", glove)):
+        lines.append(f"[{name}]")
+        lines += [f"{json.dumps(key)} = {_toml_value(value)}" for key, value in entry.items()]
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return Path(path)
+
+
+def install_glove(data_root: Path, fixture: dict) -> Path:
+    """What `dawnbench data fetch glove` leaves, without a server: the vector file, the record and
+    the prepared manifest (dawnbench.fetch writes the same through its own checks)."""
+    from harness import datasets
+
+    directory = Path(data_root) / "glove"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "glove.6B.100d.txt").write_bytes(fixture["glove_vectors"])
+    record = {"format": "dawnbench-glove-1", "official": False,
+              "unofficial_reasons": ["written by tests/squad_fixture.py, not fetched"],
+              "vectors": {"glove.6B.100d": {"file": "glove.6B.100d.txt", "lines": len(fixture["glove_words"]),
+                                            "dim": 100, "sha256": hashlib.sha256(fixture["glove_vectors"]).hexdigest()}}}
+    (directory / "dawnbench-prepared.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    datasets.write_prepared_manifest(directory)
+    return directory
+
+
+def install_squad(data_root: Path, fixture: dict) -> Path:
+    directory = Path(data_root) / "squad"
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, data in fixture["files"].items():
+        (directory / name).write_bytes(data)
+    return directory
