@@ -314,10 +314,11 @@ def host_has_gpus() -> bool:
 def check_data(spec: registry.ReferenceSpec, data_root: Path | None) -> Path:
     """The host's data root (resolved) holding the reference's dataset folder, or one UsageError line."""
     data_root = Path(data_root or datasets.default_data_root()).resolve()
-    if not (data_root / spec.task.dataset).is_dir():
-        raise UsageError(f"dataset {spec.task.dataset!r} not found in {data_root}; run: "
-                         f"{datasets.manifest(spec.task.dataset)['fetch_command']} (make data REF={spec.name}), "
-                         f"or give --data DIR")
+    for name in [spec.task.dataset, *datasets.manifest(spec.task.dataset).get("with", [])]:
+        if not datasets.dataset_dir(name, data_root).is_dir():
+            raise UsageError(f"dataset {name!r} not found in {data_root}; run: "
+                             f"{datasets.manifest(name)['fetch_command']} (make data REF={spec.name}), "
+                             f"or give --data DIR")
     return data_root
 
 

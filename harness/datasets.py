@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import paths
+from harness import metrics, paths
 from harness.errors import DawnbenchError
 
 try:
@@ -540,8 +540,9 @@ def read_cifar_batch(path: str | os.PathLike, num_classes: int = 10) -> tuple[np
     return data, labels
 
 
-def load_eval_labels(name: str, data_root: str | os.PathLike | None = None) -> np.ndarray:
-    """The official eval labels as int64, read only after their checksum matched."""
+def load_eval_labels(name: str, data_root: str | os.PathLike | None = None):
+    """The official eval labels, read only after their checksum matched: int64 class indices, or
+    SQuAD's answers (harness.metrics.SquadLabels: one example per question)."""
     entry = manifest(name)
     path = verify_file(name, data_root, entry["eval_labels"])
     file_format = entry.get("format", "idx")
@@ -549,9 +550,14 @@ def load_eval_labels(name: str, data_root: str | os.PathLike | None = None) -> n
         return read_cifar_batch(path)[1]
     if file_format == "imagenet-folders":
         return _class_indices(name, path, verify_file(name, data_root, entry["classes"]))
+    if file_format == "squad-json":
+        try:
+            return metrics.SquadLabels(metrics.load_squad_dataset(path)["data"])
+        except metrics.MetricInputError as exc:
+            raise DatasetError(f"{exc}; re-fetch it with: {entry['fetch_command']}") from None
     if file_format != "idx":
         raise DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}; "
-                           "known: idx, cifar-pickle, imagenet-folders")
+                           "known: idx, cifar-pickle, imagenet-folders, squad-json")
     labels = read_idx(path)
     if labels.ndim != 1:
         raise DatasetError(f"malformed IDX file {path}: eval labels must be 1-D, got shape {labels.shape}")
@@ -610,6 +616,16 @@ def load_blacklist(name: str, data_root: str | os.PathLike | None = None) -> np.
                            f"got {len(one_based)} lines ({len(indices)} distinct); {fix}")
     _VERIFIED.setdefault(name, {})[spec["file"]] = {"sha256": digest, "size": path.stat().st_size}
     return indices
+
+
+def check_companions(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
+    """Check the datasets `name` names under `with` (SQuAD's GloVe) as :func:`check_prepared` does;
+    why they make a run unofficial (none: official). Raises DatasetError with the fetch command
+    when one is missing or does not match its manifest."""
+    reasons = []
+    for companion in manifest(name).get("with", []):
+        reasons += check_prepared(companion, data_root)[1]
+    return reasons
 
 
 def check_prepared(name: str, data_root: str | os.PathLike | None = None) -> tuple[dict | None, list[str]]:

@@ -19,6 +19,15 @@ from harness import datasets, environment, paths, runner, sandbox
 from harness.registry import ReferenceSpec, UsageError
 
 
+def _answer(question_id: str, output) -> tuple[str, str]:
+    if isinstance(output, str):
+        return question_id, output
+    if isinstance(output, list) and len(output) == 2:
+        return str(output[0]), str(output[1])
+    raise ValueError(f"infer() must return the answer text of one question (or [question id, answer text]), "
+                     f"got {type(output).__name__}")
+
+
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
           warmup: int = 50, limit: int | None = None, cost_per_hour: float | None = None,
           out_dir: Path | None = None, progress: bool = True, seed: int = 0,
@@ -83,8 +92,10 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         shutil.rmtree(work, ignore_errors=True)
 
     if task.metric == "f1":
-        predictions = {str(q): str(a) for q, a in outputs}   # SQuAD: infer returns (question id, answer text)
-        scores = task.score(predictions, labels)
+        # SQuAD: infer returns the answer text of the i-th question in canonical order (or a pair
+        # (question id, answer text)); scored over exactly the questions inferred
+        predictions = dict(_answer(labels.ids[i], o) for i, o in enumerate(outputs))
+        scores = task.score(predictions, labels[:n])
     else:
         predictions = np.stack([np.asarray(o) for o in outputs])
         # the blacklist (ImageNet's) applies to the whole eval set, as in a run

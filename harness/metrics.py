@@ -295,6 +295,27 @@ def squad_evaluate(
     return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
 
 
+class SquadLabels:
+    """A SQuAD eval set's answers as the harness keeps them: the official ``data`` list. One
+    example per question, in file order (the task's canonical order): ``len`` counts questions, and
+    ``labels[:n]`` keeps the first n (what `dawnbench infer --limit` scores)."""
+
+    def __init__(self, data: list):
+        self.data = data
+        self.ids = [qa["id"] for article in data for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: slice) -> SquadLabels:
+        if not isinstance(index, slice):
+            raise TypeError("SquadLabels keeps slices of questions only")
+        keep = set(self.ids[index])
+        return SquadLabels([{**article, "paragraphs": [
+            {**paragraph, "qas": [qa for qa in paragraph["qas"] if qa["id"] in keep]}
+            for paragraph in article["paragraphs"]]} for article in self.data])
+
+
 def squad_version_warning(dataset_json: dict) -> str | None:
     """A warning when the dataset is not SQuAD v1.1 (it is still evaluated), else None."""
     if not isinstance(dataset_json, dict) or "version" not in dataset_json:

@@ -127,6 +127,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     # here, before any folder is made, with the fetch command.
     dataset_files = datasets.verified_checksums(task.dataset, data_root)   # every file, before any folder
     _, data_reasons = datasets.check_prepared(task.dataset, data_root)
+    data_reasons += datasets.check_companions(task.dataset, data_root)
     labels = datasets.load_eval_labels(task.dataset, data_root)
     dropped = datasets.load_blacklist(task.dataset, data_root)
     eval_set = EvalSet(task, len(labels), dropped)
@@ -231,6 +232,9 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                                                     derived=work / "derived", snapshots=snapshots)
                     predictor.call("init", **init, role="predict", data_root=pseen["data_root"],
                                    work_dir=pseen["work_dir"], references=pseen["references"])
+                    # what the harness derived from the eval files for the predictor (label-free copies)
+                    log.point("dawnbench_eval_inputs", len(derived := views.derived_files(work / "derived")),
+                              clock.elapsed(), files=derived)
                 predictor.call("load", path=f"{pseen['snapshots']}/{name}")
                 last_snapshot = snapshots / name
                 answer, array = predictor.call("predict")

@@ -41,8 +41,9 @@ class Task:
                 raise ValueError(f"{np.shape(predictions)[0]} predictions for {len(labels)} labels")
             predictions, labels = np.asarray(predictions)[keep], np.asarray(labels)[keep]
         if self.metric == "f1":
-            # labels: the official dataset's `data` list; predictions: {question id: text}
-            result = metrics.squad_evaluate(labels, predictions)
+            # labels: the official dataset's `data` list (as SquadLabels); predictions: {question id: text}
+            data = labels.data if isinstance(labels, metrics.SquadLabels) else labels
+            result = metrics.squad_evaluate(data, predictions)
             return {"f1": result["f1"] / 100.0, "exact_match": result["exact_match"] / 100.0}
         scores = {"top1": metrics.topk_accuracy(predictions, labels, 1)}
         if "top5Accuracy" in self.tsv_columns or self.metric == "top5":

@@ -131,3 +131,11 @@ def folder_views(name: str, data_root: str | os.PathLike | None) -> list[tuple[s
     if datasets.manifest(name).get("format") != "imagenet-folders":
         return []
     return [(role, src, rel) for role in ROLES for src, rel in view_files(name, data_root, role, Path("/nonexistent"))]
+
+
+def derived_files(derived_dir: Path) -> list[dict]:
+    """{"file", "sha256", "size"} of each label-free copy the harness wrote into `derived_dir`."""
+    if not derived_dir.is_dir():
+        return []
+    return [{"file": p.name, "sha256": datasets.sha256_file(p), "size": p.stat().st_size}
+            for p in sorted(derived_dir.iterdir()) if p.is_file()]

@@ -91,6 +91,8 @@ class Worker:
     def infer(self, msg: dict):
         prediction = self.ref.infer(self.inputs[msg["index"]])
         self._synchronize()
+        if isinstance(prediction, str):
+            return {"answer": prediction}             # SQuAD: the answer text of the index-th question
         if isinstance(prediction, (tuple, list)) and all(isinstance(x, str) for x in prediction):
             return {"answer": list(prediction)}       # SQuAD: (question id, answer text)
         return {}, _as_array(prediction)
