@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dawnbench import fetch, prepare_imagenet, prices, series
 from harness import cli as harness_cli
+from harness import datasets
 from harness.errors import UsageError
 
 PROG = "dawnbench"
@@ -39,6 +40,7 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
     prices.add_instance_option(p)
 
 
+FETCH_VECTORS_USAGE = "dawnbench data fetch glove [--vectors glove.6B.100d|glove.840B.300d] [--data ROOT]"
 PREPARE_USAGE = ("dawnbench data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
                  "[--python PATH] [--blacklist FILE] [--allow-unverified]")
 
@@ -46,6 +48,8 @@ PREPARE_USAGE = ("dawnbench data prepare imagenet --from DIR [--data ROOT] [--fo
 def add_data_options(p: argparse.ArgumentParser) -> None:
     """`dawnbench data`: the harness's verify, plus fetch and prepare (host only)."""
     harness_cli.add_data_options(p, ("fetch", "verify", "prepare"))
+    p.add_argument("--vectors", default=None, metavar="NAME",
+                   help="fetch glove: which vectors (default glove.6B.100d; or glove.840B.300d)")
     p.add_argument("--from", dest="from_dir", type=Path, default=None, metavar="DIR",
                    help="prepare: the folder holding the official ImageNet files (train and val tars, devkit)")
     p.add_argument("--blacklist", type=Path, default=None, metavar="FILE",
@@ -100,11 +104,18 @@ def cmd_data(args: argparse.Namespace) -> int:
                                                     ("--allow-unverified", args.allow_unverified)) if value]
     if args.action != "prepare" and prepare_options:
         raise UsageError(f"{', '.join(prepare_options)} only go with data prepare: {PREPARE_USAGE}")
+    if args.vectors is not None and args.action != "fetch":
+        raise UsageError(f"--vectors only goes with data fetch: {FETCH_VECTORS_USAGE}")
     if args.action == "verify":
         return harness_cli.cmd_data(args)
     name = harness_cli.dataset_of(args)
     if args.action == "fetch":
-        fetch.fetch(name, args.data)
+        if args.vectors is not None and datasets.manifest(name).get("format") != "word-vectors":
+            raise UsageError(f"--vectors picks word vectors; {name} has none to pick: {FETCH_VECTORS_USAGE}")
+        fetch.fetch(name, args.data, vectors=args.vectors)
+        if args.reference:      # what the reference's run needs: the task's data and its companions (GloVe)
+            for companion in datasets.manifest(name).get("with", []):
+                fetch.fetch(companion, args.data)
         return 0
     if name != prepare_imagenet.NAME:
         raise UsageError(f"only imagenet is prepared from files you bring; {name} is fetched: dawnbench data fetch {name}")

@@ -18,6 +18,16 @@ unpacked member by member (only the expected regular files: no links, no absolut
 or ``..`` paths), every file's md5 checked, and only then the whole directory
 renamed into place. The dataset directory is complete or absent, never half-written.
 
+SQuAD v1.1 (two JSON files, served as they are: ``compression = "none"``) comes like
+Fashion-MNIST from ``url_base`` (or ``DAWNBENCH_SQUAD_URL``), each file sha256- and size-checked.
+
+GloVe publishes no checksum: ``fetch("glove", vectors=NAME)`` downloads the zip that holds NAME
+(URL from the manifest, or ``DAWNBENCH_GLOVE_URL``) into a temp directory, refuses it unless its size
+is the manifest's, streams only ``NAME.txt`` out of it while checking its shape (the line count, and
+on each line a token then ``dim`` numbers), and only then renames the file into place, deletes the
+archive and records both files' sha256 in ``dawnbench-prepared.json``, with the prepared manifest
+that every run checks (``harness.datasets.verify_prepared``).
+
 ImageNet is never fetched: nothing may download it for the user. ``fetch`` says whether the prepared
 copy verifies (``dawnbench data prepare imagenet``, dawnbench.prepare_imagenet, makes it).
 """
@@ -28,6 +38,8 @@ import contextlib
 import gzip
 import hashlib
 import http.client
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -36,6 +48,7 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
@@ -49,6 +62,7 @@ from harness.datasets import (
     sha256_file,
     verify_dataset,
     verify_prepared,
+    write_prepared_manifest,
 )
 
 __all__ = ["DatasetError", "fetch"]
@@ -122,17 +136,30 @@ def _copy_hashing(source, out, algorithm: str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def _install(name: str, stream, target: Path, expected: dict, source: str) -> None:
-    """Decompress the gzip ``stream`` into ``target``: through a temp file in the
-    same directory, checked, then renamed, so ``target`` is whole or absent."""
+COMPRESSIONS = ("gzip", "none")   # how a dataset's files are served: <file>.gz, or <file> as it is
+
+
+@contextlib.contextmanager
+def _decompressed(stream, compression: str):
+    """A reader of the file's own bytes: ``stream`` un-gzipped, or ``stream`` itself ("none")."""
+    if compression == "none":
+        yield stream
+        return
+    with gzip.GzipFile(fileobj=stream, mode="rb") as gz:
+        yield gz
+
+
+def _install(name: str, stream, target: Path, expected: dict, source: str, compression: str = "gzip") -> None:
+    """Write the file that ``stream`` carries (``compression``: gzip or none) into ``target``: through
+    a temp file in the same directory, checked, then renamed, so ``target`` is whole or absent."""
     entry = manifest(name)
     with _temp_file(target.parent, target.name) as (out, tmp):
-        with gzip.GzipFile(fileobj=stream, mode="rb") as gz:
-            actual, size = _copy_hashing(gz, out, "sha256")
-        if actual != expected["sha256"]:
+        with _decompressed(stream, compression) as source_file:
+            actual, size = _copy_hashing(source_file, out, "sha256")
+        if actual != expected["sha256"] or size != expected.get("size", size):
             raise DatasetError(
                 f"checksum mismatch for {target.name} from {source}: expected sha256 {expected['sha256']}, "
-                f"got {actual} (size {size}, expected {expected['size']}); nothing was written to "
+                f"got {actual} (size {size}, expected {expected.get('size', 'unknown')}); nothing was written to "
                 f"{target.parent}; the source is corrupt, re-fetch with: {entry['fetch_command']}"
             )
     os.replace(tmp, target)
@@ -217,9 +244,9 @@ def _downloading(name: str, url: str, label: str, progress: bool):
         raise DatasetError(f"download of {url} was interrupted or unreadable ({_one_line(exc)}); {retry}") from exc
 
 
-def _download(name: str, url: str, target: Path, expected: dict, progress: bool) -> None:
+def _download(name: str, url: str, target: Path, expected: dict, progress: bool, compression: str = "gzip") -> None:
     with _downloading(name, url, target.name, progress) as stream:
-        _install(name, stream, target, expected, url)
+        _install(name, stream, target, expected, url, compression)
 
 
 def _copy_from_debian(name: str, debian_dir: Path, target: Path, expected: dict) -> None:
@@ -244,22 +271,31 @@ def fetch(
     url_base: str | None = None,
     url: str | None = None,
     progress: bool = True,
+    vectors: str | None = None,
 ) -> Path:
     """Make the dataset's directory under ``data_root`` hold every file, verified;
     returns the directory that holds the files.
 
-    Datasets of gzip files (Fashion-MNIST): ``debian_dir`` defaults to the
-    manifest's; ``url_base`` to ``$<url_env>`` or the manifest's upstream base.
+    Datasets of files served one by one, gzipped (Fashion-MNIST) or as they are
+    (SQuAD): ``debian_dir`` defaults to the manifest's; ``url_base`` to
+    ``$<url_env>`` or the manifest's upstream base.
     Datasets shipped as one tarball (CIFAR-10): the tarball's URL is ``url``, else
     ``url_base`` + its name, else ``$<url_env>`` (a full URL, or a base ending in
     ``/``), else the manifest's; ``debian_dir`` and ``allow_apt`` do not apply.
+    Word vectors (GloVe): ``vectors`` names the file (default: the manifest's
+    ``default``); its archive's URL is found as a tarball's.
     """
     entry = manifest(name)
+    if vectors is not None and entry.get("format") != "word-vectors":
+        raise DatasetError(f"{name} has no choice of vectors; --vectors goes with a word-vectors dataset (glove)")
+    if entry.get("format") == "word-vectors":
+        return _fetch_vectors(name, data_root, vectors, url, url_base, progress)
     if entry.get("format") == "imagenet-folders":
         return _check_prepared(name, data_root)
     if "archive" in entry:
         return _fetch_archive(name, data_root, _archive_url(entry, url, url_base), progress)
-    if entry.get("compression") != "gzip" or not (entry.get("debian_dir") or entry.get("url_base")):
+    compression = entry.get("compression")
+    if compression not in COMPRESSIONS or not (entry.get("debian_dir") or entry.get("url_base")):
         raise DatasetError(f"dataset {name!r} has no automatic source; place its files by hand, see docs")
     directory = dataset_dir(name, data_root)
     directory.mkdir(parents=True, exist_ok=True)
@@ -287,12 +323,16 @@ def fetch(
     else:
         base = url_base or os.environ.get(entry.get("url_env", ""), "") or entry["url_base"]
         base = base.rstrip("/") + "/"
+        suffix = ".gz" if compression == "gzip" else ""
         _say(name, f"source: download from {base}")
         for filename in needed:
-            _download(name, f"{base}{filename}.gz", directory / filename, entry["files"][filename], progress)
+            _download(name, f"{base}{filename}{suffix}", directory / filename, entry["files"][filename], progress,
+                      compression)
             _say(name, f"wrote {filename}")
 
     _say(name, f"ready in {directory}")
+    for companion in entry.get("with", []):
+        _say(name, f"it is used with {companion}: {manifest(companion)['fetch_command']}")
     return directory
 
 
@@ -312,8 +352,10 @@ def _check_prepared(name: str, data_root) -> Path:
     return directory
 
 
-def _archive_url(entry: dict, url: str | None, url_base: str | None) -> str:
-    archive = entry["archive"]
+def _archive_url(entry: dict, url: str | None, url_base: str | None, archive: dict | None = None) -> str:
+    """``url``, else ``url_base``, else ``$<url_env>``, else the archive's own; one ending in ``/``
+    is a base the archive's name is appended to."""
+    archive = archive if archive is not None else entry["archive"]
     chosen = url or url_base or os.environ.get(entry.get("url_env", ""), "") or archive["url"]
     return chosen + archive["name"] if chosen.endswith("/") else chosen
 
@@ -434,3 +476,218 @@ def _fetch_archive(name: str, data_root, url: str, progress: bool) -> Path:
         raise
     _say(name, f"ready in {target}")
     return target
+
+
+# --- word vectors (GloVe) -------------------------------------------------------------
+#
+# GloVe publishes no checksum, so what is checked is what can be: the archive's size (the one the
+# site serves), and the shape of the one file taken out of it. What was fetched is then pinned: the
+# record holds both files' sha256, and the prepared manifest that every run checks holds the file's.
+
+RECORD_FORMAT = "dawnbench-glove-1"
+MAX_LINE = 1 << 20     # a GloVe line is a few KB; a longer one means this is not a vector file
+
+
+def _vectors_archive(entry: dict, vectors: str) -> tuple[dict, dict]:
+    """(the archive that holds ``vectors``, with its name; the vectors' {lines, dim})."""
+    archives = entry.get("archives") or {}
+    for archive_name, archive in archives.items():
+        if vectors in archive.get("vectors", {}):
+            return {**archive, "name": archive_name}, archive["vectors"][vectors]
+    known = sorted(v for archive in archives.values() for v in archive.get("vectors", {}))
+    raise DatasetError(f"unknown vectors {vectors!r}; known: {', '.join(known) or 'none'} "
+                       f"(e.g. {entry['fetch_command']} --vectors {known[0] if known else 'NAME'})")
+
+
+def _read_record(path: Path) -> dict:
+    """The record a previous fetch wrote, or {} when there is none that can be read."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(record, dict) or not isinstance(record.get("vectors"), dict):
+        return {}
+    return record
+
+
+def _vector_problem(row: bytes, dim: int) -> str | None:
+    """What is wrong with one line (its newline stripped) of a vector file: None when it is a token
+    and exactly ``dim`` numbers separated by single spaces. Split from the right: a token may hold
+    spaces (glove.840B.300d has ". . ." and "at name@domain.com")."""
+    parts = row.rsplit(b" ", dim)
+    if len(parts) != dim + 1:
+        return f"has {len(parts) - 1} numbers after its token, expected {dim}"
+    try:
+        total = sum(map(float, parts[1:]))    # a nan or inf anywhere makes the sum so
+        if math.isfinite(total):
+            return None
+    except ValueError:
+        pass
+    for column, field in enumerate(parts[1:], 1):
+        try:
+            value = float(field)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value):
+            shown = field[:40].decode("utf-8", "replace")
+            return f"number {column} ({shown!r}) is not a finite number" if shown else f"number {column} is empty"
+    return None
+
+
+def _copy_vectors(source, out, member: str, lines: int, dim: int, bar) -> tuple[str, int]:
+    """Copy the vector file ``source`` into ``out``, checking its shape; (sha256, size) of the bytes.
+    DatasetError (without the fix: the caller adds it) names the first bad line."""
+    digest = hashlib.sha256()
+    size, count, pending = 0, 0, b""
+
+    def check(row: bytes) -> None:
+        if problem := _vector_problem(row, dim):
+            token = row.split(b" ", 1)[0][:40].decode("utf-8", "replace")
+            raise DatasetError(f"line {count:,} of {member} (token {token!r}) {problem}")
+
+    while chunk := source.read(CHUNK_SIZE):
+        digest.update(chunk)
+        out.write(chunk)
+        size += len(chunk)
+        if bar is not None:
+            bar.update(len(chunk))
+        rows = (pending + chunk).split(b"\n")
+        pending = rows.pop()
+        for row in rows:
+            count += 1
+            check(row)
+        if count > lines:
+            raise DatasetError(f"{member} has more than the {lines:,} lines expected")
+        if len(pending) > MAX_LINE:
+            raise DatasetError(f"line {count + 1:,} of {member} is longer than {MAX_LINE:,} bytes: not a vector file")
+    if pending:                      # a last line without its newline
+        count += 1
+        check(pending)
+    if count != lines:
+        raise DatasetError(f"{member} has {count:,} lines, expected {lines:,}")
+    return digest.hexdigest(), size
+
+
+def _extract_vectors(name: str, archive_path: Path, member: str, target: Path, shape: dict,
+                     progress: bool) -> tuple[str, int]:
+    """Stream the one member ``member`` of the zip ``archive_path`` into the new file ``target``,
+    checking its shape; (sha256, size). Nothing else of the archive is read out."""
+    entry = manifest(name)
+    fix = f"the archive is not the official one; nothing was written; re-fetch with: {entry['fetch_command']}"
+    bar = None
+    try:
+        with zipfile.ZipFile(archive_path) as archive:
+            try:
+                info = archive.getinfo(member)
+            except KeyError:
+                held = ", ".join(archive.namelist()[:5]) or "nothing"
+                raise DatasetError(f"{archive_path.name} holds no {member} (it holds: {held}); {fix}") from None
+            if progress:
+                from tqdm import tqdm
+
+                bar = tqdm(total=info.file_size, unit="B", unit_scale=True, desc=f"checking {member}",
+                           file=sys.stderr, leave=False)
+            with archive.open(info) as source, open(target, "xb") as out:
+                try:
+                    return _copy_vectors(source, out, member, shape["lines"], shape["dim"], bar)
+                except DatasetError as exc:
+                    raise DatasetError(f"refusing {archive_path.name}: {exc}; {fix}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, zlib.error) as exc:
+        raise DatasetError(f"cannot unpack {member} from {archive_path.name}: {_one_line(exc)}; {fix}") from exc
+    except OSError as exc:
+        raise DatasetError(f"cannot unpack {member} from {archive_path.name} into {target.parent}: "
+                           f"{_one_line(exc)}; nothing was written; check the disk and re-run: "
+                           f"{entry['fetch_command']}") from exc
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _kept_vectors(name: str, directory: Path, record: dict, intact: bool, replacing: str) -> dict:
+    """The entries of an earlier record to keep beside the new vectors: those whose file is there
+    and, unless the folder verified against its manifest, whose sha256 still matches. A file that
+    no longer matches its record is removed: it would otherwise be listed in the new manifest."""
+    kept = {}
+    for other, spec in record.get("vectors", {}).items():
+        if other == replacing or not isinstance(spec, dict) or not isinstance(spec.get("file"), str):
+            continue
+        path = directory / spec["file"]
+        if path.parent != directory or not path.is_file():
+            _say(name, f"dropping {other} from the record: {spec['file']} is not in {directory}")
+            continue
+        if not intact and sha256_file(path) != spec.get("sha256"):
+            _say(name, f"{spec['file']} no longer matches its record; removing it (fetch it again with "
+                       f"--vectors {other})")
+            path.unlink()
+            continue
+        kept[other] = spec
+    return kept
+
+
+def _fetch_vectors(name: str, data_root, vectors: str | None, url: str | None, url_base: str | None,
+                   progress: bool) -> Path:
+    entry = manifest(name)
+    vectors = vectors or entry.get("default")
+    if not vectors:
+        raise DatasetError(f"datasets.toml entry [{name}] has no default vectors; name them: "
+                           f"{entry['fetch_command']} --vectors NAME")
+    archive, shape = _vectors_archive(entry, vectors)
+    if not entry.get("record"):
+        raise DatasetError(f"datasets.toml entry [{name}] has no record; fix harness/data/datasets.toml")
+    directory = dataset_dir(name, data_root)
+    filename = f"{vectors}.txt"
+    record_path = directory / entry["record"]
+    record = _read_record(record_path)
+    try:
+        verify_prepared(directory, name=name)
+        intact = True
+    except DatasetError as exc:
+        intact = False
+        if directory.exists() and record:
+            _say(name, f"{directory} is not intact ({exc}); fetching {vectors} again")
+    if intact and record.get("vectors", {}).get(vectors, {}).get("file") == filename and (directory / filename).is_file():
+        _say(name, f"{vectors} already present and verified in {directory}; nothing to do")
+        return directory
+
+    source = _archive_url(entry, url, url_base, archive)
+    created = _make_dirs(directory)
+    # A fetch killed outright (SIGKILL, power) leaves its .fetch-* folder: never list it in the manifest.
+    for stale in directory.glob(".fetch-*"):
+        _say(name, f"removing {stale.name}, left by an interrupted fetch")
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        with tempfile.TemporaryDirectory(dir=directory, prefix=".fetch-") as work:
+            archive_path = Path(work) / archive["name"]
+            _say(name, f"source: download {source}")
+            with _downloading(name, source, archive["name"], progress) as stream, open(archive_path, "xb") as out:
+                archive_sha256, archive_size = _copy_hashing(stream, out, "sha256")
+            if archive_size != archive["size"]:
+                raise DatasetError(
+                    f"{archive['name']} from {source} has {archive_size:,} bytes, expected {archive['size']:,}: "
+                    f"not the official archive; nothing was written to {directory}; re-fetch with: "
+                    f"{entry['fetch_command']} --vectors {vectors}"
+                )
+            staged = Path(work) / filename
+            sha256, size = _extract_vectors(name, archive_path, filename, staged, shape, progress)
+            archive_path.unlink()        # 822 MB (6B) or 2 GB (840B): what it was is in the record
+            kept = _kept_vectors(name, directory, record, intact, vectors)
+            new = {"format": RECORD_FORMAT, "official": True, "unofficial_reasons": [], "vectors": {}}
+            if kept:                     # what the kept files were fetched under still holds for them
+                new["official"] = record.get("official") is True
+                new["unofficial_reasons"] = list(record.get("unofficial_reasons") or [])
+            new["vectors"] = {**kept, vectors: {
+                "file": filename, "lines": shape["lines"], "dim": shape["dim"], "sha256": sha256,
+                "archive": {"name": archive["name"], "url": source, "size": archive_size, "sha256": archive_sha256}}}
+            staged_record = Path(work) / entry["record"]
+            staged_record.write_text(json.dumps(new, indent=1) + "\n", encoding="utf-8")
+            os.replace(staged, directory / filename)
+            os.replace(staged_record, record_path)
+        write_prepared_manifest(directory)   # last, once the temp directory is gone: it lists every file
+    except BaseException:
+        for path in reversed(created):  # only directories this call made, and only if empty
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
+    _say(name, f"wrote {filename} ({shape['lines']:,} vectors of {shape['dim']}, {size:,} bytes, sha256 {sha256[:16]}...)")
+    _say(name, f"ready in {directory}")
+    return directory

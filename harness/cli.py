@@ -82,7 +82,7 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
 
 def add_data_options(p: argparse.ArgumentParser, actions: tuple[str, ...] = ("verify",)) -> None:
     p.add_argument("action", choices=list(actions))
-    p.add_argument("dataset", nargs="?", help="a dataset name: fashion-mnist or cifar10")
+    p.add_argument("dataset", nargs="?", help="a dataset name: fashion-mnist, cifar10, imagenet, squad or glove")
     p.add_argument("--reference", help="instead of a dataset name: the dataset of this reference's task")
     p.add_argument("--data", type=Path, default=None)
     add_references_option(p)

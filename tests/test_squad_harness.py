@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cheats import events, harness_run
-from conftest import REPO, cli_env
+from conftest import cli_env
 
 from harness import datasets, metrics, views
 from tests.squad_fixture import fixture_manifest, install_glove, install_squad, write_squad_fixture
