@@ -9,6 +9,9 @@ Parts, each printed as name=value lines with its anchors, or as `<part>: not mea
   latency         ResNet-50 batch-1 latency, eager and compiled, bf16 and fp32: mean, p50, p99 ms
   cifar10_fast    cifar10-fast-pytorch's seconds per epoch on synthetic CIFAR-shaped data, its own
                   setup, step and epoch loop (the loader swapped for random images), compiled and not
+  bidaf           squad-bidaf-pytorch's training step (its own network, Adam and weight average) on
+                  synthetic SQuAD-shaped batches: seconds per step, per epoch and the projected time
+                  to F1 0.75; the same for squad-bidaf-tensorflow where TensorFlow imports
   tta             the Fashion-MNIST default's real time-to-accuracy, a `harness run` subprocess
   multi_gpu       NCCL all-reduce bus bandwidth across the GPUs (2 or more)
 
@@ -36,7 +39,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 RESNET_FILE = REPO / "references" / "imagenet-resnet50-pytorch" / "train.py"
-PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "tta", "multi_gpu")
+BIDAF_DIR = REPO / "references" / "squad-bidaf-pytorch"
+PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu")
 
 # Peak dense bf16 tensor FLOP/s by device name (NVIDIA's data sheets, without sparsity); a device
 # not in the table gets no utilization figure rather than a wrong one. Checked in order.
@@ -53,6 +57,21 @@ ANCHORS = {
     "mfu": "the roofline point of the DAWNBench analysis: achieved over peak FLOP/s",
 }
 GOAL_IMGS_224 = 3500.0
+
+# BiDAF's synthetic batches: the default batch of 60 questions, contexts of 160 tokens (SQuAD's
+# training contexts average about 140, and a batch pads to its longest), questions of 12, 16
+# characters a word, a 90,000-word frozen table (about the training words GloVe 6B holds) and a
+# character list of 100 (ids 2..101: 0 and 1 are padding and unknown).
+BIDAF_SHAPES = {"batch": 60, "context": 160, "question": 12, "word_chars": 16, "vocab": 90_000, "chars": 100}
+BIDAF_SMOKE = {"batch": 4, "context": 20, "question": 5, "word_chars": 8, "vocab": 200, "chars": 30}
+BIDAF_SMOKE_CONFIG = {"hidden": 8, "char_filters": 8, "word_dim": 8}      # the same layers, tiny
+SQUAD_TRAIN_QUESTIONS = 87_599      # SQuAD v1.1 train-v1.1.json
+# Epochs BiDAF needs to reach F1 0.75: the DAWNBench seed (TensorFlow 1.2, one K80) first logged
+# F1 >= 0.75 after epoch 10 (0.7523 at 7.64 h; dawn-bench-entries SQuAD/train/
+# dawn_bidaf_1k80-ec2_tensorflow.tsv). Assumed to hold for these references: not measured here.
+BIDAF_EPOCHS_TO_F1_075 = 10
+ANCHORS["bidaf"] = ("DAWNBench seed BiDAF (TensorFlow 1.2, one K80): 0.76 h an epoch, F1 0.75 at epoch 10 after "
+                    "7.64 h; fastest DAWNBench entry FastFusionNet: 18.8 min on a GTX 1080 Ti")
 GOAL_CIFAR_SECONDS = 4.0
 
 
@@ -347,6 +366,88 @@ def part_cifar10_fast(s: Setting, r: Report) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# BiDAF on SQuAD: seconds per epoch from the references' own training steps
+
+def load_bidaf():
+    """squad-bidaf-pytorch's train.py, by path (reference folders are not packages)."""
+    spec = importlib.util.spec_from_file_location("squad_bidaf_pytorch_reference", BIDAF_DIR / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bidaf_inputs(s: Setting) -> tuple[dict, dict, dict, int, int]:
+    """(shapes, the reference.toml hyperparameters for this setting, a synthetic batch, steps, warm-up)."""
+    import tomllib
+
+    from common.squad import synthetic_batch
+    shapes = BIDAF_SMOKE if s.smoke else BIDAF_SHAPES
+    with open(BIDAF_DIR / "reference.toml", "rb") as f:
+        config = tomllib.load(f)["hyperparameters"]
+    config.update(BIDAF_SMOKE_CONFIG if s.smoke else {}, batch_size=shapes["batch"])
+    batch = synthetic_batch(shapes["batch"], shapes["context"], shapes["question"], shapes["word_chars"],
+                            shapes["vocab"], shapes["chars"] + 2, np.random.default_rng(0))
+    steps, warmup = (2, 1) if s.smoke else ((10, 3) if s.quick else (30, 5))
+    return shapes, config, batch, steps, warmup
+
+
+def bidaf_torch_step_seconds(s: Setting, config: dict, batch: dict, shapes: dict, steps: int, warmup: int) -> float:
+    torch = s.torch
+    train = load_bidaf()
+    words = torch.randn(shapes["vocab"], config["word_dim"])
+    net = train.BiDAF(words, shapes["chars"] + 2, config).to(s.device).train()
+    opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=config["lr"])
+    ema = train.EMA(net, config["ema_decay"])
+    for _ in range(warmup):         # cuDNN's plans, the allocator's growth, Adam's state
+        train.train_step(net, opt, ema, batch, s.device)
+    s.sync()
+    start = time.perf_counter()
+    for _ in range(steps):
+        train.train_step(net, opt, ema, batch, s.device)
+    s.sync()
+    return (time.perf_counter() - start) / steps
+
+
+def bidaf_figures(s: Setting, r: Report, framework: str, step: float, shapes: dict) -> None:
+    per_epoch = math.ceil(SQUAD_TRAIN_QUESTIONS / shapes["batch"])
+    shape = (f"batch {shapes['batch']}, context {shapes['context']} tokens, question {shapes['question']}, "
+             f"{shapes['word_chars']} chars a word, {shapes['vocab']:,}-word frozen table, {shapes['chars']} chars")
+    r.figure(f"bidaf_step_s_{framework}", step, shape + ("" if s.smoke else "; synthetic ids, fp32"))
+    r.figure(f"bidaf_samples_per_s_{framework}", shapes["batch"] / step)
+    epoch = per_epoch * step
+    r.figure(f"bidaf_epoch_s_{framework}", epoch,
+             f"{per_epoch:,} steps of {shapes['batch']} (SQuAD v1.1's {SQUAD_TRAIN_QUESTIONS:,} training questions)")
+    r.figure(f"bidaf_projected_f1_075_s_{framework}", BIDAF_EPOCHS_TO_F1_075 * epoch,
+             f"{BIDAF_EPOCHS_TO_F1_075} epochs x an epoch (the seed's epochs to F1 0.75, assumed), no setup, no eval; "
+             f"{ANCHORS['bidaf']}")
+
+
+def part_bidaf(s: Setting, r: Report) -> None:
+    shapes, config, batch, steps, warmup = bidaf_inputs(s)
+    try:
+        bidaf_figures(s, r, "pytorch", bidaf_torch_step_seconds(s, config, batch, shapes, steps, warmup), shapes)
+    except Exception as exc:
+        r.skip("bidaf_pytorch", one_line(exc))
+    if s.smoke:                     # TensorFlow's start-up and tracing are many seconds: GPU runs only
+        r.skip("bidaf_tensorflow", "not run in a CPU smoke")
+        return
+    if importlib.util.find_spec("tensorflow") is None:
+        r.skip("bidaf_tensorflow", "TensorFlow is not installed (the squad-bidaf-tensorflow environment has it)")
+        return
+    if importlib.util.find_spec("bench.bidaf_tensorflow") is None:
+        r.skip("bidaf_tensorflow", "bench/bidaf_tensorflow.py is missing")
+        return
+    try:
+        from bench import bidaf_tensorflow
+        tf_config = dict(config, vocab=shapes["vocab"], chars=shapes["chars"])
+        step = bidaf_tensorflow.step_seconds(batch, tf_config, steps, warmup)
+    except Exception as exc:
+        r.skip("bidaf_tensorflow", one_line(exc))
+        return
+    bidaf_figures(s, r, "tensorflow", step, shapes)
+
+
+# ----------------------------------------------------------------------------------------------
 # The Fashion-MNIST default's time-to-accuracy, as a user runs it
 
 def tta_of(result_file: Path) -> tuple[float, dict]:
@@ -464,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         "dali": lambda: part_dali(s, r),
         "latency": lambda: part_latency(s, r),
         "cifar10_fast": lambda: part_cifar10_fast(s, r),
+        "bidaf": lambda: part_bidaf(s, r),
         "tta": lambda: part_tta(s, r, a.tta_reference),
         "multi_gpu": lambda: part_multi_gpu(s, r),
     }

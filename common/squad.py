@@ -25,6 +25,19 @@ PAD, OOV = 0, 1            # reserved ids in both the word and the character tab
 
 # --- reading ----------------------------------------------------------------------------------
 
+def view_file(data_root: str | Path, dataset: str, name: str) -> Path:
+    """A file of the role's view (data_root/<dataset dir>/<name>), or the harness's one-line
+    DatasetError with the command that fetches it."""
+    from harness import datasets
+
+    entry = datasets.manifest(dataset)
+    path = Path(data_root) / entry["dir"] / name
+    if not path.is_file():
+        raise datasets.DatasetError(f"{name} of dataset {dataset!r} not found in {path.parent}; "
+                                    f"run: {entry['fetch_command']}")
+    return path
+
+
 @dataclass
 class Paragraph:
     context: str
@@ -151,19 +164,32 @@ def data_words(paragraphs: list[Paragraph], questions: list[Question]) -> set[st
 
 @dataclass
 class Encoder:
-    """Tokens to padded word and character ids."""
+    """Tokens to word and character ids. Each token list's ids are remembered: an epoch reads a
+    paragraph about five times (once per question), and its character ids are a Python loop (35 ms
+    a batch of 60 on a 2-core CPU uncached, 0.6 ms cached). Keyed by the list's identity; the cache
+    holds the list, so the identity stays its own while the entry lives."""
     words: dict[str, int]
     chars: dict[str, int]
     max_word_chars: int
+    _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, words: dict[str, int], char_list: list[str], max_word_chars: int) -> Encoder:
         return cls(words, {c: i + 2 for i, c in enumerate(char_list)}, max_word_chars)
 
+    def _cached(self, kind: str, tokens: list[str], encode) -> np.ndarray:
+        key = (kind, id(tokens))
+        if key not in self._cache:
+            self._cache[key] = (tokens, encode(tokens))
+        return self._cache[key][1]
+
     def word_ids(self, tokens: list[str]) -> np.ndarray:
-        return np.array([self.words.get(t, OOV) for t in tokens], dtype=np.int64)
+        return self._cached("w", tokens, lambda t: np.array([self.words.get(w, OOV) for w in t], dtype=np.int64))
 
     def char_ids(self, tokens: list[str]) -> np.ndarray:
+        return self._cached("c", tokens, self._char_ids)
+
+    def _char_ids(self, tokens: list[str]) -> np.ndarray:
         out = np.zeros((len(tokens), self.max_word_chars), dtype=np.int64)
         for i, token in enumerate(tokens):
             ids = [self.chars.get(c, OOV) for c in token[: self.max_word_chars]]

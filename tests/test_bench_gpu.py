@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import types
 
 import pytest
 from conftest import PYTHON, REPO, cli_env
@@ -40,6 +41,8 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
                  *(f"resnet50_latency_ms_{m}_{p}_{s}" for m in ("eager", "compiled") for p in ("bf16", "fp32")
                    for s in ("mean", "p50", "p99")),
                  "cifar10_fast_epoch_s_eager", "cifar10_fast_epoch_s_compiled", "cifar10_fast_10_epochs_s_compiled",
+                 "bidaf_step_s_pytorch", "bidaf_samples_per_s_pytorch", "bidaf_epoch_s_pytorch",
+                 "bidaf_projected_f1_075_s_pytorch",
                  "tta_seconds_scripted-test"):
         assert figures[name] > 0, name
         assert any(line.startswith(f"{name}=") and "[cpu smoke]" in line for line in lines), name
@@ -49,7 +52,8 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
     assert "mfu_peak" in report["not_measured"]       # a CPU has no peak on record: no utilization
     if not dali_installed():
         assert "dali: not measured: DALI is not installed" in lines
-    assert set(report["not_measured"]) <= {"multi_gpu", "mfu_peak", "dali"}, report["not_measured"]
+    assert report["not_measured"]["bidaf_tensorflow"] == "not run in a CPU smoke"
+    assert set(report["not_measured"]) <= {"multi_gpu", "mfu_peak", "dali", "bidaf_tensorflow"}, report["not_measured"]
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -75,6 +79,16 @@ def test_the_peak_table(name, tflops):
 def test_an_unknown_device_has_no_utilization():
     with pytest.raises(gpu.NotMeasured, match="no peak bf16"):
         gpu.peak_bf16_flops("NVIDIA GeForce RTX 4090")
+
+
+def test_bidaf_epoch_arithmetic(capsys):
+    """An epoch is ceil(87,599 / 60) = 1,460 steps; F1 0.75 is BIDAF_EPOCHS_TO_F1_075 (10) of them."""
+    r = gpu.Report("cuda")
+    gpu.bidaf_figures(types.SimpleNamespace(smoke=False), r, "pytorch", 0.05, gpu.BIDAF_SHAPES)
+    assert r.figures["bidaf_samples_per_s_pytorch"] == 1200.0
+    assert r.figures["bidaf_epoch_s_pytorch"] == pytest.approx(1460 * 0.05)
+    assert r.figures["bidaf_projected_f1_075_s_pytorch"] == pytest.approx(10 * 1460 * 0.05)
+    assert "1,460 steps of 60" in capsys.readouterr().out
 
 
 def test_a_run_that_did_not_converge_is_no_figure(tmp_path):

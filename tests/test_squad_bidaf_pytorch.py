@@ -1,0 +1,262 @@
+"""squad-bidaf-pytorch on the tiny SQuAD and GloVe of tests/squad_fixture.py, on CPU: the parameter
+count (derived by hand below), span extraction to the exact context text, a falling loss, the
+weight average, and a smoke run as a run drives it: a trainer on the training view only (setup ->
+one epoch -> save), then a predictor on the answer-free dev view only (setup -> load -> predict ->
+eval_inputs / infer).
+
+Small sizes (hidden 16, 8 character filters, batches of 8) except for the count, and one thread:
+on a small shared CPU, two OpenMP threads spin-waiting for a busy core make steps up to ten
+times slower."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import check_roles_see_only_their_files, role_views
+
+from common import squad
+from harness import datasets, registry
+from harness.reference import Context
+from tests.squad_fixture import fixture_manifest, install_glove, install_squad, write_squad_fixture
+
+NAME = "squad-bidaf-pytorch"
+SMALL = {"hidden": 16, "char_filters": 8, "batch_size": 8, "char_min_count": 1, "eval_batch_size": 8}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return registry.load_spec(NAME)
+
+
+@pytest.fixture(scope="module")
+def train(spec):
+    """The reference's module (train.py)."""
+    return sys.modules[spec.load_entry_class().__module__]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """{"fixture": what write_squad_fixture returned, "train"/"predict": each role's view}."""
+    tmp = tmp_path_factory.mktemp("squad")
+    fx = write_squad_fixture(tmp / "src")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp / "m.toml", fx)))
+        root = tmp / "data"
+        install_squad(root, fx)
+        install_glove(root, fx)
+        views = role_views("squad", root, tmp)
+    return {"fixture": fx, **views}
+
+
+def context(spec, data_root, role="train", **overrides):
+    config = dict(spec.hyperparameters, **SMALL)
+    config.update(overrides)
+    return Context(config=config, data_root=data_root, seed=0, task=spec.task, show_progress=False, role=role)
+
+
+def make(spec, data, role="train", **overrides):
+    ref = spec.load_entry_class()()
+    ref.setup(context(spec, data[role], role, **overrides))
+    return ref
+
+
+@pytest.fixture(scope="module")
+def trained(spec, data, tmp_path_factory):
+    """(trainer after one epoch, its stats, the folder save() wrote)."""
+    torch.manual_seed(0)
+    trainer = make(spec, data)
+    stats = trainer.train_epoch(1)
+    folder = tmp_path_factory.mktemp("model")
+    trainer.save(folder)
+    return trainer, stats, folder
+
+
+# ------------------------------------------------------------------------------------ the network
+
+def test_spec_and_parameter_count(spec, train):
+    assert spec.task.name == "squad" and spec.framework == "pytorch" and spec.gpus
+    cfg = spec.hyperparameters
+    assert spec.max_epochs == 20 and cfg["hidden"] == 100 and cfg["batch_size"] == 60
+    chars = 94                                        # a fixed character list: ids 2..95, plus PAD and OOV
+    h, d0 = 100, 100 + 100                            # hidden; char_filters + word_dim
+    embedding = (chars + 2) * 8                       # n_chars x char_dim                      768
+    conv = 100 * 8 * 5 + 100                          # filters x char_dim x width + bias       4,100
+    highway = 2 * 2 * (d0 * d0 + d0)                  # 2 layers x (transform, gate)            160,800
+
+    def bilstm(d_in):                                 # 2 directions x 4 gates x (W_ih, W_hh, b_ih, b_hh)
+        return 2 * (4 * h * d_in + 4 * h * h + 4 * h + 4 * h)
+
+    lstms = bilstm(d0) + bilstm(8 * h) + bilstm(2 * h) + bilstm(2 * h)   # contextual, modeling x2, output
+    assert lstms == 241_600 + 721_600 + 241_600 + 241_600
+    attention = 6 * h                                 # w_s, no bias                            600
+    output = 10 * h + 10 * h                          # w_p1, w_p2, no bias                     2,000
+    expected = embedding + conv + highway + lstms + attention + output
+    assert expected == 1_614_668 == 1_613_900 + 8 * (chars + 2)
+
+    net = train.BiDAF(torch.zeros(400, 100), chars + 2, cfg)
+    assert train.count_parameters(net) == sum(p.numel() for p in net.parameters()) == expected
+    # The frozen GloVe table is a buffer outside the state dict: never saved, never counted.
+    assert "word_vectors" not in net.state_dict() and not any(p is net.word_vectors for p in net.parameters())
+    assert "1,614,668 with 94 characters" in spec.model
+    # The TensorFlow reference's count is this minus PyTorch's second LSTM bias: 8 directions x 4h.
+    assert expected - 8 * 4 * h == 1_611_468
+
+
+def test_logits_are_masked_and_padding_does_not_change_them(spec, train):
+    torch.manual_seed(0)
+    cfg = dict(spec.hyperparameters, **SMALL)
+    net = train.BiDAF(torch.randn(50, 100), 30, cfg).eval()
+    batch = squad.synthetic_batch(3, 12, 5, 16, 50, 30, np.random.default_rng(0))
+    batch["cw"][1, 7:], batch["cc"][1, 7:], batch["qw"][1, 3:], batch["qc"][1, 3:] = 0, 0, 0, 0
+    with torch.no_grad():
+        start, end = net(*train.to_device(batch, torch.device("cpu")))
+    assert start.shape == end.shape == (3, 12)
+    assert (start[1, 7:] <= -1e29).all() and (end[1, 7:] <= -1e29).all()
+    # The second row alone, cut to its own lengths: the same logits (packing hides the padding).
+    alone = {k: v[1:2, :7] if k in ("cw", "cc") else v[1:2, :3] if k in ("qw", "qc") else v[1:2] for k, v in batch.items()}
+    with torch.no_grad():
+        s1, e1 = net(*train.to_device(alone, torch.device("cpu")))
+    torch.testing.assert_close(s1[0], start[1, :7], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(e1[0], end[1, :7], rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------- span extraction
+
+def test_spans_are_the_exact_context_characters():
+    context = "Marie\u00a0Curie   won the “Nobel Prize”, twice!\n  In 1903 (physics)—and 1911."
+    (text_tokens,) = [squad.tokenize(context)]
+    paragraph = squad.Paragraph(context, [t for t, _, _ in text_tokens], [(s, e) for _, s, e in text_tokens])
+    tokens = paragraph.tokens
+    assert "\u00a0" not in tokens and not any(t.isspace() for t in tokens)
+    assert all(context[s:e] == t for t, (s, e) in zip(tokens, paragraph.spans))
+
+    def span(first: str, last: str, after: int = 0) -> tuple[int, int]:
+        i = tokens.index(first, after)
+        return i, tokens.index(last, i)
+
+    cases = [
+        (span("Marie", "Curie"), "Marie\u00a0Curie"),                  # a non-breaking space kept
+        (span("Curie", "won"), "Curie   won"),                          # runs of spaces kept
+        (span("“", "”"), "“Nobel Prize”"),                              # curly quotes glued to words
+        (span("Prize", "twice"), "Prize”, twice"),
+        (span("twice", "In"), "twice!\n  In"),                          # a newline inside the answer
+        (span("1903", "1911"), "1903 (physics)—and 1911"),
+    ]
+    length = len(tokens)
+    for (s, e), text in cases:
+        p1, p2 = np.full((1, length), 0.01), np.full((1, length), 0.01)
+        p1[0, s], p2[0, e] = 0.9, 0.9
+        start, end = squad.best_spans(p1, p2, np.array([length]), max_span=30)
+        assert (start[0], end[0]) == (s, e)
+        assert squad.answer_text(paragraph, int(start[0]), int(end[0])) == text
+        assert text in context
+
+
+def test_best_spans_keeps_order_length_and_max_span():
+    p1 = np.array([[0.1, 0.1, 0.7, 0.1, 0.0], [0.0, 0.0, 0.0, 0.2, 0.8]])
+    p2 = np.array([[0.6, 0.1, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.1, 0.6]])
+    # Row 0: the end must not come before the start; row 1: position 4 is padding (length 4).
+    start, end = squad.best_spans(p1, p2, np.array([5, 4]), max_span=30)
+    assert start[0] <= end[0] and (start[0], end[0]) == (2, 2)
+    assert end[1] < 4 and (start[1], end[1]) == (3, 3)
+    # The best pair (0, 2) is 3 tokens long: with max_span 2 the best of at most 2 tokens, (1, 2), wins.
+    p1, p2 = np.array([[0.9, 0.06, 0.04]]), np.array([[0.04, 0.05, 0.91]])
+    assert [int(x[0]) for x in squad.best_spans(p1, p2, np.array([3]), max_span=3)] == [0, 2]
+    assert [int(x[0]) for x in squad.best_spans(p1, p2, np.array([3]), max_span=2)] == [1, 2]
+
+
+# ------------------------------------------------------------------------------ training
+
+def test_loss_falls_on_a_repeated_batch(spec, train, data):
+    """30 Adam steps on one batch of the fixture's questions: the network can fit it."""
+    torch.manual_seed(0)
+    trainer = make(spec, data, lr=0.01)
+    batch = squad.make_batch(trainer.encoder, trainer.paragraphs, trainer.train[:8])
+    losses = [train.train_step(trainer.model, trainer.opt, trainer.ema, batch, trainer.device).item() for _ in range(30)]
+    assert all(math.isfinite(x) for x in losses)
+    assert losses[-1] < losses[0] / 2, losses
+
+
+def test_the_average_is_what_is_saved(trained, train):
+    trainer, _, folder = trained
+    saved = torch.load(folder / "model.pt")
+    names = [n for n, p in trainer.net.named_parameters() if p.requires_grad]
+    assert list(saved) == names                                      # every trainable weight, nothing else
+    raw = dict(trainer.net.named_parameters())
+    for name, shadow in zip(trainer.ema.names, trainer.ema.shadow):
+        assert torch.equal(saved[name], shadow)
+    assert any(not torch.equal(saved[n], raw[n].detach()) for n in names)   # the average, not the raw weights
+    # One more step moves the average by (1 - decay) of the gap: shadow' = 0.999 shadow + 0.001 weight.
+    before = [s.clone() for s in trainer.ema.shadow]
+    batch = squad.make_batch(trainer.encoder, trainer.paragraphs, trainer.train[:8])
+    train.train_step(trainer.model, trainer.opt, trainer.ema, batch, trainer.device)
+    decay = trainer.ctx.config["ema_decay"]
+    for old, new, p in zip(before, trainer.ema.shadow, trainer.ema.params):
+        torch.testing.assert_close(new, decay * old + (1 - decay) * p.detach(), rtol=1e-6, atol=1e-7)
+    chars = json.loads((folder / "chars.json").read_text(encoding="utf-8"))
+    assert chars == trainer.chars and "“" in chars and "\u00a0" not in chars   # unicode kept, white space not
+
+
+def test_batches_cover_the_trainable_questions_and_split_across_ranks(trained, data):
+    trainer, stats, _ = trained
+    fx = data["fixture"]
+    assert len(trainer.train) == fx["train_questions"] == 48          # every fixture question fits
+    assert stats["samples"] == 48 and math.isfinite(stats["loss"]) and stats["lr"] == 0.001
+    one = trainer.rank_batches(3)
+    assert sorted(i for b in one for i in b) == list(range(48)) and trainer.rank_batches(3) == one
+    assert trainer.rank_batches(4) != one                             # a new order every epoch
+    ranks = [dataclasses.replace(trainer.ctx, rank=r, world_size=2) for r in (0, 1)]
+    shares = []
+    for ctx in ranks:
+        trainer.ctx = ctx
+        shares.append(trainer.rank_batches(3))
+    trainer.ctx = dataclasses.replace(trainer.ctx, rank=0, world_size=1)
+    assert len(shares[0]) == len(shares[1]) == len(one)               # the same steps on every rank
+    assert all(sorted(a + b) == sorted(g) for a, b, g in zip(*shares, one))
+
+
+# ------------------------------------------------------------------------------- end to end, CPU
+
+def test_reference_smoke(spec, data, trained):
+    trainer, _, folder = trained
+    assert not hasattr(trainer, "questions")                         # the trainer never sees dev
+    predictor = make(spec, data, "predict")
+    assert not hasattr(predictor, "opt") and not hasattr(predictor, "train")
+    predictor.load(folder)
+    answers = predictor.predict()
+    dev = data["fixture"]["dev"]
+    contexts = {qa["id"]: p["context"] for a in dev["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    assert list(answers) == list(contexts) and len(answers) == data["fixture"]["dev_questions"]
+    assert all(isinstance(a, str) and a and a in contexts[q] for q, a in answers.items())
+    inputs = predictor.eval_inputs()
+    assert [q.id for q in inputs] == list(contexts)
+    for item in inputs[:5]:
+        assert predictor.infer(item) == answers[item.id]
+    # The predictor runs the averaged weights the trainer saved (its own dev-word GloVe table aside).
+    saved = torch.load(folder / "model.pt")
+    assert predictor.net.state_dict().keys() == saved.keys()
+    assert all(torch.equal(p, saved[name]) for name, p in predictor.net.state_dict().items())
+
+
+def test_roles_see_only_their_files(spec, data):
+    check_roles_see_only_their_files(spec.load_entry_class(), lambda role, root: context(spec, root, role), data)
+
+
+def test_missing_glove_names_the_fetch(spec, data, tmp_path):
+    (tmp_path / "squad").mkdir()
+    (tmp_path / "squad" / "train-v1.1.json").symlink_to((data["train"] / "squad" / "train-v1.1.json").resolve())
+    with pytest.raises(datasets.DatasetError, match="glove.6B.100d.txt .*not found in .*dawnbench data fetch glove"):
+        spec.load_entry_class()().setup(context(spec, tmp_path))

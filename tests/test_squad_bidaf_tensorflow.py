@@ -1,0 +1,232 @@
+"""squad-bidaf-tensorflow on CPU: the parameter count (by hand, and against squad-bidaf-pytorch's
+network), a falling loss on a repeated batch, span extraction, the moving average that save()
+writes, and smoke runs as a run drives them on the tiny SQuAD and GloVe of tests/squad_fixture.py:
+a trainer on the training view (setup -> one epoch -> save), a predictor on the predict view
+(setup -> load -> predict -> eval_inputs / infer).
+
+Speed: the fixture's networks are small (hidden 16, 8 character filters); the trainer is set up
+and its step traced once for the module; only the parameter-count tests build default-size
+networks (once each framework)."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import string
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import REPO, check_roles_see_only_their_files, role_views
+
+from common import squad
+from harness import datasets, registry
+from harness.reference import Context
+
+NAME = "squad-bidaf-tensorflow"
+SMALL = {"hidden": 16, "char_filters": 8, "batch_size": 8, "char_min_count": 1, "eval_batch_size": 8}
+CHARS = list(string.printable.strip())            # 94 characters: a fixed list for the counts
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
+
+
+def recipe():
+    return sys.modules[registry.load_spec(NAME).load_entry_class().__module__]
+
+
+def context(data_root, role="train", **overrides):
+    spec = registry.load_spec(NAME)
+    config = dict(spec.hyperparameters, **SMALL)
+    config.update(overrides)
+    return Context(config=config, data_root=data_root, seed=0, task=spec.task, show_progress=False, role=role)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The fixture installed as `dawnbench data fetch squad` and `... glove` leave it, its manifest
+    in force for the module, and the role views: {"fixture", "root", "train", "predict"}."""
+    from squad_fixture import fixture_manifest, install_glove, install_squad, write_squad_fixture
+
+    tmp = tmp_path_factory.mktemp("squad")
+    fixture = write_squad_fixture(tmp / "files")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp / "datasets-squad.toml", fixture)))
+        root = tmp / "data"
+        install_squad(root, fixture)
+        install_glove(root, fixture)
+        yield {"fixture": fixture, "root": root, **role_views("squad", root, tmp / "views")}
+
+
+@pytest.fixture(scope="module")
+def trained(data, tmp_path_factory):
+    """A trainer on the training view, one epoch, saved: (the trainer, its raw weights after the
+    epoch, the model folder)."""
+    trainer = recipe().BiDAFKeras()
+    trainer.setup(context(data["train"]))
+    stats = trainer.train_epoch(1)
+    n = data["fixture"]["train_questions"]
+    assert math.isfinite(stats["loss"]) and stats["samples"] == n and stats["lr"] == 0.001
+    raw = [v.numpy() for v in trainer.model.trainable_variables]
+    model = tmp_path_factory.mktemp("bidaf") / "model"
+    trainer.save(model)
+    return trainer, raw, model
+
+
+# ------------------------------------------------------------------------------- the network
+
+def test_spec():
+    spec = registry.load_spec(NAME)
+    cfg = spec.hyperparameters
+    assert spec.task.name == "squad" and spec.framework == "tensorflow" and spec.gpus and spec.max_epochs == 20
+    assert cfg == {"glove": "glove.6B.100d", "word_dim": 100, "char_dim": 8, "char_filters": 100, "char_width": 5,
+                   "char_min_count": 20, "max_word_chars": 16, "highway_layers": 2, "hidden": 100, "dropout": 0.2,
+                   "batch_size": 60, "lr": 0.001, "ema_decay": 0.999, "max_context": 400, "max_question": 30,
+                   "max_span": 30, "eval_batch_size": 100}
+    assert "1,611,468 with 94 characters" in spec.model
+
+
+@pytest.fixture(scope="module")
+def default_count():
+    """The default-size network's trainable parameters with the 94 fixed characters (and a
+    3-word table: frozen, so it does not count)."""
+    cfg = registry.load_spec(NAME).hyperparameters
+    model = recipe().build_model(cfg, np.zeros((3, cfg["word_dim"]), np.float32), len(CHARS) + 2)
+    return recipe().count_parameters(model)
+
+
+def test_parameter_count_by_hand(default_count):
+    h, d0, c = 100, 100 + 100, len(CHARS) + 2       # hidden; char_filters + word_dim; +2: padding, unknown
+
+    def keras_bilstm(d_in):                          # two directions, each 4 gates: kernel, recurrent kernel, ONE bias
+        return 2 * (4 * h * d_in + 4 * h * h + 4 * h)
+
+    expected = (c * 8                                # character embedding (C + 2) x char_dim
+                + 5 * 8 * 100 + 100                  # Conv1D width 5, 8 -> 100, bias
+                + 2 * 2 * (d0 * d0 + d0)             # 2 highway layers: transform and gate, each d0 x d0 + bias
+                + keras_bilstm(d0)                   # contextual: 200 -> 100 a direction
+                + 6 * h                              # similarity w_s, no bias
+                + keras_bilstm(8 * h)                # modeling layer 1: 800 -> 100
+                + keras_bilstm(2 * h)                # modeling layer 2: 200 -> 100
+                + 10 * h                             # start: w_p1 . [G; M]
+                + keras_bilstm(2 * h)                # end LSTM: 200 -> 100
+                + 10 * h)                            # end: w_p2 . [G; M2]
+    assert expected == 1_610_700 + 8 * c == 1_611_468
+    assert default_count == expected
+
+
+def test_parameter_count_against_pytorch(default_count):
+    """squad-bidaf-pytorch builds the same network from the same spec. PyTorch's nn.LSTM has two
+    bias vectors per gate (b_ih and b_hh), Keras's LSTM one: 4 x hidden more per direction, and
+    the four bidirectional LSTMs (contextual 1, modeling 2, end 1) have 8 directions, so PyTorch
+    counts exactly 8 x 4 x hidden = 3,200 more. Everything else is the same size."""
+    path = REPO / "references" / "squad-bidaf-pytorch" / "train.py"
+    if not path.is_file():
+        pytest.skip("references/squad-bidaf-pytorch/train.py does not exist yet")
+    torch = pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("squad_bidaf_pytorch_train_for_count", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cfg = registry.load_spec(NAME).hyperparameters
+    net = module.BiDAF(torch.zeros(3, cfg["word_dim"]), len(CHARS) + 2, cfg)
+    torch_count = module.count_parameters(net)
+    assert torch_count - default_count == 8 * 4 * cfg["hidden"] == 3_200
+
+
+# ------------------------------------------------------------------------- smoke runs, CPU
+
+@pytest.fixture(scope="module")
+def predictor(data, trained):
+    """A predictor on the predict view, set up and loaded with the trainer's saved model."""
+    _, _, model = trained
+    predictor = recipe().BiDAFKeras()
+    predictor.setup(context(data["predict"], "predict"))
+    assert not hasattr(predictor, "model") and all(not q.answers for q in predictor.questions)
+    predictor.load(model)
+    return predictor
+
+
+def test_smoke_predict_and_infer(data, predictor):
+    """A predictor on the predict view loads the saved model and answers every dev question with
+    an exact substring of its context; infer() gives predict()'s answer, one question at a time."""
+    answers = predictor.predict()
+    dev = data["fixture"]["dev"]
+    contexts = {qa["id"]: p["context"] for a in dev["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    assert isinstance(answers, dict) and list(answers) == list(contexts)        # every id, file order
+    assert len(answers) == data["fixture"]["dev_questions"]
+    assert all(isinstance(a, str) and a and a in contexts[i] for i, a in answers.items())
+    items = predictor.eval_inputs()
+    assert len(items) == len(answers) and [item["id"] for item in items] == list(answers)
+    for item in (items[0], items[len(items) // 2], items[-1]):
+        assert predictor.infer(item) == answers[item["id"]]
+
+
+def test_span_extraction_recovers_the_answers(data):
+    """Spans through the predictor's decoding path: probabilities peaked at each training answer's
+    tokens give back the answer's exact text (offsets through the fixture's unicode and spacing)."""
+    paragraphs, questions = squad.read_squad(data["train"] / "squad" / "train-v1.1.json")
+    predictor = recipe().BiDAFKeras()
+    predictor.paragraphs, predictor.ctx = paragraphs, context(data["train"])
+    predictor.encoder = squad.Encoder.build({}, [], 16)
+
+    def peaked(*ids):
+        cw = ids[0].numpy()
+        p1, p2 = np.full(cw.shape, 0.01), np.full(cw.shape, 0.01)
+        for row, q in enumerate(batch_questions):
+            p1[row, q.y1], p2[row, q.y2] = 1.0, 1.0
+        return tf.constant(p1), tf.constant(p2)
+
+    predictor.probabilities = peaked
+    batch_questions = questions[:12]
+    texts = predictor.answers(batch_questions)
+    assert texts == [q.answers[0][1] for q in batch_questions]
+
+
+def test_save_writes_the_moving_average(trained, predictor):
+    """save() writes the EMA of the weights: not the raw weights after the epoch's steps, but what
+    the average variables hold, and the predictor loads exactly that."""
+    trainer, raw, model = trained
+    with np.load(model / recipe().WEIGHTS_FILE) as saved:
+        written = [saved[v.path] for v in trainer.model.trainable_variables]
+    assert len(written) == len(raw) and all(w.shape == r.shape for w, r in zip(written, raw))
+    assert all(not np.allclose(w, r) for w, r in zip(written, raw))
+    for w, average in zip(written, trainer.ema):
+        np.testing.assert_array_equal(w, average.numpy())
+    for w, v in zip(written, predictor.model.trainable_variables):
+        np.testing.assert_array_equal(w, v.numpy())
+
+
+def test_roles_see_only_their_files(data):
+    check_roles_see_only_their_files(recipe().BiDAFKeras, lambda role, root: context(root, role), data)
+
+
+def test_missing_glove_names_its_fetch_command(data, tmp_path):
+    view = tmp_path / "view"
+    (view / "squad").mkdir(parents=True)
+    (view / "squad" / "train-v1.1.json").symlink_to((data["train"] / "squad" / "train-v1.1.json").resolve())
+    with pytest.raises(datasets.DatasetError, match="glove.6B.100d.txt .* not found in .*dawnbench data fetch glove"):
+        recipe().BiDAFKeras().setup(context(view))
+
+
+def test_loss_falls_on_a_repeated_batch(trained):
+    """Through the compiled step the module traced (run last: it trains the module's trainer on)."""
+    trainer, _, _ = trained
+    batch = squad.make_batch(trainer.encoder, trainer.paragraphs, trainer.train_questions[:8])
+    trainer.opt.learning_rate.assign(0.02)
+    inputs = recipe().tensors(batch, ("cw", "cc", "qw", "qc", "y1", "y2"))
+    losses = [float(trainer.train_step(*inputs)) for _ in range(12)]
+    assert all(math.isfinite(v) for v in losses)
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_bench_step_seconds():
+    """bench/bidaf_tensorflow.py at tiny sizes, eagerly (tracing its own step costs more than
+    running it twice): a positive float."""
+    from bench import bidaf_tensorflow
+
+    tf.config.run_functions_eagerly(True)
+    try:
+        batch = squad.synthetic_batch(4, 20, 6, 16, vocab=50, chars=30, rng=np.random.default_rng(0))
+        seconds = bidaf_tensorflow.step_seconds(batch, {**SMALL, "vocab": 50, "chars": 30}, steps=1, warmup=1)
+    finally:
+        tf.config.run_functions_eagerly(False)
+    assert isinstance(seconds, float) and seconds > 0
