@@ -175,3 +175,14 @@ def install_squad(data_root: Path, fixture: dict) -> Path:
     for name, data in fixture["files"].items():
         (directory / name).write_bytes(data)
     return directory
+
+
+def install_fixture(tmp: Path) -> dict:
+    """The fixture written under `tmp`, its checksums in a manifest file, and a data root holding
+    SQuAD and GloVe as the fetches leave them: {"fixture", "manifest", "root"}. The caller points
+    $DAWNBENCH_DATASETS_MANIFEST at "manifest" for as long as it uses them."""
+    fixture = write_squad_fixture(Path(tmp) / "files")
+    root = Path(tmp) / "data"
+    install_squad(root, fixture)
+    install_glove(root, fixture)
+    return {"fixture": fixture, "manifest": fixture_manifest(Path(tmp) / "datasets-squad.toml", fixture), "root": root}

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import torch
 from conftest import check_roles_see_only_their_files, role_views
+from squad_fixture import install_fixture
 
 from common import squad
 from harness import datasets, registry
 from harness.reference import Context
-from tests.squad_fixture import fixture_manifest, install_glove, install_squad, write_squad_fixture
 
 NAME = "squad-bidaf-pytorch"
 SMALL = {"hidden": 16, "char_filters": 8, "batch_size": 8, "char_min_count": 1, "eval_batch_size": 8}
@@ -51,14 +51,11 @@ def train(spec):
 def data(tmp_path_factory):
     """{"fixture": what write_squad_fixture returned, "train"/"predict": each role's view}."""
     tmp = tmp_path_factory.mktemp("squad")
-    fx = write_squad_fixture(tmp / "src")
+    installed = install_fixture(tmp)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp / "m.toml", fx)))
-        root = tmp / "data"
-        install_squad(root, fx)
-        install_glove(root, fx)
-        views = role_views("squad", root, tmp)
-    return {"fixture": fx, **views}
+        mp.setenv(datasets.MANIFEST_ENV, str(installed["manifest"]))
+        views = role_views("squad", installed["root"], tmp)
+    return {"fixture": installed["fixture"], **views}
 
 
 def context(spec, data_root, role="train", **overrides):

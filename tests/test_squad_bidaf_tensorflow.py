@@ -45,16 +45,14 @@ def context(data_root, role="train", **overrides):
 def data(tmp_path_factory):
     """The fixture installed as `dawnbench data fetch squad` and `... glove` leave it, its manifest
     in force for the module, and the role views: {"fixture", "root", "train", "predict"}."""
-    from squad_fixture import fixture_manifest, install_glove, install_squad, write_squad_fixture
+    from squad_fixture import install_fixture
 
     tmp = tmp_path_factory.mktemp("squad")
-    fixture = write_squad_fixture(tmp / "files")
+    installed = install_fixture(tmp)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp / "datasets-squad.toml", fixture)))
-        root = tmp / "data"
-        install_squad(root, fixture)
-        install_glove(root, fixture)
-        yield {"fixture": fixture, "root": root, **role_views("squad", root, tmp / "views")}
+        patch.setenv(datasets.MANIFEST_ENV, str(installed["manifest"]))
+        yield {"fixture": installed["fixture"], "root": installed["root"],
+               **role_views("squad", installed["root"], tmp / "views")}
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from cheats import events, harness_run
 from conftest import cli_env
 
 from harness import datasets, metrics, views
-from tests.squad_fixture import fixture_manifest, install_glove, install_squad, write_squad_fixture
+from tests.squad_fixture import install_fixture
 
 HEURISTIC = '''
 import json, re
@@ -96,12 +96,9 @@ def stored(run_dir: Path) -> dict:
 
 @pytest.fixture
 def squad_root(tmp_path, monkeypatch) -> tuple[Path, dict]:
-    fixture = write_squad_fixture(tmp_path / "src")
-    monkeypatch.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp_path / "datasets.toml", fixture)))
-    root = tmp_path / "data"
-    install_squad(root, fixture)
-    install_glove(root, fixture)
-    return root, fixture
+    installed = install_fixture(tmp_path)
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(installed["manifest"]))
+    return installed["root"], installed["fixture"]
 
 
 @pytest.fixture
@@ -208,3 +205,44 @@ def test_infer_scores_the_questions_it_timed(squad_root, heuristic, tmp_path):
     part = inference.infer(spec, run_dir / "model", {}, data_root=root, warmup=0, limit=5,
                            out_dir=tmp_path / "infer5", progress=False, threshold=0.5)
     assert part["items"] == 5 and part["f1"] == 1.0 and not part["complete_eval_set"]
+
+
+# --- the BiDAF references through the command line -------------------------------------------------
+
+SMALL = ["--set", "hidden=16", "--set", "char_filters=8", "--set", "batch_size=8", "--set", "char_min_count=1",
+         "--set", "ema_decay=0.9", "--set", "lr=0.01", "--set", "eval_batch_size=16"]
+
+
+@pytest.mark.parametrize("reference", ["squad-bidaf-pytorch", "squad-bidaf-tensorflow"])
+def test_bidaf_runs_verifies_and_infers_through_the_cli(squad_root, tmp_path, reference):
+    """setup, short epochs, predict (every dev question), save/load, then `dawnbench infer` over
+    every question at batch 1: the same averaged weights give the same answers."""
+    root, fixture = squad_root
+    results = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "dawnbench", "run", reference, "--data", str(root), "--results",
+                           str(results), "--threshold", "0.1", "--max-epochs", "3", "--no-progress", *SMALL],
+                          capture_output=True, text=True, env=cli_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = (results / reference).iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "converged"
+    predictions = stored(run_dir)
+    assert len(predictions) == fixture["dev_questions"]
+    contexts = {qa["id"]: p["context"] for a in fixture["dev"]["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    assert all(answer in contexts[qid] for qid, answer in predictions.items())   # exact context text
+    f1 = metrics.squad_evaluate(fixture["dev"]["data"], predictions)["f1"] / 100
+    (last,) = [e for e in events(run_dir) if e["key"] == "eval_accuracy"][-1:]
+    assert last["value"] == pytest.approx(f1) and f1 >= 0.1
+    check = subprocess.run([sys.executable, "-m", "harness", "verify", str(run_dir), "--data", str(root)],
+                           capture_output=True, text=True, env=cli_env())
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    out = tmp_path / "infer"
+    proc = subprocess.run([sys.executable, "-m", "dawnbench", "infer", reference, "--model", str(run_dir / "model"),
+                           "--data", str(root), "--out", str(out), "--warmup", "2", "--threshold", "0.1",
+                           "--no-progress", *SMALL], capture_output=True, text=True, env=cli_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((out / "inference.json").read_text())
+    assert report["items"] == fixture["dev_questions"] and report["batch_size"] == 1
+    assert report["f1"] == pytest.approx(f1)      # batch 1 answers what the padded batches answered
+    assert 0 < report["latency_ms"]["p50"] <= report["latency_ms"]["p99"]

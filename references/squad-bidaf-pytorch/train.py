@@ -1,7 +1,7 @@
 """squad-bidaf-pytorch: BiDAF (Seo et al., ICLR 2017, arXiv:1611.01603) on SQuAD v1.1 in PyTorch.
 
 Read top to bottom; fork the directory and edit this file to make an entry of your own. The
-squad-bidaf-tensorflow reference builds the same network from the same spec (/work/notes or the
+squad-bidaf-tensorflow reference builds the same network from the same spec (both
 READMEs): the same hyperparameter names, the same layers, so the two parameter counts differ only
 by PyTorch's second LSTM bias (8 directions x 4 x hidden = 3,200 at hidden 100).
 
