@@ -625,6 +625,18 @@ def check_companions(name: str, data_root: str | os.PathLike | None = None) -> l
     reasons = []
     for companion in manifest(name).get("with", []):
         reasons += check_prepared(companion, data_root)[1]
+        # The provenance names each vector file by the sha256 its manifest (just checked) gives it.
+        directory = dataset_dir(companion, data_root)
+        try:
+            record = json.loads((directory / manifest(companion)["record"]).read_text(encoding="utf-8"))
+            rows = json.loads((directory / PREPARED_MANIFEST).read_text(encoding="utf-8"))["files"]
+            listed = {rel: (size, sha) for rel, size, _, sha in rows}
+            for vectors in record["vectors"].values():
+                size, sha = listed[vectors["file"]]
+                _VERIFIED.setdefault(companion, {})[vectors["file"]] = {"sha256": sha, "size": size}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise DatasetError(f"dataset {companion!r}: its record or manifest in {directory} is unreadable ({exc}); "
+                               f"run: {manifest(companion)['fetch_command']}") from None
     return reasons
 
 

@@ -170,6 +170,11 @@ def test_a_run_scores_official_f1_and_verifies(squad_root, heuristic, tmp_path):
     assert inputs["metadata"]["files"] == [{"file": "dev-v1.1.questions.json", "sha256": expected,
                                             "size": len(json.dumps(stripped, separators=(",", ":")))}]
     assert any(e["key"] == "eval_samples" and e["value"] == fixture["dev_questions"] for e in log)
+    # the word vectors the run read, by sha256, beside the official files
+    provenance = result["provenance"]["datasets"]
+    assert provenance["glove"]["glove.6B.100d.txt"] == {"sha256": hashlib.sha256(fixture["glove_vectors"]).hexdigest(),
+                                                       "size": len(fixture["glove_vectors"])}
+    assert provenance["squad"]["dev-v1.1.json"]["sha256"] == hashlib.sha256(fixture["files"]["dev-v1.1.json"]).hexdigest()
     check = subprocess.run([sys.executable, "-m", "harness", "verify", str(run_dir), "--data", str(root)],
                            capture_output=True, text=True, env=cli_env())
     assert check.returncode == 0, check.stdout + check.stderr
