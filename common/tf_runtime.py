@@ -12,12 +12,18 @@ writes `evaluated()`'s weights; the predictor's `load` reads them back into it.
 Inference runs through two tf.functions with fixed input signatures, traced once each: one for
 the eval batches, one for a single example, which XLA compiles when the hyperparameter
 `xla_inference` is true.
+
+`choose_strategy` picks the tf.distribute strategy of one process, whatever the hardware: a Cloud
+TPU where one answers, else the machine's GPUs, else the default strategy; or, asked for, several
+logical CPUs (what tests of the multi-replica code path run on a machine without accelerators).
 """
 from __future__ import annotations
 
 import functools
+import glob
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import keras
@@ -114,3 +120,65 @@ def onednn_enabled() -> str:
         return str(bool(_pywrap_util_port.IsMklEnabled())).lower()
     except (ImportError, AttributeError):
         return "unknown (TF_ENABLE_ONEDNN_OPTS=" + os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset") + ")"
+
+
+# ----------------------------------------------------------------------------------------------
+# The strategy of one process: TPU, GPUs, logical CPUs or the default
+
+# Where Cloud TPU names its TPU for TPUClusterResolver() (the TPU Node of 2018, GKE, Colab): with
+# none of them set and no name given, the resolver refuses at once, without a network call.
+TPU_ENVIRONMENT = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG")
+# The device files of TPU chips attached to a TPU VM (v2-v4: /dev/accel*; v5e and later: vfio).
+TPU_DEVICE_FILES = ("/dev/accel[0-9]*", "/dev/vfio/[0-9]*")
+
+
+def find_tpu(setting="auto", environ: Mapping[str, str] | None = None, device_files=None) -> str | None:
+    """The `tpu` argument of TPUClusterResolver for `setting`, or None for no TPU. "auto": the TPU the
+    environment names (TPUClusterResolver's own variables: ""), else "local" where TPU chips are
+    attached to this machine (a TPU VM), else None; "none" (or empty): None; any other string is a
+    TPU's name or its grpc:// address, passed on."""
+    text = str(setting if setting is not None else "none").strip()
+    if text.lower() in ("", "none", "false", "off"):
+        return None
+    if text.lower() != "auto":
+        return text
+    environ = os.environ if environ is None else environ
+    if any(environ.get(name) for name in TPU_ENVIRONMENT):
+        return ""
+    files = device_files if device_files is not None else [f for pattern in TPU_DEVICE_FILES for f in glob.glob(pattern)]
+    return "local" if files else None
+
+
+def split_cpu(replicas: int) -> list[str]:
+    """Cut the CPU into `replicas` logical devices (their names). TensorFlow fixes its devices when
+    it first runs an op: the split must come first, or be the one already made."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
+    except RuntimeError:        # TensorFlow runs already: only a split made before it will do
+        pass
+    names = [d.name for d in tf.config.list_logical_devices("CPU")]
+    if len(names) != replicas:
+        raise ValueError(f"cpu_replicas {replicas}: TensorFlow already runs with {len(names)} logical CPU(s), "
+                         "and a process splits its CPU only before its first TensorFlow op")
+    return names
+
+
+def choose_strategy(tpu="auto", cpu_replicas: int = 1) -> tf.distribute.Strategy:
+    """One process's strategy: TPUStrategy where `find_tpu(tpu)` names a TPU (connected and
+    initialized here; a named TPU that does not answer is an error, not a fallback), else
+    MirroredStrategy over this machine's GPUs where it has several, else, where `cpu_replicas` > 1
+    and there is no GPU, MirroredStrategy over that many logical CPUs, else the default strategy."""
+    address = find_tpu(tpu)
+    if address is not None:
+        # The documented sequence; connecting is a no-op where the TPU is local (a TPU VM).
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) > 1:
+        return tf.distribute.MirroredStrategy()
+    if not gpus and int(cpu_replicas) > 1:
+        return tf.distribute.MirroredStrategy(split_cpu(int(cpu_replicas)))
+    return tf.distribute.get_strategy()
