@@ -268,7 +268,7 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)     # the harness's own code, nothing else
     proc = subprocess.run([sys.executable, "-m", "harness.runtimes", str(folder / "request.json")], cwd=folder,
-                          env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
         if proc.returncode == 2 and lines[-1].startswith("error: "):

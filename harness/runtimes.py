@@ -117,9 +117,8 @@ def check_model(path: Path) -> dict:
 
 def quantize(model: Path, calibration: np.ndarray, out: Path) -> dict:
     """Static int8 quantization (QDQ, per-channel weights), calibrated on `calibration`."""
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static)
     import onnx
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
     name = onnx.load(str(model), load_external_data=False).graph.input[0].name
 
     class Reader(CalibrationDataReader):
