@@ -70,6 +70,11 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         else:
             run = _run_reference(spec, hyperparameters, data_root, work, isolation, seed, threads, warmup,
                                  limit, len(labels), model_path, progress)
+        out_dir = Path(out_dir) if out_dir else paths.results_root() / spec.name / (
+            "infer-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, source in run.pop("files", {}).items():     # the exported (and quantized) model that was timed
+            shutil.copyfile(source, out_dir / name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     outputs, latencies, n = run.pop("outputs"), run.pop("latencies"), run.pop("items")
@@ -122,9 +127,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "image_digest": system["image_digest"],
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime()),
     }
-    out_dir = Path(out_dir) if out_dir else paths.results_root() / spec.name / (
-        "infer-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if task.metric != "f1":     # exactly the predictions scored, for anyone to re-score
+        np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)
     (out_dir / "inference.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     (out_dir / "env.json").write_text(json.dumps(system, indent=2) + "\n", encoding="utf-8")
     result["out_dir"] = str(out_dir)
@@ -279,7 +283,10 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
     latencies = np.load(folder / "latencies.npy", allow_pickle=False)
     if len(outputs) != n or len(latencies) != n:
         raise RuntimeFailed(f"--runtime {runtime} returned {len(outputs)} outputs for {n} inputs")
-    return {"outputs": list(outputs), "latencies": latencies, "items": n,
+    files = {"model.onnx": folder / "model.onnx"}
+    if precision == "int8":
+        files["model.int8.onnx"] = folder / "model.int8.onnx"
+    return {"outputs": list(outputs), "latencies": latencies, "items": n, "files": files,
             "runtime": runtime, "runtime_version": facts.pop("runtime_version"),
             "precision": {"requested": precision, "used": facts.pop("precision_used")},
             "threads": threads, "timer": facts.pop("timer"),
