@@ -128,9 +128,16 @@ def quantize(model: Path, calibration: np.ndarray, out: Path) -> dict:
         def get_next(self):
             return next(self.batches, None)
 
-    quantize_static(str(model), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=CalibrationMethod.MinMax)
+    import logging
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)     # its advice to pre-process, per bias, on the root logger
+    try:
+        quantize_static(str(model), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.MinMax)
+    finally:
+        root.setLevel(level)
     return {"format": "QDQ", "per_channel": True, "activations": "uint8", "weights": "int8",
             "calibration_method": "MinMax", "tool": "onnxruntime.quantization.quantize_static"}
 
