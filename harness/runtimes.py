@@ -119,11 +119,16 @@ def quantize(model: Path, calibration: np.ndarray, out: Path) -> dict:
     """Static int8 quantization (QDQ, per-channel weights), calibrated on `calibration`."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
-    name = onnx.load(str(model), load_external_data=False).graph.input[0].name
+    graph_model = onnx.load(str(model), load_external_data=False)
+    name = graph_model.graph.input[0].name
+    if _inline_identities(graph_model.graph):
+        model = out.with_name(out.stem + ".prepared.onnx")
+        onnx.save(graph_model, str(model))
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.batches = iter([{name: calibration[i:i + 32]} for i in range(0, len(calibration), 32)])
+            # one example per batch: the model's batch axis may be fixed at 1
+            self.batches = iter([{name: calibration[i:i + 1]} for i in range(len(calibration))])
 
         def get_next(self):
             return next(self.batches, None)
@@ -140,6 +145,28 @@ def quantize(model: Path, calibration: np.ndarray, out: Path) -> dict:
         root.setLevel(level)
     return {"format": "QDQ", "per_channel": True, "activations": "uint8", "weights": "int8",
             "calibration_method": "MinMax", "tool": "onnxruntime.quantization.quantize_static"}
+
+
+def _inline_identities(graph) -> int:
+    """Replace each Identity of an initializer by a copy of it: the exporter shares equal weights
+    (biases the batch-norm folding made equal, say) through Identity nodes, and the quantizer
+    quantizes only biases that are initializers. Returns how many it replaced."""
+    initializers = {t.name: t for t in graph.initializer}
+    outputs = {o.name for o in graph.output}
+    kept, copies = [], []
+    for node in graph.node:
+        if node.op_type == "Identity" and node.input[0] in initializers and node.output[0] not in outputs:
+            copy = type(initializers[node.input[0]])()
+            copy.CopyFrom(initializers[node.input[0]])
+            copy.name = node.output[0]
+            copies.append(copy)
+        else:
+            kept.append(node)
+    if copies:
+        graph.initializer.extend(copies)
+        del graph.node[:]
+        graph.node.extend(kept)
+    return len(copies)
 
 
 def onnxruntime_session(model: Path, threads: int):

@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 import torch
 from conftest import PYTHON, REPO, cli_env, role_views
 
+from common.datasets import load_cifar10
 from harness import datasets, inference, registry
 from harness.reference import Context
 
@@ -241,7 +243,8 @@ def test_the_runtime_process_imports_no_reference_code(fashion, probed, tmp_path
     source = (REPO / "harness" / "runtimes.py").read_text()
     imported = set(re.findall(r"^\s*(?:from|import) (\S+)", source, flags=re.M))
     assert imported <= {"__future__", "hashlib", "importlib.util", "json", "os", "sys", "time", "pathlib", "numpy",
-                        "harness.errors", "onnx", "onnxruntime", "onnxruntime.quantization", "openvino"}, imported
+                        "harness.errors", "logging", "onnx", "onnxruntime", "onnxruntime.quantization",
+                        "openvino"}, imported
 
 
 def test_cifar10_fixture_through_onnxruntime(cifar10_root, cifar10_views, tmp_path):
@@ -251,16 +254,28 @@ def test_cifar10_fixture_through_onnxruntime(cifar10_root, cifar10_views, tmp_pa
     config = dict(spec.hyperparameters, batch_size=16)
     cls = spec.load_entry_class()
     torch.manual_seed(0)
-    trainer = cls()
-    trainer.setup(Context(config=config, data_root=cifar10_views["train"], seed=0, task=spec.task,
-                          work_dir=tmp_path, show_progress=False, role="train"))
-    trainer.train_epoch(1)
-    trainer.save(tmp_path / "model")
-    predictor = cls()
-    predictor.setup(Context(config=config, data_root=cifar10_views["predict"], seed=0, task=spec.task,
-                            work_dir=tmp_path, show_progress=False, role="predict"))
-    predictor.load(tmp_path / "model")
-    scores = predictor.predict()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer = cls()
+        trainer.setup(Context(config=config, data_root=cifar10_views["train"], seed=0, task=spec.task,
+                              work_dir=tmp_path, show_progress=False, role="train"))
+        trainer.train_epoch(1)
+        trainer.save(tmp_path / "model")
+        predictor = cls()
+        predictor.setup(Context(config=config, data_root=cifar10_views["predict"], seed=0, task=spec.task,
+                                work_dir=tmp_path, show_progress=False, role="predict"))
+        predictor.load(tmp_path / "model")
+        scores = predictor.predict()
+        # int8 calibration examples are the training images prepared as the eval images: the
+        # training padding cut off, unaugmented, normalized (the fixture has 100: all of them)
+        calibration = trainer.calibration_inputs(256)
+    finally:
+        torch.set_num_threads(threads)
+    train_module = sys.modules[cls.__module__]
+    images, _ = load_cifar10(cifar10_views["train"], "train")
+    expected = train_module.normalize(torch.from_numpy(images).permute(0, 3, 1, 2)).contiguous().numpy()
+    np.testing.assert_array_equal(calibration, expected)
     report = inference.infer(spec, tmp_path / "model", config, data_root=cifar10_root, warmup=2,
                              out_dir=tmp_path / "infer", progress=False, threshold=0.01,
                              runtime="onnxruntime", threads=THREADS)
