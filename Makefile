@@ -125,9 +125,11 @@ endif
 list: setup
 	@$(VENV)/bin/dawnbench list
 
-bench: data
+bench: data $(TEST_VENV)/.installed
 	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
 	$(VENV)/bin/python -m bench.overhead --reference $(REF)
+	# ResNet-50 batch-1 CPU latency: torch eager, onnxruntime, OpenVINO fp32/bf16, int8 (the test env has them all)
+	$(TEST_VENV)/bin/python -m bench.infer_runtimes
 
 # What one GPU measures without ImageNet (bench/gpu.py): in cifar10-fast-pytorch's environment (its
 # pinned CUDA torch), or under BENCH_PYTHON, an interpreter that has torch already (a bare GPU

@@ -9,6 +9,11 @@ trainer (`ctx.trains`), the training data and what training needs, and in the pr
 `setup` and `train_epoch`, and overrides `scores` for test-time augmentation or `evaluated` for
 averaged weights. The trainer's `save` writes `evaluated()`'s weights; the predictor's `load`
 reads them back into it, so whatever predict and infer need must be in that state dict.
+
+For `dawnbench infer --runtime onnxruntime|openvino` the predictor exports `scores` (test-time
+augmentation included) to ONNX and hands over the eval inputs as the network takes them
+(`export_onnx`, `export_inputs`); for int8 the trainer hands over training examples prepared the
+same way (`calibration_inputs`, which needs the reference's `calibration_batch`).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from harness.errors import UsageError
 from harness.reference import Context, Reference
 
 MODEL_FILE = "model.pt"
@@ -102,6 +108,46 @@ class TorchReference(Reference):
     def infer(self, example):
         return self.scores(example.unsqueeze(0))[0].float().cpu().numpy()
 
+    # Export for the harness's inference runtimes (dawnbench infer --runtime onnxruntime|openvino)
+
+    def export_onnx(self, path: Path) -> None:
+        """Write `scores` (the evaluated network, test-time augmentation included) as ONNX: input
+        "input", a batch of eval examples as `export_inputs` gives them (batch axis dynamic), output
+        "scores". In the predictor, after `load`."""
+        sample = self._export_batch(self.eval_inputs(), range(1))
+        module = _Scores(self).eval()      # eval mode: the exporter restores the wrapper's mode on every submodule
+        torch.onnx.export(module, (sample,), str(path), dynamo=False, opset_version=17,
+                          input_names=["input"], output_names=["scores"],
+                          dynamic_axes={"input": {0: "batch"}, "scores": {0: "batch"}})
+
+    def export_inputs(self) -> np.ndarray:
+        """Every eval example as the exported network takes it, in canonical order (N, ...)."""
+        inputs = self.eval_inputs()
+        return self._export_batch(inputs, range(len(inputs))).numpy()
+
+    def calibration_inputs(self, n: int) -> np.ndarray:
+        """`n` training examples (drawn with the run's seed), prepared as `export_inputs` prepares the
+        eval examples: the int8 calibration set. In the trainer, which sees the training files only."""
+        total = len(self.train_x)
+        gen = torch.Generator().manual_seed(self.ctx.seed)
+        indices = torch.randperm(total, generator=gen)[:min(n, total)].sort().values.to(self.train_x.device)
+        x = self.calibration_batch(indices)
+        return x.detach().float().cpu().contiguous().numpy() if x.is_floating_point() else x.cpu().contiguous().numpy()
+
+    def calibration_batch(self, indices: torch.Tensor) -> torch.Tensor:
+        """The training examples at `indices`, unaugmented and prepared exactly as the eval images
+        are for the network (what `scores` takes). Each reference that supports int8 says how."""
+        raise UsageError(f"{type(self).__name__} does not support int8 yet: it defines no "
+                                  f"calibration_batch(indices) (its training examples prepared as the eval images)")
+
+    def _export_batch(self, inputs, indices) -> torch.Tensor:
+        if isinstance(inputs, torch.Tensor):
+            x = inputs[indices.start:indices.stop] if isinstance(indices, range) else inputs[indices]
+        else:
+            x = torch.stack([torch.as_tensor(inputs[i]) for i in indices])
+        x = x.detach().cpu()
+        return (x.float() if x.is_floating_point() else x).contiguous()
+
     # Processes and devices
 
     @property
@@ -132,3 +178,15 @@ class TorchReference(Reference):
     def close(self) -> None:
         if self.distributed:
             dist.destroy_process_group()
+
+
+class _Scores(torch.nn.Module):
+    """The reference's `scores` as one module, for the ONNX exporter's trace."""
+
+    def __init__(self, ref: TorchReference):
+        super().__init__()
+        self.ref = ref
+        self.net = ref.evaluated()    # registered, so eval() reaches it
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ref.scores(x.to(self.ref.device))

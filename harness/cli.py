@@ -21,7 +21,7 @@ import math
 import sys
 from pathlib import Path
 
-from harness import datasets, inference, paths, registry, runner
+from harness import datasets, inference, paths, registry, runner, runtimes
 from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, report
 
 PROG = "harness"
@@ -73,6 +73,15 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="time only the first N examples (unofficial)")
     p.add_argument("--out", type=Path, default=None, help="default ./results/REF/infer-<time>")
     p.add_argument("--threshold", type=float, default=None, help="lowered target for smoke tests (unofficial)")
+    p.add_argument("--runtime", default="reference", metavar="|".join(runtimes.RUNTIMES),
+                   help="reference (default): the reference's own infer() in its sandbox; torch: the same, for a "
+                        "PyTorch reference; onnxruntime, openvino: the network the reference exports to ONNX, run "
+                        "and timed in a harness process the reference's code never enters")
+    p.add_argument("--precision", default="fp32", metavar="|".join(runtimes.PRECISIONS),
+                   help="fp32 (default); bf16: openvino only; int8: static quantization calibrated on "
+                        f"{runtimes.CALIBRATION_EXAMPLES} training images (onnxruntime, openvino)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="inference threads (default: the physical cores this process may use)")
 
 
 def add_eval_options(p: argparse.ArgumentParser) -> None:
@@ -144,6 +153,7 @@ def check_infer_options(args: argparse.Namespace) -> None:
     check_common_options(args)
     check_count("--warmup", args.warmup, 0, "50")
     check_count("--limit", args.limit, 1, "1000")
+    check_count("--threads", args.threads, 1, "4")
 
 
 def parse_price_record(text: str) -> dict:
@@ -222,7 +232,8 @@ def cmd_infer(args: argparse.Namespace) -> int:
     cost = machine_cost(args)
     result = inference.infer(spec, args.model, hp, data_root=args.data, warmup=args.warmup, limit=args.limit,
                              threshold=args.threshold, out_dir=args.out,
-                             progress=not args.no_progress, seed=args.seed, **cost)
+                             progress=not args.no_progress, seed=args.seed, runtime=args.runtime,
+                             precision=args.precision, threads=args.threads, **cost)
     for line in inference.summary_lines(result):
         print(line)
     return 0 if result["reached_threshold"] else 1

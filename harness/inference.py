@@ -5,9 +5,11 @@ percentiles and the cost per 10,000 items are reported next to it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -15,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, paths, runner, sandbox
+from harness import datasets, environment, paths, runner, runtimes, sandbox
+from harness.errors import EXIT_FAILED, DawnbenchError
 from harness.registry import ReferenceSpec, UsageError
 
 
@@ -32,9 +35,19 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
           warmup: int = 50, limit: int | None = None, cost_per_hour: float | None = None,
           out_dir: Path | None = None, progress: bool = True, seed: int = 0,
           threshold: float | None = None, instance: str | None = None, nodes: int = 1,
-          price: dict | None = None) -> dict:
-    """`cost_per_hour` is for every node together (price x nodes); `price` is one node's record."""
+          price: dict | None = None, runtime: str = "reference", precision: str = "fp32",
+          threads: int | None = None) -> dict:
+    """`cost_per_hour` is for every node together (price x nodes); `price` is one node's record.
+
+    `runtime` "reference" (or "torch", for a PyTorch reference) times the reference's own infer() in
+    the sandboxed predictor; "onnxruntime" and "openvino" run the network the predictor exports, in
+    a harness process of their own (harness.runtimes), at `precision`, on `threads` threads."""
     task = spec.task
+    runtimes.check_options(runtime, precision, threads, spec.framework)
+    if runtime in runtimes.EXPORTED and task.metric == "f1":
+        raise UsageError(f"--runtime {runtime} runs classifiers (scores out); {task.name}'s answers are text: "
+                         f"use --runtime reference")
+    threads = threads or runtimes.physical_cores()
     threshold = task.threshold if threshold is None else threshold
     data_root = Path(data_root or datasets.default_data_root())
     model_path = Path(model_path)
@@ -44,52 +57,28 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     labels = datasets.load_eval_labels(task.dataset, data_root)
     dropped = datasets.load_blacklist(task.dataset, data_root)
 
-    # The model runs in a sandboxed predictor; the timer runs here, in a process the reference's
-    # code never enters: each latency is the round trip of one request on the channel.
     isolation = sandbox.probe()
     sandbox.protect_harness()
     work = Path(tempfile.mkdtemp(prefix="dawnbench-infer-"))
     os.chmod(work, 0o755)
     models = work / "models"
     shutil.copytree(model_path, models / "model", symlinks=True)
-    worker = None
     try:
-        worker, seen = runner.start_worker("predict", spec, isolation, data_root=data_root,
-                                           derived=work / "derived", snapshots=models)
-        worker.call("init", name=spec.name, config=dict(hyperparameters), seed=seed, task=task.name, rank=0,
-                    world_size=1, local_rank=0, show_progress=False, role="predict",
-                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"])
-        try:
-            worker.call("load", path=f"{seen['snapshots']}/model")
-        except sandbox.WorkerError as e:   # the framework's own error, often many lines: keep it to one
-            lines = [line.strip() for line in str(e).splitlines() if line.strip()] or ["load failed"]
-            mismatch = [line for line in lines if "mismatch" in line]     # the line that names a shape
-            detail = " ".join((mismatch or lines)[0].split())
-            raise UsageError(f"model {model_path} does not load into {spec.name} with these hyperparameters "
-                             f"({detail[:300]}); give the --set values it was trained with (a run records them "
-                             f"in result.json next to model/)") from e
-        count = int(worker.call("inputs")[0]["count"])
-        n = count if limit is None else min(limit, count)
-        if limit is None and n != len(labels):
-            raise ValueError(f"eval_inputs() gave {n} examples; the {task.name} eval set here has {len(labels)}")
-        overhead = _round_trip_ms(worker)
-        for i in range(min(warmup, n)):   # warm caches, allocators and lazy initialisation
-            worker.call("infer", index=i)
-        latencies = np.empty(n, dtype=np.float64)
-        outputs = []
-        bar = range(n)
-        if progress:
-            from tqdm import tqdm
-            bar = tqdm(bar, total=n, desc="infer", unit="item", leave=False, file=sys.stderr, mininterval=0.5)
-        for i in bar:
-            t0 = time.perf_counter()
-            reply, array = worker.call("infer", index=i)
-            latencies[i] = time.perf_counter() - t0
-            outputs.append(reply["answer"] if "answer" in reply else array)
+        if runtime in runtimes.EXPORTED:
+            run = _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runtime, precision,
+                                threads, warmup, limit, len(labels), model_path)
+        else:
+            run = _run_reference(spec, hyperparameters, data_root, work, isolation, seed, threads, warmup,
+                                 limit, len(labels), model_path, progress)
+        out_dir = Path(out_dir) if out_dir else paths.results_root() / spec.name / (
+            "infer-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, source in run.pop("files", {}).items():     # the exported (and quantized) model that was timed
+            shutil.copyfile(source, out_dir / name)
     finally:
-        if worker is not None:
-            worker.kill()
         shutil.rmtree(work, ignore_errors=True)
+    outputs, latencies, n = run.pop("outputs"), run.pop("latencies"), run.pop("items")
+    run["runtime"] = runtime
 
     if task.metric == "f1":
         # SQuAD: infer returns the answer text of the i-th question in canonical order (or a pair
@@ -133,20 +122,181 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4 if cost_per_hour is not None else None,
         "hardware": environment.hardware_label(system, 1),
         "framework": environment.framework_label(spec.framework),
-        "threads": os.environ.get("OMP_NUM_THREADS"),
-        # Each latency is a round trip to the sandboxed predictor; an empty request's median round trip:
-        "round_trip_overhead_ms": overhead,
+        **run,     # runtime, runtime_version, precision, threads, timer, exported model, calibration
         "isolation": {"mode": isolation.mode, "reason": isolation.reason},
         "image_digest": system["image_digest"],
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime()),
     }
-    out_dir = Path(out_dir) if out_dir else paths.results_root() / spec.name / (
-        "infer-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if task.metric != "f1":     # exactly the predictions scored, for anyone to re-score
+        np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)
     (out_dir / "inference.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     (out_dir / "env.json").write_text(json.dumps(system, indent=2) + "\n", encoding="utf-8")
     result["out_dir"] = str(out_dir)
     return result
+
+
+class RuntimeFailed(DawnbenchError):
+    """The harness's runtime process failed on the exported model (the runtime's own error)."""
+
+    exit_code = EXIT_FAILED
+
+
+def _one_line(text: str, default: str) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()] or [default]
+    return " ".join(lines[0].split())[:400]
+
+
+def _start(role: str, spec, hyperparameters, data_root, work, isolation, seed, snapshots=None, env=None):
+    """A sandboxed worker of `role` with the reference set up in it."""
+    worker, seen = runner.start_worker(role, spec, isolation, data_root=data_root, derived=work / f"derived-{role}",
+                                       snapshots=snapshots, env=env)
+    try:
+        worker.call("init", name=spec.name, config=dict(hyperparameters), seed=seed, task=spec.task.name, rank=0,
+                    world_size=1, local_rank=0, show_progress=False, role=role,
+                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"])
+    except BaseException:
+        worker.kill()
+        raise
+    return worker, seen
+
+
+def _load(worker, seen, spec, model_path) -> None:
+    try:
+        worker.call("load", path=f"{seen['snapshots']}/model")
+    except sandbox.WorkerError as e:   # the framework's own error, often many lines: keep it to one
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or ["load failed"]
+        mismatch = [line for line in lines if "mismatch" in line]     # the line that names a shape
+        detail = " ".join((mismatch or lines)[0].split())
+        raise UsageError(f"model {model_path} does not load into {spec.name} with these hyperparameters "
+                         f"({detail[:300]}); give the --set values it was trained with (a run records them "
+                         f"in result.json next to model/)") from e
+
+
+def _hook(worker, op: str, what: str, **fields) -> np.ndarray:
+    """One export hook of the reference; its failure as one line (a missing hook is the user's to fix)."""
+    try:
+        _, array = worker.call(op, **fields)
+    except sandbox.WorkerError as e:
+        detail = _one_line(str(e), f"{op} failed").split(": ", 1)[-1]
+        if detail.startswith("UsageError: "):
+            detail = detail[len("UsageError: "):]
+        raise (UsageError if e.usage else RuntimeFailed)(f"{what}: {detail}") from e
+    if array is None:
+        raise RuntimeFailed(f"{what}: the reference returned no array")
+    return array
+
+
+def _run_reference(spec, hyperparameters, data_root, work, isolation, seed, threads, warmup, limit, total,
+                   model_path, progress) -> dict:
+    """The reference's own infer() in the sandboxed predictor. The timer runs here, in a process the
+    reference's code never enters: each latency is the round trip of one request on the channel."""
+    worker = None
+    try:
+        worker, seen = _start("predict", spec, hyperparameters, data_root, work, isolation, seed,
+                              snapshots=work / "models", env={"OMP_NUM_THREADS": str(threads)})
+        _load(worker, seen, spec, model_path)
+        count = int(worker.call("inputs")[0]["count"])
+        n = count if limit is None else min(limit, count)
+        if limit is None and n != total:
+            raise ValueError(f"eval_inputs() gave {n} examples; the {spec.task.name} eval set here has {total}")
+        overhead = _round_trip_ms(worker)
+        for i in range(min(warmup, n)):   # warm caches, allocators and lazy initialisation
+            worker.call("infer", index=i)
+        latencies = np.empty(n, dtype=np.float64)
+        outputs = []
+        bar = range(n)
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(bar, total=n, desc="infer", unit="item", leave=False, file=sys.stderr, mininterval=0.5)
+        for i in bar:
+            t0 = time.perf_counter()
+            reply, array = worker.call("infer", index=i)
+            latencies[i] = time.perf_counter() - t0
+            outputs.append(reply["answer"] if "answer" in reply else array)
+    finally:
+        if worker is not None:
+            worker.kill()
+    return {"outputs": outputs, "latencies": latencies, "items": n,
+            "runtime": "reference", "runtime_version": environment.framework_label(spec.framework),
+            "precision": {"requested": "fp32", "used": "as the reference's infer() runs"},
+            "threads": threads, "threads_setting": "OMP_NUM_THREADS in the predictor",
+            "timer": "round trip of each request to the sandboxed predictor, timed in the harness process",
+            # Each latency is a round trip to the sandboxed predictor; an empty request's median round trip:
+            "round_trip_overhead_ms": overhead}
+
+
+def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runtime, precision, threads,
+                  warmup, limit, total, model_path) -> dict:
+    """The predictor exports the network and the eval inputs; for int8 a trainer (training files only)
+    gives the calibration examples; then a harness process (python -m harness.runtimes), which never
+    imports the reference's code, runs the model once per example and times each call."""
+    folder = work / "runtime"
+    folder.mkdir()
+    worker = None
+    try:
+        worker, seen = _start("predict", spec, hyperparameters, data_root, work, isolation, seed,
+                              snapshots=work / "models")
+        _load(worker, seen, spec, model_path)
+        model = _hook(worker, "export", f"{spec.name} cannot export its model to ONNX")
+        inputs = _hook(worker, "export_inputs", f"{spec.name} cannot give its eval inputs for the exported model")
+    finally:
+        if worker is not None:
+            worker.kill()
+    if inputs.ndim < 1 or (limit is None and len(inputs) != total):
+        raise RuntimeFailed(f"export_inputs() gave {len(inputs) if inputs.ndim else 0} examples; "
+                            f"the {spec.task.name} eval set here has {total}")
+    n = len(inputs) if limit is None else min(limit, len(inputs))
+    (folder / "model.onnx").write_bytes(model.tobytes())
+    np.save(folder / "inputs.npy", np.ascontiguousarray(inputs[:n]), allow_pickle=False)
+    del inputs
+    calibration = None
+    request = {"runtime": runtime, "precision": precision, "threads": threads, "warmup": warmup,
+               "model": str(folder / "model.onnx"), "inputs": str(folder / "inputs.npy"), "out": str(folder)}
+    if precision == "int8":
+        # Calibrated on training images only: in a trainer, whose view holds the training files alone.
+        trainer = None
+        try:
+            trainer, _ = _start("train", spec, hyperparameters, data_root, work, isolation, seed)
+            examples = _hook(trainer, "calibration", f"{spec.name} cannot give int8 calibration examples",
+                             count=runtimes.CALIBRATION_EXAMPLES)
+        finally:
+            if trainer is not None:
+                trainer.kill()
+        np.save(folder / "calibration.npy", np.ascontiguousarray(examples), allow_pickle=False)
+        request["calibration"] = str(folder / "calibration.npy")
+        calibration = {"source": "training set, from a trainer-role worker whose view holds the training files only",
+                       "examples": int(len(examples)), "requested": runtimes.CALIBRATION_EXAMPLES,
+                       "selection": f"a random subset drawn with seed {seed}, unaugmented",
+                       "sha256": hashlib.sha256(np.ascontiguousarray(examples).tobytes()).hexdigest()}
+    (folder / "request.json").write_text(json.dumps(request), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)     # the harness's own code, nothing else
+    proc = subprocess.run([sys.executable, "-m", "harness.runtimes", str(folder / "request.json")], cwd=folder,
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
+        if proc.returncode == 2 and lines[-1].startswith("error: "):
+            raise UsageError(lines[-1][len("error: "):])
+        raise RuntimeFailed(f"--runtime {runtime} failed on the exported model: {lines[-1][:400]}")
+    facts = json.loads((folder / "facts.json").read_text(encoding="utf-8"))
+    outputs = np.load(folder / "outputs.npy", allow_pickle=False)
+    latencies = np.load(folder / "latencies.npy", allow_pickle=False)
+    if len(outputs) != n or len(latencies) != n:
+        raise RuntimeFailed(f"--runtime {runtime} returned {len(outputs)} outputs for {n} inputs")
+    files = {"model.onnx": folder / "model.onnx"}
+    if precision == "int8":
+        files["model.int8.onnx"] = folder / "model.int8.onnx"
+    return {"outputs": list(outputs), "latencies": latencies, "items": n, "files": files,
+            "runtime": runtime, "runtime_version": facts.pop("runtime_version"),
+            "precision": {"requested": precision, "used": facts.pop("precision_used")},
+            "threads": threads, "timer": facts.pop("timer"),
+            "round_trip_overhead_ms": None,
+            "exported_model": {"format": "onnx", "sha256": hashlib.sha256(model.tobytes()).hexdigest(),
+                               "bytes": int(model.size), **facts.pop("model")},
+            **({"quantized_model_sha256": facts.pop("quantized_model_sha256")} if precision == "int8" else {}),
+            "calibration": calibration,
+            "runtime_settings": {k: v for k, v in facts.items()
+                                 if k not in ("runtime", "precision_requested", "threads", "items")}}
 
 
 def _round_trip_ms(worker, calls: int = 200) -> float:
@@ -161,10 +311,14 @@ def _round_trip_ms(worker, calls: int = 200) -> float:
 
 def summary_lines(result: dict) -> list[str]:
     lat = result["latency_ms"]
+    how = (f"round trips to the sandboxed model; an empty one takes {result['round_trip_overhead_ms']:.3f} ms"
+           if result.get("round_trip_overhead_ms") is not None else "each runtime call, timed in the harness's runtime process")
+    precision = result.get("precision") or {}
     lines = [
+        f"runtime {result.get('runtime', 'reference')} {result.get('runtime_version', '')}, precision "
+        f"{precision.get('requested', 'fp32')} (used: {precision.get('used', '?')}), {result.get('threads')} threads",
         f"{result['items']} items, batch 1: mean {lat['mean']:.3f} ms  p50 {lat['p50']:.3f}  "
-        f"p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  (round trips to the sandboxed model; an empty one "
-        f"takes {result['round_trip_overhead_ms']:.3f} ms)",
+        f"p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  ({how})",
         f"{result['metric']} {100 * result['metric_value']:.2f}% "
         f"({'reaches' if result['reached_threshold'] else 'BELOW'} the {100 * result['threshold']:.0f}% threshold)",
     ]

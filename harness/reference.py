@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UsageError
 from harness.tasks import Task
 
 
@@ -101,6 +102,24 @@ class Reference(abc.ABC):
     @abc.abstractmethod
     def infer(self, example: Any) -> Any:
         """One example -> one prediction (scores or ids for one item, or answer text)."""
+
+    # Optional hooks of `dawnbench infer --runtime onnxruntime|openvino` (common/torch_runtime.py
+    # implements them for PyTorch references). The harness runs the exported network in a process
+    # of its own, which never imports the reference's code, and times each call there.
+    def export_onnx(self, path: Path) -> None:
+        """In the predictor, after `load`: write the evaluated network (what `infer` computes) as an
+        ONNX file at `path`, input = a batch of examples as `export_inputs` gives them."""
+        raise UsageError(f"{type(self).__name__} has no export_onnx(): it runs only with --runtime reference")
+
+    def export_inputs(self) -> Any:
+        """In the predictor: every eval example as the exported network takes it, in canonical
+        order, as one array (N, ...)."""
+        raise UsageError(f"{type(self).__name__} has no export_inputs(): it runs only with --runtime reference")
+
+    def calibration_inputs(self, n: int) -> Any:
+        """In the trainer (training files only): `n` training examples prepared as `export_inputs`
+        prepares the eval examples, for int8 calibration."""
+        raise UsageError(f"{type(self).__name__} has no calibration_inputs(): --precision int8 needs it")
 
     # Hooks with single-process defaults; framework helpers in common/ override them.
     def synchronize(self) -> None:

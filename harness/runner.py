@@ -98,9 +98,9 @@ def _data_files(task, data_root: Path, role: str, derived: Path) -> list[tuple[P
 
 
 def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, derived: Path,
-                 snapshots: Path | None):
+                 snapshots: Path | None, env: dict[str, str] | None = None):
     """A sandboxed worker of `role`, with the role's data; returns it and the paths it sees."""
-    env, copies = {}, []
+    env, copies = dict(env or {}), []
     override = os.environ.get(datasets.MANIFEST_ENV)
     if override:   # the fixture checksums an unofficial run was started with, for the worker's own checks
         copies.append(Path(override))

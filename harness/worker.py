@@ -97,6 +97,22 @@ class Worker:
             return {"answer": list(prediction)}       # SQuAD: (question id, answer text)
         return {}, _as_array(prediction)
 
+    def export(self, msg: dict):
+        """The evaluated network as ONNX bytes (written in this worker's own scratch folder)."""
+        import tempfile
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "model.onnx"
+            self.ref.export_onnx(path)
+            self._synchronize()
+            data = path.read_bytes()
+        return {}, np.frombuffer(data, dtype=np.uint8)
+
+    def export_inputs(self, msg: dict):
+        return {}, _as_array(self.ref.export_inputs())
+
+    def calibration(self, msg: dict):
+        return {}, _as_array(self.ref.calibration_inputs(int(msg["count"])))
+
     def noop(self, msg: dict) -> dict:
         return {}
 
@@ -111,6 +127,7 @@ class Worker:
     def serve(self) -> int:
         handlers = {"init": self.init, "train": self.train, "load": self.load, "predict": self.predict,
                     "inputs": self.inputs_count, "infer": self.infer, "noop": self.noop,
+                    "export": self.export, "export_inputs": self.export_inputs, "calibration": self.calibration,
                     "versions": self.versions, "close": self.close}
         while True:
             try:

@@ -242,6 +242,13 @@ class CifarFast(TorchReference):
     def evaluated(self) -> nn.Module:
         return self.ema
 
+    def calibration_batch(self, indices: torch.Tensor) -> torch.Tensor:
+        # int8 calibration (dawnbench infer --precision int8): training images as the eval images
+        # are prepared (the padding for random translations cut off, no augmentation).
+        pad = self.ctx.config["crop_pad"]
+        x = self.train_x[indices]
+        return (x[:, :, pad:-pad, pad:-pad] if pad else x).contiguous()
+
     @torch.inference_mode()
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         # Flip test-time augmentation: the image and its mirror in one batch, logits averaged.

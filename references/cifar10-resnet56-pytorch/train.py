@@ -195,6 +195,11 @@ class CifarResNet(TorchReference):
         self.opt = torch.optim.SGD(self.net.parameters(), lr=cfg["lr_values"][0], momentum=cfg["momentum"],
                                    nesterov=cfg["nesterov"], weight_decay=cfg["weight_decay"])
 
+    def calibration_batch(self, indices: torch.Tensor) -> torch.Tensor:
+        # int8 calibration (dawnbench infer --precision int8): training images as the eval images
+        # are prepared: the padding cut off, no augmentation, normalized.
+        return normalize(self.train_x[indices][:, :, PAD:-PAD, PAD:-PAD])
+
     def lr_at(self, epoch: int) -> float:
         """Piecewise constant: lr_values[k], k = how many lr_boundaries lie before `epoch` (from 1)."""
         cfg = self.ctx.config

@@ -94,6 +94,11 @@ class FashionCNN(TorchReference):
         return {"loss": total_loss.item() / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * self.batch, "lr": self.lr_at(self.step)}
 
+    def calibration_batch(self, indices):
+        # int8 calibration (dawnbench infer --precision int8): training images, unflipped, are
+        # already prepared as the eval images are.
+        return self.train_x[indices]
+
     # predict, save, load and infer are TorchReference's, with flip test-time augmentation.
 
     @torch.inference_mode()

@@ -1,0 +1,105 @@
+"""ResNet-50 batch-1 CPU latency per inference runtime, side by side:
+`python -m bench.infer_runtimes [--threads N] [--calls 50] [--warmup 10] [--size 224] [--no-int8]`.
+
+The network is the ImageNet reference's own ResNet-50 (references/imagenet-resnet50-pytorch/train.py,
+randomly initialized, eval mode), at 224 px: torch eager fp32, then its ONNX export (what
+`dawnbench infer --runtime ...` runs) through onnxruntime fp32, OpenVINO fp32 and bf16 (bf16 where
+the CPU has it: the precision OpenVINO reports is printed), and int8 (onnxruntime's static QDQ
+quantization, calibrated on a few random images: a latency figure only, no accuracy). The runtimes
+are driven by harness/runtimes.py, the code `dawnbench infer` uses. Each: warm-up calls, then N timed
+calls (time.perf_counter around the call), median and p99 in ms, printed as name=value lines.
+Needs torch, onnx, onnxruntime and openvino (the test environment has them).
+
+Anchor: Intel's DAWNBench v1 winner ran ResNet-50 inference at 9.96 ms per image (optimized Caffe
+on a Xeon Platinum 8124M, 36 vCPUs).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+RESNET_FILE = REPO / "references" / "imagenet-resnet50-pytorch" / "train.py"
+
+
+def load_resnet50():
+    """`resnet50` from the ImageNet reference's own file (by path: reference folders are not packages)."""
+    spec = importlib.util.spec_from_file_location("imagenet_resnet50_reference", RESNET_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.resnet50
+
+
+def timed(call, x: np.ndarray, warmup: int, calls: int) -> dict[str, float]:
+    for _ in range(warmup):
+        call(x)
+    times = np.empty(calls)
+    for i in range(calls):
+        t0 = time.perf_counter()
+        call(x)
+        times[i] = time.perf_counter() - t0
+    ms = times * 1000.0
+    return {"median_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99))}
+
+
+def main(argv=None) -> int:
+    from harness import runtimes
+    p = argparse.ArgumentParser(prog="python -m bench.infer_runtimes")
+    p.add_argument("--threads", type=int, default=None, help="default: the physical cores")
+    p.add_argument("--calls", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--no-int8", action="store_true", help="skip int8 (its quantization takes a while)")
+    args = p.parse_args(argv)
+    threads = args.threads or runtimes.physical_cores()
+
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    net = load_resnet50()(1000, True).eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, args.size, args.size)).astype(np.float32)
+    out = {"threads": threads, "size_px": args.size, "calls": args.calls, "warmup": args.warmup,
+           "torch_version": torch.__version__}
+
+    def torch_call(a):
+        with torch.inference_mode():
+            return net(torch.from_numpy(a))
+    for k, v in timed(torch_call, x, args.warmup, args.calls).items():
+        out[f"torch_eager_fp32_{k}"] = v
+
+    with tempfile.TemporaryDirectory() as folder:
+        model = Path(folder) / "resnet50.onnx"
+        torch.onnx.export(net, (torch.from_numpy(x),), str(model), dynamo=False, opset_version=runtimes.OPSET,
+                          input_names=["input"], output_names=["scores"],
+                          dynamic_axes={"input": {0: "batch"}, "scores": {0: "batch"}})
+        settings = [("onnxruntime", "fp32", model), ("openvino", "fp32", model), ("openvino", "bf16", model)]
+        if not args.no_int8:
+            quantized = Path(folder) / "resnet50.int8.onnx"
+            t0 = time.perf_counter()
+            calibration = np.random.default_rng(1).standard_normal((8, 3, args.size, args.size)).astype(np.float32)
+            runtimes.quantize(model, calibration, quantized)
+            out["int8_quantize_seconds"] = time.perf_counter() - t0
+            settings += [("onnxruntime", "int8", quantized), ("openvino", "int8", quantized)]
+        for runtime, precision, path in settings:
+            name = f"{runtime}_{precision}"
+            if runtime == "onnxruntime":
+                call, details = runtimes.onnxruntime_session(path, threads)
+            else:
+                call, details = runtimes.openvino_model(path, threads, precision)
+                out[f"{name}_precision_used"] = details["inference_precision"]
+            out[f"{runtime}_version"] = details["runtime_version"]
+            for k, v in timed(call, x, args.warmup, args.calls).items():
+                out[f"{name}_{k}"] = v
+    for key, value in out.items():
+        print(f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
