@@ -73,12 +73,14 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="time only the first N examples (unofficial)")
     p.add_argument("--out", type=Path, default=None, help="default ./results/REF/infer-<time>")
     p.add_argument("--threshold", type=float, default=None, help="lowered target for smoke tests (unofficial)")
-    p.add_argument("--runtime", default="reference", metavar="|".join(runtimes.RUNTIMES),
-                   help="reference (default): the reference's own infer() in its sandbox; torch: the same, for a "
+    p.add_argument("--runtime", default=None, metavar="|".join(runtimes.RUNTIMES),
+                   help="default: the reference.toml's [inference] runtime, else reference. reference: the "
+                        "reference's own infer() in its sandbox; torch: the same, for a "
                         "PyTorch reference; onnxruntime, openvino: the network the reference exports to ONNX, run "
                         "and timed in a harness process the reference's code never enters")
-    p.add_argument("--precision", default="fp32", metavar="|".join(runtimes.PRECISIONS),
-                   help="fp32 (default); bf16: openvino only; int8: static quantization calibrated on "
+    p.add_argument("--precision", default=None, metavar="|".join(runtimes.PRECISIONS),
+                   help="default: the reference.toml's [inference] precision with its runtime, else fp32; "
+                        "bf16: openvino only; int8: static quantization calibrated on "
                         f"{runtimes.CALIBRATION_EXAMPLES} training images (onnxruntime, openvino)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="inference threads (default: the physical cores this process may use)")
@@ -194,6 +196,7 @@ def prepare_run(args: argparse.Namespace):
     """(spec, hyperparameters, cost) of a run, every option checked before anything is written."""
     check_run_options(args)
     spec = registry.load_spec(args.reference, args.references)
+    registry.check_trains(spec)
     hp = registry.resolve_hyperparameters(spec, args.assignments)
     return spec, hp, machine_cost(args)
 
@@ -230,10 +233,13 @@ def cmd_infer(args: argparse.Namespace) -> int:
     spec = registry.load_spec(args.reference, args.references)
     hp = registry.resolve_hyperparameters(spec, args.assignments, base=_recorded_hyperparameters(spec, args.model))
     cost = machine_cost(args)
+    # The entry's own runtime and precision unless the command names a runtime (then fp32 unless it names one)
+    runtime = args.runtime or spec.inference_runtime
+    precision = args.precision or (spec.inference_precision if runtime == spec.inference_runtime else "fp32")
     result = inference.infer(spec, args.model, hp, data_root=args.data, warmup=args.warmup, limit=args.limit,
                              threshold=args.threshold, out_dir=args.out,
-                             progress=not args.no_progress, seed=args.seed, runtime=args.runtime,
-                             precision=args.precision, threads=args.threads, **cost)
+                             progress=not args.no_progress, seed=args.seed, runtime=runtime,
+                             precision=precision, threads=args.threads, **cost)
     for line in inference.summary_lines(result):
         print(line)
     return 0 if result["reached_threshold"] else 1

@@ -62,7 +62,12 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     work = Path(tempfile.mkdtemp(prefix="dawnbench-infer-"))
     os.chmod(work, 0o755)
     models = work / "models"
-    shutil.copytree(model_path, models / "model", symlinks=True)
+    model_record = model_source(model_path)
+    if model_path.is_dir():
+        shutil.copytree(model_path, models / "model", symlinks=True)
+    else:       # one weights file (a published one, say): the reference's load() gets a folder holding it
+        (models / "model").mkdir(parents=True)
+        shutil.copyfile(model_path, models / "model" / model_path.name)
     try:
         if runtime in runtimes.EXPORTED:
             run = _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runtime, precision,
@@ -97,6 +102,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "reference": spec.name,
         "task": task.name,
         "model_path": str(model_path),
+        "model_source": model_record,
+        "infers_only": spec.infers_only,
         "items": n,
         "complete_eval_set": n == len(labels) == task.eval_examples,
         **({"usedBlacklist": dropped is not None and n == len(labels)}
@@ -133,6 +140,28 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     (out_dir / "env.json").write_text(json.dumps(system, indent=2) + "\n", encoding="utf-8")
     result["out_dir"] = str(out_dir)
     return result
+
+
+def model_source(model_path: Path) -> dict:
+    """Where the model came from, for the record: a run's model folder (its run's result.json beside
+    it), another folder, or one file; with the sha256 and size of every file."""
+    files = sorted(p for p in model_path.rglob("*") if p.is_file()) if model_path.is_dir() else [model_path]
+    hashes = {str(p.relative_to(model_path) if model_path.is_dir() else p.name): {"sha256": runtimes.sha256(p),
+                                                                                 "bytes": p.stat().st_size}
+              for p in files}
+    record = {"kind": "file" if model_path.is_file() else "folder", "path": str(model_path), "files": hashes}
+    result_file = model_path.parent / "result.json"
+    if model_path.is_dir() and result_file.is_file():
+        try:
+            run = json.loads(result_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            run = None
+        if isinstance(run, dict):
+            record.update(kind="run", run={"reference": run.get("reference"), "status": run.get("status"),
+                                           "metric": run.get("metric"), "metric_value": run.get("metric_value"),
+                                           "official": run.get("official"),
+                                           "result_sha256": runtimes.sha256(result_file)})
+    return record
 
 
 class RuntimeFailed(DawnbenchError):
@@ -256,7 +285,10 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
         # Calibrated on training images only: in a trainer, whose view holds the training files alone.
         trainer = None
         try:
-            trainer, _ = _start("train", spec, hyperparameters, data_root, work, isolation, seed)
+            # The model too: an entry may prepare its calibration images as its model is evaluated.
+            trainer, trainer_seen = _start("train", spec, hyperparameters, data_root, work, isolation, seed,
+                                           snapshots=work / "models")
+            _load(trainer, trainer_seen, spec, model_path)
             examples = _hook(trainer, "calibration", f"{spec.name} cannot give int8 calibration examples",
                              count=runtimes.CALIBRATION_EXAMPLES)
         finally:

@@ -137,3 +137,18 @@ class Reference(abc.ABC):
     def framework_versions(self) -> dict[str, str]:
         """Versions worth recording beyond installed packages (e.g. CUDA, cuDNN)."""
         return {}
+
+
+class InferenceReference(Reference):
+    """An entry that only infers (reference.toml: [inference] only = true). It never trains: its
+    model comes from another run (a run's model folder) or from a published file, and `dawnbench
+    infer --model PATH` records which, with the sha256 of every file. The harness starts it in the
+    predictor role only; `load` gets a folder holding a copy of what --model named (a run's model
+    folder, or the one file). For int8 the harness also starts it in the trainer role, whose view
+    holds the training files, to give `calibration_inputs`."""
+
+    def train_epoch(self, epoch: int) -> dict[str, float]:
+        raise UsageError(f"{type(self).__name__} only infers: it has no training epoch")
+
+    def save(self, path: Path) -> None:
+        raise UsageError(f"{type(self).__name__} only infers: it saves no model")

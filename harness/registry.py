@@ -42,6 +42,11 @@ class ReferenceSpec:
     max_seconds: float = 24 * 3600.0
     gpus: bool = False                      # [container] gpus: the reference is meant for GPUs
     container: dict[str, Any] = field(default_factory=dict)   # the raw [container] table, for host tools
+    # [inference]: an entry that only infers (no training run; its model comes from elsewhere), and
+    # the runtime and precision `dawnbench infer` uses when none is given
+    infers_only: bool = False
+    inference_runtime: str = "reference"
+    inference_precision: str = "fp32"
 
     def load_entry_class(self):
         """The entry class: `module:Class` with module.py a file of the reference directory. Only
@@ -73,8 +78,14 @@ class ReferenceSpec:
 def check_entry_class(cls, spec: ReferenceSpec) -> None:
     """The entry must be a class implementing the contract, not any callable the module holds (a
     function, a class imported from elsewhere): UsageError, one line, otherwise."""
-    from harness.reference import Reference
+    from harness.reference import InferenceReference, Reference
+    where = f"{spec.directory / 'reference.toml'}: field 'entry' = {spec.entry!r}"
     if isinstance(cls, type) and issubclass(cls, Reference):
+        if spec.infers_only and not issubclass(cls, InferenceReference):
+            raise UsageError(f"{where} names a class that trains, but [inference] only = true: subclass "
+                             f"harness.reference.InferenceReference, or remove `only`")
+        if not spec.infers_only and issubclass(cls, InferenceReference):
+            raise UsageError(f"{where} names an InferenceReference, which cannot train: add [inference] only = true")
         return
     if isinstance(cls, type):
         what = f"the class {cls.__module__}.{cls.__qualname__}, which does not subclass harness.reference.Reference"
@@ -91,9 +102,10 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
 
 
 TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
-             "hyperparameters", "budget", "container")
+             "hyperparameters", "budget", "container", "inference")
 BUDGET_KEYS = ("max_epochs", "max_seconds")
 CONTAINER_KEYS = ("gpus",)
+INFERENCE_KEYS = ("only", "runtime", "precision")
 
 
 def _check_table(toml_path: Path, raw: dict, key: str, valid: tuple[str, ...] | None) -> dict:
@@ -123,6 +135,29 @@ def _check_entry(toml_path: Path, entry: str) -> None:
     if not (sep and module_name.isidentifier() and class_name.isidentifier()):
         raise UsageError(f"{toml_path}: field 'entry' = {entry!r} must be 'module:Class' with module.py a file of "
                          f"the reference's folder and Class a name in it, e.g. 'train:MyNet'")
+
+
+def _check_inference(toml_path: Path, table: dict) -> tuple[bool, str, str]:
+    from harness import runtimes
+    only = table.get("only", False)
+    if not isinstance(only, bool):
+        raise UsageError(f"{toml_path}: field 'inference.only' = {only!r} must be true or false")
+    runtime, precision = table.get("runtime", "reference"), table.get("precision", "fp32")
+    if runtime not in runtimes.RUNTIMES:
+        raise UsageError(f"{toml_path}: field 'inference.runtime' = {runtime!r} must be one of "
+                         f"{', '.join(runtimes.RUNTIMES)}")
+    if precision not in runtimes.PRECISIONS_OF[runtime]:
+        raise UsageError(f"{toml_path}: field 'inference.precision' = {precision!r}: runtime {runtime} takes "
+                         f"{', '.join(runtimes.PRECISIONS_OF[runtime])}")
+    return only, runtime, precision
+
+
+def check_trains(spec: ReferenceSpec) -> None:
+    """A run trains: refused, in one line, for an entry that only infers."""
+    if spec.infers_only:
+        raise UsageError(f"{spec.name} only infers ([inference] only = true in its reference.toml): it has no "
+                         f"training run; time it with `dawnbench infer {spec.name} --model PATH` (a run's model "
+                         f"folder or a published weights file; its README names the one to use)")
 
 
 def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec:
@@ -164,6 +199,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
     container = _check_table(toml_path, raw, "container", CONTAINER_KEYS)
     if not isinstance(container.get("gpus", False), bool):
         raise UsageError(f"{toml_path}: field 'container.gpus' must be true or false")
+    only, runtime, precision = _check_inference(toml_path, _check_table(toml_path, raw, "inference", INFERENCE_KEYS))
     return ReferenceSpec(
         name=name, directory=directory, task=task, framework=raw["framework"], model=raw["model"],
         entry=raw["entry"], author=raw.get("author", "dawnbench"),
@@ -171,6 +207,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         description=raw.get("description", ""),
         hyperparameters=dict(hyperparameters), max_epochs=max_epochs, max_seconds=max_seconds,
         gpus=container.get("gpus", False), container=dict(container),
+        infers_only=only, inference_runtime=runtime, inference_precision=precision,
     )
 
 

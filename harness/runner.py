@@ -26,7 +26,7 @@ from pathlib import Path
 from harness import collective, datasets, environment, outputs, paths, provenance, sandbox, stored_predictions, views
 from harness.clock import Clock
 from harness.events import EventLog
-from harness.registry import ReferenceSpec
+from harness.registry import ReferenceSpec, check_trains
 from harness.tasks import RULES_VERSION
 
 CONVERGED, DNC = "converged", "DNC"
@@ -116,6 +116,7 @@ def _check_stats(raw: dict) -> dict[str, float]:
 
 def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     """Run one reference to its threshold or its budget; returns result.json's content."""
+    check_trains(spec)
     task = spec.task
     rank, world_size, local_rank = dist_env()
     threshold = task.threshold if opts.threshold is None else opts.threshold

@@ -220,7 +220,7 @@ def run(request: dict) -> dict:
         facts["quantization"] = quantize(model, calibration, quantized)
         facts["quantized_model_sha256"] = sha256(quantized)
         model = quantized
-    inputs = np.load(request["inputs"], allow_pickle=False)
+    inputs = np.load(request["inputs"], allow_pickle=False, mmap_mode="r")    # ImageNet's: gigabytes
     if runtime == "onnxruntime":
         call, details = onnxruntime_session(model, threads)
         used = "int8" if precision == "int8" else "fp32"
@@ -239,7 +239,7 @@ def run(request: dict) -> dict:
     outputs = np.empty((n, *first.shape[1:]), dtype=first.dtype)
     clock = time.perf_counter
     for i in range(n):
-        x = inputs[i:i + 1]
+        x = np.ascontiguousarray(inputs[i:i + 1])      # read from the file before the clock starts
         t0 = clock()
         y = call(x)
         latencies[i] = clock() - t0

@@ -407,57 +407,6 @@ TF_IMAGENET_SMALL = ["image_size_start=32", "image_size_end=32", "eval_resize=40
                      "lr_batch=4"]
 
 
-def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path):
-    """The version bump on ImageNet: imagenet-resnet50-tensorflow built twice, differing only in
-    the TensorFlow pin (2.20.0 and 2.21.0, CPU wheels, from the host's wheelhouse), one run each on
-    the prepared fixture (its folders mounted per role, its checksums through the host's manifest
-    override), the table and the plot. Each run reports the TensorFlow its image holds, and says it
-    is unofficial: the fixture's eval set is not ImageNet's 50,000 images."""
-    out = tmp_path / "compare"
-    val_count = len((imagenet_root / "imagenet" / "val_labels.txt").read_text().split())
-    env = dict(engine, **{datasets.MANIFEST_ENV: os.environ[datasets.MANIFEST_ENV], "DAWNBENCH_WHEELHOUSE": "1"})
-    run_options = ["--data", str(imagenet_root), "--threshold", "0.01", "--max-epochs", "1",
-                   *[a for setting in TF_IMAGENET_SMALL for a in ("--set", setting)]]
-    bench_results = REPO / "bench-results"
-    before = set(bench_results.glob(f"compare-{TF_IMAGENET}-*"))
-    proc = make(env, "compare", f"REF={TF_IMAGENET}", f"VERSIONS={' '.join(TF_PINS)}", "RUNS=1", f"BASE_IMAGE={BASE_TAG}",
-                f"ARGS={' '.join(run_options)}")
-    # make compare writes under bench-results/ of the checkout: moved here, out of the way
-    (written,) = set(bench_results.glob(f"compare-{TF_IMAGENET}-*")) - before or [None]
-    if written:
-        shutil.move(written, out)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert f"written: {written / 'compare.json'}" in proc.stdout
-    summary = json.loads((out / "compare.json").read_text())
-    built = summary["images"]
-    assert built[TF_PINS[0]]["tag"] != built[TF_PINS[1]]["tag"] and built[TF_PINS[0]]["id"] != built[TF_PINS[1]]["id"]
-    for label, pin in zip("AB", TF_PINS):
-        version = pin.split("==")[1]
-        assert built[pin]["tag"].endswith("-" + pin.replace("==", "-"))
-        run_dir = out / "runs" / TF_IMAGENET / f"{label}-seed0"
-        result = json.loads((run_dir / "result.json").read_text())
-        env_json = json.loads((run_dir / "env.json").read_text())
-        assert result["status"] == "converged" and result["epochs"] == 1, (result["dnc_reason"], proc.stderr[-4000:])
-        (run,) = summary["versions"][pin]["runs"]
-        assert run["image_digest"] == built[pin]["id"]
-        assert run["samples_per_second"] > 0, (result["history"], result["spans_seconds"])
-        assert result["image_digest"] == env_json["image_digest"] == built[pin]["id"]
-        assert env_json["container"] == built[pin]["tag"]
-        # the TensorFlow that ran: the worker's own report, and the distribution the image installed
-        assert env_json["framework_extra"]["tensorflow"] == version, env_json["framework_extra"]
-        assert result["framework"] == f"TensorFlow {version}"
-        assert env_json["packages"]["tensorflow-cpu"] == version
-        assert result["seed"] == 0 and result["eval_examples"] == val_count
-        reasons = " ".join(result["unofficial_reasons"])
-        assert not result["official"] and f"the eval set has {val_count} examples, not the 50000" in reasons
-        assert result["isolation"]["mode"] == "uid"
-        assert result["provenance"]["overrides"][datasets.MANIFEST_ENV].startswith(containers.MANIFEST_IN_CONTAINER)
-    line = next(x for x in proc.stdout.splitlines() if x.startswith(f"A {TF_PINS[0]}"))
-    assert "1/1" in line
-    assert "speedup B/A: time-to-accuracy" in proc.stdout
-    assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
-
-
 def test_compare_user_errors_are_one_line(tmp_path):
     """Mistakes found before any build: the same pin twice, an unknown reference, missing data."""
     def compare_err(*args):
@@ -585,3 +534,75 @@ def test_cheats_fail_in_the_container(engine, default_image, fashion_root, tmp_p
     assert result["status"] == "DNC" and result["isolation"]["mode"] == "uid"
     assert reason in result["dnc_reason"], result["dnc_reason"]
     assert "forged" not in (run_dir / "events.jsonl").read_text()
+
+
+# ------------------------------------------------------------------------------ last: the version bump
+
+def keep_only_the_base_image(env) -> None:
+    """Remove every image of the module's engine but the base: each TensorFlow image holds its
+    environment twice (the requirements stage and the final copy), and a CI disk once filled up
+    building the second one with the default image and the forks' still there."""
+    def docker(*args):
+        return subprocess.run(["docker", *args], env=env, capture_output=True, text=True, timeout=300)
+    base = docker("image", "inspect", "--format", "{{.Id}}", BASE_TAG).stdout.strip()
+    tags = sorted(set(docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split())
+                  - {BASE_TAG, "<none>:<none>"})
+    for step in (["rmi", *tags] if tags else None, ["image", "prune", "--force"]):
+        if step:
+            done = docker(*step)
+            assert done.returncode == 0, done.stderr[-2000:]
+    left = set(docker("images", "--all", "--quiet", "--no-trunc").stdout.split())
+    assert left == {base}, left
+
+
+def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path):
+    """The version bump on ImageNet: imagenet-resnet50-tensorflow built twice, differing only in
+    the TensorFlow pin (2.20.0 and 2.21.0, CPU wheels, from the host's wheelhouse), one run each on
+    the prepared fixture (its folders mounted per role, its checksums through the host's manifest
+    override), the table and the plot. Each run reports the TensorFlow its image holds, and says it
+    is unofficial: the fixture's eval set is not ImageNet's 50,000 images. Last in the module: it
+    first removes the images the tests above built, to make room for two TensorFlow images."""
+    keep_only_the_base_image(engine)
+    out = tmp_path / "compare"
+    val_count = len((imagenet_root / "imagenet" / "val_labels.txt").read_text().split())
+    env = dict(engine, **{datasets.MANIFEST_ENV: os.environ[datasets.MANIFEST_ENV], "DAWNBENCH_WHEELHOUSE": "1"})
+    run_options = ["--data", str(imagenet_root), "--threshold", "0.01", "--max-epochs", "1",
+                   *[a for setting in TF_IMAGENET_SMALL for a in ("--set", setting)]]
+    bench_results = REPO / "bench-results"
+    before = set(bench_results.glob(f"compare-{TF_IMAGENET}-*"))
+    proc = make(env, "compare", f"REF={TF_IMAGENET}", f"VERSIONS={' '.join(TF_PINS)}", "RUNS=1", f"BASE_IMAGE={BASE_TAG}",
+                f"ARGS={' '.join(run_options)}")
+    # make compare writes under bench-results/ of the checkout: moved here, out of the way
+    (written,) = set(bench_results.glob(f"compare-{TF_IMAGENET}-*")) - before or [None]
+    if written:
+        shutil.move(written, out)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"written: {written / 'compare.json'}" in proc.stdout
+    summary = json.loads((out / "compare.json").read_text())
+    built = summary["images"]
+    assert built[TF_PINS[0]]["tag"] != built[TF_PINS[1]]["tag"] and built[TF_PINS[0]]["id"] != built[TF_PINS[1]]["id"]
+    for label, pin in zip("AB", TF_PINS):
+        version = pin.split("==")[1]
+        assert built[pin]["tag"].endswith("-" + pin.replace("==", "-"))
+        run_dir = out / "runs" / TF_IMAGENET / f"{label}-seed0"
+        result = json.loads((run_dir / "result.json").read_text())
+        env_json = json.loads((run_dir / "env.json").read_text())
+        assert result["status"] == "converged" and result["epochs"] == 1, (result["dnc_reason"], proc.stderr[-4000:])
+        (run,) = summary["versions"][pin]["runs"]
+        assert run["image_digest"] == built[pin]["id"]
+        assert run["samples_per_second"] > 0, (result["history"], result["spans_seconds"])
+        assert result["image_digest"] == env_json["image_digest"] == built[pin]["id"]
+        assert env_json["container"] == built[pin]["tag"]
+        # the TensorFlow that ran: the worker's own report, and the distribution the image installed
+        assert env_json["framework_extra"]["tensorflow"] == version, env_json["framework_extra"]
+        assert result["framework"] == f"TensorFlow {version}"
+        assert env_json["packages"]["tensorflow-cpu"] == version
+        assert result["seed"] == 0 and result["eval_examples"] == val_count
+        reasons = " ".join(result["unofficial_reasons"])
+        assert not result["official"] and f"the eval set has {val_count} examples, not the 50000" in reasons
+        assert result["isolation"]["mode"] == "uid"
+        assert result["provenance"]["overrides"][datasets.MANIFEST_ENV].startswith(containers.MANIFEST_IN_CONTAINER)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith(f"A {TF_PINS[0]}"))
+    assert "1/1" in line
+    assert "speedup B/A: time-to-accuracy" in proc.stdout
+    assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
