@@ -54,18 +54,23 @@ class KerasReference(Reference):
         by predict or infer."""
         return self.evaluated()(x, training=False)
 
+    def example_spec(self) -> tf.TensorSpec:
+        """One eval example as `infer` gets it (shape, dtype): the signature the scores are traced
+        with. From `self.eval_x` unless overridden (a reference that decodes its images on demand)."""
+        return tf.TensorSpec(self.eval_x.shape[1:], self.eval_x.dtype)
+
     @functools.cached_property
     def _batch_scores(self):
         # A leading None: one trace serves every batch, the last shorter one included.
-        spec = tf.TensorSpec((None, *self.eval_x.shape[1:]), self.eval_x.dtype)
+        one = self.example_spec()
+        spec = tf.TensorSpec((None, *one.shape), one.dtype)
         return tf.function(self.scores, autograph=False, input_signature=[spec])
 
     @functools.cached_property
     def _one_scores(self):
         # XLA fuses the batch-1 graph into fewer kernels (1.5-1.8x faster than the plain graph
         # for ResNet-20 and -56 on the project's 2-core CPU).
-        spec = tf.TensorSpec(self.eval_x.shape[1:], self.eval_x.dtype)
-        return tf.function(lambda x: self.scores(x[None])[0], autograph=False, input_signature=[spec],
+        return tf.function(lambda x: self.scores(x[None])[0], autograph=False, input_signature=[self.example_spec()],
                            jit_compile=self.ctx.config.get("xla_inference", False))
 
     def predict(self):

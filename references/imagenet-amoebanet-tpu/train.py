@@ -42,7 +42,6 @@ The harness times and scores everything; this file never sees a validation label
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -582,18 +581,9 @@ class AmoebaNetTPU(KerasReference):
         out = self.averaged(scale(x), training=False)
         return out[0] if isinstance(out, (list, tuple)) else out
 
-    @functools.cached_property
-    def _batch_scores(self):
-        size = self.ctx.config["image_size"]
-        spec = tf.TensorSpec((None, size, size, 3), tf.uint8)   # one trace for every batch, the last included
-        return tf.function(self.scores, autograph=False, input_signature=[spec])
-
-    @functools.cached_property
-    def _one_scores(self):
-        size = self.ctx.config["image_size"]
-        return tf.function(lambda x: self.scores(x[None])[0], autograph=False,
-                           input_signature=[tf.TensorSpec((size, size, 3), tf.uint8)],
-                           jit_compile=self.ctx.config.get("xla_inference", False))
+    def example_spec(self):
+        size = self.ctx.config["image_size"]          # decoded on demand: uint8 (size, size, 3)
+        return tf.TensorSpec((size, size, 3), tf.uint8)
 
     def predict(self):
         batches = self.val.dataset(self.ctx.config["eval_batch_size"])
@@ -601,9 +591,6 @@ class AmoebaNetTPU(KerasReference):
 
     def eval_inputs(self):
         return self.val
-
-    def infer(self, example):
-        return self._one_scores(example).numpy()
 
     def framework_versions(self) -> dict[str, str]:
         replicas = self.strategy.num_replicas_in_sync if hasattr(self, "strategy") else 1

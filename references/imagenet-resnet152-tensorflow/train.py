@@ -548,18 +548,9 @@ class ImageNetResNetKeras(KerasReference):
         half = tf.shape(x)[0]
         return (logits[:half] + logits[half:]) / 2
 
-    @functools.cached_property
-    def _batch_scores(self):
-        crop = self.ctx.config["eval_crop"]
-        spec = tf.TensorSpec((None, crop, crop, 3), tf.uint8)   # one trace for every batch, the last included
-        return tf.function(self.scores, autograph=False, input_signature=[spec])
-
-    @functools.cached_property
-    def _one_scores(self):
-        crop = self.ctx.config["eval_crop"]
-        return tf.function(lambda x: self.scores(x[None])[0], autograph=False,
-                           input_signature=[tf.TensorSpec((crop, crop, 3), tf.uint8)],
-                           jit_compile=self.ctx.config.get("xla_inference", False))
+    def example_spec(self):
+        crop = self.ctx.config["eval_crop"]          # decoded on demand: uint8 (crop, crop, 3)
+        return tf.TensorSpec((crop, crop, 3), tf.uint8)
 
     def predict(self):
         batches = self.val.dataset(self.ctx.config["eval_batch_size"])
@@ -567,9 +558,6 @@ class ImageNetResNetKeras(KerasReference):
 
     def eval_inputs(self):
         return self.val
-
-    def infer(self, example):
-        return self._one_scores(example).numpy()
 
     def framework_versions(self) -> dict[str, str]:
         replicas = self.strategy.num_replicas_in_sync if hasattr(self, "strategy") else 1
