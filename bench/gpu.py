@@ -6,7 +6,9 @@ Parts, each printed as name=value lines with its anchors, or as `<part>: not mea
   mfu             model FLOP utilization of those steps: FLOPs counted by FlopCounterMode over the
                   device's peak dense bf16 FLOP/s (the roofline point of the DAWNBench analysis)
   dali            DALI JPEG decode throughput on Pillow-made 500x375 JPEGs
-  latency         ResNet-50 batch-1 latency, eager and compiled, bf16 and fp32: mean, p50, p99 ms
+  latency         batch-1 latency, eager and torch.compile'd: ResNet-50 in bf16 and fp32, and the
+                  Fashion-MNIST CNN, CIFAR-10 ResNet-56 and cifar10-fast networks in fp32 (the
+                  models `dawnbench infer` runs): mean, p50, p99 ms
   cifar10_fast    cifar10-fast-pytorch's seconds per epoch on synthetic CIFAR-shaped data, its own
                   setup, step and epoch loop (the loader swapped for random images), compiled and not
   bidaf           squad-bidaf-pytorch's training step (its own network, Adam and weight average) on
@@ -38,7 +40,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-RESNET_FILE = REPO / "references" / "imagenet-resnet50-pytorch" / "train.py"
 BIDAF_DIR = REPO / "references" / "squad-bidaf-pytorch"
 PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu")
 
@@ -129,11 +130,8 @@ class Setting:
 
 
 def load_resnet50():
-    """`resnet50` from the ImageNet reference's own file (by path: reference folders are not packages)."""
-    spec = importlib.util.spec_from_file_location("imagenet_resnet50_reference", RESNET_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.resnet50
+    """`resnet50` from the ImageNet reference's own file."""
+    return load_reference_module("imagenet-resnet50-pytorch").resnet50
 
 
 def one_line(exc: BaseException) -> str:
@@ -276,28 +274,60 @@ def part_dali(s: Setting, r: Report) -> None:
 # ----------------------------------------------------------------------------------------------
 # Batch-1 latency
 
+def load_reference_module(name: str, file: str = "train.py"):
+    """A reference's own file, by path (reference folders are not packages)."""
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_") + "_reference", REPO / "references" / name / file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reference_defaults(name: str) -> dict:
+    import tomllib
+    return tomllib.loads((REPO / "references" / name / "reference.toml").read_text())["hyperparameters"]
+
+
+def batch1_latency(s: Setting, r: Report, name: str, net, x, bf16: bool) -> None:
+    """`net` at batch 1, eager then compiled (its compilation in the warm-up calls): mean, p50, p99 ms."""
+    torch = s.torch
+    for compiled in (False, True):
+        model = s.compile(net) if compiled else net
+        times = []
+        with torch.inference_mode(), torch.autocast(s.device.type, dtype=torch.bfloat16, enabled=bf16):
+            for i in range(s.latency_warmup + s.latency_runs):
+                s.sync()
+                start = time.perf_counter()
+                model(x)
+                s.sync()
+                if i >= s.latency_warmup:      # warm-up calls (compilation) excluded
+                    times.append(1000 * (time.perf_counter() - start))
+        tag = f"{'compiled' if compiled else 'eager'}_{'bf16' if bf16 else 'fp32'}"
+        times.sort()
+        r.figure(f"{name}_latency_ms_{tag}_mean", statistics.fmean(times))
+        r.figure(f"{name}_latency_ms_{tag}_p50", times[len(times) // 2])
+        r.figure(f"{name}_latency_ms_{tag}_p99", times[min(len(times) - 1, math.ceil(0.99 * len(times)) - 1)])
+
+
 def part_latency(s: Setting, r: Report) -> None:
     torch = s.torch
-    net = load_resnet50()(num_classes=1000).to(s.device, memory_format=torch.channels_last).eval()
+    last = torch.channels_last
+    net = load_resnet50()(num_classes=1000).to(s.device, memory_format=last).eval()
     px = s.sizes[-1]
-    x = torch.randn(1, 3, px, px, device=s.device).contiguous(memory_format=torch.channels_last)
-    for compiled in (False, True):
-        for bf16 in (True, False):
-            model = s.compile(net) if compiled else net      # one compilation per precision, in the warm-up
-            times = []
-            with torch.inference_mode(), torch.autocast(s.device.type, dtype=torch.bfloat16, enabled=bf16):
-                for i in range(s.latency_warmup + s.latency_runs):
-                    s.sync()
-                    start = time.perf_counter()
-                    model(x)
-                    s.sync()
-                    if i >= s.latency_warmup:      # warm-up calls (compilation) excluded
-                        times.append(1000 * (time.perf_counter() - start))
-            tag = f"{'compiled' if compiled else 'eager'}_{'bf16' if bf16 else 'fp32'}"
-            times.sort()
-            r.figure(f"resnet50_latency_ms_{tag}_mean", statistics.fmean(times))
-            r.figure(f"resnet50_latency_ms_{tag}_p50", times[len(times) // 2])
-            r.figure(f"resnet50_latency_ms_{tag}_p99", times[min(len(times) - 1, math.ceil(0.99 * len(times)) - 1)])
+    x = torch.randn(1, 3, px, px, device=s.device).contiguous(memory_format=last)
+    for bf16 in (True, False):
+        batch1_latency(s, r, "resnet50", net, x, bf16)
+    # The small tasks' networks as their references build them (default hyperparameters), fp32.
+    fashion = load_reference_module("fashion-mnist-cnn-pytorch").build_model(
+        reference_defaults("fashion-mnist-cnn-pytorch")["widths"])
+    resnet56 = load_reference_module("cifar10-resnet56-pytorch").CifarResNetModel(56, "basic")
+    fast_cfg = reference_defaults("cifar10-fast-pytorch")
+    fast = load_reference_module("cifar10-fast-pytorch").FastNet(
+        fast_cfg["widths"], fast_cfg["residual_stages"], fast_cfg["activation"], fast_cfg["stem_kernel"])
+    for name, small, shape in (("fashion_mnist_cnn", fashion, (1, 1, 28, 28)),
+                               ("cifar10_resnet56", resnet56, (1, 3, 32, 32)),
+                               ("cifar10_fast", fast, (1, 3, 32, 32))):
+        small = small.to(s.device, memory_format=last).eval()
+        batch1_latency(s, r, name, small, torch.randn(*shape, device=s.device).contiguous(memory_format=last), False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -369,11 +399,8 @@ def part_cifar10_fast(s: Setting, r: Report) -> None:
 # BiDAF on SQuAD: seconds per epoch from the references' own training steps
 
 def load_bidaf():
-    """squad-bidaf-pytorch's train.py, by path (reference folders are not packages)."""
-    spec = importlib.util.spec_from_file_location("squad_bidaf_pytorch_reference", BIDAF_DIR / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """squad-bidaf-pytorch's train.py."""
+    return load_reference_module("squad-bidaf-pytorch")
 
 
 def bidaf_inputs(s: Setting) -> tuple[dict, dict, dict, int, int]:

@@ -137,14 +137,32 @@ def quantize(model: Path, calibration: np.ndarray, out: Path) -> dict:
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)     # its advice to pre-process, per bias, on the root logger
+    excluded = _scalar_elementwise(graph_model.graph)
     try:
         quantize_static(str(model), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax)
+                        calibrate_method=CalibrationMethod.MinMax, nodes_to_exclude=excluded)
     finally:
         root.setLevel(level)
     return {"format": "QDQ", "per_channel": True, "activations": "uint8", "weights": "int8",
-            "calibration_method": "MinMax", "tool": "onnxruntime.quantization.quantize_static"}
+            "calibration_method": "MinMax", "tool": "onnxruntime.quantization.quantize_static",
+            "not_quantized": excluded}
+
+
+def _scalar_elementwise(graph) -> list[str]:
+    """Element-wise nodes with a one-number constant operand (a logit scale, say): left in float.
+    OpenVINO's low-precision transformations fail on such a Mul once its constant is quantized
+    (MultiplyPartialTransformation: "index '0' out of range", OpenVINO 2026.4), and quantizing a
+    scalar multiply saves nothing."""
+    import numpy as np
+    from onnx import numpy_helper
+    scalars = {t.name for t in graph.initializer if int(np.prod(t.dims)) == 1}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].HasField("t"):
+            if numpy_helper.to_array(node.attribute[0].t).size == 1:
+                scalars.add(node.output[0])
+    return [node.name for node in graph.node
+            if node.op_type in ("Mul", "Div", "Add", "Sub") and any(i in scalars for i in node.input)]
 
 
 def _inline_identities(graph) -> int:

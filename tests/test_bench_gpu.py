@@ -40,6 +40,8 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
                  "resnet50_train_gflop_per_image_32px", "resnet50_achieved_tflops_32px_eager",
                  *(f"resnet50_latency_ms_{m}_{p}_{s}" for m in ("eager", "compiled") for p in ("bf16", "fp32")
                    for s in ("mean", "p50", "p99")),
+                 *(f"{net}_latency_ms_{m}_fp32_{s}" for net in ("fashion_mnist_cnn", "cifar10_resnet56", "cifar10_fast")
+                   for m in ("eager", "compiled") for s in ("mean", "p50", "p99")),
                  "cifar10_fast_epoch_s_eager", "cifar10_fast_epoch_s_compiled", "cifar10_fast_10_epochs_s_compiled",
                  "bidaf_step_s_pytorch", "bidaf_samples_per_s_pytorch", "bidaf_epoch_s_pytorch",
                  "bidaf_projected_f1_075_s_pytorch",

@@ -322,3 +322,31 @@ def test_a_reference_without_export_is_one_line(references_root, tmp_path):
                       "--out", str(tmp_path / "out"), env=env)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "Scripted has no export_onnx(): it runs only with --runtime reference" in proc.stderr
+
+
+def test_a_scalar_scale_stays_float_and_openvino_runs_the_int8_model(tmp_path):
+    """cifar10-fast scales its logits by a constant (and GELU divides and adds constants): with
+    those quantized, OpenVINO 2026.4's low-precision pass fails ("index '0' out of range"). They
+    stay float; the int8 model compiles and agrees with ONNX Runtime's."""
+    from harness import runtimes
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3)
+            self.fc = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            x = torch.nn.functional.gelu(self.conv(x)).amax((2, 3))
+            return self.fc(x) * 0.125
+
+    torch.manual_seed(0)
+    model, quantized = tmp_path / "scaled.onnx", tmp_path / "scaled.int8.onnx"
+    x = torch.randn(1, 3, 8, 8)
+    torch.onnx.export(Scaled().eval(), (x,), str(model), dynamo=False, opset_version=runtimes.OPSET,
+                      input_names=["input"], output_names=["scores"], dynamic_axes={"input": {0: "b"}, "scores": {0: "b"}})
+    facts = runtimes.quantize(model, np.random.default_rng(0).standard_normal((16, 3, 8, 8)).astype(np.float32), quantized)
+    assert "/Mul_2" in facts["not_quantized"], facts["not_quantized"]     # the logit scale
+    openvino_call, _ = runtimes.openvino_model(quantized, 1, "int8")
+    onnxruntime_call, _ = runtimes.onnxruntime_session(quantized, 1)
+    np.testing.assert_allclose(openvino_call(x.numpy()), onnxruntime_call(x.numpy()), rtol=0.05, atol=0.02)
