@@ -282,7 +282,7 @@ def inference_entry(infer: dict, result: dict, args) -> dict:
         "commitHash": result.get("commitHash", git.get("commit")),
         "misc": {"items": infer.get("items"), "batch_size": infer.get("batch_size"),
                  "warmup_items": infer.get("warmup_items"), "threads": infer.get("threads"),
-                 **{k: infer[k] for k in ("runtime", "precision") if k in infer}},
+                 **{k: infer[k] for k in ("runtime", "precision", "model_source") if k in infer}},
         "reference": result["reference"],
         "rules_version": result.get("rules_version"),
         "latency_ms": {k: stats.get(k) for k in ("mean", "p50", "p90", "p99")} if stats else None,

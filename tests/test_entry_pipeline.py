@@ -70,6 +70,10 @@ def test_series_to_entry_to_leaderboard(fashion_root, tmp_path, capsys, monkeypa
     assert entry["runs"]["n"] == 3 and entry["tta_seconds"] == pytest.approx(median)
     # The TSV is the median run's log as the harness wrote it.
     assert train_json.with_suffix(".tsv").read_text() == (run_dir / "scripted-test.tsv").read_text()
+    # The inference entry names its model: the run it came from and each file's sha256.
+    source = json.loads(infer_json.read_text())["misc"]["model_source"]
+    assert source["kind"] == "run" and source["run"]["reference"] == "scripted-test"
+    assert source["path"] == str(run_dir / "model") and source["files"]
 
     assert main(["validate", str(tree)]) == 0
     capsys.readouterr()
