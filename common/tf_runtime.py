@@ -91,6 +91,29 @@ class KerasReference(Reference):
     def eval_inputs(self):
         return self.eval_x
 
+    # Export for the harness's inference runtimes (dawnbench infer --runtime onnxruntime|openvino)
+
+    def export_onnx(self, path: Path) -> None:
+        """Write `scores` (test-time augmentation included), traced for batches of `example_spec`, as
+        ONNX (opset 17, batch axis dynamic, input "input") with tf2onnx. In the predictor, after `load`."""
+        try:
+            import tf2onnx
+        except ImportError:
+            from harness.errors import UsageError
+            raise UsageError("exporting a Keras model to ONNX needs tf2onnx, not installed here: "
+                             "pip install tf2onnx==1.17.0") from None
+        one = self.example_spec()
+        spec = (tf.TensorSpec((None, *one.shape), one.dtype, name="input"),)
+        traced = tf.function(self.scores, autograph=False, input_signature=spec)
+        tf2onnx.convert.from_function(traced, input_signature=spec, opset=17, output_path=str(path))
+
+    def export_inputs(self) -> np.ndarray:
+        """Every eval example as the exported model takes it, in canonical order (N, ...)."""
+        inputs = self.eval_inputs()
+        if isinstance(inputs, (tf.Tensor, np.ndarray)):
+            return np.asarray(inputs)
+        return np.stack([np.asarray(inputs[i]) for i in range(len(inputs))])
+
     def infer(self, example):
         return self._one_scores(example).numpy()
 

@@ -62,6 +62,19 @@ def test_runs_and_infers_through_the_cli(fashion_root, tmp_path):
     assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"]
     assert report["framework"].startswith("TensorFlow 2.")
 
+    # The Keras model exported to ONNX (tf2onnx) and run by ONNX Runtime in the harness's own
+    # process: the same scores for the same 300 images.
+    exported = tmp_path / "infer-onnxruntime"
+    proc = dawnbench("infer", REF, "--model", str(run_dir / "model"), "--data", str(fashion_root),
+                     "--limit", "300", "--warmup", "10", "--no-progress", "--out", str(exported),
+                     "--threshold", "0.85", "--runtime", "onnxruntime", "--threads", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    onnx_report = json.loads((exported / "inference.json").read_text())
+    assert onnx_report["runtime"] == "onnxruntime" and onnx_report["exported_model"]["opset"] == 17
+    np.testing.assert_allclose(np.load(exported / "predictions.npy"), np.load(out / "predictions.npy"),
+                               rtol=1e-4, atol=1e-4)
+    assert onnx_report["top1"] == report["top1"]
+
 
 def test_loss_falls_on_one_repeated_batch(fashion_views, tmp_path):
     """The reference's own compiled step (gather, flip, schedule, momentum, weight decay), 20
