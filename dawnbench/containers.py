@@ -41,6 +41,10 @@ RESULTS_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/results"
 DATA_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/data"
 MANIFEST_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/manifest"   # a host $DAWNBENCH_DATASETS_MANIFEST, read-only
 CONTAINER_USER = "0:0"      # the harness; it drops each worker to an unprivileged uid of its own
+# A run needs no network (the data is mounted; torchrun --standalone and gloo use loopback), and in a
+# container the workers cannot be given a namespace without one: so the container has none at all.
+# It also means the engine never has to find an address pool for a network of the run's.
+NETWORK_MODE = "none"
 BASE_ARG = "FROM_IMAGE_NAME"          # the build argument naming a Dockerfile's base, MLPerf style
 
 
@@ -94,6 +98,7 @@ def compose(specs: list[registry.ReferenceSpec]) -> str:
         "x-reference: &reference",
         f"  user: \"{CONTAINER_USER}\"",
         "  shm_size: 1gb",
+        f"  network_mode: {NETWORK_MODE}",
         "  volumes:",
         f"    - ${{DAWNBENCH_DATA:-./data}}:{DATA_IN_CONTAINER}:ro",
         f"    - ${{DAWNBENCH_RESULTS:-./results}}:{RESULTS_IN_CONTAINER}",
@@ -387,7 +392,7 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
         environment_vars[datasets.MANIFEST_ENV] = f"{MANIFEST_IN_CONTAINER}/{manifest.name}"
     container = client.containers.run(
         image.id, command=command, entrypoint=entrypoint, detach=True, user=user, shm_size="1g",
-        volumes=volumes,
+        volumes=volumes, network_mode=NETWORK_MODE,
         # No commit here: the image's build record names it (an environment variable could name any).
         environment=environment_vars,
         device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if use_gpus else None,

@@ -126,6 +126,15 @@ def _read_only(path: Path) -> bool:
         return False
 
 
+def network_interfaces() -> list[str] | None:
+    """The interfaces this process can see: ["lo"] alone is a run without a network (a container
+    started with network mode none)."""
+    try:
+        return sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        return None
+
+
 def describe_system(data_root: Path | None = None) -> dict:
     gpus = _gpus()
     return {
@@ -142,6 +151,7 @@ def describe_system(data_root: Path | None = None) -> dict:
         # As the process saw them: a container's user and whether its data mount was read-only.
         "process": {"uid": os.getuid(), "gid": os.getgid()},
         "data": {"root": str(data_root), "read_only": _read_only(data_root)} if data_root else None,
+        "network_interfaces": network_interfaces(),
     }
 
 

@@ -343,6 +343,7 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
     assert env["process"]["uid"] == 0          # the harness: root in the container, to drop the reference's uids
     assert result["isolation"] == {"mode": "uid", "reason": None}
     assert env["data"] == {"root": "/dawnbench-private/data", "read_only": True}   # the data mount was read-only
+    assert env["network_interfaces"] == ["lo"]     # the container had no network: loopback only
     assert run_dir.stat().st_uid == os.geteuid()   # the run folder is the host user's
     assert result["git"]["commit"] == containers.environment.git_commit(REPO)["commit"]
     # the commit comes from the image's build record, believed because the reference tree still matches it
@@ -369,6 +370,7 @@ def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_pa
     config = subprocess.run([compose, "config"], cwd=REPO, env=env, capture_output=True, text=True)
     assert config.returncode == 0, config.stderr
     assert f"{fashion_root}:/dawnbench-private/data:ro" in config.stdout
+    assert "network_mode: none" in config.stdout     # so compose creates no network of its own either
     proc = subprocess.run([compose, "run", "--rm", DEFAULT, "run", DEFAULT, "--results", "/dawnbench-private/results",
                            "--threshold", "0.80", "--max-epochs", "2", "--no-progress", "--no-save"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
@@ -378,6 +380,7 @@ def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_pa
     assert result["status"] == "converged" and result["image_digest"] is None   # compose passes no digest
     env_json = json.loads((run_dir / "env.json").read_text())
     assert env_json["process"]["uid"] == 0 and env_json["data"]["read_only"] is True
+    assert env_json["network_interfaces"] == ["lo"]
     assert result["isolation"]["mode"] == "uid" and run_dir.stat().st_uid == 10001
 
 
