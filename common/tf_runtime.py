@@ -30,6 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from harness.errors import UsageError
 from harness.reference import Context, Reference
 
 WEIGHTS_FILE = "model.weights.h5"
@@ -99,7 +100,6 @@ class KerasReference(Reference):
         try:
             import tf2onnx
         except ImportError:
-            from harness.errors import UsageError
             raise UsageError("exporting a Keras model to ONNX needs tf2onnx, not installed here: "
                              "pip install tf2onnx==1.17.0") from None
         one = self.example_spec()
@@ -107,12 +107,29 @@ class KerasReference(Reference):
         traced = tf.function(self.scores, autograph=False, input_signature=spec)
         tf2onnx.convert.from_function(traced, input_signature=spec, opset=17, output_path=str(path))
 
-    def export_inputs(self) -> np.ndarray:
-        """Every eval example as the exported model takes it, in canonical order (N, ...)."""
+    def export_inputs(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """The eval examples `start` to `stop` as the exported model takes them, in canonical order."""
         inputs = self.eval_inputs()
         if isinstance(inputs, (tf.Tensor, np.ndarray)):
-            return np.asarray(inputs)
-        return np.stack([np.asarray(inputs[i]) for i in range(len(inputs))])
+            return np.asarray(inputs[start:stop])
+        return np.stack([np.asarray(inputs[i]) for i in range(*slice(start, stop).indices(len(inputs)))])
+
+    def calibration_inputs(self, n: int) -> np.ndarray:
+        """`n` training examples drawn with the run's seed, prepared as `export_inputs` prepares the
+        eval examples: the int8 calibration set. In the trainer, which sees the training files only."""
+        train_x = getattr(self, "train_x", None)
+        if train_x is None:
+            raise UsageError(f"{type(self).__name__} does not support int8 yet: it keeps no self.train_x to "
+                             f"draw calibration examples from")
+        total = int(train_x.shape[0])
+        chosen = np.sort(np.random.default_rng(self.ctx.seed).choice(total, size=min(n, total), replace=False))
+        return np.asarray(self.calibration_batch(tf.constant(chosen)))
+
+    def calibration_batch(self, indices: tf.Tensor) -> tf.Tensor:
+        """The training examples at `indices`, unaugmented and prepared exactly as the eval images
+        are for the model (what `scores` takes). Each reference that supports int8 says how."""
+        raise UsageError(f"{type(self).__name__} does not support int8 yet: it defines no "
+                         f"calibration_batch(indices) (its training examples prepared as the eval images)")
 
     def infer(self, example):
         return self._one_scores(example).numpy()

@@ -120,10 +120,10 @@ class TorchReference(Reference):
                           input_names=["input"], output_names=["scores"],
                           dynamic_axes={"input": {0: "batch"}, "scores": {0: "batch"}})
 
-    def export_inputs(self) -> np.ndarray:
-        """Every eval example as the exported network takes it, in canonical order (N, ...)."""
+    def export_inputs(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """The eval examples `start` to `stop` as the exported network takes them, in canonical order."""
         inputs = self.eval_inputs()
-        return self._export_batch(inputs, range(len(inputs))).numpy()
+        return self._export_batch(inputs, range(*slice(start, stop).indices(len(inputs)))).numpy()
 
     def calibration_inputs(self, n: int) -> np.ndarray:
         """`n` training examples (drawn with the run's seed), prepared as `export_inputs` prepares the

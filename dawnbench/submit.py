@@ -1,4 +1,5 @@
-"""`dawnbench submit RUN_DIR [--inference INFER_DIR] --to entries/`: a run as DAWNBench v1 entry files.
+"""`dawnbench submit RUN_DIR [--inference INFER_DIR] --to entries/`: a run as DAWNBench v1 entry files;
+`dawnbench submit --inference INFER_DIR --to entries/`: an inference-only reference's entry.
 
     entries/<Task>/train/<author>_<model>_<hardware>_<framework>.json   (+ .tsv, the run's log as written)
     entries/<Task>/train/<same stem>.run/                              (the run: result.json, events.jsonl,
@@ -244,9 +245,16 @@ def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bo
     if infer.get("reference") != result.get("reference"):
         raise SubmitError(f"{path}: an inference of {validate.show(infer.get('reference'))}, but the run is of "
                           f"{validate.show(result.get('reference'))}: give the inference of this run's model")
+    _check_scores(path, infer, result, allow_unofficial)
+
+
+def _check_scores(path: Path, infer: dict, result: dict, allow_unofficial: bool) -> None:
+    """The whole eval set, at the official threshold, reached, with a latency; and official."""
     if infer.get("complete_eval_set") is not True:
-        raise SubmitError(f"{path}: timed {validate.show(infer.get('items'))} items, not the whole eval set "
-                          f"(rerun `dawnbench infer` without --limit)")
+        task = TASKS.get(result.get("task"))
+        raise SubmitError(f"{path}: timed {validate.show(infer.get('items'))} items, not the whole eval set"
+                          f"{f' of {task.eval_examples}' if task else ''} (rerun `dawnbench infer` on the official "
+                          f"data, without --limit)")
     if infer.get("official_threshold") is not True and not allow_unofficial:
         raise SubmitError(f"{path}: scored against a lowered threshold {validate.show(infer.get('threshold'))}: "
                           f"a smoke test, not an entry (rerun `dawnbench infer` without --threshold)")
@@ -258,6 +266,25 @@ def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bo
     if not validate.is_number(infer.get("latency")) or not infer["latency"] > 0:
         raise SubmitError(f"{path}: latency is {validate.show(infer.get('latency'))}, expected ms per item "
                           f"(is this the inference.json of `dawnbench infer`?)")
+    verdict = _inference_verdict(infer, result)
+    if not verdict["official"] and not allow_unofficial:
+        why = "; ".join(verdict["unofficial_reasons"])
+        raise SubmitError(f"{path}: the inference is not official: {validate.show(why, 400)[1:-1]} "
+                          f"(--allow-unofficial submits it anyway, marked official: false)")
+
+
+def _inference_verdict(infer: dict, result: dict) -> dict:
+    """The entry's verdict: the model's run's (when there is one) and the inference's own, which
+    `dawnbench infer` records as a run does (its code, data, isolation, threshold, eval set)."""
+    own = _official(infer) if "official" in infer else {
+        "official": False, "provenance": None,
+        "unofficial_reasons": ["inference.json records no provenance (rerun `dawnbench infer` with this harness)"]}
+    if infer is result:         # an inference-only entry: the inference is all there is
+        return own
+    verdict = _official(result)
+    reasons = verdict["unofficial_reasons"] + [r for r in own["unofficial_reasons"]
+                                               if r not in verdict["unofficial_reasons"]]
+    return {**verdict, "official": verdict["official"] and own["official"], "unofficial_reasons": reasons}
 
 
 def inference_entry(infer: dict, result: dict, args) -> dict:
@@ -295,12 +322,8 @@ def inference_entry(infer: dict, result: dict, args) -> dict:
         "eval_examples": infer.get("items"),
         "threshold": infer.get("threshold", task.threshold),
         "official_threshold": infer.get("official_threshold") is True,
-        **_official(result),        # the model's run: an inference of an unofficial run is not official either
+        **_inference_verdict(infer, result),    # an inference of an unofficial run is not official either
     }
-    if infer.get("official_threshold") is not True and entry["official"]:
-        entry["official"] = False
-        entry["unofficial_reasons"] = [f"the inference was scored against a lowered threshold "
-                                       f"{validate.show(infer.get('threshold'))}"]
     return _clean(entry)
 
 
@@ -313,7 +336,15 @@ def _dump(entry: dict, path: Path) -> None:
     path.write_text(text + "\n", encoding="utf-8")
 
 
+def _read_inference(given: Path) -> tuple[Path, dict]:
+    path = Path(given)
+    path = path / "inference.json" if path.is_dir() or not path.suffix else path
+    return path, _read_json(path, "give the folder `dawnbench infer` wrote (--out)")
+
+
 def submit(args) -> list[Path]:
+    if args.run_dir is None:
+        return submit_inference_only(args)
     folder, result, runs = load_run(args.run_dir)
     _check_run(folder, result, args.allow_unofficial)
     task = TASKS[result["task"]]
@@ -324,23 +355,49 @@ def submit(args) -> list[Path]:
         raise SubmitError(f"{log}: the run's log is missing; a run folder holds the TSV `dawnbench run` wrote")
     infer = None
     if args.inference is not None:
-        infer_path = Path(args.inference)
-        infer_path = infer_path / "inference.json" if infer_path.is_dir() or not infer_path.suffix else infer_path
-        infer = _read_json(infer_path, "give the folder `dawnbench infer` wrote (--out)")
+        infer_path, infer = _read_inference(args.inference)
         _check_inference(infer_path, infer, result, args.allow_unofficial)
     run_files = _verify(folder, args.data) + [log.name]
 
     train = train_entry(result, "", args, runs)
     stem = entries.entry_stem(train["author"], train["model"], train["hardware"], train["framework"])
     train["logFilename"] = f"{stem}.tsv"
-    to = Path(args.to)
-    targets = {("train", f"{stem}.tsv"): None, ("train", f"{stem}.json"): train}
+    targets = {("train", f"{stem}.tsv"): log, ("train", f"{stem}.json"): train}
     if infer is not None:
         targets[("inference", f"{stem}.json")] = inference_entry(infer, result, args)
+    run = (folder, run_files, f"{stem}{verification.RUN_SUFFIX}")
+    return _place(Path(args.to), task, targets, run, args)
+
+
+def submit_inference_only(args) -> list[Path]:
+    """`submit --inference INFER_DIR` without a run: the entry of a reference that only infers
+    (its model came from another run or a file, which inference.json's model_source names)."""
+    if args.inference is None:
+        raise SubmitError("give a run folder (RUN_DIR), or --inference INFER_DIR alone for an inference-only "
+                          "reference's entry")
+    path, infer = _read_inference(args.inference)
+    reference = validate.show(infer.get("reference"))
+    if infer.get("infers_only") is not True:
+        raise SubmitError(f"{path}: an inference of {reference}, a reference that trains: its entry goes with its "
+                          f"run (dawnbench submit RUN_DIR --inference {args.inference})")
+    task = TASKS.get(infer.get("task"))
+    if task is None:
+        raise SubmitError(f"{path}: task is {validate.show(infer.get('task'))}, expected one of {', '.join(sorted(TASKS))}")
+    for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
+        _need(infer, path, field, str, "a string (is this the inference.json of `dawnbench infer`?)")
+    _check_scores(path, infer, infer, args.allow_unofficial)
+    entry = inference_entry(infer, infer, args)
+    stem = entries.entry_stem(entry["author"], entry["model"], entry["hardware"], entry["framework"])
+    return _place(Path(args.to), task, {("inference", f"{stem}.json"): entry}, None, args)
+
+
+def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]:
+    """Write `targets` ({(kind, name): entry dict, or the log file to copy}) and the verified run
+    (folder, its files, the name it takes) into the entries tree `to`: staged, validated, then moved
+    into place, so that nothing is written when anything is wrong."""
     finals = [to / task.display_name / kind / name for kind, name in targets]
-    run_name = f"{stem}{verification.RUN_SUFFIX}"
-    run_final = to / task.display_name / "train" / run_name
-    finals_and_run = finals + [run_final]
+    run_final = to / task.display_name / "train" / run[2] if run else None
+    finals_and_run = finals + ([run_final] if run else [])
     if not args.force:
         existing = [str(p) for p in finals_and_run if p.exists() or p.is_symlink()]
         if existing:
@@ -352,26 +409,29 @@ def submit(args) -> list[Path]:
         for (kind, name), entry in targets.items():
             path = staging / task.display_name / kind / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            if entry is None:
-                shutil.copyfile(log, path)        # the log exactly as the harness wrote it
+            if isinstance(entry, Path):
+                shutil.copyfile(entry, path)        # the log exactly as the harness wrote it
             else:
                 _dump(entry, path)
-        for name in run_files:       # the run, as verified: what the leaderboard verifies again
-            path = staging / task.display_name / "train" / run_name / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(folder / name, path)
+        if run:
+            folder, run_files, run_name = run
+            for name in run_files:       # the run, as verified: what the leaderboard verifies again
+                path = staging / task.display_name / "train" / run_name / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(folder / name, path)
         problems, _ = validate.check([staging], allow_unofficial=args.allow_unofficial)
         if problems:
             first = problems[0]
             where = Path(first.file).relative_to(staging)
             raise SubmitError(f"the entry would not pass `dawnbench validate`: {to / where}:{first.line}: "
                               f"{first.field}: {first.message}")
-        if run_final.exists() or run_final.is_symlink():      # --force: the old run goes with the old entry
+        if run and (run_final.exists() or run_final.is_symlink()):      # --force: the old run goes with the old entry
             os.replace(run_final, staging / "replaced.run")
         for (kind, name), final in zip(targets, finals):
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / task.display_name / kind / name, final)
-        os.replace(staging / task.display_name / "train" / run_name, run_final)
+        if run:
+            os.replace(staging / task.display_name / "train" / run[2], run_final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return finals_and_run
@@ -381,8 +441,9 @@ def build_parser() -> Parser:
     p = Parser(prog=PROG, description="Write a converged run (or a series' median run) as DAWNBench v1 "
                                        "entry files: <Task>/train/<author>_<model>_<hardware>_<framework>"
                                        ".json + .tsv, and with --inference <Task>/inference/<same>.json.")
-    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (result.json) or a series "
-                                                                 "folder (summary.json)")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", nargs="?",
+                   help="a run folder (result.json) or a series folder (summary.json); left out, --inference alone "
+                        "submits the entry of a reference that only infers")
     p.add_argument("--inference", type=Path, metavar="INFER_DIR", help="the folder `dawnbench infer` wrote")
     p.add_argument("--to", type=Path, default=Path("entries"), help="the entries tree (default: entries)")
     p.add_argument("--author", help="the author (default: the reference's)")

@@ -20,6 +20,7 @@ import numpy as np
 from harness import datasets, environment, paths, runner, runtimes, sandbox
 from harness.errors import EXIT_FAILED, DawnbenchError
 from harness.registry import ReferenceSpec, UsageError
+from harness.tasks import RULES_VERSION
 
 
 def _answer(question_id: str, output) -> tuple[str, str]:
@@ -54,15 +55,23 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     if not model_path.exists():
         raise FileNotFoundError(f"model {model_path} not found; a converged `dawnbench run` leaves "
                                 f"one in results/<reference>/<run id>/model")
+    # As a run does: every data file checked and recorded, the labels from the checksummed files
+    datasets.verified_checksums(task.dataset, data_root)
+    _, data_reasons = datasets.check_prepared(task.dataset, data_root)
+    data_reasons += datasets.check_companions(task.dataset, data_root)
     labels = datasets.load_eval_labels(task.dataset, data_root)
     dropped = datasets.load_blacklist(task.dataset, data_root)
 
     isolation = sandbox.probe()
+    model_record = model_source(model_path)
+    # Before any of the reference's code runs: the code, data and model this inference is of, and
+    # whether it can be an official entry.
+    prov = runner.official_verdict(spec, threshold, data_reasons, runner.EvalSet(task, len(labels), dropped), isolation,
+                          _inference_reasons(limit, len(labels), model_record))
     sandbox.protect_harness()
     work = Path(tempfile.mkdtemp(prefix="dawnbench-infer-"))
     os.chmod(work, 0o755)
     models = work / "models"
-    model_record = model_source(model_path)
     if model_path.is_dir():
         shutil.copytree(model_path, models / "model", symlinks=True)
     else:       # one weights file (a published one, say): the reference's load() gets a folder holding it
@@ -99,8 +108,15 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     mean_ms = float(ms.mean())
     system = environment.describe_system(data_root)
     result = {
+        # who and what, as a run's result.json says them: an inference-only entry has no run to take them from
+        "version": "v1.0",
+        "author": spec.author,
+        "authorEmail": spec.author_email,
+        "codeURL": spec.code_url,
+        "model": spec.model,
         "reference": spec.name,
         "task": task.name,
+        "rules_version": RULES_VERSION,
         "model_path": str(model_path),
         "model_source": model_record,
         "infers_only": spec.infers_only,
@@ -133,6 +149,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "isolation": {"mode": isolation.mode, "reason": isolation.reason},
         "image_digest": system["image_digest"],
         "timestamp": time.strftime("%Y-%m-%d", time.gmtime()),
+        "commitHash": prov["git"]["commit"],
+        **prov,     # git, provenance, official, unofficial_reasons
     }
     if task.metric != "f1":     # exactly the predictions scored, for anyone to re-score
         np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)
@@ -140,6 +158,18 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     (out_dir / "env.json").write_text(json.dumps(system, indent=2) + "\n", encoding="utf-8")
     result["out_dir"] = str(out_dir)
     return result
+
+
+def _inference_reasons(limit: int | None, total: int, model_record: dict) -> list[str]:
+    """Why this inference cannot be an official entry, beyond what a run shares (threshold, data,
+    isolation, code): a part of the eval set, or a model whose own run was not official."""
+    reasons = []
+    if limit is not None and limit < total:
+        reasons.append(f"--limit {limit} times {limit} of the {total} eval items, not the whole eval set")
+    run = model_record.get("run")
+    if model_record["kind"] == "run" and run.get("official") is not True:
+        reasons.append(f"the model's run ({run.get('reference')}, result.json beside the model) is not official")
+    return reasons
 
 
 def model_source(model_path: Path) -> dict:
@@ -215,6 +245,35 @@ def _hook(worker, op: str, what: str, **fields) -> np.ndarray:
     return array
 
 
+EXPORT_SLICE_BYTES = 64 << 20     # what one export_inputs call hands over, about
+
+
+def _export_inputs(worker, spec, n: int, path: Path) -> None:
+    """The first `n` eval inputs of the exported model, a slice at a time, into the .npy file `path`
+    (memory-mapped): neither the harness nor the channel ever holds the whole eval set (ImageNet's
+    crops are 7.5 GB)."""
+    what = f"{spec.name} cannot give its eval inputs for the exported model"
+    if n < 1:
+        raise RuntimeFailed(f"{what}: eval_inputs() gave no examples")
+    stored, start, step = None, 0, 16
+    while start < n:
+        stop = min(n, start + step)
+        chunk = _hook(worker, "export_inputs", what, start=start, stop=stop)
+        if chunk.ndim < 1 or len(chunk) != stop - start:
+            raise RuntimeFailed(f"export_inputs({start}, {stop}) gave {len(chunk) if chunk.ndim else 0} examples, "
+                                f"not {stop - start}")
+        if stored is None:
+            stored = np.lib.format.open_memmap(path, mode="w+", dtype=chunk.dtype, shape=(n, *chunk.shape[1:]))
+            step = max(1, EXPORT_SLICE_BYTES // max(1, chunk[:1].nbytes))
+        elif chunk.dtype != stored.dtype or chunk.shape[1:] != stored.shape[1:]:
+            raise RuntimeFailed(f"export_inputs({start}, {stop}) gave {chunk.dtype} {chunk.shape[1:]} examples, "
+                                f"but the first slice was {stored.dtype} {stored.shape[1:]}")
+        stored[start:stop] = chunk
+        start = stop
+    stored.flush()
+    del stored
+
+
 def _run_reference(spec, hyperparameters, data_root, work, isolation, seed, threads, warmup, limit, total,
                    model_path, progress) -> dict:
     """The reference's own infer() in the sandboxed predictor. The timer runs here, in a process the
@@ -267,17 +326,16 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
                               snapshots=work / "models")
         _load(worker, seen, spec, model_path)
         model = _hook(worker, "export", f"{spec.name} cannot export its model to ONNX")
-        inputs = _hook(worker, "export_inputs", f"{spec.name} cannot give its eval inputs for the exported model")
+        (folder / "model.onnx").write_bytes(model.tobytes())
+        del model
+        count = int(worker.call("inputs")[0]["count"])
+        if limit is None and count != total:
+            raise RuntimeFailed(f"eval_inputs() gave {count} examples; the {spec.task.name} eval set here has {total}")
+        n = count if limit is None else min(limit, count)
+        _export_inputs(worker, spec, n, folder / "inputs.npy")
     finally:
         if worker is not None:
             worker.kill()
-    if inputs.ndim < 1 or (limit is None and len(inputs) != total):
-        raise RuntimeFailed(f"export_inputs() gave {len(inputs) if inputs.ndim else 0} examples; "
-                            f"the {spec.task.name} eval set here has {total}")
-    n = len(inputs) if limit is None else min(limit, len(inputs))
-    (folder / "model.onnx").write_bytes(model.tobytes())
-    np.save(folder / "inputs.npy", np.ascontiguousarray(inputs[:n]), allow_pickle=False)
-    del inputs
     calibration = None
     request = {"runtime": runtime, "precision": precision, "threads": threads, "warmup": warmup,
                "model": str(folder / "model.onnx"), "inputs": str(folder / "inputs.npy"), "out": str(folder)}
@@ -323,8 +381,8 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
             "precision": {"requested": precision, "used": facts.pop("precision_used")},
             "threads": threads, "timer": facts.pop("timer"),
             "round_trip_overhead_ms": None,
-            "exported_model": {"format": "onnx", "sha256": hashlib.sha256(model.tobytes()).hexdigest(),
-                               "bytes": int(model.size), **facts.pop("model")},
+            "exported_model": {"format": "onnx", "sha256": runtimes.sha256(folder / "model.onnx"),
+                               "bytes": (folder / "model.onnx").stat().st_size, **facts.pop("model")},
             **({"quantized_model_sha256": facts.pop("quantized_model_sha256")} if precision == "int8" else {}),
             "calibration": calibration,
             "runtime_settings": {k: v for k, v in facts.items()
@@ -356,6 +414,8 @@ def summary_lines(result: dict) -> list[str]:
     ]
     if result["cost_per_10k_items_usd"] is not None:
         lines.append(f"cost per 10,000 items: ${result['cost_per_10k_items_usd']:.6f}")
+    reasons = result.get("unofficial_reasons") or []
+    lines.append("official: yes" if result.get("official") else f"not official: {'; '.join(reasons)}")
     lines.append(f"results: {result['out_dir']}")
     return lines
 

@@ -111,9 +111,10 @@ class Reference(abc.ABC):
         ONNX file at `path`, input = a batch of examples as `export_inputs` gives them."""
         raise UsageError(f"{type(self).__name__} has no export_onnx(): it runs only with --runtime reference")
 
-    def export_inputs(self) -> Any:
-        """In the predictor: every eval example as the exported network takes it, in canonical
-        order, as one array (N, ...)."""
+    def export_inputs(self, start: int = 0, stop: int | None = None) -> Any:
+        """In the predictor: the eval examples `start` to `stop` (default: to the end) as the
+        exported network takes them, in canonical order, as one array (stop - start, ...). The
+        harness asks for the eval set a slice at a time (ImageNet's 50,000 crops are 7.5 GB)."""
         raise UsageError(f"{type(self).__name__} has no export_inputs(): it runs only with --runtime reference")
 
     def calibration_inputs(self, n: int) -> Any:

@@ -82,6 +82,23 @@ class EvalSet:
                 f"{self.task.name} task (fixture or subset data)"]
 
 
+def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[str], eval_set: EvalSet, isolation,
+                     reasons: list[str] | tuple = ()) -> dict:
+    """git, provenance, official and unofficial_reasons (harness.provenance.collect) of a run or of
+    an inference on this eval set: the harness's reasons first, then the caller's `reasons`."""
+    task = spec.task
+    found = [] if threshold == task.threshold else [
+        f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
+    found += list(data_reasons) + eval_set.reasons() + list(reasons)
+    blacklist = datasets.manifest(task.dataset).get("blacklist", {})
+    if eval_set.dropped_indices is not None and "sha256" not in blacklist:
+        found.append(f"the {task.dataset} blacklist cannot be proven official: datasets.toml records no sha256 "
+                     f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
+    if not isolation.isolated:
+        found.append(isolation.reason)
+    return provenance.collect(spec, datasets.verified_files(), found)
+
+
 def dist_env() -> tuple[int, int, int]:
     """(rank, world size, local rank) as torchrun and other launchers set them."""
     return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
@@ -134,16 +151,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     eval_set = EvalSet(task, len(labels), dropped)
     isolation = sandbox.probe()
     # Before any of the reference's code runs: the code and data this run is of, and whether it is official.
-    reasons = [] if threshold == task.threshold else [
-        f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
-    reasons += data_reasons + eval_set.reasons()
-    blacklist = datasets.manifest(task.dataset).get("blacklist", {})
-    if dropped is not None and "sha256" not in blacklist:
-        reasons.append(f"the {task.dataset} blacklist cannot be proven official: datasets.toml records no sha256 "
-                       f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
-    if not isolation.isolated:
-        reasons.append(isolation.reason)
-    prov = provenance.collect(spec, datasets.verified_files(), reasons)
+    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation)
     group = collective.Group(rank, world_size)
 
     run_dir = outputs.new_run_dir(opts.results_root, spec.name, opts.seed, opts.run_id,

@@ -154,7 +154,6 @@ def _scalar_elementwise(graph) -> list[str]:
     OpenVINO's low-precision transformations fail on such a Mul once its constant is quantized
     (MultiplyPartialTransformation: "index '0' out of range", OpenVINO 2026.4), and quantizing a
     scalar multiply saves nothing."""
-    import numpy as np
     from onnx import numpy_helper
     scalars = {t.name for t in graph.initializer if int(np.prod(t.dims)) == 1}
     for node in graph.node:

@@ -108,7 +108,7 @@ class Worker:
         return {}, np.frombuffer(data, dtype=np.uint8)
 
     def export_inputs(self, msg: dict):
-        return {}, _as_array(self.ref.export_inputs())
+        return {}, _as_array(self.ref.export_inputs(int(msg["start"]), int(msg["stop"])))
 
     def calibration(self, msg: dict):
         return {}, _as_array(self.ref.calibration_inputs(int(msg["count"])))

@@ -24,6 +24,7 @@ import torch
 from cifar10_resnets import EXACT, PUBLISHED, recipe, references
 from conftest import check_inference_entry, check_roles_see_only_their_files, cli_env
 
+from common.datasets import load_cifar10
 from common.tf_augment import crop_flip
 from harness import registry
 from harness.reference import Context
@@ -289,6 +290,11 @@ def test_reference_smoke(name, cifar10_root, cifar10_views, tmp_path, eager_if):
     assert math.isfinite(stats["loss"]) and stats["lr"] == 0.01
     assert stats["samples"] == trainer.steps_per_epoch * 16
     trainer.save(tmp_path / "model")
+    # int8 calibration examples: the training images prepared as the eval images (the padding cut
+    # off, unaugmented, normalized); the fixture has 100, so all of them, in file order
+    images, _ = load_cifar10(cifar10_views["train"], "train")
+    expected = sys.modules[cls.__module__].normalize(tf.constant(images)).numpy()
+    np.testing.assert_allclose(trainer.calibration_inputs(256), expected, rtol=0, atol=1e-6)
 
     predictor = cls()
     ctx = _context(spec, cifar10_views["predict"], tmp_path, "predict")

@@ -52,10 +52,16 @@ def test_series_to_entry_to_leaderboard(fashion_root, tmp_path, capsys, monkeypa
     run_dir = series / f"seed{seed}"
     assert json.loads((run_dir / "result.json").read_text())["tta_seconds"] == pytest.approx(median)
 
+    # The inference too runs from the committed copy: its own verdict is official only then.
     infer_dir = tmp_path / "infer"
-    assert main(["infer", "scripted-test", "--model", str(run_dir / "model"), "--data", str(fashion_root),
-                 "--out", str(infer_dir), "--no-progress", "--warmup", "5", "--instance", "aws:p3.2xlarge"]) == 0
-    capsys.readouterr()
+    proc = subprocess.run([sys.executable, "-m", "dawnbench", "infer", "scripted-test", "--model", str(run_dir / "model"),
+                           "--data", str(fashion_root), "--out", str(infer_dir), "--no-progress", "--warmup", "5",
+                           "--instance", "aws:p3.2xlarge"],
+                          cwd=project, env={**env, "PYTHONPATH": str(project)}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-2] == "official: yes"
+    inferred = json.loads((infer_dir / "inference.json").read_text())
+    assert inferred["official"] is True and inferred["git"]["commit"] == commit, inferred["unofficial_reasons"]
 
     assert main(["submit", str(series), "--inference", str(infer_dir), "--to", str(tree),
                  "--author", "Pipeline Test", "--force"]) == 0
@@ -71,7 +77,9 @@ def test_series_to_entry_to_leaderboard(fashion_root, tmp_path, capsys, monkeypa
     # The TSV is the median run's log as the harness wrote it.
     assert train_json.with_suffix(".tsv").read_text() == (run_dir / "scripted-test.tsv").read_text()
     # The inference entry names its model: the run it came from and each file's sha256.
-    source = json.loads(infer_json.read_text())["misc"]["model_source"]
+    infer_entry = json.loads(infer_json.read_text())
+    assert (infer_entry["official"], infer_entry["unofficial_reasons"]) == (True, [])
+    source = infer_entry["misc"]["model_source"]
     assert source["kind"] == "run" and source["run"]["reference"] == "scripted-test"
     assert source["path"] == str(run_dir / "model") and source["files"]
 

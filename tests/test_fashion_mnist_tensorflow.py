@@ -75,6 +75,19 @@ def test_runs_and_infers_through_the_cli(fashion_root, tmp_path):
                                rtol=1e-4, atol=1e-4)
     assert onnx_report["top1"] == report["top1"]
 
+    # int8: calibrated on 256 training images in a trainer-role worker, run by OpenVINO; a lower
+    # precision may cost accuracy, not much of it
+    int8 = tmp_path / "infer-int8"
+    proc = dawnbench("infer", REF, "--model", str(run_dir / "model"), "--data", str(fashion_root),
+                     "--limit", "300", "--warmup", "10", "--no-progress", "--out", str(int8),
+                     "--threshold", "0.85", "--runtime", "openvino", "--precision", "int8", "--threads", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    int8_report = json.loads((int8 / "inference.json").read_text())
+    assert int8_report["precision"]["requested"] == "int8" and int8_report["precision"]["used"].startswith("int8")
+    assert int8_report["calibration"]["examples"] == 256
+    assert int8_report["calibration"]["source"].startswith("training set")
+    assert abs(int8_report["top1"] - report["top1"]) <= 0.02, (int8_report["top1"], report["top1"])
+
 
 def test_loss_falls_on_one_repeated_batch(fashion_views, tmp_path):
     """The reference's own compiled step (gather, flip, schedule, momentum, weight decay), 20

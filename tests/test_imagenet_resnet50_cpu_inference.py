@@ -100,7 +100,7 @@ def test_infer_records_the_file_and_the_runtimes_agree(entry, imagenet_root, tmp
         proc = dawnbench("infer", REF, "--model", str(model), "--data", str(imagenet_root), "--runtime", runtime,
                          "--threads", "1", "--warmup", "1", "--threshold", "0.01", "--out", str(out),
                          "--no-progress", *SMALL, env=env)
-        assert proc.returncode in (0, 1), proc.stderr[-3000:]
+        assert proc.returncode in (0, 1) and (out / "inference.json").is_file(), proc.stderr[-3000:]
         reports[runtime] = json.loads((out / "inference.json").read_text())
         predictions[runtime] = np.load(out / "predictions.npy")
     report = reports["onnxruntime"]
@@ -112,6 +112,22 @@ def test_infer_records_the_file_and_the_runtimes_agree(entry, imagenet_root, tmp
                                             "bytes": model.stat().st_size}}
     np.testing.assert_allclose(predictions["onnxruntime"], predictions["reference"], rtol=1e-3, atol=1e-3)
     assert reports["reference"]["metric_value"] == report["metric_value"]
+    # The inference's own verdict, as a run's: who, the code, the data, and why it is not official here
+    assert (report["author"], report["model"]) == ("dawnbench", registry.load_spec(REF).model)
+    reasons = report["unofficial_reasons"]
+    assert report["official"] is False and reasons[0] == "--threshold 0.01 is not the task's 0.93 (a smoke test)"
+    assert "the eval set has 12 examples, not the 50000 of the imagenet task (fixture or subset data)" in reasons
+    assert any(r.startswith("the imagenet dataset was prepared from unverified files") for r in reasons)
+    assert set(report["provenance"]["datasets"]) == {"imagenet", "imagenet (prepared)"} and report["git"]["commit"]
+    # No run to give: the entry of an inference-only reference is submitted from its inference alone
+    # (and this one is refused: 12 fixture images are not ImageNet's val set)
+    entries = tmp_path / "entries"
+    proc = dawnbench("submit", "--inference", str(tmp_path / "onnxruntime"), "--to", str(entries),
+                     "--allow-unofficial", env=env)
+    assert proc.returncode == 2 and not entries.exists(), proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"dawnbench submit: error: {tmp_path / 'onnxruntime' / 'inference.json'}: timed 12 items, not the whole "
+        f"eval set of 50000 (rerun `dawnbench infer` on the official data, without --limit)"]
 
 
 def test_default_runtime_is_openvino_int8_calibrated_on_training_images(entry, imagenet_root, tmp_path):
@@ -128,7 +144,7 @@ def test_default_runtime_is_openvino_int8_calibrated_on_training_images(entry, i
     out = tmp_path / "default"
     proc = dawnbench("infer", REF, "--model", str(run_dir / "model"), "--data", str(imagenet_root), "--threads", "1",
                      "--warmup", "1", "--threshold", "0.01", "--out", str(out), "--no-progress")
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert proc.returncode in (0, 1) and (out / "inference.json").is_file(), proc.stderr[-3000:]
     report = json.loads((out / "inference.json").read_text())
     assert report["runtime"] == "openvino" and report["precision"]["requested"] == "int8"
     assert report["precision"]["used"].startswith("int8")

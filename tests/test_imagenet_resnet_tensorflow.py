@@ -28,7 +28,7 @@ import tensorflow as tf
 from conftest import REPO, check_inference_entry, check_roles_see_only_their_files, role_views
 
 from common import imagenet_files
-from harness import datasets, registry, runner, verify
+from harness import datasets, inference, registry, runner, verify
 from harness.reference import Context
 
 PARAMETERS = {"imagenet-resnet50-tensorflow": (50, 25_557_032), "imagenet-resnet152-tensorflow": (152, 60_192_808)}
@@ -327,6 +327,14 @@ def test_smoke_predict_folders_and_tfrecord_and_inference_entry(data, trained, n
     np.testing.assert_allclose(from_records, scores, rtol=1e-4, atol=1e-4)
 
     check_inference_entry(spec, model, predictor.ctx.config, data["root"], tmp_path / "infer", scores, items=3)
+    # The Keras ResNet-50 exported to ONNX (tf2onnx: uint8 crops in, scores out) and run by ONNX
+    # Runtime in the harness's own process: the predictor's scores
+    report = inference.infer(spec, model, predictor.ctx.config, data_root=data["root"], warmup=1, limit=3,
+                             out_dir=tmp_path / "onnxruntime", progress=False, threshold=0.01,
+                             runtime="onnxruntime", threads=1)
+    assert report["runtime"] == "onnxruntime" and report["exported_model"]["opset"] == 17
+    np.testing.assert_allclose(np.load(tmp_path / "onnxruntime" / "predictions.npy"), scores[:3], rtol=1e-3,
+                               atol=1e-3 * float(np.abs(scores[:3]).max()))
 
 
 def test_smoke_tfrecord_epoch(data, trained, reuse_network):

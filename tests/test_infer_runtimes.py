@@ -185,11 +185,11 @@ class Probed(FashionCNN):
         _time.monotonic = lambda: 0.0
         super().export_onnx(path)
 
-    def export_inputs(self):
+    def export_inputs(self, start=0, stop=None):
         seen = _files(self.ctx.data_root)
         if not any("t10k-images" in name for name in seen) or any("train" in name for name in seen):
             raise RuntimeError(f"the predictor sees {seen}")
-        return super().export_inputs()
+        return super().export_inputs(start, stop)
 '''
 
 
@@ -350,3 +350,38 @@ def test_a_scalar_scale_stays_float_and_openvino_runs_the_int8_model(tmp_path):
     openvino_call, _ = runtimes.openvino_model(quantized, 1, "int8")
     onnxruntime_call, _ = runtimes.onnxruntime_session(quantized, 1)
     np.testing.assert_allclose(openvino_call(x.numpy()), onnxruntime_call(x.numpy()), rtol=0.05, atol=0.02)
+
+
+class SlicingWorker:
+    """A predictor as the harness sees it: export_inputs(start, stop) answers with that slice."""
+
+    def __init__(self, inputs, bad_at=None, bad=None):
+        self.inputs, self.calls, self.bad_at, self.bad = inputs, [], bad_at, bad
+
+    def call(self, op, **fields):
+        assert op == "export_inputs"
+        self.calls.append((fields["start"], fields["stop"]))
+        if fields["start"] == self.bad_at:
+            return {}, self.bad
+        return {}, self.inputs[fields["start"]:fields["stop"]]
+
+
+def test_eval_inputs_come_a_slice_at_a_time_into_a_memory_mapped_file(tmp_path, monkeypatch):
+    """ImageNet's export inputs are 7.5 GB: the harness asks for slices of about
+    EXPORT_SLICE_BYTES and writes each into the .npy the runtime memory-maps, never the whole set."""
+    spec = registry.load_spec(REF)
+    inputs = np.arange(1000 * 3 * 4, dtype=np.uint8).reshape(1000, 3, 4)      # 12 bytes an example
+    monkeypatch.setattr(inference, "EXPORT_SLICE_BYTES", 12 * 100)
+    worker = SlicingWorker(inputs)
+    inference._export_inputs(worker, spec, 950, tmp_path / "inputs.npy")
+    assert worker.calls == [(0, 16)] + [(s, min(950, s + 100)) for s in range(16, 950, 100)]
+    stored = np.load(tmp_path / "inputs.npy", mmap_mode="r")
+    assert stored.dtype == np.uint8 and stored.shape == (950, 3, 4)
+    np.testing.assert_array_equal(stored, inputs[:950])
+    # A slice of the wrong length or of another shape than the first is one line, naming the call
+    short = SlicingWorker(inputs, bad_at=116, bad=inputs[:3])
+    with pytest.raises(inference.RuntimeFailed, match=r"^export_inputs\(116, 216\) gave 3 examples, not 100$"):
+        inference._export_inputs(short, spec, 950, tmp_path / "short.npy")
+    other = SlicingWorker(inputs, bad_at=16, bad=np.zeros((100, 4, 3), np.uint8))
+    with pytest.raises(inference.RuntimeFailed, match=r"gave uint8 \(4, 3\) examples, but the first slice was uint8 \(3, 4\)"):
+        inference._export_inputs(other, spec, 950, tmp_path / "other.npy")

@@ -11,6 +11,7 @@ from leaderboard_fixture import REF, cifar10_labels, make_run
 from dawnbench import entries, submit, validate
 from dawnbench.cli import main as cli_main
 from harness import datasets
+from harness.tasks import RULES_VERSION
 
 STEM = "dawnbench_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
 
@@ -33,11 +34,20 @@ LABELS_SHA = "1" * 64
 
 
 def make_inference(folder: Path, *, reference=REF, top1=0.9497, threshold=0.94, items=10000,
-                   cost_per_hour=0.9, mean_ms=28.688002700200006) -> Path:
+                   cost_per_hour=0.9, mean_ms=28.688002700200006, infers_only=False, reasons=()) -> Path:
     """An inference folder as harness/inference.py leaves it."""
     folder.mkdir(parents=True)
+    reasons = list(reasons) + ([] if threshold == 0.94 else [f"--threshold {threshold:g} is not the task's 0.94 "
+                                                             f"(a smoke test)"])
+    if items != 10000:
+        reasons.append(f"--limit {items} times {items} of the 10000 eval items, not the whole eval set")
     result = {
-        "reference": reference, "task": "cifar10", "model_path": "results/x/model", "items": items,
+        "version": "v1.0", "author": "dawnbench", "authorEmail": "", "model": "ResNet-56",
+        "codeURL": "https://github.com/dawnbench/dawnbench/tree/main/references/" + reference,
+        "reference": reference, "task": "cifar10", "rules_version": RULES_VERSION, "infers_only": infers_only,
+        "model_path": "published/resnet56.pt", "items": items,
+        "model_source": {"kind": "file", "path": "published/resnet56.pt",
+                         "files": {"resnet56.pt": {"sha256": "a" * 64, "bytes": 3400000}}},
         "complete_eval_set": items == 10000, "batch_size": 1, "warmup_items": 50, "latency": mean_ms,
         "latency_ms": {"mean": mean_ms, "p50": 27.9, "p90": 30.1, "p99": 35.5, "min": 25.0, "max": 60.2},
         "metric": "top1", "metric_value": top1, "top1": top1, "threshold": threshold,
@@ -45,7 +55,12 @@ def make_inference(folder: Path, *, reference=REF, top1=0.9497, threshold=0.94, 
         "costPerHour": cost_per_hour, "cost": cost_per_hour * mean_ms / 3.6e6,
         "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4,
         "hardware": "1 x NVIDIA T4", "framework": "PyTorch 2.13.0", "threads": None,
-        "image_digest": "sha256:" + "c" * 64, "timestamp": "2026-11-21",
+        "image_digest": "sha256:" + "c" * 64, "timestamp": "2026-11-21", "commitHash": "de8b42f2138d",
+        "git": {"commit": "de8b42f2138dedf08d189021a603340ac257828d", "dirty": False},
+        "provenance": {"reference_tree_sha256": "d" * 64, "overrides": {}, "build": None,
+                       "datasets": {"cifar10": {"test_batch": {"md5": "40351d587109b95175f43aff81a1287e",
+                                                               "size": 31035526}}}},
+        "official": not reasons, "unofficial_reasons": reasons,
     }
     (folder / "inference.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return folder
@@ -327,3 +342,65 @@ def test_a_run_that_does_not_verify_is_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DAWNBENCH_DATA", str(tmp_path / "no-data"))
     refused(capsys, [honest, "--to", out], "cannot be verified here: no cifar10 eval labels on this machine")
     assert not out.exists()
+
+
+INFER_ONLY = "cifar10-resnet56-cpu-inference"
+
+
+def test_an_inference_only_reference_submits_without_a_run(tmp_path, capsys):
+    """No RUN_DIR: the entry of a reference that only infers comes from its inference.json alone,
+    names where its model came from, validates and is ranked."""
+    infer = make_inference(tmp_path / "infer", reference=INFER_ONLY, infers_only=True)
+    out = tmp_path / "entries"
+    assert submit.main(["--inference", str(infer), "--to", str(out)]) == 0
+    stem = "dawnbench_ResNet-56_1-x-NVIDIA-T4_PyTorch-2.13.0"
+    path = out / "CIFAR10" / "inference" / f"{stem}.json"
+    assert capsys.readouterr().out.split() == [str(path)]
+    assert not (out / "CIFAR10" / "train").exists()          # no run, no training entry
+    fields = json.loads(path.read_text())
+    assert fields["reference"] == INFER_ONLY and fields["top1Accuracy"] == 94.97
+    assert fields["misc"]["model_source"]["files"] == {"resnet56.pt": {"sha256": "a" * 64, "bytes": 3400000}}
+    assert (fields["official"], fields["unofficial_reasons"]) == (True, [])
+    assert fields["git_commit"] == "de8b42f2138dedf08d189021a603340ac257828d"
+    assert fields["provenance"]["reference_tree_sha256"] == "d" * 64
+    assert validate.main([str(out)]) == 0
+    assert capsys.readouterr().out.strip() == "1 file checked: all valid"
+    assert cli_main(["leaderboard", str(out), "--format", "json"]) == 0
+    ranked = json.loads(capsys.readouterr().out)
+    assert [e["entry"] for e in ranked["tasks"]["CIFAR10"]["inference_latency"]] == [stem]
+    assert ranked["invalid"] == [] and ranked["tasks"]["CIFAR10"]["train_time"] == []
+
+
+def test_an_inference_only_entry_is_refused_when_it_is_not_one(tmp_path, capsys):
+    out = tmp_path / "entries"
+    refused(capsys, ["--to", out], "give a run folder (RUN_DIR), or --inference INFER_DIR alone")
+    trains = make_inference(tmp_path / "trains")        # a training reference's inference needs its run
+    line = refused(capsys, ["--inference", trains, "--to", out], "a reference that trains")
+    assert f"dawnbench submit RUN_DIR --inference {trains}" in line
+    partial = make_inference(tmp_path / "partial", reference=INFER_ONLY, infers_only=True, items=100)
+    refused(capsys, ["--inference", partial, "--to", out], "not the whole eval set")
+    dirty = make_inference(tmp_path / "dirty", reference=INFER_ONLY, infers_only=True, reasons=[DIRTY])
+    line = refused(capsys, ["--inference", dirty, "--to", out], "the inference is not official: ")
+    assert DIRTY in line and "--allow-unofficial" in line
+    assert not out.exists()
+    assert submit.main(["--inference", str(dirty), "--to", str(out), "--allow-unofficial"]) == 0
+    capsys.readouterr()
+    (written,) = (out / "CIFAR10" / "inference").iterdir()
+    assert (json.loads(written.read_text())["official"], json.loads(written.read_text())["unofficial_reasons"]) == (
+        False, [DIRTY])
+
+
+def test_an_unofficial_inference_of_an_official_run_is_refused(tmp_path, capsys):
+    """The run is official, the inference is not (uncommitted code when it ran): the entry is not
+    official either, and the reasons are the inference's."""
+    run = make_run(tmp_path / "run")
+    infer = make_inference(tmp_path / "infer", reasons=[FORGED])
+    out = tmp_path / "entries"
+    assert FORGED in refused(capsys, [run, "--inference", infer, "--to", out], "the inference is not official: ")
+    assert not out.exists()
+    assert submit.main([str(run), "--inference", str(infer), "--to", str(out), "--allow-unofficial"]) == 0
+    capsys.readouterr()
+    fields = json.loads((out / "CIFAR10" / "inference" / f"{STEM}.json").read_text())
+    assert (fields["official"], fields["unofficial_reasons"]) == (False, [FORGED])
+    train = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
+    assert train["official"] is True        # the training entry is the run's alone

@@ -240,6 +240,11 @@ class CifarResNetKeras(KerasReference):
             self.opt.build(self.model.trainable_variables)          # its variables exist before tracing
         self.train_step = self._make_train_step()
 
+    def calibration_batch(self, indices):
+        # int8 calibration (dawnbench infer --precision int8): training images as the eval images
+        # are prepared: the padding cut off, no augmentation (normalized already).
+        return tf.gather(self.train_x, indices)[:, PAD:-PAD, PAD:-PAD, :]
+
     def _make_train_step(self):
         """One compiled step on the global batch `idx`: gather and augment it where the data
         lives, then each replica takes its slice and contributes sum(loss) / global batch to

@@ -127,6 +127,11 @@ class FashionCNNKeras(KerasReference):
         self.opt.build(self.model.trainable_variables)              # its variables exist before tracing
         self.train_step = self._make_train_step()
 
+    def calibration_batch(self, indices):
+        # int8 calibration (dawnbench infer --precision int8): training images, unflipped, prepared
+        # as the eval images are.
+        return tf.gather(self.train_x, indices)
+
     def _make_train_step(self):
         """One compiled step: gather the batch, flip it, forward, backward, SGD update."""
         cfg, model, opt = self.ctx.config, self.model, self.opt
