@@ -640,6 +640,15 @@ def check_companions(name: str, data_root: str | os.PathLike | None = None) -> l
     return reasons
 
 
+def check_all(name: str, data_root: str | os.PathLike | None = None) -> tuple[dict[str, dict], list[str]]:
+    """What a run and an inference check of their dataset before any reference code runs: every
+    file (:func:`verified_checksums`), the prepared manifest and the companions. Returns the verified
+    files and why the data makes the result unofficial; raises DatasetError (one line) when any fails."""
+    files = verified_checksums(name, data_root)
+    _, reasons = check_prepared(name, data_root)
+    return files, reasons + check_companions(name, data_root)
+
+
 def check_prepared(name: str, data_root: str | os.PathLike | None = None) -> tuple[dict | None, list[str]]:
     """For a prepared dataset (one whose manifest entry names a `record`): check its files against
     its prepared manifest (names and sizes; :func:`verify_prepared`) and return what that checked

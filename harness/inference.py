@@ -56,9 +56,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         raise FileNotFoundError(f"model {model_path} not found; a converged `dawnbench run` leaves "
                                 f"one in results/<reference>/<run id>/model")
     # As a run does: every data file checked and recorded, the labels from the checksummed files
-    datasets.verified_checksums(task.dataset, data_root)
-    _, data_reasons = datasets.check_prepared(task.dataset, data_root)
-    data_reasons += datasets.check_companions(task.dataset, data_root)
+    _, data_reasons = datasets.check_all(task.dataset, data_root)
     labels = datasets.load_eval_labels(task.dataset, data_root)
     dropped = datasets.load_blacklist(task.dataset, data_root)
 
@@ -66,8 +64,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     model_record = model_source(model_path)
     # Before any of the reference's code runs: the code, data and model this inference is of, and
     # whether it can be an official entry.
-    prov = runner.official_verdict(spec, threshold, data_reasons, runner.EvalSet(task, len(labels), dropped), isolation,
-                          _inference_reasons(limit, len(labels), model_record))
+    eval_set = runner.EvalSet(task, len(labels), dropped)
+    prov = runner.official_verdict(spec, threshold, data_reasons, eval_set, isolation,
+                                   _inference_reasons(limit, len(labels), model_record))
     sandbox.protect_harness()
     work = Path(tempfile.mkdtemp(prefix="dawnbench-infer-"))
     os.chmod(work, 0o755)

@@ -143,9 +143,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
 
     # The harness's own labels, from the checksummed official files; a missing dataset fails
     # here, before any folder is made, with the fetch command.
-    dataset_files = datasets.verified_checksums(task.dataset, data_root)   # every file, before any folder
-    _, data_reasons = datasets.check_prepared(task.dataset, data_root)
-    data_reasons += datasets.check_companions(task.dataset, data_root)
+    dataset_files, data_reasons = datasets.check_all(task.dataset, data_root)     # before any folder
     labels = datasets.load_eval_labels(task.dataset, data_root)
     dropped = datasets.load_blacklist(task.dataset, data_root)
     eval_set = EvalSet(task, len(labels), dropped)
