@@ -30,7 +30,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     harness_cli.add_run_options(p)
     prices.add_instance_option(p)
     p.add_argument("--runs", type=int, default=None, metavar="N",
-                   help="a series: N runs with seeds SEED..SEED+N-1, each a fresh process, into "
+                   help="a series: N runs with seeds SEED..SEED+N-1, each in a process of its own, into "
                         "results/REF/<series id>/ with summary.json")
 
 
@@ -87,10 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     prices.apply_instance(args)
     if args.runs is None:
         return harness_cli.cmd_run(args)
-    spec, _, _ = harness_cli.prepare_run(args)      # every option checked before the first run starts
-    run_options = argparse.ArgumentParser(add_help=False)
-    add_run_options(run_options)
-    return series.run_series(spec, args, series.forwarded_options(run_options, args))
+    spec, hyperparameters, cost = harness_cli.prepare_run(args)      # every option checked before the first run
+    return series.run_series(spec, hyperparameters, harness_cli.run_options(args, cost), args.runs)
 
 
 def cmd_infer(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
-"""Repeated runs: `dawnbench run REF --runs N` trains seeds SEED..SEED+N-1, each in a fresh process
-(so no framework state or cache of one run reaches the next), and summarizes their
+"""Repeated runs: `dawnbench run REF --runs N` trains seeds SEED..SEED+N-1, each in a process of its
+own with the same typed options but the seed (so no framework state or cache of one run reaches the
+next, and a crash costs one run), and summarizes their
 time-to-accuracy: the stability study of the DAWNBench v1 paper.
 
     results/<REF>/<series id>/seed<k>/       each a normal run folder
@@ -9,25 +10,30 @@ time-to-accuracy: the stability study of the DAWNBench v1 paper.
 """
 from __future__ import annotations
 
-import argparse
+import contextlib
 import ctypes
-import json
+import dataclasses
+import multiprocessing
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness import datasets, outputs, paths, runner
+from harness import datasets, outputs, runner
+from harness.cli import run_command
 from harness.registry import ReferenceSpec, UsageError
 
 SUMMARY = "summary.json"
 STABLE_CV = 0.05             # docs/RULES.md: stable = every run converged and cv at most this
 STOP_GRACE_SECONDS = 60.0    # how long an interrupted run gets to write its DNC result before it is killed
-OWN_OPTIONS = {"runs", "seed", "results", "run_id", "series_id"}     # set by the series for each run
 PR_SET_PDEATHSIG = 1
+PROG = "dawnbench"
+# fork, not spawn: the series process holds nothing of a reference (no framework is imported in it),
+# so each run starts as clean as a new process, without re-importing and re-parsing; and spawn would
+# start a resource tracker beside the run.
+_FORK = multiprocessing.get_context("fork")
 
 
 class Stopped(BaseException):
@@ -99,31 +105,11 @@ def table(summary: dict) -> list[str]:
     return lines
 
 
-def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    """The command-line options of `args` (parsed by `parser`) that every run of the series repeats:
-    all but those the series sets per run. Rebuilt from the parser, so a new option travels too."""
-    argv: list[str] = []
-    for action in parser._actions:
-        if not action.option_strings or action.dest in OWN_OPTIONS or action.dest == "help":
-            continue
-        value = getattr(args, action.dest, action.default)
-        flag = max(action.option_strings, key=len)
-        if action.nargs == 0:                    # a switch such as --no-save
-            if value != action.default:
-                argv.append(flag)
-        elif isinstance(value, list):            # a repeatable option such as --set
-            for item in value:
-                argv += [flag, str(item)]
-        elif value is not None and value != action.default:
-            argv += [flag, str(value)]
-    return argv
-
-
-def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[str]) -> int:
-    """Run the series; 0 only when every run converged."""
-    if args.runs < 1:
-        raise UsageError(f"--runs {args.runs}: give the number of runs, 1 or more")
-    if args.run_id is not None:
+def run_series(spec: ReferenceSpec, hyperparameters: dict, opts: runner.RunOptions, runs: int) -> int:
+    """Run the series: `opts` for seeds opts.seed .. opts.seed + runs - 1; 0 only when every run converged."""
+    if runs < 1:
+        raise UsageError(f"--runs {runs}: give the number of runs, 1 or more")
+    if opts.run_id is not None:
         raise UsageError("--runs and --run-id do not go together: a series names its runs seed<k> inside "
                          "its own folder results/<REF>/<series id>/")
     world_size = runner.dist_env()[1]
@@ -131,47 +117,36 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
         raise UsageError(f"--runs under torchrun (WORLD_SIZE={world_size}): start a series from a plain shell, "
                          f"where each run is a fresh process; for multi-process runs launch torchrun once per --seed")
     # A missing dataset fails here, once, before any folder is made (as it does for one run).
-    datasets.verified_checksums(spec.task.dataset, args.data or datasets.default_data_root())
+    datasets.verified_checksums(spec.task.dataset, opts.data_root or datasets.default_data_root())
 
-    results_root = Path(args.results or paths.results_root()).resolve()
+    results_root = Path(opts.results_root).resolve()
     series_dir = _new_series_dir(results_root, spec.name)
-    env = dict(os.environ)
-    # The runs import the very tree this series runs from, whatever is installed.
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-
     finished: list[dict] = []
     stopped_by: int | None = None
     failed_to_start = False
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     try:
-        for i, seed in enumerate(range(args.seed, args.seed + args.runs), 1):
-            _say(f"series {series_dir}: run {i}/{args.runs}, seed {seed}")
+        for i, seed in enumerate(range(opts.seed, opts.seed + runs), 1):
+            _say(f"series {series_dir}: run {i}/{runs}, seed {seed}")
             # The runner makes <results>/<REF>/<series id>/<run id>: the run is at <series>/seed<k>.
-            cmd = [sys.executable, "-m", "dawnbench", "run", spec.name, *forwarded, "--seed", str(seed),
-                   "--results", str(results_root), "--series-id", series_dir.name, "--run-id", f"seed{seed}"]
-            # Its own process group: a Ctrl-C reaches the series alone, which passes it on exactly once, so
-            # the run ends as DNC with its files written (a second signal could cut that short). And SIGTERM
-            # when the series dies, even by SIGKILL: no run goes on alone.
-            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, process_group=0,
-                                    preexec_fn=_terminate_with(os.getpid()))
+            run_opts = dataclasses.replace(opts, seed=seed, results_root=results_root, series_id=series_dir.name,
+                                           run_id=f"seed{seed}")
+            folder = series_dir / run_opts.run_id
             try:
-                code = proc.wait()
-            except (KeyboardInterrupt, Stopped) as e:
-                stopped_by = _signal_of(e)
-                _stop(proc, stopped_by, seed)       # its folder and logs stay; it is not counted
+                code, result = _run_in_own_process(spec, hyperparameters, run_opts)
+            except _Interrupted as e:
+                stopped_by = e.signum       # the run was stopped: its folder and logs stay; it is not counted
                 break
-            folder = series_dir / f"seed{seed}"
-            result = _read_result(folder)
             if result is None:
                 if code == 2 and not folder.exists():   # a usage error, its line printed above: the next would repeat it
                     failed_to_start = True
                     break
-                _say(f"seed {seed}: the run's process exited {code} without a result.json; counted as DNC")
-                result = {"seed": seed, "status": runner.DNC, "run_dir": folder.name if folder.exists() else None}
+                _say(f"seed {seed}: the run's process exited {code} without a result; counted as DNC")
+                result = {"seed": seed, "status": runner.DNC}
+            result["run_dir"] = folder.name if folder.exists() else None
             finished.append(result)
             # After every run, so a series that is killed still leaves the runs it finished summarized.
-            _write_summary(series_dir, finished, args.runs, interrupted=False, in_progress=i < args.runs)
+            _write_summary(series_dir, finished, runs, interrupted=False, in_progress=i < runs)
     except (KeyboardInterrupt, Stopped) as e:
         stopped_by = _signal_of(e)
     finally:
@@ -183,7 +158,7 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
         except OSError:
             pass
         return 2
-    summary = _write_summary(series_dir, finished, args.runs, interrupted=stopped_by is not None, in_progress=False)
+    summary = _write_summary(series_dir, finished, runs, interrupted=stopped_by is not None, in_progress=False)
     for line in table(summary):
         print(line)
     if stopped_by is not None:
@@ -193,7 +168,64 @@ def run_series(spec: ReferenceSpec, args: argparse.Namespace, forwarded: list[st
         return 128 + stopped_by
     if failed_to_start:
         return 2
-    return 0 if summary["converged"] == args.runs else 1
+    return 0 if summary["converged"] == runs else 1
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _run_in_own_process(spec: ReferenceSpec, hyperparameters: dict, opts: runner.RunOptions) -> tuple[int, dict | None]:
+    """One run of the series, `runner.run` with these typed options in a child process (a fork of
+    this one, which never imports the reference's framework: the reference runs in the run's own
+    sandboxed workers). Its crash or kill costs only its own result. Returns (exit code, result or
+    None). A Ctrl-C or SIGTERM to the series stops the run, which writes its DNC result first, and
+    raises _Interrupted."""
+    reader, writer = _FORK.Pipe(duplex=False)
+    proc = _FORK.Process(target=_one_run, args=(spec, hyperparameters, opts, writer, os.getpid()),
+                         name=f"dawnbench-run-{opts.run_id}")
+    proc.start()
+    with contextlib.suppress(OSError):     # its own process group from the start (the child sets it too)
+        os.setpgid(proc.pid, proc.pid)
+    writer.close()
+    try:
+        try:
+            result = reader.recv()          # before join: a large result would fill the pipe and block the child
+        except EOFError:                    # it died before it could answer
+            result = None
+        proc.join()
+    except (KeyboardInterrupt, Stopped) as e:
+        _stop(proc, _signal_of(e), opts.seed)
+        raise _Interrupted(_signal_of(e)) from None
+    finally:
+        reader.close()
+    return proc.exitcode, result
+
+
+def _one_run(spec: ReferenceSpec, hyperparameters: dict, opts: runner.RunOptions, writer, parent: int) -> None:
+    """The child: its own process group, so a Ctrl-C reaches the series alone, which passes it on
+    exactly once (a second signal could cut the DNC result short); SIGTERM when the series dies,
+    even by SIGKILL, so no run goes on alone. Exits as `dawnbench run` would."""
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:     # the series died before the line above took effect
+            os._exit(128 + signal.SIGTERM)
+    outcome: list[dict] = []
+
+    def one(_args) -> int:
+        result = runner.run(spec, hyperparameters, opts)
+        outcome.append(result)
+        return 0 if result["status"] == runner.CONVERGED else 1
+
+    code = run_command(one, None, PROG)
+    with contextlib.suppress(OSError):    # the series may be gone (killed): the result is on disk anyway
+        writer.send(outcome[0] if outcome else None)
+    sys.exit(code)
 
 
 def _write_summary(series_dir: Path, finished: list[dict], requested: int, *, interrupted: bool,
@@ -216,19 +248,6 @@ def _new_series_dir(results_root: Path, reference: str) -> Path:
     raise UsageError(f"could not create a series folder under {results_root / reference}")
 
 
-def _terminate_with(parent: int):
-    """A preexec function: the child gets SIGTERM when `parent` dies, however it dies (Linux prctl)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)     # loaded here: the child only calls it
-
-    def preexec() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:     # the series died before the line above took effect
-            os._exit(128 + signal.SIGTERM)
-    return preexec
-
-
 def _raise_stopped(signum, frame):
     raise Stopped()
 
@@ -237,25 +256,16 @@ def _signal_of(exc: BaseException) -> int:
     return int(signal.SIGTERM if isinstance(exc, Stopped) else signal.SIGINT)
 
 
-def _stop(proc: subprocess.Popen, signum: int, seed: int) -> None:
+def _stop(proc, signum: int, seed: int) -> None:
     _say(f"stopping the run of seed {seed}: it writes its result as DNC (Ctrl-C again to kill it)")
     try:
-        proc.send_signal(signum)
-        proc.wait(timeout=STOP_GRACE_SECONDS)
-    except (KeyboardInterrupt, Stopped, subprocess.TimeoutExpired):
+        os.kill(proc.pid, signum)
+        proc.join(timeout=STOP_GRACE_SECONDS)
+    except (KeyboardInterrupt, Stopped):
+        pass
+    if proc.exitcode is None:
         proc.kill()
-        proc.wait()
-
-
-def _read_result(folder: Path) -> dict | None:
-    try:
-        result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(result, dict):
-        return None
-    result["run_dir"] = folder.name
-    return result
+        proc.join()
 
 
 def _say(msg: str) -> None:

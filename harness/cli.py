@@ -203,14 +203,19 @@ def prepare_run(args: argparse.Namespace):
 
 # --- commands -----------------------------------------------------------------------------------
 
-def cmd_run(args: argparse.Namespace) -> int:
-    spec, hp, cost = prepare_run(args)
+def run_options(args: argparse.Namespace, cost: dict) -> runner.RunOptions:
+    """The typed options of a run (what `dawnbench run --runs` hands each run of its series)."""
     opts = runner.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
                              threshold=args.threshold, data_root=args.data, run_id=args.run_id, series_id=args.series_id,
                              progress=not args.no_progress, save_model=not args.no_save, **cost)
     if args.results is not None:
         opts.results_root = args.results
-    result = runner.run(spec, hp, opts)
+    return opts
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec, hp, cost = prepare_run(args)
+    result = runner.run(spec, hp, run_options(args, cost))
     return 0 if result["status"] == runner.CONVERGED else 1
 
 

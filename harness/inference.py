@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, paths, runner, runtimes, sandbox
+from harness import datasets, environment, identity, paths, runner, runtimes, sandbox
 from harness.errors import EXIT_FAILED, DawnbenchError
 from harness.registry import ReferenceSpec, UsageError
-from harness.tasks import RULES_VERSION
 
 
 def _answer(question_id: str, output) -> tuple[str, str]:
@@ -107,22 +106,16 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     mean_ms = float(ms.mean())
     system = environment.describe_system(data_root)
     result = {
-        # who and what, as a run's result.json says them: an inference-only entry has no run to take them from
-        "version": "v1.0",
-        "author": spec.author,
-        "authorEmail": spec.author_email,
-        "codeURL": spec.code_url,
-        "model": spec.model,
-        "reference": spec.name,
-        "task": task.name,
-        "rules_version": RULES_VERSION,
+        # who and what, as a run's result.json says them (harness.identity): an inference-only entry
+        # has no run to take them from
+        **identity.fields(spec, system=system, isolation=isolation, prov=prov, hardware=environment.hardware_label(system, 1),
+                          cost_per_hour=cost_per_hour, instance=instance, nodes=nodes, price=price, started=None,
+                          used_blacklist=dropped is not None and n == len(labels)),
         "model_path": str(model_path),
         "model_source": model_record,
         "infers_only": spec.infers_only,
         "items": n,
         "complete_eval_set": n == len(labels) == task.eval_examples,
-        **({"usedBlacklist": dropped is not None and n == len(labels)}
-           if "blacklist" in datasets.manifest(task.dataset) else {}),
         "batch_size": 1,
         "warmup_items": min(warmup, n),
         "latency": mean_ms,  # DAWNBench v1 field: ms per item
@@ -135,21 +128,10 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "threshold": threshold,
         "official_threshold": threshold == task.threshold,
         "reached_threshold": bool(value >= threshold),
-        "costPerHour": cost_per_hour,
-        "instance": instance,
-        "nodes": nodes,
-        "price": price,
         # DAWNBench v1: cost per item = costPerHour x latency / 3.6e6
         "cost": cost_per_hour * mean_ms / 3.6e6 if cost_per_hour is not None else None,
         "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4 if cost_per_hour is not None else None,
-        "hardware": environment.hardware_label(system, 1),
-        "framework": environment.framework_label(spec.framework),
         **run,     # runtime, runtime_version, precision, threads, timer, exported model, calibration
-        "isolation": {"mode": isolation.mode, "reason": isolation.reason},
-        "image_digest": system["image_digest"],
-        "timestamp": time.strftime("%Y-%m-%d", time.gmtime()),
-        "commitHash": prov["git"]["commit"],
-        **prov,     # git, provenance, official, unofficial_reasons
     }
     if task.metric != "f1":     # exactly the predictions scored, for anyone to re-score
         np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)

@@ -1,17 +1,18 @@
 """The runner: the one loop every reference runs under. It owns the clock.
 
-    labels <- official files (checksummed)           before the clock
+    labels <- official files (checksummed)           before the clock (make_plan)
     run_start, setup                                 init span      (on the clock)
     for epoch: train_epoch                           train span     (on the clock)
                predict + score                       eval span      (off the clock)
-               stop at the first epoch >= threshold
+               stop when the stop rules say so       (harness.stop_rules)
     save                                             checkpoint span (off the clock)
-    run_stop
+    run_stop, result.json                            (harness.run_record)
 
 See docs/RULES.md for what counts and how DNC is decided.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -23,13 +24,11 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import collective, datasets, environment, outputs, paths, provenance, sandbox, stored_predictions, views
+from harness import collective, datasets, environment, identity, outputs, paths, provenance, sandbox, stop_rules, views
 from harness.clock import Clock
-from harness.events import EventLog
 from harness.registry import ReferenceSpec, check_trains
-from harness.tasks import RULES_VERSION
-
-CONVERGED, DNC = "converged", "DNC"
+from harness.run_record import RunRecord
+from harness.stop_rules import CONVERGED, DNC, Budget, Outcome
 
 
 class Terminated(BaseException):
@@ -110,10 +109,6 @@ def _say(msg: str, rank: int) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def _data_files(task, data_root: Path, role: str, derived: Path) -> list[tuple[Path, str]]:
-    return views.view_files(task.dataset, data_root, role, derived)
-
-
 def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, derived: Path,
                  snapshots: Path | None, env: dict[str, str] | None = None):
     """A sandboxed worker of `role`, with the role's data; returns it and the paths it sees."""
@@ -127,275 +122,278 @@ def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, 
                          snapshots=snapshots, copies=copies, env=env, hidden=views.system_copies())
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A run as settled before any folder exists or any of the reference's code runs: its budget,
+    its data (checked), the harness's eval labels, and whether it can be official."""
+    spec: ReferenceSpec
+    hyperparameters: dict
+    opts: RunOptions
+    budget: Budget
+    data_root: Path
+    dataset_files: list
+    labels: object
+    eval_set: EvalSet
+    isolation: sandbox.Isolation
+    prov: dict
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> Plan:
+    """The plan of a run; a missing or corrupt dataset fails here, before any folder is made, with
+    the fetch command."""
+    task = spec.task
+    rank, world_size, local_rank = dist_env()
+    threshold = task.threshold if opts.threshold is None else opts.threshold
+    budget = Budget(max_epochs=opts.max_epochs or spec.max_epochs, max_seconds=opts.max_seconds or spec.max_seconds,
+                    threshold=threshold, metric=task.metric)
+    data_root = Path(opts.data_root or datasets.default_data_root())
+    dataset_files, data_reasons = datasets.check_all(task.dataset, data_root)
+    labels = datasets.load_eval_labels(task.dataset, data_root)
+    eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
+    isolation = sandbox.probe()
+    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation)
+    return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,
+                isolation, prov, rank, world_size, local_rank)
+
+
+def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
+    """Run one reference to its threshold or its budget; returns result.json's content.
+
+    Before any folder: the data checked, the eval labels loaded, the verdict made. Then, on the
+    clock from before the reference's imports: the trainer's init; each epoch it trains and is
+    frozen, the predictor scores the epoch's snapshot off the clock, the trainer is thawed, and the
+    stop rules decide. The scored model is kept, and the record is closed however the run ends."""
+    check_trains(spec)
+    plan = make_plan(spec, hyperparameters, opts)
+    this = _Run(plan)
+    outcome, epoch = Outcome(DNC, "not started"), 0
+    with _sigterm_raises(), this.workers():
+        try:
+            this.start()
+            for epoch in range(1, plan.budget.max_epochs + 1):
+                trained = this.train(epoch)
+                outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock)
+                if outcome is None:
+                    reached = this.evaluate(epoch, trained)
+                    outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock, reached)
+                if outcome is not None:
+                    break
+            this.keep_model(outcome)
+        except outputs.WriteError:
+            raise       # the run folder cannot take its files: no result to write, one line to say why
+        except (Exception, KeyboardInterrupt, Terminated) as exc:
+            outcome = this.failed(exc)
+    return this.finish(outcome, epoch)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """One epoch's training as the harness saw it: the trainer's stats, the loss every rank agrees
+    diverged or not, the on-clock seconds so far (every rank's max), the freeze's cost."""
+    stats: dict
+    loss: float
+    on_clock: float
+    handover_s: float
+
+
+class _Run:
+    """One run's moving parts: the clock, the record, the ranks and the reference's workers."""
+
+    def __init__(self, plan: Plan):
+        self.plan, self.spec, self.task, self.opts = plan, plan.spec, plan.spec.task, plan.opts
+        self.group = collective.Group(plan.rank, plan.world_size)
+        run_dir = outputs.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
+                                      self.opts.series_id) if plan.rank == 0 else None
+        self.system = environment.describe_system(plan.data_root)
+        sandbox.protect_harness()
+        self.clock = Clock()      # the workers synchronize their device before they answer
+        self.record = RunRecord(run_dir, self.spec, self.clock)
+        self.trainer = self.predictor = None
+        self.seen: dict = {}
+        self.predictor_seen: dict = {}
+        self.last_snapshot: Path | None = None
+        self.reached_at: dict | None = None
+        self.framework_extra: dict = {}
+
+    @contextlib.contextmanager
+    def workers(self):
+        """The scratch folder the workers' snapshots go to; at the end the workers are killed and it is removed."""
+        self.work = Path(tempfile.mkdtemp(prefix="dawnbench-run-"))
+        (self.work / "snapshots").mkdir()
+        os.chmod(self.work, 0o755)
+        try:
+            yield
+        finally:
+            for worker in (self.trainer, self.predictor):
+                if worker is not None:
+                    worker.kill()
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def _start_worker(self, role: str):
+        worker, seen = start_worker(role, self.spec, self.plan.isolation, data_root=self.plan.data_root,
+                                    derived=self.work / "derived", snapshots=self.work / "snapshots")
+        p = self.plan
+        worker.call("init", name=self.spec.name, config=dict(p.hyperparameters), eval_examples=p.eval_set.examples,
+                    seed=self.opts.seed, task=self.task.name, rank=p.rank, world_size=p.world_size,
+                    local_rank=p.local_rank, show_progress=self.opts.progress, role=role,
+                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"])
+        return worker, seen
+
+    def start(self) -> None:
+        """The clock starts before the reference's code is imported (its imports count), then the
+        log's header and the trainer's init span."""
+        p = self.plan
+        self.clock.start()
+        self.record.header(hardware=self._hardware(), seed=self.opts.seed, eval_set=p.eval_set,
+                           threshold=p.budget.threshold, hyperparameters=p.hyperparameters, isolation=p.isolation,
+                           dataset_files=p.dataset_files)
+        self.trainer, self.seen = self._start_worker("train")
+        self.clock.lap("init")
+        self.record.initialized()
+
+    def train(self, epoch: int) -> Trained:
+        """One epoch on the clock. Then the trainer is frozen: nothing of it runs until the next
+        epoch, so no thread trains on while the harness evaluates off the clock."""
+        p = self.plan
+        self.clock.lap("harness")
+        self.record.epoch_started(epoch)
+        snapshot = f"{self.seen['snapshots']}/{_snapshot_name(epoch)}" if p.rank == 0 else None
+        reply, _ = self.trainer.call("train", epoch=epoch, snapshot=snapshot)
+        handover = _timed(self.trainer.freeze)
+        self.clock.lap("train")
+        stats = _check_stats(reply.get("stats") or {})
+        loss = float(stats.get("loss", float("nan")))
+        on_clock, bad_loss = self.group.max([self.clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0])
+        # `samples` is what this rank trained on; MLPerf's train_samples is the whole run's, every rank's
+        (samples_all,) = self.group.sum([stats.get("samples", 0.0)])
+        self.record.epoch_trained(epoch, stats, samples_all, p.world_size)
+        if bad_loss and math.isfinite(loss):     # another rank's loss diverged: so did the run
+            loss = float("nan")
+        return Trained(stats, loss, on_clock, handover)
+
+    def evaluate(self, epoch: int, trained: Trained) -> bool:
+        """Off the clock: rank 0 scores the epoch's snapshot, every rank learns whether it reached
+        the threshold, the trainer is thawed, the epoch is recorded. Returns whether it reached it."""
+        p = self.plan
+        self.record.eval_started(epoch)
+        value, scores, stored, verdict = float("nan"), {}, {}, 0.0
+        if p.rank == 0:
+            value, scores, stored = self._score(epoch)
+            verdict = 1.0 if stop_rules.reaches(value, p.budget.threshold) else 0.0
+        (reached,) = self.group.broadcast([verdict])
+        self.clock.lap("eval")
+        handover = trained.handover_s + _timed(self.trainer.thaw)
+        row = self.record.epoch_scored(epoch, value=value, scores=scores, stored=stored, on_clock=trained.on_clock,
+                                       stats=trained.stats, handover_s=handover)
+        _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {100 * value:6.2f}% "
+             f"(target {100 * p.budget.threshold:.2f}%)  time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
+        if reached:
+            self.reached_at = row
+        return bool(reached)
+
+    def _score(self, epoch: int) -> tuple[float, dict, dict]:
+        """The predictor (started at the first eval, in the eval span) loads the epoch's snapshot and
+        predicts every eval example; the harness counts, scores and stores the predictions."""
+        p, task = self.plan, self.task
+        if self.predictor is None:
+            self.predictor, self.predictor_seen = self._start_worker("predict")
+            self.record.eval_inputs(views.derived_files(self.work / "derived"))
+        name = _snapshot_name(epoch)
+        self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{name}")
+        self.last_snapshot = self.work / "snapshots" / name
+        answer, array = self.predictor.call("predict")
+        predictions = answer["answers"] if "answers" in answer else array
+        count = task.count(predictions) if predictions is not None else 0
+        if count != p.eval_set.examples:
+            raise PredictionCountError(
+                f"predict() returned {count} predictions; the {task.name} eval set has "
+                f"{p.eval_set.examples} examples, every one needs a prediction in canonical order")
+        scores = task.score(predictions, p.labels, p.eval_set.dropped_indices)
+        stored = self.record.store_predictions(epoch, predictions)     # in the eval span, off the clock
+        return scores[task.metric], scores, stored
+
+    def keep_model(self, outcome: Outcome) -> None:
+        """After the last epoch: the framework's versions, and the model of the last scored epoch as
+        its snapshot was scored (none after a diverged loss)."""
+        self.framework_extra = _versions(self.trainer)
+        if self.opts.save_model and self.last_snapshot is not None and not outcome.diverged:
+            self.record.keep_model(self.last_snapshot)
+
+    def failed(self, exc: BaseException) -> Outcome:
+        """A run that raised ends as DNC with the trace in its log; the entrant's configuration
+        mistake is one line on the terminal, anything else the trace. Call it inside the except."""
+        trace = getattr(exc, "trace", "") or traceback.format_exc()
+        self.record.error(trace)
+        if getattr(exc, "usage", False):
+            print(f"{self.spec.name}: {exc}", file=sys.stderr)
+        else:
+            print(trace, file=sys.stderr)
+        if self.clock.start_perf is not None:
+            self.clock.lap("harness")
+        return stop_rules.failed(exc, (sandbox.WorkerError, sandbox.WorkerDied))
+
+    def finish(self, outcome: Outcome, epochs: int) -> dict:
+        """run_stop at the wall time (every rank's max), then env.json and result.json on rank 0."""
+        p = self.plan
+        wall = self.clock.elapsed()
+        try:
+            wall = self.group.max([wall])[0]
+        except Exception:   # a lost rank must not cost us the result file
+            pass
+        self.group.close()
+        self.record.close(outcome, wall)
+        who = identity.fields(self.spec, system=self.system, isolation=p.isolation, prov=p.prov,
+                              hardware=self._hardware(), cost_per_hour=self.opts.cost_per_hour,
+                              instance=self.opts.instance, nodes=self.opts.nodes, price=self.opts.price,
+                              started=self.clock.start_wall, used_blacklist=p.eval_set.dropped_indices is not None)
+        result = self.record.result(who, outcome, reached_at=self.reached_at, epochs=epochs, wall=wall,
+                                    threshold=p.budget.threshold, cost_per_hour=self.opts.cost_per_hour,
+                                    eval_examples=p.eval_set.scored, seed=self.opts.seed, world_size=p.world_size,
+                                    hyperparameters=p.hyperparameters)
+        if p.rank == 0:
+            self.record.write(result, {**self.system, "framework_extra": self.framework_extra})
+            if outcome.status == CONVERGED:
+                _say(f"converged: {self.task.metric} {100 * result['metric_value']:.2f}% at epoch {epochs}; "
+                     f"time-to-accuracy {result['tta_seconds']:.1f} s (eval excluded), wall {wall:.1f} s", p.rank)
+            else:
+                _say(f"DNC: {outcome.reason}", p.rank)
+            _say(f"results: {self.record.run_dir}", p.rank)
+        result["run_dir"] = str(self.record.run_dir) if self.record.run_dir else None
+        return result
+
+    def _hardware(self) -> str:
+        return environment.hardware_label(self.system, self.plan.world_size, self.opts.nodes)
+
+
 def _check_stats(raw: dict) -> dict[str, float]:
     return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
-    """Run one reference to its threshold or its budget; returns result.json's content."""
-    check_trains(spec)
-    task = spec.task
-    rank, world_size, local_rank = dist_env()
-    threshold = task.threshold if opts.threshold is None else opts.threshold
-    max_epochs = opts.max_epochs or spec.max_epochs
-    max_seconds = opts.max_seconds or spec.max_seconds
-    data_root = Path(opts.data_root or datasets.default_data_root())
+def _snapshot_name(epoch: int) -> str:
+    return f"epoch-{epoch:03d}"
 
-    # The harness's own labels, from the checksummed official files; a missing dataset fails
-    # here, before any folder is made, with the fetch command.
-    dataset_files, data_reasons = datasets.check_all(task.dataset, data_root)     # before any folder
-    labels = datasets.load_eval_labels(task.dataset, data_root)
-    dropped = datasets.load_blacklist(task.dataset, data_root)
-    eval_set = EvalSet(task, len(labels), dropped)
-    isolation = sandbox.probe()
-    # Before any of the reference's code runs: the code and data this run is of, and whether it is official.
-    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation)
-    group = collective.Group(rank, world_size)
 
-    run_dir = outputs.new_run_dir(opts.results_root, spec.name, opts.seed, opts.run_id,
-                                  opts.series_id) if rank == 0 else None
-    system = environment.describe_system(Path(data_root))
-    sandbox.protect_harness()
+def _timed(action) -> float:
+    """Seconds `action()` took (the freeze and thaw of the trainer: the handover's cost)."""
+    t = time.perf_counter()
+    action()
+    return time.perf_counter() - t
 
-    clock = Clock()      # the workers synchronize their device before they answer
-    log = EventLog(run_dir / "events.jsonl" if run_dir else None, clock.wall_ms)
-    tsv = outputs.LineFile(run_dir / f"{spec.name}.tsv") if run_dir else None
-    if tsv:
-        tsv.write("\t".join(task.tsv_columns) + "\n")
 
-    previous_sigterm = signal.getsignal(signal.SIGTERM)
-
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM (torchrun stopping the group after another rank failed) raises Terminated, so the run
+    ends as DNC with its files written."""
     def _on_sigterm(signum, frame):
         raise Terminated("terminated by SIGTERM")
-    signal.signal(signal.SIGTERM, _on_sigterm)
-
-    work = Path(tempfile.mkdtemp(prefix="dawnbench-run-"))
-    snapshots = work / "snapshots"
-    snapshots.mkdir()
-    os.chmod(work, 0o755)
-    trainer = predictor = None
-    framework_extra: dict = {}
-    status, reason, epoch = DNC, "", 0
-    scores: dict[str, float] = {}
-    reached_at: dict | None = None
-    history: list[dict] = []
-    last_snapshot: Path | None = None
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        clock.start()      # before the reference's code is imported: its imports count
-        log.point("submission_benchmark", task.name)
-        log.point("submission_org", spec.author)
-        log.point("submission_platform", environment.hardware_label(system, world_size, opts.nodes))
-        log.point("seed", opts.seed)
-        log.point("eval_samples", eval_set.scored, dropped=eval_set.dropped)
-        log.point("dawnbench_threshold", threshold, metric=task.metric)
-        log.point("dawnbench_hyperparameters", hyperparameters)
-        log.point("dawnbench_isolation", isolation.mode, reason=isolation.reason)
-        log.point("dawnbench_dataset", task.dataset, files=list(dataset_files.values()))
-        log.point("submission_division", "open")        # docs/RULES.md "The MLPerf reading"
-        log.point("submission_status", "research")
-        log.point("cache_clear", False)                 # logged as MLPerf requires; the OS cache is not dropped
-        log.start("init_start", 0.0)
-        trainer, seen = start_worker("train", spec, isolation, data_root=data_root, derived=work / "derived",
-                                     snapshots=snapshots)
-        init = {"name": spec.name, "config": dict(hyperparameters), "eval_examples": eval_set.examples,
-                "seed": opts.seed, "task": task.name, "rank": rank, "world_size": world_size,
-                "local_rank": local_rank, "show_progress": opts.progress}
-        trainer.call("init", **init, role="train", data_root=seen["data_root"], work_dir=seen["work_dir"],
-                     references=seen["references"])
-        clock.lap("init")
-        log.end("init_stop", clock.elapsed())
-        log.start("run_start", clock.elapsed())         # MLPerf's order; the DAWNBench clock still counts from init_start
-
-        for epoch in range(1, max_epochs + 1):
-            clock.lap("harness")
-            log.start("epoch_start", clock.elapsed(), epoch_num=epoch)
-            name = f"epoch-{epoch:03d}"
-            reply, _ = trainer.call("train", epoch=epoch,
-                                    snapshot=f"{seen['snapshots']}/{name}" if rank == 0 else None)
-            # Nothing of the trainer runs until the next epoch: no thread trains on while the harness
-            # evaluates off the clock.
-            handover = time.perf_counter()
-            trainer.freeze()
-            handover = time.perf_counter() - handover
-            clock.lap("train")
-            stats = _check_stats(reply.get("stats") or {})
-            loss = float(stats.get("loss", float("nan")))
-            on_clock, bad_loss = group.max([clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0])
-            # `samples` is what this rank trained on; MLPerf's train_samples is the whole run's, every rank's
-            (samples_all,) = group.sum([stats.get("samples", 0.0)])
-            if epoch == 1:  # MLPerf: exactly once; every epoch's count is in its epoch_stop metadata
-                log.point("train_samples", int(samples_all), clock.elapsed(), epoch_num=epoch)
-            log.end("epoch_stop", clock.elapsed(), epoch_num=epoch, **stats,
-                    **({"samples_all_ranks": samples_all} if world_size > 1 else {}))
-            if bad_loss:
-                reason = f"diverged: training loss is {loss} at epoch {epoch}"
-                break
-
-            log.start("eval_start", clock.elapsed(), epoch_num=epoch)
-            value, verdict, stored = float("nan"), 0.0, {}
-            if rank == 0:
-                if predictor is None:     # started at the first eval, in the eval span: off the clock
-                    predictor, pseen = start_worker("predict", spec, isolation, data_root=data_root,
-                                                    derived=work / "derived", snapshots=snapshots)
-                    predictor.call("init", **init, role="predict", data_root=pseen["data_root"],
-                                   work_dir=pseen["work_dir"], references=pseen["references"])
-                    # what the harness derived from the eval files for the predictor (label-free copies)
-                    log.point("dawnbench_eval_inputs", len(derived := views.derived_files(work / "derived")),
-                              clock.elapsed(), files=derived)
-                predictor.call("load", path=f"{pseen['snapshots']}/{name}")
-                last_snapshot = snapshots / name
-                answer, array = predictor.call("predict")
-                predictions = answer["answers"] if "answers" in answer else array
-                count = task.count(predictions) if predictions is not None else 0
-                if count != eval_set.examples:
-                    raise PredictionCountError(
-                        f"predict() returned {count} predictions; the {task.name} eval set has "
-                        f"{eval_set.examples} examples, every one needs a prediction in canonical order")
-                scores = task.score(predictions, labels, dropped)
-                # what `harness verify` re-scores offline; written in the eval span, off the clock
-                try:
-                    stored = stored_predictions.save(run_dir, epoch, task, predictions) if run_dir else {}
-                except OSError as exc:       # a full or read-only disk: one line, not a traceback
-                    raise outputs.WriteError(run_dir / "predictions", exc) from None
-                value = scores[task.metric]
-                verdict = 1.0 if value >= threshold else 0.0
-            (reached,) = group.broadcast([verdict])
-            clock.lap("eval")
-            thaw = time.perf_counter()
-            trainer.thaw()
-            handover += time.perf_counter() - thaw
-            log.point("eval_accuracy", value, clock.elapsed(), epoch_num=epoch, metric=task.metric,
-                      **{k: v for k, v in scores.items() if k != task.metric},
-                      **({"predictions_file": stored["file"], "predictions_sha256": stored["sha256"]} if stored else {}))
-            log.end("eval_stop", clock.elapsed(), epoch_num=epoch)
-            row = {"epoch": epoch, "tta_seconds": round(on_clock, 3),
-                   "wall_seconds": round(clock.elapsed(), 3), **scores, **stats,
-                   "handover_ms": round(1000 * handover, 3)}
-            history.append(row)
-            if tsv:
-                tsv.write("\t".join(task.tsv_row(epoch, on_clock / 3600.0, scores)) + "\n")
-            _say(f"epoch {epoch:3d}/{max_epochs}  loss {loss:.4f}  {task.metric} {100 * value:6.2f}% "
-                 f"(target {100 * threshold:.2f}%)  time-to-accuracy clock {on_clock:7.1f} s", rank)
-            if reached:
-                status, reached_at = CONVERGED, row
-                break
-            if on_clock >= max_seconds:
-                reason = f"budget: {on_clock:.1f} s on the clock >= max_seconds={max_seconds:g}"
-                break
-        else:
-            reason = f"budget: max_epochs={max_epochs} reached without {task.metric} >= {threshold}"
-
-        framework_extra = _versions(trainer)
-        if opts.save_model and run_dir and last_snapshot is not None and not reason.startswith("diverged"):
-            # The model of the last evaluated epoch, as its snapshot was scored: harness work, after the clock.
-            outputs.copy_tree(last_snapshot, run_dir / "model")
-            log.point("checkpoint", str(run_dir / "model"), clock.elapsed())
-    except outputs.WriteError:
-        raise           # the run folder cannot take its files: no result to write, one line to say why
-    except (Exception, KeyboardInterrupt, Terminated) as exc:
-        status = DNC
-        trace = getattr(exc, "trace", "") or traceback.format_exc()
-        reason = f"error: {exc}" if isinstance(exc, (sandbox.WorkerError, sandbox.WorkerDied)) \
-            else f"error: {type(exc).__name__}: {exc}"
-        log.point("dawnbench_error", trace, clock.read() if clock.start_perf is not None else 0.0)
-        if getattr(exc, "usage", False):     # the entrant's configuration: one line, no traceback
-            print(f"{spec.name}: {exc}", file=sys.stderr)
-        else:
-            print(trace, file=sys.stderr)
-        if clock.start_perf is not None:
-            clock.lap("harness")
+        yield
     finally:
-        signal.signal(signal.SIGTERM, previous_sigterm)
-        for worker in (trainer, predictor):
-            if worker is not None:
-                worker.kill()
-        shutil.rmtree(work, ignore_errors=True)
-        if tsv:
-            tsv.close()
-
-    wall = clock.elapsed()
-    try:
-        wall = group.max([wall])[0]
-    except Exception:   # a lost rank must not cost us the result file
-        pass
-    group.close()
-    log.end("run_stop", wall, status="success" if status == CONVERGED else "aborted",
-            dawnbench_status=status, reason=reason)
-    log.close()
-
-    tta_seconds = reached_at["tta_seconds"] if reached_at else None
-    cost_usd = (opts.cost_per_hour * tta_seconds / 3600.0
-                if opts.cost_per_hour is not None and tta_seconds is not None else None)
-    result = {
-        # DAWNBench v1 training-entry fields
-        "version": "v1.0",
-        "author": spec.author,
-        "authorEmail": spec.author_email,
-        "framework": environment.framework_label(spec.framework),
-        "codeURL": spec.code_url,
-        "model": spec.model,
-        "hardware": environment.hardware_label(system, world_size, opts.nodes),
-        "costPerHour": opts.cost_per_hour,
-        "timestamp": time.strftime("%Y-%m-%d", time.gmtime(clock.start_wall or time.time())),
-        "logFilename": f"{spec.name}.tsv",
-        "commitHash": prov["git"]["commit"],
-        "misc": {"reference": spec.name, "description": spec.description},
-        # explicit-unit fields
-        "reference": spec.name,
-        "task": task.name,
-        "rules_version": RULES_VERSION,
-        "run_id": run_dir.name if run_dir else None,
-        "status": status,
-        "dnc_reason": reason or None,
-        "metric": task.metric,
-        "metric_value": (reached_at or (history[-1] if history else {})).get(task.metric),
-        "threshold": threshold,
-        "official_threshold": threshold == task.threshold,
-        "tta_seconds": tta_seconds,
-        "wall_seconds": round(wall, 3),
-        "cost_usd": cost_usd,
-        "instance": opts.instance,
-        "nodes": opts.nodes,
-        "price": opts.price,
-        "epochs": epoch,
-        "eval_examples": eval_set.scored,
-        # DAWNBench v1's ImageNet field, on tasks that have a blacklist
-        **({"usedBlacklist": dropped is not None} if "blacklist" in datasets.manifest(task.dataset) else {}),
-        "seed": opts.seed,
-        "world_size": world_size,
-        "hyperparameters": hyperparameters,
-        "spans_seconds": {k: round(v, 4) for k, v in clock.totals.items()},
-        "history": history,
-        "image_digest": system["image_digest"],
-        "isolation": {"mode": isolation.mode, "reason": isolation.reason},
-        **prov,     # git, provenance, official, unofficial_reasons
-    }
-    if rank == 0:
-        # result.json last: where it is, the folder is whole
-        outputs.write_json(run_dir / "env.json", {**system, "framework_extra": framework_extra})
-        outputs.write_json(run_dir / "result.json", result)
-        _give_to_owner_of(run_dir)
-        if status == CONVERGED:
-            _say(f"converged: {task.metric} {100 * result['metric_value']:.2f}% at epoch {epoch}; "
-                 f"time-to-accuracy {tta_seconds:.1f} s (eval excluded), "
-                 f"wall {wall:.1f} s", rank)
-        else:
-            _say(f"DNC: {reason}", rank)
-        _say(f"results: {run_dir}", rank)
-    result["run_dir"] = str(run_dir) if run_dir else None
-    return result
-
-
-def _give_to_owner_of(run_dir: Path) -> None:
-    """Root in a container writes for the host's user: the run folder goes to the owner of its parent."""
-    if os.geteuid() != 0:
-        return
-    owner = run_dir.parent.stat()
-    if owner.st_uid == 0:
-        return
-    for dirpath, dirnames, filenames in os.walk(run_dir):
-        for name in [dirpath, *(os.path.join(dirpath, n) for n in [*dirnames, *filenames])]:
-            os.lchown(name, owner.st_uid, owner.st_gid)
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _versions(trainer) -> dict:

@@ -1,5 +1,5 @@
 """Repeated runs (`dawnbench run REF --runs N`): the statistics, the series folder, and stopping."""
-import argparse
+import dataclasses
 import json
 import shutil
 import signal
@@ -13,7 +13,8 @@ import pytest
 from conftest import PYTHON, SCRIPTED, SCRIPTED_TOML, cli_env
 
 from dawnbench import series
-from dawnbench.cli import add_run_options, build_parser, main
+from dawnbench.cli import main
+from harness import runner
 from harness.events import read_events
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "harness/data/result.schema.json").read_text())
@@ -100,21 +101,29 @@ def test_runs_of_different_thresholds_are_not_summarized_together():
 
 # --- the options every run repeats ---------------------------------------------------------------
 
-def test_every_run_option_but_the_series_own_is_forwarded():
-    argv = ["run", "scripted-test", "--set", "a=1", "--set", "b=2", "--seed", "4", "--data", "/d", "--no-progress",
-            "--instance", "aws:p3.2xlarge", "--nodes", "2", "--max-epochs", "3", "--max-seconds", "9.5",
-            "--threshold", "0.85", "--results", "/r", "--no-save", "--runs", "3"]
-    args = build_parser().parse_args(argv)
-    parser = argparse.ArgumentParser(add_help=False)
-    add_run_options(parser)
-    forwarded = series.forwarded_options(parser, args)
-    again = build_parser().parse_args(["run", "scripted-test", *forwarded])
-    for dest, value in vars(args).items():
-        if dest in series.OWN_OPTIONS:
-            assert getattr(again, dest) == parser.get_default(dest), dest
-        else:
-            assert getattr(again, dest) == value, dest
-    assert "--cost-per-hour" not in forwarded and "--run-id" not in forwarded
+def test_every_run_option_but_the_series_own_is_forwarded(seeded_refs, fashion_root, tmp_path, monkeypatch):
+    """Each run of a series gets the typed options that one `dawnbench run` of the same command line
+    gets, but for what the series sets per run: the seed, and the folder results/REF/<series>/seed<k>."""
+    results = (tmp_path / "r").resolve()
+    argv = ["run", "seeded-test", "--set", "train_sleep=0.5", "--set", "eval_sleep=0.25", "--seed", "4",
+            "--data", str(fashion_root), "--no-progress", "--instance", "aws:p3.2xlarge", "--nodes", "2",
+            "--max-epochs", "3", "--max-seconds", "9.5", "--threshold", "0.85", "--results", str(results), "--no-save"]
+    calls = []
+    monkeypatch.setattr(runner, "run", lambda spec, hp, opts: calls.append((spec.name, hp, opts)) or {"status": "DNC"})
+    assert main(argv) == 1                      # one run: harness.cli.cmd_run -> runner.run
+    monkeypatch.setattr(series, "_run_in_own_process",
+                        lambda spec, hp, opts: calls.append((spec.name, hp, opts)) or (1, dnc(opts.seed)))
+    assert main([*argv, "--runs", "3"]) == 1    # a series of three
+    (name, hp, single), *runs = calls
+    assert single.instance == "aws:p3.2xlarge" and single.nodes == 2 and single.price["instance"] == "aws:p3.2xlarge"
+    assert hp["train_sleep"] == 0.5 and hp["eval_sleep"] == 0.25 and single.cost_per_hour is not None
+    assert not single.progress and not single.save_model and single.max_seconds == 9.5
+    assert [opts.seed for _, _, opts in runs] == [4, 5, 6]
+    series_dir = the_series(results, "seeded-test")
+    for run_name, run_hp, opts in runs:
+        assert (run_name, run_hp) == (name, hp)
+        assert (opts.results_root, opts.series_id, opts.run_id) == (results, series_dir.name, f"seed{opts.seed}")
+        assert dataclasses.replace(opts, seed=4, results_root=single.results_root, series_id=None, run_id=None) == single
 
 
 # --- a real series -------------------------------------------------------------------------------
