@@ -42,14 +42,14 @@ define venv
 	@touch $(1)/.installed
 endef
 
-.PHONY: run run-native run-docker build compose compare test test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
+.PHONY: run run-native run-docker build compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
         data help clean check-ref
 
 help:
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] | make compose"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
-	@echo "make test | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
+	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
 	@echo "make setup [REF=name] | make tools | make clean"
 
@@ -148,9 +148,21 @@ endif
 $(TEST_VENV)/.installed: requirements/test.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TEST_VENV),requirements/test.txt,harness$(,) common$(,) dawnbench$(,) torch$(,) tensorflow$(,) pytest$(,) jsonschema)
 
+# Every test, spread over TEST_WORKERS xdist workers: a module stays on one worker, and the tests
+# that wait on image builds and other environments' installs go on beside the rest (tests/conftest.py).
+# TEST_WORKERS=0 runs them in this one process.
+TEST_WORKERS ?= 3
 test: $(TEST_VENV)/.installed sandbox
 	$(TEST_VENV)/bin/dawnbench data fetch fashion-mnist
-	$(TEST_VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(TEST_VENV)/bin/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+
+# The edit-test loop (under 5 minutes): every test but the tiers that need a Docker engine, a
+# browser, another environment, several processes or the real default's training (pyproject.toml's
+# markers; README "Tests"). `make test` runs them all.
+FAST_TIERS := not (engine or browser or second_env or multiprocess or trains_default)
+test-fast: $(TEST_VENV)/.installed sandbox
+	$(TEST_VENV)/bin/dawnbench data fetch fashion-mnist
+	$(TEST_VENV)/bin/python -m pytest -m "$(FAST_TIERS)" $(PYTEST_ARGS)
 
 lint: $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/ruff check .

@@ -26,6 +26,54 @@ def fashion_root() -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory, fashion_root) -> Path:
+    """One real run of the default reference, shared by the tests that read one (verify, MLPerf's
+    checker): one epoch through `python -m harness run` to a lowered threshold, model saved. Read it,
+    never change it: copy it first."""
+    import subprocess
+    results = tmp_path_factory.mktemp("default-run")
+    proc = subprocess.run([PYTHON, "-m", "harness", "run", "fashion-mnist-cnn-pytorch", "--data", str(fashion_root),
+                           "--max-epochs", "1", "--threshold", "0.5", "--no-progress", "--results", str(results)],
+                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (results / "fashion-mnist-cnn-pytorch").iterdir()
+    return run_dir
+
+
+# The tiers (pyproject.toml's markers; `make test-fast` leaves them out): a test that takes one of
+# these fixtures needs what its marker names, whichever module it is in.
+TIER_OF_FIXTURE = {"engine": "engine", "default_run": "trains_default", "browser": "browser"}
+
+# `make test` spreads the suite over xdist workers (`-n N --dist loadgroup`). A module stays on one
+# worker, so its module fixtures are made once; the tests that wait on a Docker engine's builds, on
+# another environment's installs, or share the one real default run form groups of their own, which
+# start first (they are the longest) and go on beside the rest. Under plain pytest the groups only
+# set the order.
+OWN_GROUPS = ("engine", "second_env", "default_run")
+
+
+def xdist_group(item) -> str:
+    if item.get_closest_marker("engine"):
+        return "engine"
+    if item.get_closest_marker("second_env"):
+        return "second_env"
+    if "default_run" in getattr(item, "fixturenames", ()):
+        return "default_run"
+    return item.nodeid.split("::")[0]       # the module
+
+
+@pytest.hookimpl(tryfirst=True)     # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture, marker in TIER_OF_FIXTURE.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    # stable: within a group the tests keep their order (the engine's TF comparison stays last)
+    items.sort(key=lambda item: OWN_GROUPS.index(g) if (g := xdist_group(item)) in OWN_GROUPS else len(OWN_GROUPS))
+
+
 # A reference whose behaviour each test scripts through its hyperparameters: the accuracy
 # reached per epoch, and where it diverges, raises, miscounts or dawdles. Its folder carries a copy
 # of the eval labels (labels.npy, written by the fixture) only so that tests can dial the accuracy:
@@ -247,19 +295,30 @@ def http_server():
         server.server_close()
 
 
-@pytest.fixture
-def imagenet_root(tmp_path, monkeypatch) -> Path:
-    """A data root holding a prepared tiny ImageNet (tests/imagenet_fixture.py: 4 classes, 14 train and
-    12 val images, one CMYK JPEG and one PNG among them), made by `dawnbench data prepare imagenet
-    --allow-unverified` from files in the official formats, with $DAWNBENCH_DATASETS_MANIFEST pointing
-    at a manifest that carries the fixture's label-file checksums."""
+@pytest.fixture(scope="session")
+def imagenet_prepared(tmp_path_factory) -> tuple[Path, Path]:
+    """A prepared tiny ImageNet (tests/imagenet_fixture.py: 4 classes, 14 train and 12 val images, one
+    CMYK JPEG and one PNG among them), made once by `dawnbench data prepare imagenet
+    --allow-unverified` from files in the official formats; (data root, manifest override carrying
+    the fixture's label-file checksums). Tests take copies of it: imagenet_root."""
     from imagenet_fixture import fixture_manifest, write_imagenet_fixture
 
     from dawnbench.prepare_imagenet import prepare
 
-    fixture = write_imagenet_fixture(tmp_path / "imagenet-files")
-    root = tmp_path / "data"
+    base = tmp_path_factory.mktemp("imagenet")
+    fixture = write_imagenet_fixture(base / "imagenet-files")
+    root = base / "data"
     prepare(fixture.folder, root, allow_unverified=True, progress=False)
-    override = fixture_manifest(tmp_path / "datasets-imagenet-fixture.toml", fixture)
+    return root, fixture_manifest(base / "datasets-imagenet-fixture.toml", fixture)
+
+
+@pytest.fixture
+def imagenet_root(imagenet_prepared, tmp_path, monkeypatch) -> Path:
+    """A test's own copy of the prepared tiny ImageNet (imagenet_prepared), with
+    $DAWNBENCH_DATASETS_MANIFEST pointing at the manifest that carries the fixture's checksums."""
+    import shutil
+
+    prepared, override = imagenet_prepared
+    root = Path(shutil.copytree(prepared, tmp_path / "data", symlinks=True))
     monkeypatch.setenv(datasets.MANIFEST_ENV, str(override))
     return root

@@ -54,6 +54,7 @@ def check_result_folder(run_dir: Path, world_size: int) -> dict:
     return result
 
 
+@pytest.mark.trains_default
 def test_default_reference_trains_and_infers(fashion_root, tmp_path):
     results = tmp_path / "results"
     proc = dawnbench("run", REF, "--threshold", "0.85", "--max-epochs", "3", "--results", str(results),
@@ -74,6 +75,8 @@ def test_default_reference_trains_and_infers(fashion_root, tmp_path):
     assert "p99" in proc.stdout
 
 
+@pytest.mark.trains_default
+@pytest.mark.multiprocess
 def test_torchrun_two_processes_are_one_run(fashion_root, tmp_path):
     results = tmp_path / "results"
     proc = dawnbench("run", REF, "--threshold", "0.85", "--max-epochs", "3", "--results", str(results),

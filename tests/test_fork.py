@@ -13,6 +13,8 @@ import pytest
 from conftest import cli_env
 from project_copy import FORK, MARKER, copy_project, fork
 
+pytestmark = pytest.mark.second_env     # the fork's own virtual environment, made by make
+
 
 @pytest.fixture(scope="module")
 def forked(tmp_path_factory):
@@ -33,6 +35,7 @@ def test_fresh_fork_passes_the_static_checks(forked):
          f"static_rules and {FORK}"], cwd=forked, env=env, capture_output=True, text=True, timeout=600).stdout
 
 
+@pytest.mark.trains_default
 def test_fork_runs_natively_through_make(forked, fashion_root):
     """make run REF=<fork> RUNTIME=native: a virtual environment of its own, from the fork's
     requirements, then the fork's code trained to a lowered threshold."""

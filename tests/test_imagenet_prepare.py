@@ -588,6 +588,7 @@ def test_the_reference_environment_is_found_without_python(monkeypatch, tmp_path
         "dawnbench.pack_tfrecord", "tensorflow", "imagenet-resnet50-tensorflow")
 
 
+@pytest.mark.second_env
 @pytest.mark.skipif(not MXNET_PYTHON.is_file(), reason="no MXNet environment: `make test-mxnet` makes "
                                                        ".venv/imagenet-resnet152-mxnet (and tests the packing there)")
 def test_prepare_recordio_end_to_end_in_the_mxnet_environment(capsys, fixture, tmp_path):

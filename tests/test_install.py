@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import PYTHON, REPO
 
+pytestmark = pytest.mark.second_env     # the wheel, installed into a virtual environment of its own
+
 DEPENDENCIES = ("numpy", "numpy.libs", "tqdm", "yaml", "_yaml")    # top-level names in site-packages
 SOURCES = ("pyproject.toml", "harness", "common", "dawnbench")
 

@@ -47,19 +47,8 @@ def checker(events: Path, tmp: Path) -> subprocess.CompletedProcess:
                            str(events)], cwd=tmp, capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def real_run(fashion_root, tmp_path_factory) -> Path:
-    results = tmp_path_factory.mktemp("results")
-    proc = subprocess.run([PYTHON, "-m", "harness", "run", REF, "--data", str(fashion_root), "--max-epochs", "1",
-                           "--threshold", "0.5", "--no-progress", "--results", str(results)],
-                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    (run_dir,) = (results / REF).iterdir()
-    return run_dir
-
-
-def test_a_real_run_passes_the_official_checker(real_run, tmp_path):
-    proc = checker(real_run / "events.jsonl", tmp_path)
+def test_a_real_run_passes_the_official_checker(default_run, tmp_path):
+    proc = checker(default_run / "events.jsonl", tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "SUCCESS" in out
@@ -68,9 +57,9 @@ def test_a_real_run_passes_the_official_checker(real_run, tmp_path):
         assert f"Compliance checks: {RULES / name}" in out
 
 
-def test_one_log_gives_both_readings(real_run):
-    events = read_events(real_run / "events.jsonl")
-    result = json.loads((real_run / "result.json").read_text())
+def test_one_log_gives_both_readings(default_run):
+    events = read_events(default_run / "events.jsonl")
+    result = json.loads((default_run / "result.json").read_text())
     keys = [e["key"] for e in events]
     at = {e["key"]: e for e in events}
     assert keys.index("init_start") < keys.index("init_stop") < keys.index("run_start") < keys.index("epoch_start")
@@ -82,7 +71,7 @@ def test_one_log_gives_both_readings(real_run):
     assert result["wall_seconds"] == pytest.approx(at["run_stop"]["metadata"]["clock_s"], abs=1e-3)
     mlperf = (at["run_stop"]["time_ms"] - at["run_start"]["time_ms"]) / 1000
     assert mlperf == pytest.approx(result["wall_seconds"] - at["init_stop"]["metadata"]["clock_s"], abs=0.01)
-    assert compliance.mlperf_seconds(real_run / "events.jsonl") == pytest.approx(mlperf)
+    assert compliance.mlperf_seconds(default_run / "events.jsonl") == pytest.approx(mlperf)
 
 
 def mutate(lines: list[str], case: str) -> list[str]:
@@ -120,29 +109,29 @@ BROKEN = [("init_start after run_start", "CHECK for 'init_start' failed"),
 
 
 @pytest.mark.parametrize("case,expected", BROKEN, ids=[c for c, _ in BROKEN])
-def test_the_checker_rejects_a_broken_log(real_run, tmp_path, case, expected):
-    good = (real_run / "events.jsonl").read_text().splitlines()
+def test_the_checker_rejects_a_broken_log(default_run, tmp_path, case, expected):
+    good = (default_run / "events.jsonl").read_text().splitlines()
     bad = tmp_path / "events.jsonl"
     bad.write_text("\n".join(mutate(good, case)) + "\n")
-    assert bad.read_text() != (real_run / "events.jsonl").read_text()
+    assert bad.read_text() != (default_run / "events.jsonl").read_text()
     proc = checker(bad, tmp_path)
     assert proc.returncode != 0
     assert expected in proc.stdout + proc.stderr
 
 
-def test_dawnbench_compliance_prints_one_line(real_run, tmp_path):
+def test_dawnbench_compliance_prints_one_line(default_run, tmp_path):
     def dawnbench(*args):
         return subprocess.run([PYTHON, "-m", "dawnbench", "compliance", *args], cwd=tmp_path, env=cli_env(),
                               capture_output=True, text=True, timeout=120)
 
-    ok = dawnbench(str(real_run))
+    ok = dawnbench(str(default_run))
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.count("\n") == 1 and ": compliant (MLPerf training 4.0.0" in ok.stdout
     assert "MLPerf time run_start->run_stop" in ok.stdout and ok.stderr == ""
 
     bad = tmp_path / "run"
     bad.mkdir()
-    (bad / "events.jsonl").write_text("\n".join(mutate((real_run / "events.jsonl").read_text().splitlines(),
+    (bad / "events.jsonl").write_text("\n".join(mutate((default_run / "events.jsonl").read_text().splitlines(),
                                                        "no cache_clear")) + "\n")
     no = dawnbench(str(bad))
     assert no.returncode == 1 and no.stdout.count("\n") == 1

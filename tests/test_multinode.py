@@ -68,6 +68,7 @@ def the_run(results: Path, ref: str = REF) -> Path:
     return runs[0]
 
 
+@pytest.mark.multiprocess
 def test_two_nodes_are_one_run(fashion_root, tmp_path):
     results = tmp_path / "results"
     done = finish(launch_two_nodes(results, fashion_root), RUN_SECONDS)
@@ -92,6 +93,7 @@ def test_two_nodes_are_one_run(fashion_root, tmp_path):
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("verified: "), proc.stdout + proc.stderr
 
 
+@pytest.mark.multiprocess
 def test_imagenet_resnet50_on_two_nodes(imagenet_root, tmp_path):
     """The flagship reference under DistributedDataParallel (gloo) across the two nodes, on the ImageNet
     fixture: each rank trains on its half of every global batch, rank 0's predictor scores the run."""
@@ -114,6 +116,7 @@ def test_imagenet_resnet50_on_two_nodes(imagenet_root, tmp_path):
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("verified: "), proc.stdout + proc.stderr
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("which, signum", [(0, signal.SIGTERM), (1, signal.SIGINT)])
 def test_stopping_one_launcher_stops_both(fashion_root, tmp_path, which, signum):
     results = tmp_path / "results"

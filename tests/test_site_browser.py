@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from conftest import missing
 from leaderboard_fixture import (
     EVIL_STEM,
     INFERENCE_COST_ORDER,
@@ -21,13 +22,13 @@ CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 
 def _browser_or_skip():
-    missing = [name for name, path in (("chromium", CHROMIUM), ("chromium-driver", CHROMEDRIVER)) if not path]
+    absent = [name for name, path in (("chromium", CHROMIUM), ("chromium-driver", CHROMEDRIVER)) if not path]
     try:
         from selenium import webdriver  # noqa: F401
     except ImportError:
-        missing.append("selenium (requirements/test.txt)")
-    if missing:
-        message = f"the browser test needs {', '.join(missing)} (apt-get install chromium chromium-driver)"
+        absent.append("selenium (requirements/test.txt)")
+    if absent:
+        message = f"the browser test needs {', '.join(absent)} (apt-get install chromium chromium-driver)"
         missing(message, "DAWNBENCH_REQUIRE_BROWSER")
 
 

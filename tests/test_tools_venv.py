@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
 from conftest import REPO
 from leaderboard_fixture import write_entries
+
+pytestmark = pytest.mark.second_env     # builds .venv/tools in a copy of the project
 
 TOOLS = REPO / ".venv" / "tools"
 

@@ -22,21 +22,9 @@ from harness.cli import main as harness_main
 REF = "fashion-mnist-cnn-pytorch"
 
 
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory, fashion_root) -> Path:
-    """One epoch of the default reference, through the CLI, to a lowered threshold."""
-    results = tmp_path_factory.mktemp("results")
-    proc = subprocess.run([PYTHON, "-m", "harness", "run", REF, "--data", str(fashion_root), "--max-epochs", "1",
-                           "--threshold", "0.5", "--no-progress", "--results", str(results), "--no-save"],
-                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    (run,) = (results / REF).iterdir()
-    return run
-
-
 @pytest.fixture
-def run_copy(real_run, tmp_path) -> Path:
-    return Path(shutil.copytree(real_run, tmp_path / "run"))
+def run_copy(default_run, tmp_path) -> Path:
+    return Path(shutil.copytree(default_run, tmp_path / "run"))
 
 
 def verify_lines(run: Path, data: Path, capsys, main=harness_main, prog="harness") -> tuple[int, list[str]]:
@@ -54,23 +42,23 @@ def disagreement(run: Path, data: Path, capsys, says: str) -> str:
     return verdict
 
 
-def test_a_real_run_stores_its_predictions_and_verifies(real_run, fashion_root, capsys):
-    events = [json.loads(line.split(" ", 1)[1]) for line in (real_run / "events.jsonl").read_text().splitlines()]
+def test_a_real_run_stores_its_predictions_and_verifies(default_run, fashion_root, capsys):
+    events = [json.loads(line.split(" ", 1)[1]) for line in (default_run / "events.jsonl").read_text().splitlines()]
     (accuracy,) = [e for e in events if e["key"] == "eval_accuracy"]
     assert accuracy["metadata"]["predictions_file"] == "predictions/epoch-001.npz"
-    stored = real_run / "predictions" / "epoch-001.npz"
+    stored = default_run / "predictions" / "epoch-001.npz"
     assert 0 < stored.stat().st_size < 100_000 and len(accuracy["metadata"]["predictions_sha256"]) == 64
     assert np.load(stored, allow_pickle=False)["ids"].shape == (10_000, 5)
 
-    proc = subprocess.run([PYTHON, "-m", "harness", "verify", str(real_run), "--data", str(fashion_root)], cwd=REPO,
+    proc = subprocess.run([PYTHON, "-m", "harness", "verify", str(default_run), "--data", str(fashion_root)], cwd=REPO,
                           env=cli_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:-1]] == [
         "ok   events", "ok   tta", "ok   predictions", "ok   labels", "ok   metric", "ok   result.json", "ok   tsv"]
-    assert lines[-1].startswith(f"verified: {real_run}: converged at epoch 1, top1 0.")
+    assert lines[-1].startswith(f"verified: {default_run}: converged at epoch 1, top1 0.")
     # the host command is the same command
-    code, host = verify_lines(real_run, fashion_root, capsys, main=dawnbench_main)
+    code, host = verify_lines(default_run, fashion_root, capsys, main=dawnbench_main)
     assert code == 0 and host == lines
 
 
@@ -123,7 +111,7 @@ def test_a_deleted_predictions_file_is_caught(run_copy, fashion_root, capsys):
     disagreement(run_copy, fashion_root, capsys, "predictions/epoch-001.npz is missing")
 
 
-def test_submit_refuses_a_tampered_run_and_accepts_the_real_one(real_run, run_copy, fashion_root, tmp_path,
+def test_submit_refuses_a_tampered_run_and_accepts_the_real_one(default_run, run_copy, fashion_root, tmp_path,
                                                                  monkeypatch, capsys):
     monkeypatch.setenv("DAWNBENCH_DATA", str(fashion_root))
     (run_copy / "predictions" / "epoch-001.npz").unlink()
@@ -131,11 +119,11 @@ def test_submit_refuses_a_tampered_run_and_accepts_the_real_one(real_run, run_co
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "does not verify: predictions: epoch 1" in err[0], err
     assert not (tmp_path / "entries").exists()
-    assert submit.main([str(real_run), "--to", str(tmp_path / "entries"), "--allow-unofficial"]) == 0
+    assert submit.main([str(default_run), "--to", str(tmp_path / "entries"), "--allow-unofficial"]) == 0
 
 
-def test_no_eval_labels_here_is_one_line_and_exit_2(real_run, tmp_path, capsys):
-    code, lines = verify_lines(real_run, tmp_path / "no-data", capsys)
+def test_no_eval_labels_here_is_one_line_and_exit_2(default_run, tmp_path, capsys):
+    code, lines = verify_lines(default_run, tmp_path / "no-data", capsys)
     assert code == 2
     assert lines[-1].startswith("not verified: no fashion-mnist eval labels on this machine") and "--data" in lines[-1]
     assert not any(line.startswith("FAIL") for line in lines)
