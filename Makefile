@@ -148,21 +148,22 @@ endif
 $(TEST_VENV)/.installed: requirements/test.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TEST_VENV),requirements/test.txt,harness$(,) common$(,) dawnbench$(,) torch$(,) tensorflow$(,) pytest$(,) jsonschema)
 
-# Every test, spread over TEST_WORKERS xdist workers: a module stays on one worker, and the tests
-# that wait on image builds and other environments' installs go on beside the rest (tests/conftest.py).
+# Every test, spread over TEST_WORKERS xdist workers a module at a time: the modules that wait on
+# image builds, other environments' installs and the real default's training start first and go
+# on beside the rest (tests/conftest.py).
 # TEST_WORKERS=0 runs them in this one process.
 TEST_WORKERS ?= 3
 test: $(TEST_VENV)/.installed sandbox
 	$(TEST_VENV)/bin/dawnbench data fetch fashion-mnist
-	$(TEST_VENV)/bin/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	$(TEST_VENV)/bin/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # The edit-test loop (under 5 minutes): every test but the tiers that need a Docker engine, a
-# browser, another environment, several processes or the real default's training (pyproject.toml's
-# markers; README "Tests"). `make test` runs them all.
-FAST_TIERS := not (engine or browser or second_env or multiprocess or trains_default)
+# browser, another environment, several processes, the real default's training or a framework
+# reference's whole run (pyproject.toml's markers; README "Tests"), on two workers. `make test` runs them all.
+FAST_TIERS := not (engine or browser or second_env or multiprocess or trains_default or recipe_run)
 test-fast: $(TEST_VENV)/.installed sandbox
 	$(TEST_VENV)/bin/dawnbench data fetch fashion-mnist
-	$(TEST_VENV)/bin/python -m pytest -m "$(FAST_TIERS)" $(PYTEST_ARGS)
+	$(TEST_VENV)/bin/python -m pytest -n 2 --dist loadfile -m "$(FAST_TIERS)" $(PYTEST_ARGS)
 
 lint: $(TEST_VENV)/.installed
 	$(TEST_VENV)/bin/ruff check .

@@ -31,12 +31,23 @@ def default_run(tmp_path_factory, fashion_root) -> Path:
     """One real run of the default reference, shared by the tests that read one (verify, MLPerf's
     checker): one epoch through `python -m harness run` to a lowered threshold, model saved. Read it,
     never change it: copy it first."""
+    import fcntl
     import subprocess
-    results = tmp_path_factory.mktemp("default-run")
-    proc = subprocess.run([PYTHON, "-m", "harness", "run", "fashion-mnist-cnn-pytorch", "--data", str(fashion_root),
-                           "--max-epochs", "1", "--threshold", "0.5", "--no-progress", "--results", str(results)],
-                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
+
+    # Under xdist each worker has its own session: the first to get here makes the run, in the
+    # folder the workers of this pytest run share, and the others read it.
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    with open(shared / "default-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = shared / "default-run"
+        if not (results / "fashion-mnist-cnn-pytorch").is_dir():
+            proc = subprocess.run([PYTHON, "-m", "harness", "run", "fashion-mnist-cnn-pytorch", "--data",
+                                   str(fashion_root), "--max-epochs", "1", "--threshold", "0.5", "--no-progress",
+                                   "--results", str(results)],
+                                  cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900)
+            assert proc.returncode == 0, proc.stderr
     (run_dir,) = (results / "fashion-mnist-cnn-pytorch").iterdir()
     return run_dir
 
@@ -45,33 +56,27 @@ def default_run(tmp_path_factory, fashion_root) -> Path:
 # these fixtures needs what its marker names, whichever module it is in.
 TIER_OF_FIXTURE = {"engine": "engine", "default_run": "trains_default", "browser": "browser"}
 
-# `make test` spreads the suite over xdist workers (`-n N --dist loadgroup`). A module stays on one
-# worker, so its module fixtures are made once; the tests that wait on a Docker engine's builds, on
-# another environment's installs, or share the one real default run form groups of their own, which
-# start first (they are the longest) and go on beside the rest. Under plain pytest the groups only
-# set the order.
-OWN_GROUPS = ("engine", "second_env", "default_run")
+# `make test` spreads the suite over xdist workers a module at a time (`--dist loadfile`, in the
+# order collected), so a module's fixtures are made once. The modules that wait longest (on a Docker
+# engine's builds, on other environments' installs, on the real default's training) come first, so
+# that they go on beside the rest instead of after it; within a module the order stays (the
+# engine's TensorFlow comparison stays last). (xdist's --dist loadgroup would group by marker, but
+# it names groups by rewriting node ids, which pytest 9 ignores.)
+FIRST_TIERS = ("engine", "second_env", "trains_default", "multiprocess")
 
 
-def xdist_group(item) -> str:
-    if item.get_closest_marker("engine"):
-        return "engine"
-    if item.get_closest_marker("second_env"):
-        return "second_env"
-    if "default_run" in getattr(item, "fixturenames", ()):
-        return "default_run"
-    return item.nodeid.split("::")[0]       # the module
-
-
-@pytest.hookimpl(tryfirst=True)     # before xdist's own hook reads the xdist_group marks
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
+    rank: dict[str, int] = {}
     for item in items:
         for fixture, marker in TIER_OF_FIXTURE.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
-    # stable: within a group the tests keep their order (the engine's TF comparison stays last)
-    items.sort(key=lambda item: OWN_GROUPS.index(g) if (g := xdist_group(item)) in OWN_GROUPS else len(OWN_GROUPS))
+        module = item.nodeid.split("::")[0]
+        tiers = [i for i, tier in enumerate(FIRST_TIERS) if item.get_closest_marker(tier)]
+        rank[module] = min([rank.get(module, len(FIRST_TIERS)), *tiers])
+    first_seen = {module: i for i, module in reversed(list(enumerate(item.nodeid.split("::")[0] for item in items)))}
+    items.sort(key=lambda item: (rank[m := item.nodeid.split("::")[0]], first_seen[m]))
 
 
 # A reference whose behaviour each test scripts through its hyperparameters: the accuracy

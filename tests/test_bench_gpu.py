@@ -25,6 +25,7 @@ def dali_installed() -> bool:
     return True
 
 
+@pytest.mark.recipe_run
 def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
     # the tta part runs the scripted reference (seconds) instead of a CPU epoch of the default (a minute)
     out = tmp_path / "bench.json"

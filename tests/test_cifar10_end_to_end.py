@@ -21,6 +21,8 @@ from conftest import PYTHON, REPO, cli_env
 from harness import datasets
 from harness.events import read_events
 
+pytestmark = pytest.mark.recipe_run     # each CIFAR-10 reference trained and inferred through the CLI
+
 SCHEMA = json.loads((REPO / "harness/data/result.schema.json").read_text())
 TRAIN_PER_BATCH = 8                   # 40 training images: two steps of 16 an epoch
 

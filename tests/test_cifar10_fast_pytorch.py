@@ -204,6 +204,7 @@ def test_auto_switches_resolve_off_on_cpu(spec, train, cifar10_views, tmp_path):
 
 # ------------------------------------------------------------------------------- end to end, CPU
 
+@pytest.mark.recipe_run
 def test_reference_smoke(spec, cifar10_root, cifar10_views, tmp_path):
     torch.manual_seed(0)
     trainer = make(spec, cifar10_views, tmp_path)            # the full-width network, batch 20

@@ -145,6 +145,7 @@ def _context(spec, data_root, tmp_path, role="train", **overrides):
                    show_progress=False, role=role)
 
 
+@pytest.mark.recipe_run
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_reference_smoke(name, cifar10_root, cifar10_views, tmp_path):
     spec = registry.load_spec(name)

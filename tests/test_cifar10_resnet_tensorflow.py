@@ -269,6 +269,7 @@ def _code(path) -> str:
 
 # ------------------------------------------------------------------- every reference, end to end
 
+@pytest.mark.recipe_run
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_reference_smoke(name, cifar10_root, cifar10_views, tmp_path, eager_if):
     spec = registry.load_spec(name)

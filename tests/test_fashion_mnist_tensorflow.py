@@ -30,6 +30,7 @@ def dawnbench(*args, timeout=600):
                           text=True, timeout=timeout)
 
 
+@pytest.mark.recipe_run
 def test_runs_and_infers_through_the_cli(fashion_root, tmp_path):
     results = tmp_path / "results"
     proc = dawnbench("run", REF, "--threshold", "0.85", "--max-epochs", "2", "--results", str(results),

@@ -254,6 +254,7 @@ def trained(data, tmp_path_factory, no_grappler):
     return trainer, model
 
 
+@pytest.mark.recipe_run
 def test_smoke_train_save_load_predict_infer(data, trained, tmp_path):
     trainer, model = trained
     predictor = make(data["predict"], "predict")

@@ -13,6 +13,8 @@ from imagenet_fixture import fixture_manifest, write_imagenet_fixture
 
 from harness import datasets
 
+pytestmark = pytest.mark.recipe_run     # prepare, run, verify and infer on the ImageNet fixture
+
 REF = "imagenet-resnet50-pytorch"
 SMALL = ["image_size_start=32", "image_size_end=32", "eval_resize=40", "eval_crop=32", "batch_size=4",
          "eval_batch_size=6", "num_workers=0"]

@@ -89,6 +89,7 @@ def weights_file(entry, path):
     return path
 
 
+@pytest.mark.recipe_run
 def test_infer_records_the_file_and_the_runtimes_agree(entry, imagenet_root, tmp_path):
     """A weights file through the CLI: the reference's own infer() (torch eager) and ONNX Runtime fp32
     on the exported graph give the same scores; the result names the file and its sha256."""
@@ -130,6 +131,7 @@ def test_infer_records_the_file_and_the_runtimes_agree(entry, imagenet_root, tmp
         f"eval set of 50000 (rerun `dawnbench infer` on the official data, without --limit)"]
 
 
+@pytest.mark.recipe_run
 def test_default_runtime_is_openvino_int8_calibrated_on_training_images(entry, imagenet_root, tmp_path):
     """No --runtime: the entry's own [inference] runtime and precision. The model here is a run's
     folder (model.pt and config.json of imagenet-resnet50-pytorch, result.json beside it)."""

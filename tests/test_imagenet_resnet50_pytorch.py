@@ -282,6 +282,7 @@ def test_auto_switches_resolve_off_on_cpu(spec, train, imagenet, monkeypatch):
 
 # ------------------------------------------------------------------------------- end to end, CPU
 
+@pytest.mark.recipe_run
 def test_reference_smoke(spec, imagenet, tmp_path):
     torch.manual_seed(0)
     trainer = make(spec, imagenet)

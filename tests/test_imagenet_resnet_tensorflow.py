@@ -302,6 +302,7 @@ def predict_and_infer(spec, view, model):
     return predictor, scores
 
 
+@pytest.mark.recipe_run
 def test_smoke_predict_folders_and_tfrecord_and_inference_entry(data, trained, networks, monkeypatch, tmp_path):
     """Predictors on the folders and on the TFRecords score the saved weights alike, in the same
     order; `dawnbench infer` serves them one image at a time."""
@@ -413,6 +414,7 @@ print(json.dumps({"multi_worker": isinstance(strategy, tf.distribute.MultiWorker
 """
 
 
+@pytest.mark.multiprocess
 def test_multi_worker_mirrored_strategy_runs_a_step_with_two_workers(tmp_path):
     """Two worker processes on this machine (TF_CONFIG with two localhost ports, no task: each takes
     its harness rank) make one MultiWorkerMirroredStrategy and take one step with summed gradients."""
@@ -442,6 +444,7 @@ def test_multi_worker_mirrored_strategy_runs_a_step_with_two_workers(tmp_path):
     np.testing.assert_allclose(results[0]["kernel"], 0.85, rtol=1e-6)
 
 
+@pytest.mark.recipe_run
 def test_a_harness_run_on_tfrecords(data, tmp_path):
     """The whole chain on the packed fixture: the runner checks the manifest (shards included),
     shows the trainer tfrecord/train and the predictor tfrecord/val (sandboxed where bubblewrap is),

@@ -24,6 +24,8 @@ from common.datasets import load_cifar10
 from harness import datasets, inference, registry
 from harness.reference import Context
 
+pytestmark = pytest.mark.recipe_run     # a small CNN trained here, exported and run in each runtime
+
 pytest.importorskip("onnxruntime")
 pytest.importorskip("openvino")
 

@@ -78,6 +78,7 @@ def full_eval_root(tmp_path_factory) -> tuple[Path, Path]:
     return tmp / "data", fixture_manifest(tmp / "datasets.toml", batches_dir=batches)
 
 
+@pytest.mark.recipe_run
 @pytest.mark.parametrize("original", sorted(FORKS))
 def test_a_copied_directory_runs_through_the_runner(original, full_eval_root, tmp_path, monkeypatch):
     data_root, manifest = full_eval_root

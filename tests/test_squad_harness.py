@@ -218,6 +218,7 @@ SMALL = ["--set", "hidden=16", "--set", "char_filters=8", "--set", "batch_size=8
          "--set", "ema_decay=0.9", "--set", "lr=0.01", "--set", "eval_batch_size=16"]
 
 
+@pytest.mark.recipe_run
 @pytest.mark.parametrize("reference", ["squad-bidaf-pytorch", "squad-bidaf-tensorflow"])
 def test_bidaf_runs_verifies_and_infers_through_the_cli(squad_root, tmp_path, reference):
     """setup, short epochs, predict (every dev question), save/load, then `dawnbench infer` over
