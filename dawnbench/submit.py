@@ -26,7 +26,7 @@ from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas, validate, verification
 from dawnbench.arguments import Parser
-from harness import verify
+from harness import paths, verify
 from harness.errors import EXIT_OK, DawnbenchError, report
 from harness.tasks import TASKS
 
@@ -89,6 +89,7 @@ def load_run(run_dir: Path) -> tuple[Path, dict, dict | None]:
     runs = summary.get("runs")
     if not isinstance(runs, list):
         raise SubmitError(f"{summary_path}: runs is {validate.show(runs)}, expected a list of runs")
+    _check_finished(summary_path, summary, runs)
     converged = [r for r in runs if isinstance(r, dict) and r.get("status") == "converged"
                  and validate.is_number(r.get("tta_seconds")) and math.isfinite(r["tta_seconds"])]
     if not converged:
@@ -121,6 +122,34 @@ def load_run(run_dir: Path) -> tuple[Path, dict, dict | None]:
     if summary.get("official_threshold") is False and result.get("official_threshold") is not False:
         result = {**result, "official_threshold": False}
     return folder, result, stats
+
+
+def _check_finished(summary_path: Path, summary: dict, runs: list) -> None:
+    """A series is submitted whole: one killed or interrupted part-way has fewer runs than it was asked
+    for, and the median of those is not the series' (summary.json is rewritten after every run, so it
+    is there as soon as the first run ends)."""
+    requested = summary.get("requested_runs")
+    requested = requested if validate.is_number(requested) else None
+    if summary.get("in_progress") is True:
+        why = "it was killed, or is still running"
+    elif summary.get("interrupted") is True:
+        why = "it was interrupted"
+    elif requested is not None and len(runs) < requested:
+        why = "it stopped early"
+    else:
+        return
+    done = f"{len(runs)} of {requested:g} runs" if requested is not None else f"{len(runs)} runs"
+    again = f"dawnbench run {_reference_name(summary)} --runs {f'{requested:g}' if requested is not None else 'N'}"
+    raise SubmitError(f"{summary_path}: the series is unfinished ({done}; {why}): re-run the series ({again}), "
+                      f"or submit one finished run on its own ({summary_path.parent}/seed<k>)")
+
+
+def _reference_name(summary: dict) -> str:
+    """The series' reference as a command line may name it, or REF (summary.json is untrusted)."""
+    try:
+        return paths.check_name(summary.get("reference"), "reference")
+    except DawnbenchError:
+        return "REF"
 
 
 def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:

@@ -197,6 +197,7 @@ def prepare_run(args: argparse.Namespace):
     check_run_options(args)
     spec = registry.load_spec(args.reference, args.references)
     registry.check_trains(spec)
+    registry.check_entry_defined(spec)
     hp = registry.resolve_hyperparameters(spec, args.assignments)
     return spec, hp, machine_cost(args)
 
@@ -236,6 +237,7 @@ def _recorded_hyperparameters(spec, model: Path) -> dict:
 def cmd_infer(args: argparse.Namespace) -> int:
     check_infer_options(args)
     spec = registry.load_spec(args.reference, args.references)
+    registry.check_entry_defined(spec)
     hp = registry.resolve_hyperparameters(spec, args.assignments, base=_recorded_hyperparameters(spec, args.model))
     cost = machine_cost(args)
     # The entry's own runtime and precision unless the command names a runtime (then fp32 unless it names one)

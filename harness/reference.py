@@ -77,7 +77,8 @@ class Reference(abc.ABC):
         """One pass over the training data (epochs count from 1). On the clock.
 
         Returns at least {"loss": mean training loss, "samples": examples seen on this rank};
-        "lr" and anything else numeric are logged too.
+        "lr" and anything else numeric are logged too. A return without a numeric "loss" is
+        refused as a mistake; a NaN or infinite loss ends the run as diverged.
         """
 
     @abc.abstractmethod

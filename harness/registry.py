@@ -7,9 +7,11 @@ Which references/ folder is searched: harness.paths.references_root.
 """
 from __future__ import annotations
 
+import ast
 import importlib.util
 import math
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -48,17 +50,19 @@ class ReferenceSpec:
     inference_runtime: str = "reference"
     inference_precision: str = "fp32"
 
-    def load_entry_class(self):
+    def load_entry_class(self, shown: Path | None = None):
         """The entry class: `module:Class` with module.py a file of the reference directory. Only
-        there: a reference is its directory, so `cp -r` of it is a complete fork."""
+        there: a reference is its directory, so `cp -r` of it is a complete fork. Messages name the
+        folder `shown` (default: the directory itself; a worker, which runs a copy, names the user's)."""
         module_name, _, class_name = self.entry.partition(":")
         path = self.directory / f"{module_name}.py"
-        where = self.directory / "reference.toml"
+        folder = shown or self.directory
+        where = folder / "reference.toml"
         if not class_name or not module_name or not module_name.isidentifier():
             raise UsageError(f"{where}: field 'entry' = {self.entry!r} must be 'module:Class' with module.py "
-                             f"a file of {self.directory}, e.g. 'train:MyNet'")
+                             f"a file of {folder}, e.g. 'train:MyNet'")
         if not path.is_file():
-            raise UsageError(f"{where}: field 'entry' = {self.entry!r}: no {path.name} in {self.directory}; the "
+            raise UsageError(f"{where}: field 'entry' = {self.entry!r}: no {path.name} in {folder}; the "
                              f"reference's code lives in its own directory")
         # The reference directory goes first on the path so a fork can split its code in files.
         sys.path.insert(0, str(self.directory))
@@ -70,16 +74,81 @@ class ReferenceSpec:
         try:
             cls = getattr(module, class_name)
         except AttributeError:
-            raise UsageError(f"{where}: field 'entry': module {module_name!r} has no class {class_name!r}") from None
-        check_entry_class(cls, self)
+            raise UsageError(_no_class(folder / path.name, class_name, self.entry)) from None
+        check_entry_class(cls, self, shown)
         return cls
 
 
-def check_entry_class(cls, spec: ReferenceSpec) -> None:
+def _no_class(path: Path, class_name: str, entry: str, defined: list[str] | None = None) -> str:
+    listed = f"; it defines {', '.join(defined)}" if defined else ""
+    return (f"{path} has no class {class_name} (reference.toml entry = \"{entry}\"){listed}: set entry to "
+            f"\"{path.stem}:<the reference's class>\"")
+
+
+# What lets a module bind a global its source never spells out (a star import aside): these names
+# used, these attributes (builtins.exec, module.__dict__), sys.modules, a module-level __getattr__.
+_DYNAMIC_NAMES = frozenset({"exec", "eval", "globals", "vars", "setattr", "__import__"})
+_DYNAMIC_ATTRIBUTES = frozenset({"exec", "setattr", "__setattr__", "__dict__"})
+
+
+def _binds_dynamically(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return any(alias.name == "*" for alias in node.names)
+    if isinstance(node, ast.Name):
+        return node.id in _DYNAMIC_NAMES
+    if isinstance(node, ast.Attribute):
+        return node.attr in _DYNAMIC_ATTRIBUTES or (
+            node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys")
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name == "__getattr__"
+    return False
+
+
+def _may_bind(source: str, name: str) -> bool:
+    """Whether the module's source can bind `name` at all: it spells the name somewhere (a class, an
+    import, an assignment, a string...) or binds globals in a way its text does not show. False
+    only when the name is certainly absent; parsing the code, never running it."""
+    if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", source):
+        return True
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return True          # the worker's import says what is wrong with the file
+    return any(_binds_dynamically(node) for node in ast.walk(tree))
+
+
+def _top_level_classes(source: str) -> list[str]:
+    try:
+        return [node.name for node in ast.parse(source).body if isinstance(node, ast.ClassDef)]
+    except (SyntaxError, ValueError):
+        return []
+
+
+def check_entry_defined(spec: ReferenceSpec) -> None:
+    """Before a run or an inference starts, on the harness's side: the entry's module is a file of
+    the reference's folder and can bind its class. Read, never imported (no entrant code runs
+    outside the sandbox), so the message names the user's folder, which the sandboxed worker cannot
+    (it sees only its copy). Only a certain absence is refused; the worker's import decides the rest."""
+    module_name, _, class_name = spec.entry.partition(":")
+    path = spec.directory / f"{module_name}.py"
+    if not path.is_file():
+        raise UsageError(f"{spec.directory / 'reference.toml'}: field 'entry' = {spec.entry!r}: no {path.name} in "
+                         f"{spec.directory}; the reference's code lives in its own directory")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return               # the worker's import says what is wrong with the file
+    if not _may_bind(source, class_name):
+        raise UsageError(_no_class(path, class_name, spec.entry, _top_level_classes(source)))
+
+
+def check_entry_class(cls, spec: ReferenceSpec, shown: Path | None = None) -> None:
     """The entry must be a class implementing the contract, not any callable the module holds (a
-    function, a class imported from elsewhere): UsageError, one line, otherwise."""
+    function, a class imported from elsewhere): UsageError, one line, otherwise. Messages name the
+    folder `shown` (default: the reference's directory)."""
     from harness.reference import InferenceReference, Reference
-    where = f"{spec.directory / 'reference.toml'}: field 'entry' = {spec.entry!r}"
+    toml = (shown or spec.directory) / "reference.toml"
+    where = f"{toml}: field 'entry' = {spec.entry!r}"
     if isinstance(cls, type) and issubclass(cls, Reference):
         if spec.infers_only and not issubclass(cls, InferenceReference):
             raise UsageError(f"{where} names a class that trains, but [inference] only = true: subclass "
@@ -91,8 +160,8 @@ def check_entry_class(cls, spec: ReferenceSpec) -> None:
         what = f"the class {cls.__module__}.{cls.__qualname__}, which does not subclass harness.reference.Reference"
     else:
         what = f"a {type(cls).__name__}, not a class"
-    raise UsageError(f"{spec.directory / 'reference.toml'}: field 'entry' = {spec.entry!r} names {what}; name the "
-                     f"reference's class (class MyNet(Reference) in its own folder), e.g. 'train:MyNet'")
+    raise UsageError(f"{where} names {what}; name the reference's class (class MyNet(Reference) in its own folder), "
+                     f"e.g. 'train:MyNet'")
 
 
 def available(root: str | os.PathLike | None = None) -> list[str]:

@@ -119,9 +119,25 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _line(text: str, limit: int = 200) -> str:
+    """Untrusted text as one printable line (no newline, no terminal escape), clipped."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _shown(value: Any, limit: int = 200) -> str:
+    """An untrusted value as Python writes it (repr escapes what is not printable), clipped."""
+    return _line(repr(value), limit)
+
+
 def _read(run_dir: Path, name: str, limit: int) -> bytes:
     path = run_dir / name
     if not (path.exists() or path.is_symlink()):
+        if name == "result.json" and (run_dir / "events.jsonl").is_file():
+            # the harness writes result.json last: a log without it is a run that never finished
+            raise VerifyError(f"{path}: missing: the run folder is incomplete (its log was started, but the harness "
+                              f"writes result.json last, when the run ends); the run was stopped before its end: "
+                              f"run it again")
         raise VerifyError(f"{path}: missing; a run folder of `harness run` holds result.json, events.jsonl and "
                           f"its TSV (give the folder the run printed)")
     try:
@@ -210,10 +226,34 @@ def _epoch_num(record: dict) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch], dict, float, str]:
-    """The evaluated epochs, the run_stop event, the threshold and a summary; Disagreement otherwise."""
-    if sum(e["key"] == "run_start" for e in events) != 1:
-        raise Disagreement("the log must have one run_start event")
+# What the harness logs only once the reference's init is over (run_start and after it).
+RUN_PHASE_KEYS = ("init_stop", "epoch_start", "epoch_stop", "train_samples", "eval_start", "eval_accuracy",
+                  "eval_stop", "dawnbench_eval_inputs", "checkpoint_start", "checkpoint_stop", "checkpoint")
+
+
+def _started(events: list[dict]) -> bool:
+    """True when the run got past its init (one run_start); False when the log is that of a run that
+    ended in init (the reference's setup raised or its process died): init_start, no run_start and
+    nothing of the run phase. Disagreement for anything else."""
+    starts = sum(e["key"] == "run_start" for e in events)
+    if starts == 1:
+        return True
+    if starts > 1:
+        raise Disagreement(f"the log has {starts} run_start events, not one")
+    if sum(e["key"] == "init_start" for e in events) != 1:
+        raise Disagreement("the log has no run_start and not one init_start (the harness logs init_start before "
+                           "the reference's code runs)")
+    late = next((e for e in events if e["key"] in RUN_PHASE_KEYS or _epoch_num(e) is not None), None)
+    if late is not None:
+        raise Disagreement(f"line {late['line']}: {late['key']} in a log without run_start (a run that ended in "
+                           f"init logs nothing after init_start but its error and run_stop)")
+    return False
+
+
+def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch], dict, float, str, bool]:
+    """The evaluated epochs, the run_stop event, the threshold, a summary and whether the run got past
+    its init; Disagreement otherwise. A run that ended in init has no epochs, and must be DNC."""
+    started = _started(events)
     last, offsets = -math.inf, []
     for e in events:
         t = _clock(e)
@@ -228,6 +268,9 @@ def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch]
     stops = [e for e in events if e["key"] == "run_stop"]
     if len(stops) != 1 or stops[0] is not events[-1]:
         raise Disagreement("the log must end with its one run_stop event")
+    if not started and stops[0]["metadata"].get("dawnbench_status") != "DNC":
+        raise Disagreement(f"the run ended in init (no run_start), but its run_stop says "
+                           f"{_shown(stops[0]['metadata'].get('dawnbench_status'))}, not DNC")
     thresholds = [e for e in events if e["key"] == "dawnbench_threshold"]
     threshold = _number(thresholds[0].get("value")) if len(thresholds) == 1 else None
     if threshold is None:
@@ -264,7 +307,8 @@ def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch]
         if epoch.accuracy["metadata"].get("metric") != task.metric or _number(epoch.accuracy.get("value")) is None:
             raise Disagreement(f"epoch {n}: eval_accuracy is not a {task.metric} value")
         epochs.append(epoch)
-    return epochs, stops[0], threshold, f"{len(events)} events, {len(epochs)} evaluated epochs"
+    summary = f"{len(events)} events, " + (f"{len(epochs)} evaluated epochs" if started else "ended in init (no run_start)")
+    return epochs, stops[0], threshold, summary, started
 
 
 def _excluded_spans(events: list[dict]) -> list[tuple[float, float]]:
@@ -330,6 +374,8 @@ def _labels_problem(task: Task, data_root: Path | None, error: DawnbenchError) -
 
 
 def _metric(task: Task, epochs: list[Epoch], stored: dict[int, Any], labels: Any, dropped: Any) -> str:
+    if not epochs:
+        return f"no evaluated epoch: no {task.metric} to recompute"
     for epoch in epochs:
         try:
             scores = task.score(stored[epoch.number], labels, dropped)
@@ -355,7 +401,7 @@ def _logged_scores(task: Task, epochs: list[Epoch]) -> None:
 
 
 def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict, threshold: float,
-                  events: list[dict], lower_bound: bool) -> str:
+                  events: list[dict], lower_bound: bool, started: bool) -> str:
     status = result.get("status")
     if status not in ("converged", "DNC"):
         raise Disagreement(f"status is {str(status)[:30]!r}, not converged or DNC")
@@ -405,12 +451,19 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
         raise Disagreement(f"status DNC, but epoch {reached.number} reaches {threshold} (the run stops there converged)")
     if result.get("tta_seconds") is not None:
         raise Disagreement(f"tta_seconds {result.get('tta_seconds')!r} for a DNC run (it has none)")
+    logged_reason = run_stop["metadata"].get("reason") or None
+    if result.get("dnc_reason") != logged_reason:
+        raise Disagreement(f"dnc_reason {_shown(result.get('dnc_reason'))}, but the log's run_stop says "
+                           f"{_shown(logged_reason)}")
     last = epochs[-1].scores[task.metric] if epochs else None
     if result.get("metric_value") != last:
         raise Disagreement(f"metric_value {result.get('metric_value')!r}, the last evaluated epoch's is {last!r}")
     if not isinstance(result.get("epochs"), int) or result["epochs"] < len(epochs):
         raise Disagreement(f"epochs is {result.get('epochs')!r}, the log evaluated {len(epochs)}")
-    return f"DNC, no epoch at or over {threshold}; status, metric_value, epochs and {len(history)} history rows agree"
+    if not started and result["epochs"] != 0:
+        raise Disagreement(f"epochs is {result['epochs']!r}, but the run ended in init, before its first epoch")
+    return (f"DNC, no epoch at or over {threshold}; status, dnc_reason, metric_value, epochs and {len(history)} "
+            f"history rows agree")
 
 
 def _same_time(what: str, recorded: Any, recomputed: float, tolerance: float, lower_bound: bool) -> None:
@@ -494,14 +547,16 @@ def verify(run_dir: Path, data_root: Path | None = None,
 
     def events_check() -> str:
         scored = result.get("eval_examples")
-        epochs, run_stop, threshold, summary = _structure(
+        epochs, run_stop, threshold, summary, started = _structure(
             events, task, scored if isinstance(scored, int) and not isinstance(scored, bool) else task.eval_examples)
         recompute_tta(events, epochs)
-        state.update(epochs=epochs, run_stop=run_stop, threshold=threshold)
+        state.update(epochs=epochs, run_stop=run_stop, threshold=threshold, started=started)
         return summary + f", run_stop {run_stop['metadata'].get('dawnbench_status')}"
 
     def tta_check() -> str:
         epochs = state["epochs"]
+        if not epochs:
+            return "no evaluated epoch, no time-to-accuracy"
         shown = ", ".join(f"{e.tta:.3f}" for e in epochs[:8]) + (", ..." if len(epochs) > 8 else "")
         bound = "; several processes: the log is rank 0's clock, a lower bound of the slowest rank's" \
             if lower_bound else ""
@@ -542,21 +597,32 @@ def verify(run_dir: Path, data_root: Path | None = None,
         if report.checks[-1].ok is not True:
             _logged_scores(task, state["epochs"])
     check("result.json", lambda: _result_check(result, task, state["epochs"], state["run_stop"], state["threshold"],
-                                               events, lower_bound), "events")
+                                               events, lower_bound, state["started"]), "events")
 
     def tsv_check() -> str:
         name, lines = _tsv(run_dir, result)
         return _tsv_check(name, lines, task, state["epochs"], events, lower_bound)
     check("tsv", tsv_check, "events")
 
-    if "epochs" in state and state["epochs"]:
-        last = state["epochs"][-1]
-        report.summary = (f"{run_dir}: {result.get('status')} at epoch {last.number}, {task.metric} "
-                          f"{last.scores.get(task.metric, math.nan):.4f}, time-to-accuracy "
-                          f"{result.get('tta_seconds')} s")
-    else:
-        report.summary = f"{run_dir}: {result.get('status')}, no evaluated epoch"
+    report.summary = _summary(run_dir, result, task, state)
     return report
+
+
+def _summary(run_dir: Path, result: dict, task: Task, state: dict) -> str:
+    """The verdict's words: what the run was, and for a DNC why, as its log says."""
+    epochs = state.get("epochs")
+    if epochs:
+        last = epochs[-1]
+        said = (f"{run_dir}: {result.get('status')} at epoch {last.number}, {task.metric} "
+                f"{last.scores.get(task.metric, math.nan):.4f}, time-to-accuracy {result.get('tta_seconds')} s")
+    elif state.get("started") is False:
+        said = f"{run_dir}: {result.get('status')} in init, before its first epoch"
+    else:
+        said = f"{run_dir}: {result.get('status')}, no evaluated epoch"
+    reason = state["run_stop"]["metadata"].get("reason") if "run_stop" in state else None
+    if result.get("status") == "DNC" and reason:
+        said += f": {_line(str(reason), 500)}"
+    return said
 
 
 def main(run_dir: Path, data_root: Path | None = None, emit: Callable[[str], None] = print) -> int:

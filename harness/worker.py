@@ -10,9 +10,11 @@ every rule is enforced on the harness's side of the pipe.
 from __future__ import annotations
 
 import importlib
+import numbers
 import os
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -48,8 +50,9 @@ class Worker:
         from harness.tasks import get_task
         spec = registry.load_spec(msg["name"], Path(msg["references"]))
         self.sync = _device_sync(spec.framework)
-        cls = spec.load_entry_class()
-        registry.check_entry_class(cls, spec)
+        # This process sees a copy of the reference under the sandbox's path, which means nothing to
+        # the entrant: messages name the folder the harness names, else the reference's own name.
+        cls = spec.load_entry_class(shown=Path(msg.get("shown_directory") or spec.name))
         self.ref = cls()
         ctx = Context(config=msg["config"], data_root=Path(msg["data_root"]), seed=msg["seed"],
                       task=_sized(get_task(msg["task"]), msg.get("eval_examples")), rank=msg["rank"],
@@ -65,13 +68,12 @@ class Worker:
         self.sync()
 
     def train(self, msg: dict) -> dict:
-        stats = self.ref.train_epoch(msg["epoch"]) or {}
+        stats = _epoch_stats(self.ref.train_epoch(msg["epoch"]))
         self._synchronize()
         if msg.get("snapshot"):
             self.ref.save(Path(msg["snapshot"]))
             self._synchronize()
-        return {"stats": {str(k): float(v) for k, v in dict(stats).items()
-                          if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}}
+        return {"stats": stats}
 
     def load(self, msg: dict) -> dict:
         self.ref.load(Path(msg["path"]))
@@ -147,6 +149,40 @@ class Worker:
             channel.send(self.fd_out, {"ok": op, **message}, array)
             if op == "close":
                 return 0
+
+
+def _is_number(value) -> bool:
+    """A real number (Python's or numpy's), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _epoch_stats(returned) -> dict[str, float]:
+    """train_epoch's numeric stats. Anything but a dict with a numeric loss is the entrant's mistake,
+    said as such: left to the harness it reads as a missing loss, NaN, "diverged". A real NaN or
+    infinite loss passes: that is a divergence, and the harness's stop rules say so."""
+    problem = None
+    if not isinstance(returned, Mapping):
+        problem = f"it returned {_clipped(returned)}"
+    elif "loss" not in returned:
+        problem = f"it returned a dict without \"loss\": {_clipped(returned)}"
+    else:
+        bad = next((k for k in ("loss", "samples") if k in returned and not _is_number(returned[k])), None)
+        if bad is not None:
+            problem = f"its \"{bad}\" is {_clipped(returned[bad])}, a {type(returned[bad]).__name__}"
+    if problem is not None:
+        from harness.errors import UsageError
+        raise UsageError(f"train_epoch must return a dict with a numeric \"loss\" (and optionally \"samples\"); "
+                         f"{problem}")
+    return {str(k): float(v) for k, v in returned.items() if _is_number(v)}
+
+
+def _clipped(value, limit: int = 80) -> str:
+    """A value of the reference's as one short line (repr escapes newlines and control characters)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - the reference's __repr__ may raise
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _sized(task, examples):

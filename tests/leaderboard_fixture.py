@@ -180,8 +180,9 @@ def make_run(folder: Path, *, task="cifar10", reference=REF, epochs=30, final=0.
                         **scores, "loss": 1.0 / epoch})
     converged = status == "converged"
     wall = clock + 5
+    dnc_reason = None if converged else f"budget: max_epochs={epochs} reached without top1 >= {threshold}"
     log.end("run_stop", wall, status="success" if converged else "aborted", dawnbench_status=status,
-            reason="" if converged else "budget")
+            reason=dnc_reason or "")
     log.close()
     (folder / f"{reference}.tsv").write_text("\n".join(tsv) + "\n", encoding="utf-8")
     tta = history[-1]["tta_seconds"] if converged else None
@@ -192,7 +193,7 @@ def make_run(folder: Path, *, task="cifar10", reference=REF, epochs=30, final=0.
         "timestamp": "2026-11-20", "logFilename": f"{reference}.tsv", "commitHash": "de8b42f",
         "misc": {"reference": reference, "description": "ResNet-56, SGD with a one-cycle schedule"},
         "reference": reference, "task": task, "rules_version": RULES_VERSION, "run_id": folder.name,
-        "status": status, "dnc_reason": None if converged else "budget: max_epochs=30 reached without top1 >= 0.94",
+        "status": status, "dnc_reason": dnc_reason,
         "metric": t.metric, "metric_value": history[-1][t.metric], "threshold": threshold,
         "official_threshold": threshold == t.threshold, "tta_seconds": tta,
         "wall_seconds": round(wall, 3),

@@ -18,6 +18,7 @@ from conftest import PYTHON, cli_env
 
 from dawnbench import containers
 from dawnbench.cli import main
+from harness import cli as harness_cli
 from harness import datasets, outputs, paths, registry
 from harness.errors import UsageError
 
@@ -235,6 +236,87 @@ def test_every_shipped_reference_toml_still_loads():
     for name in registry.available(paths.checkout_root() / "references"):
         spec = registry.load_spec(name, paths.checkout_root() / "references")
         assert spec.max_epochs >= 1 and spec.max_seconds > 0
+
+
+# --- 2b. the reference's code: its mistakes named as the entrant wrote them --------------------------
+
+def run_steady(tmp_path: Path, fashion_root: Path) -> tuple[subprocess.CompletedProcess, dict | None, Path | None]:
+    """`dawnbench run steady-test` in a process of its own, so that stderr is all of it (the workers' too)."""
+    results = tmp_path / "r"
+    proc = subprocess.run([PYTHON, "-m", "dawnbench", "run", "steady-test", "--results", str(results),
+                           "--data", str(fashion_root), *QUICK], env=cli_env(), capture_output=True, text=True,
+                          timeout=300)
+    runs = list((results / "steady-test").iterdir()) if (results / "steady-test").is_dir() else []
+    result = json.loads((runs[0] / "result.json").read_text()) if runs else None
+    return proc, result, runs[0] if runs else None
+
+
+def test_a_missing_entry_class_is_one_line_naming_the_users_file(refs, tmp_path, capsys):
+    ref = refs / "steady-test"
+    (ref / "reference.toml").write_text(STEADY_TOML.replace('"steady:Steady"', '"steady:Nope"'))
+    for command in (["run", "steady-test", "--results", str(tmp_path / "r"), *QUICK],
+                    ["run", "steady-test", "--runs", "2", "--results", str(tmp_path / "r"), *QUICK],
+                    ["infer", "steady-test", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "o")]):
+        line = error_line(capsys, command)
+        assert f'{ref / "steady.py"} has no class Nope (reference.toml entry = "steady:Nope"); it defines Steady' \
+            in line, line
+        assert "scratch" not in line
+    assert not (tmp_path / "r").exists() and not (tmp_path / "o").exists()      # refused before anything ran
+
+
+@pytest.mark.parametrize("binding", [
+    "Nope = Steady", "from os.path import join as Nope", "class Nope(Steady):\n    pass",
+    "from harness.reference import *", "globals()['No' + 'pe'] = Steady", "def __getattr__(name):\n    return Steady",
+])
+def test_an_entry_class_the_source_may_bind_is_left_to_the_import(refs, binding):
+    """The harness reads the source, never runs it: it refuses only a class that certainly is not there."""
+    ref = refs / "steady-test"
+    (ref / "steady.py").write_text(STEADY + "\n" + binding + "\n")
+    (ref / "reference.toml").write_text(STEADY_TOML.replace('"steady:Steady"', '"steady:Nope"'))
+    registry.check_entry_defined(registry.load_spec("steady-test"))
+
+
+def test_an_entry_class_missing_at_import_names_the_users_folder_not_the_sandbox(refs, tmp_path, fashion_root):
+    """A name the source spells but never binds passes the harness's reading; the worker's import
+    finds it missing, and names the reference's folder, not the path of its sandboxed copy."""
+    ref = refs / "steady-test"
+    (ref / "steady.py").write_text(STEADY + "\nif False:\n    Nope = Steady\n")
+    (ref / "reference.toml").write_text(STEADY_TOML.replace('"steady:Steady"', '"steady:Nope"'))
+    proc, result, run_dir = run_steady(tmp_path, fashion_root)
+    says = 'steady-test/steady.py has no class Nope (reference.toml entry = "steady:Nope")'
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert [line for line in proc.stderr.splitlines() if says in line and "DNC" not in line] == \
+        [f"steady-test: train init: UsageError: {says}: set entry to \"steady:<the reference's class>\""], proc.stderr
+    assert "/dawnbench/" not in proc.stderr and "scratch" not in proc.stderr
+    assert result["status"] == "DNC" and says in result["dnc_reason"]
+
+
+@pytest.mark.parametrize("returned, says", [
+    ("None", "it returned None"),
+    ('{"loss": "0.25", "samples": 100}', "its \"loss\" is '0.25', a str"),
+    ('{"samples": 100}', "it returned a dict without \"loss\": {'samples': 100}"),
+    ("0.25", "it returned 0.25"),
+])
+def test_train_epoch_without_a_numeric_loss_is_a_usage_error_not_a_divergence(refs, tmp_path, fashion_root,
+                                                                              returned, says):
+    (refs / "steady-test" / "steady.py").write_text(
+        STEADY.replace('return {"loss": 1.0 / epoch, "samples": 100, "lr": 0.1}', f"return {returned}"))
+    proc, result, run_dir = run_steady(tmp_path, fashion_root)
+    message = f'train_epoch must return a dict with a numeric "loss" (and optionally "samples"); {says}'
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "diverged" not in proc.stderr, proc.stderr
+    assert [line for line in proc.stderr.splitlines() if message in line and "DNC" not in line] == \
+        [f"steady-test: train train: UsageError: {message}"], proc.stderr
+    # the run folder is whole: a DNC with the reason, which verify reads back
+    assert result["status"] == "DNC" and result["dnc_reason"] == f"error: train train: UsageError: {message}"
+    assert harness_cli.main(["verify", str(run_dir), "--data", str(fashion_root)]) == 0
+
+
+def test_a_nan_loss_still_means_diverged(refs, tmp_path, fashion_root):
+    (refs / "steady-test" / "steady.py").write_text(
+        STEADY.replace('return {"loss": 1.0 / epoch, "samples": 100, "lr": 0.1}',
+                       'return {"loss": float("nan"), "samples": 100}'))
+    proc, result, _ = run_steady(tmp_path, fashion_root)
+    assert proc.returncode == 1 and result["dnc_reason"] == "diverged: training loss is nan at epoch 1", proc.stderr
 
 
 # --- 3. command-line values ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from leaderboard_fixture import REF, cifar10_labels, make_run
 
-from dawnbench import entries, submit, validate
+from dawnbench import entries, series, submit, validate
 from dawnbench.cli import main as cli_main
 from harness import datasets
 from harness.tasks import RULES_VERSION
@@ -184,6 +184,38 @@ def test_refuses_a_series_where_nothing_converged(tmp_path, capsys):
     (series / "summary.json").write_text(json.dumps({"n": 1, "converged": 0, "runs": [
         {"seed": 0, "run_dir": "seed0", "status": "DNC", "tta_seconds": None}]}))
     refused(capsys, [series, "--to", tmp_path / "entries"], "none of the 1 runs converged")
+
+
+def write_series(folder: Path, seeds: list[int], requested: int, **state) -> Path:
+    """A series folder as `dawnbench run --runs` leaves it: a converged run per seed, and summary.json
+    written by the series' own writer (in_progress / interrupted as given)."""
+    finished = []
+    for seed in seeds:
+        make_run(folder / f"seed{seed}", seed=seed, epochs=20 + 10 * seed)
+        finished.append({**json.loads((folder / f"seed{seed}" / "result.json").read_text()), "run_dir": f"seed{seed}"})
+    series._write_summary(folder, finished, requested, **state)
+    return folder
+
+
+@pytest.mark.parametrize("state, says", [
+    ({"in_progress": True, "interrupted": False}, "it was killed, or is still running"),      # kill -9 of the series
+    ({"in_progress": False, "interrupted": True}, "it was interrupted"),                      # Ctrl-C, SIGTERM
+], ids=["killed", "interrupted"])
+def test_refuses_a_series_killed_part_way(tmp_path, capsys, state, says):
+    series_dir = write_series(tmp_path / "results" / REF / "series1", [0, 1], requested=3, **state)
+    line = refused(capsys, [series_dir, "--to", tmp_path / "entries"], "the series is unfinished (2 of 3 runs; ")
+    assert says in line and f"re-run the series (dawnbench run {REF} --runs 3)" in line, line
+    assert f"or submit one finished run on its own ({series_dir}/seed<k>)" in line, line
+    assert not (tmp_path / "entries").exists()
+    # what it says to do works: one finished run of it on its own
+    assert submit.main([str(series_dir / "seed1"), "--to", str(tmp_path / "entries")]) == 0
+
+
+def test_a_finished_series_written_by_the_series_is_submitted(tmp_path, capsys):
+    series_dir = write_series(tmp_path / "series", [0, 1, 2], requested=3, in_progress=False, interrupted=False)
+    assert submit.main([str(series_dir), "--to", str(tmp_path / "entries")]) == 0
+    fields = json.loads((tmp_path / "entries" / "CIFAR10" / "train" / f"{STEM}.json").read_text())
+    assert fields["runs"]["n"] == 3 and fields["runs"]["submitted_seed"] == 1
 
 
 def test_series_run_dir_cannot_leave_the_series(tmp_path, capsys):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cheats import harness_run, write_reference
 from conftest import PYTHON, REPO, cli_env
 from leaderboard_fixture import cifar10_labels, edit_json, make_run
 
@@ -207,3 +208,76 @@ def test_bad_and_hostile_run_folders_are_one_line(labels, tmp_path, capsys):
     bad_folder(run, capsys, "events.jsonl:1: does not start with")
     (run / "result.json").write_text('{"task": "mnist"}')
     bad_folder(run, capsys, "result.json: task is 'mnist'")
+
+
+# ---------------------------------------------------------------- the harness's own DNC folders
+
+# References that fail in init, run by the real harness: each leaves a DNC folder with no run_start.
+ENDED_IN_INIT = {
+    "setup-raises": ("class Cheat(Base):\n    def setup(self, ctx):\n        raise RuntimeError('no data here')\n",
+                     "Cheat", "RuntimeError: no data here"),
+    "killed-in-setup": ("class Cheat(Base):\n    def setup(self, ctx):\n        os._exit(3)\n",
+                        "Cheat", "process ended during init (exit status 3)"),
+    "entry-not-a-class": ("class Cheat(Base):\n    pass\n", "features", "names a function, not a class"),
+}
+
+
+@pytest.fixture(scope="module")
+def ended_in_init(tmp_path_factory, fashion_root) -> dict[str, Path]:
+    """{case: the run folder the harness wrote}, made once; tests take copies."""
+    base = tmp_path_factory.mktemp("ended-in-init")
+    folders = {}
+    for name, (code, entry, _) in ENDED_IN_INIT.items():
+        write_reference(base / "references", name, code, entry=entry)
+        proc, result, run_dir = harness_run(base / "references", name, Path(fashion_root).resolve(), base / "results")
+        assert proc.returncode == 1 and result["status"] == "DNC", proc.stderr[-2000:]
+        folders[name] = run_dir
+    return folders
+
+
+@pytest.mark.parametrize("case", ENDED_IN_INIT)
+def test_a_run_that_ended_in_init_verifies_as_a_dnc_with_its_reason(ended_in_init, fashion_root, capsys, case):
+    run = ended_in_init[case]
+    result = json.loads((run / "result.json").read_text())
+    assert ENDED_IN_INIT[case][2] in result["dnc_reason"] and result["epochs"] == 0
+    code, lines = verify_lines(run, fashion_root, capsys)
+    assert code == 0 and not any(line.startswith("FAIL") for line in lines), lines
+    assert lines[0].startswith("ok   events: ") and "ended in init (no run_start)" in lines[0], lines
+    assert lines[-1] == f"verified: {run}: DNC in init, before its first epoch: {result['dnc_reason']}"
+
+
+def test_a_tampered_dnc_from_init_is_caught(ended_in_init, fashion_root, tmp_path, capsys):
+    original = ended_in_init["setup-raises"]
+
+    def fresh() -> Path:
+        return Path(shutil.copytree(original, tmp_path / f"run{len(list(tmp_path.iterdir()))}"))
+
+    edit_json((run := fresh()) / "result.json", status="converged")
+    disagreement(run, fashion_root, capsys, "result.json: status converged, but the log's run_stop says 'DNC'")
+    (run := fresh())
+    (run / "events.jsonl").write_text((run / "events.jsonl").read_text().replace(
+        '"dawnbench_status": "DNC"', '"dawnbench_status": "converged"'))
+    edit_json(run / "result.json", status="converged")
+    disagreement(run, fashion_root, capsys, "events: the run ended in init (no run_start), but its run_stop says")
+    edit_json((run := fresh()) / "result.json", epochs=1)
+    disagreement(run, fashion_root, capsys, "result.json: epochs is 1, but the run ended in init")
+    edit_json((run := fresh()) / "result.json", dnc_reason="budget: max_epochs=2 reached without top1 >= 0.92")
+    disagreement(run, fashion_root, capsys, "result.json: dnc_reason 'budget: max_epochs=2")
+    # an epoch logged without run_start: not a log the harness writes
+    run = fresh()
+    lines = (run / "events.jsonl").read_text().splitlines()
+    error = next(i for i, line in enumerate(lines) if '"key": "dawnbench_error"' in line)
+    record = json.loads(lines[error].split(" ", 1)[1])
+    lines.insert(error, ":::MLLOG " + json.dumps({**record, "event_type": "INTERVAL_START", "key": "epoch_start",
+                                                  "value": None, "metadata": {**record["metadata"], "epoch_num": 1}}))
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    disagreement(run, fashion_root, capsys, "epoch_start in a log without run_start")
+
+
+def test_a_folder_whose_run_never_finished_is_refused_as_incomplete(ended_in_init, tmp_path, capsys):
+    """The harness writes result.json last: a folder with a log and no result.json is a run stopped
+    before its end (kill -9), refused in one line that says so."""
+    run = Path(shutil.copytree(ended_in_init["killed-in-setup"], tmp_path / "run"))
+    (run / "result.json").unlink()
+    (run / "env.json").unlink()
+    bad_folder(run, capsys, "result.json: missing: the run folder is incomplete")
