@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -67,7 +66,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     prov = runner.official_verdict(spec, threshold, data_reasons, eval_set, isolation,
                                    _inference_reasons(limit, len(labels), model_record))
     sandbox.protect_harness()
-    work = Path(tempfile.mkdtemp(prefix="dawnbench-infer-"))
+    work = sandbox.private_dir("infer")
     os.chmod(work, 0o755)
     models = work / "models"
     if model_path.is_dir():

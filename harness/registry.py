@@ -42,6 +42,7 @@ class ReferenceSpec:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     max_epochs: int = 100
     max_seconds: float = 24 * 3600.0
+    max_snapshot_mib: float | None = None     # None: the task's cap (harness/data/tasks.toml)
     gpus: bool = False                      # [container] gpus: the reference is meant for GPUs
     container: dict[str, Any] = field(default_factory=dict)   # the raw [container] table, for host tools
     # [inference]: an entry that only infers (no training run; its model comes from elsewhere), and
@@ -172,7 +173,7 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
 
 TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
              "hyperparameters", "budget", "container", "inference")
-BUDGET_KEYS = ("max_epochs", "max_seconds")
+BUDGET_KEYS = ("max_epochs", "max_seconds", "max_snapshot_mib")
 CONTAINER_KEYS = ("gpus",)
 INFERENCE_KEYS = ("only", "runtime", "precision")
 
@@ -197,6 +198,14 @@ def _check_budget(toml_path: Path, budget: dict) -> tuple[int, float]:
         raise UsageError(f"{toml_path}: field 'budget.max_seconds' = {seconds!r} must be a positive number of "
                          f"seconds, e.g. max_seconds = 3600")
     return epochs, float(seconds)
+
+
+def _check_snapshot_cap(toml_path: Path, budget: dict) -> float | None:
+    cap = budget.get("max_snapshot_mib")
+    if cap is not None and (type(cap) not in (int, float) or not math.isfinite(cap) or cap <= 0):
+        raise UsageError(f"{toml_path}: field 'budget.max_snapshot_mib' = {cap!r} must be a positive number of "
+                         f"MiB, the largest model snapshot the reference writes, e.g. max_snapshot_mib = 256")
+    return None if cap is None else float(cap)
 
 
 def _check_entry(toml_path: Path, entry: str) -> None:
@@ -264,7 +273,8 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
     except UnknownTaskError as e:
         raise UsageError(f"{toml_path}: field 'task': {e}") from None
     hyperparameters = _check_table(toml_path, raw, "hyperparameters", None)
-    max_epochs, max_seconds = _check_budget(toml_path, _check_table(toml_path, raw, "budget", BUDGET_KEYS))
+    budget = _check_table(toml_path, raw, "budget", BUDGET_KEYS)
+    max_epochs, max_seconds = _check_budget(toml_path, budget)
     container = _check_table(toml_path, raw, "container", CONTAINER_KEYS)
     if not isinstance(container.get("gpus", False), bool):
         raise UsageError(f"{toml_path}: field 'container.gpus' must be true or false")
@@ -275,6 +285,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         author_email=raw.get("author_email", ""), code_url=raw.get("code_url", f"references/{name}"),
         description=raw.get("description", ""),
         hyperparameters=dict(hyperparameters), max_epochs=max_epochs, max_seconds=max_seconds,
+        max_snapshot_mib=_check_snapshot_cap(toml_path, budget),
         gpus=container.get("gpus", False), container=dict(container),
         infers_only=only, inference_runtime=runtime, inference_precision=precision,
     )

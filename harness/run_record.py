@@ -83,14 +83,16 @@ class RunRecord:
             raise outputs.WriteError(self.run_dir / "predictions", exc) from None
 
     def epoch_scored(self, epoch: int, *, value: float, scores: dict, stored: dict, on_clock: float,
-                     stats: dict, handover_s: float) -> dict:
-        """eval_accuracy and eval_stop in the log, a TSV row, a history row (returned)."""
+                     stats: dict, handover_s: float, snapshot=None, eval_cost: dict | None = None) -> dict:
+        """eval_accuracy (with the scored snapshot's hash) and eval_stop (with what the eval cost
+        and its bound) in the log, a TSV row, a history row (returned)."""
         t, task = self.clock.elapsed(), self.task
         self.log.point("eval_accuracy", value, t, epoch_num=epoch, metric=task.metric,
                        **{k: v for k, v in scores.items() if k != task.metric},
                        **({"predictions_file": stored["file"], "predictions_sha256": stored["sha256"]}
-                          if stored else {}))
-        self.log.end("eval_stop", t, epoch_num=epoch)
+                          if stored else {}),
+                       **({"snapshot_sha256": snapshot.sha256, "snapshot_bytes": snapshot.bytes} if snapshot else {}))
+        self.log.end("eval_stop", t, epoch_num=epoch, **(eval_cost or {}))
         row = {"epoch": epoch, "tta_seconds": round(on_clock, 3), "wall_seconds": round(t, 3), **scores, **stats,
                "handover_ms": round(1000 * handover_s, 3)}
         self.history.append(row)

@@ -18,14 +18,27 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import collective, datasets, environment, identity, outputs, paths, provenance, sandbox, stop_rules, views
+from harness import (
+    collective,
+    datasets,
+    environment,
+    eval_bound,
+    identity,
+    outputs,
+    paths,
+    provenance,
+    sandbox,
+    snapshots,
+    stop_rules,
+    views,
+)
 from harness.clock import Clock
+from harness.errors import DawnbenchError
 from harness.registry import ReferenceSpec, check_trains
 from harness.run_record import RunRecord
 from harness.stop_rules import CONVERGED, DNC, Budget, Outcome
@@ -37,6 +50,14 @@ class Terminated(BaseException):
 
 class PredictionCountError(Exception):
     pass
+
+
+class BudgetSpent(DawnbenchError):
+    """The time budget ran out while the reference's code was still working: the run is DNC."""
+
+
+# Verdicts the harness reaches on the reference's behaviour: each is the run's DNC reason as it stands.
+VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, sandbox.FreezeError)
 
 
 @dataclass
@@ -110,7 +131,7 @@ def _say(msg: str, rank: int) -> None:
 
 
 def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, derived: Path,
-                 snapshots: Path | None, env: dict[str, str] | None = None):
+                 snapshots: Path | None, env: dict[str, str] | None = None, network: bool = False):
     """A sandboxed worker of `role`, with the role's data; returns it and the paths it sees."""
     env, copies = dict(env or {}), []
     override = os.environ.get(datasets.MANIFEST_ENV)
@@ -119,7 +140,8 @@ def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, 
         env[datasets.MANIFEST_ENV] = "{scratch}/" + Path(override).name
     return sandbox.start(role, isolation, reference_dir=spec.directory,
                          data_files=views.view_files(spec.task.dataset, data_root, role, derived),
-                         snapshots=snapshots, copies=copies, env=env, hidden=views.system_copies())
+                         snapshots=snapshots, copies=copies, env=env, hidden=views.system_copies(),
+                         network=network)
 
 
 @dataclass(frozen=True)
@@ -186,6 +208,9 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
             raise       # the run folder cannot take its files: no result to write, one line to say why
         except (Exception, KeyboardInterrupt, Terminated) as exc:
             outcome = this.failed(exc)
+    if this.survivors:      # a process the kernel would not kill may still write where it can
+        outcome = Outcome(DNC, f"error: the reference's processes {this.survivors[:8]} could not be killed "
+                               f"at the end of the run")
     return this.finish(outcome, epoch)
 
 
@@ -197,6 +222,8 @@ class Trained:
     loss: float
     on_clock: float
     handover_s: float
+    train_s: float = 0.0        # the epoch's train span
+    cpu_s: float = 0.0          # the trainer's CPU seconds in it (every process, reaped children too)
 
 
 class _Run:
@@ -217,30 +244,63 @@ class _Run:
         self.last_snapshot: Path | None = None
         self.reached_at: dict | None = None
         self.framework_extra: dict = {}
+        self.init_s = 0.0                   # the trainer's init span: the predictor's start allowance
+        self.trainer_cpu = 0.0              # the trainer's CPU seconds at its last freeze
+        self.survivors: list[int] = []      # processes the final kill could not end
+        # Several ranks keep the host's network for their collective; one trainer needs none.
+        self.network = plan.world_size > 1
+        self.system["network"] = {
+            "train": "the host's (the ranks' collective)" if self.network else "loopback only (its own namespace)",
+            "predict": "loopback only (its own namespace)"}
+        if plan.isolation.mode in ("uid", "none"):
+            self.system["network"] = {role: "not isolated by the harness (a container's own: none under "
+                                            "docker-compose)" for role in ("train", "predict")}
 
     @contextlib.contextmanager
     def workers(self):
         """The scratch folder the workers' snapshots go to; at the end the workers are killed and it is removed."""
-        self.work = Path(tempfile.mkdtemp(prefix="dawnbench-run-"))
-        (self.work / "snapshots").mkdir()
+        self.work = sandbox.private_dir("run")
+        for folder in ("snapshots", "scored"):    # the trainer's, and the harness's copies it cannot reach
+            (self.work / folder).mkdir()
         os.chmod(self.work, 0o755)
+        os.chmod(self.work / "scored", 0o755)
         try:
             yield
         finally:
             for worker in (self.trainer, self.predictor):
                 if worker is not None:
-                    worker.kill()
+                    self.survivors += worker.kill()
             shutil.rmtree(self.work, ignore_errors=True)
 
-    def _start_worker(self, role: str):
+    def _start_worker(self, role: str, timeout: float):
+        """A worker of `role` through its init; CallTimeout when init takes longer than `timeout`."""
+        trains = role == "train"
         worker, seen = start_worker(role, self.spec, self.plan.isolation, data_root=self.plan.data_root,
-                                    derived=self.work / "derived", snapshots=self.work / "snapshots")
+                                    derived=self.work / "derived",
+                                    snapshots=self.work / ("snapshots" if trains else "scored"),
+                                    network=trains and self.network)
+        if trains:
+            self.trainer = worker
+        else:
+            self.predictor = worker
         p = self.plan
-        worker.call("init", name=self.spec.name, config=dict(p.hyperparameters), eval_examples=p.eval_set.examples,
-                    seed=self.opts.seed, task=self.task.name, rank=p.rank, world_size=p.world_size,
-                    local_rank=p.local_rank, show_progress=self.opts.progress, role=role,
-                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"])
+        worker.call("init", timeout=timeout, name=self.spec.name, config=dict(p.hyperparameters),
+                    eval_examples=p.eval_set.examples, seed=self.opts.seed, task=self.task.name, rank=p.rank,
+                    world_size=p.world_size, local_rank=p.local_rank, show_progress=self.opts.progress, role=role,
+                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"],
+                    shown_directory=str(self.spec.directory))
         return worker, seen
+
+    def _on_clock_left(self, during: str) -> float:
+        """Seconds of the time budget left; BudgetSpent when none is."""
+        left = self.plan.budget.max_seconds - self.clock.on_clock() - (self.clock.read() - self.clock.elapsed())
+        if left <= 0:
+            raise self._spent(during)
+        return left
+
+    def _spent(self, during: str) -> BudgetSpent:
+        return BudgetSpent(f"budget: time budget exceeded during {during}: the reference had not answered at "
+                           f"max_seconds={self.plan.budget.max_seconds:g} s on the clock")
 
     def start(self) -> None:
         """The clock starts before the reference's code is imported (its imports count), then the
@@ -250,8 +310,11 @@ class _Run:
         self.record.header(hardware=self._hardware(), seed=self.opts.seed, eval_set=p.eval_set,
                            threshold=p.budget.threshold, hyperparameters=p.hyperparameters, isolation=p.isolation,
                            dataset_files=p.dataset_files)
-        self.trainer, self.seen = self._start_worker("train")
-        self.clock.lap("init")
+        try:
+            _, self.seen = self._start_worker("train", timeout=p.budget.max_seconds)
+        except sandbox.CallTimeout:
+            raise self._spent("init") from None
+        self.init_s = self.clock.lap("init")
         self.record.initialized()
 
     def train(self, epoch: int) -> Trained:
@@ -261,9 +324,17 @@ class _Run:
         self.clock.lap("harness")
         self.record.epoch_started(epoch)
         snapshot = f"{self.seen['snapshots']}/{_snapshot_name(epoch)}" if p.rank == 0 else None
-        reply, _ = self.trainer.call("train", epoch=epoch, snapshot=snapshot)
+        try:
+            reply, _ = self.trainer.call("train", epoch=epoch, snapshot=snapshot,
+                                         timeout=self._on_clock_left(f"epoch {epoch}"))
+        except sandbox.CallTimeout:
+            self.trainer.freeze()
+            self.clock.lap("train")
+            raise self._spent(f"epoch {epoch}") from None
         handover = _timed(self.trainer.freeze)
-        self.clock.lap("train")
+        train_s = self.clock.lap("train")
+        cpu = self.trainer.cpu_seconds()         # frozen: nothing of it runs, the count holds still
+        cpu_s, self.trainer_cpu = cpu - self.trainer_cpu, cpu
         stats = _check_stats(reply.get("stats") or {})
         loss = float(stats.get("loss", float("nan")))
         on_clock, bad_loss = self.group.max([self.clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0])
@@ -272,39 +343,74 @@ class _Run:
         self.record.epoch_trained(epoch, stats, samples_all, p.world_size)
         if bad_loss and math.isfinite(loss):     # another rank's loss diverged: so did the run
             loss = float("nan")
-        return Trained(stats, loss, on_clock, handover)
+        return Trained(stats, loss, on_clock, handover, train_s, cpu_s)
 
     def evaluate(self, epoch: int, trained: Trained) -> bool:
-        """Off the clock: rank 0 scores the epoch's snapshot, every rank learns whether it reached
-        the threshold, the trainer is thawed, the epoch is recorded. Returns whether it reached it."""
+        """Off the clock: rank 0 takes the epoch's snapshot out of the frozen trainer's reach and
+        scores it within the eval bound, every rank learns whether it reached the threshold, the
+        trainer is thawed, the epoch is recorded. Returns whether it reached it."""
         p = self.plan
         self.record.eval_started(epoch)
-        value, scores, stored, verdict = float("nan"), {}, {}, 0.0
+        value, scores, stored, taken, cost, verdict = float("nan"), {}, {}, None, {}, 0.0
         if p.rank == 0:
-            value, scores, stored = self._score(epoch)
+            taken = self._take_snapshot(epoch)
+            value, scores, stored, cost = self._score(epoch, trained)
             verdict = 1.0 if stop_rules.reaches(value, p.budget.threshold) else 0.0
         (reached,) = self.group.broadcast([verdict])
         self.clock.lap("eval")
         handover = trained.handover_s + _timed(self.trainer.thaw)
         row = self.record.epoch_scored(epoch, value=value, scores=scores, stored=stored, on_clock=trained.on_clock,
-                                       stats=trained.stats, handover_s=handover)
+                                       stats=trained.stats, handover_s=handover, snapshot=taken, eval_cost=cost)
         _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {100 * value:6.2f}% "
              f"(target {100 * p.budget.threshold:.2f}%)  time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
         if reached:
             self.reached_at = row
         return bool(reached)
 
-    def _score(self, epoch: int) -> tuple[float, dict, dict]:
-        """The predictor (started at the first eval, in the eval span) loads the epoch's snapshot and
-        predicts every eval example; the harness counts, scores and stores the predictions."""
-        p, task = self.plan, self.task
-        if self.predictor is None:
-            self.predictor, self.predictor_seen = self._start_worker("predict")
-            self.record.eval_inputs(views.derived_files(self.work / "derived"))
+    def _take_snapshot(self, epoch: int) -> snapshots.Taken:
+        """The frozen trainer's snapshot, copied and hashed where it cannot reach; its own copy removed."""
         name = _snapshot_name(epoch)
-        self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{name}")
-        self.last_snapshot = self.work / "snapshots" / name
-        answer, array = self.predictor.call("predict")
+        cap_mib = self.spec.max_snapshot_mib or self.task.max_snapshot_mib
+        taken = snapshots.take(self.work / "snapshots" / name, self.work / "scored" / name, int(cap_mib * 2**20))
+        shutil.rmtree(self.work / "snapshots" / name, ignore_errors=True)
+        if self.last_snapshot is not None:      # only the last scored snapshot can become the model
+            shutil.rmtree(self.last_snapshot, ignore_errors=True)
+        self.last_snapshot = self.work / "scored" / name
+        return taken
+
+    def _score(self, epoch: int, trained: Trained) -> tuple[float, dict, dict, dict]:
+        """The predictor (started at the first eval) loads the epoch's snapshot and predicts every
+        eval example within the eval bound, and is frozen again; the harness counts, scores and
+        stores the predictions. Returns the metric, the scores, the stored file and the eval's cost."""
+        p, task = self.plan, self.task
+        bound = eval_bound.EvalBound.of(train_s=trained.train_s, samples=trained.stats.get("samples"),
+                                        eval_examples=p.eval_set.examples, train_examples=task.train_examples,
+                                        first_start_s=self.init_s if self.predictor is None else None)
+        began = time.perf_counter()
+
+        def left() -> float:
+            over = bound.seconds - (time.perf_counter() - began)
+            if over <= 0:
+                raise bound.over(epoch, time.perf_counter() - began)
+            return over
+        try:
+            if self.predictor is None:
+                _, self.predictor_seen = self._start_worker("predict", timeout=left())
+                self.record.eval_inputs(views.derived_files(self.work / "derived"))
+                cpu_before = 0.0
+            else:
+                cpu_before = self.predictor.cpu_seconds()
+                self.predictor.thaw()
+            self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{_snapshot_name(epoch)}",
+                                timeout=left())
+            answer, array = self.predictor.call("predict", timeout=left())
+        except sandbox.CallTimeout:
+            raise bound.over(epoch, time.perf_counter() - began) from None
+        wall_s = time.perf_counter() - began
+        self.predictor.freeze()          # nothing of it runs outside its eval spans
+        cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(self.predictor.cpu_seconds() - cpu_before, 3),
+                "eval_bound_s": round(bound.seconds, 3), "train_s": round(trained.train_s, 3),
+                "train_cpu_s": round(trained.cpu_s, 3)}
         predictions = answer["answers"] if "answers" in answer else array
         count = task.count(predictions) if predictions is not None else 0
         if count != p.eval_set.examples:
@@ -313,7 +419,7 @@ class _Run:
                 f"{p.eval_set.examples} examples, every one needs a prediction in canonical order")
         scores = task.score(predictions, p.labels, p.eval_set.dropped_indices)
         stored = self.record.store_predictions(epoch, predictions)     # in the eval span, off the clock
-        return scores[task.metric], scores, stored
+        return scores[task.metric], scores, stored, cost
 
     def keep_model(self, outcome: Outcome) -> None:
         """After the last epoch: the framework's versions, and the model of the last scored epoch as
@@ -323,17 +429,20 @@ class _Run:
             self.record.keep_model(self.last_snapshot)
 
     def failed(self, exc: BaseException) -> Outcome:
-        """A run that raised ends as DNC with the trace in its log; the entrant's configuration
-        mistake is one line on the terminal, anything else the trace. Call it inside the except."""
+        """A run that raised ends as DNC with the trace in its log. On the terminal, the reference's
+        own exception shows its trace (the entrant's code, to debug); everything else, the
+        entrant's configuration mistakes and the harness's verdicts and errors, is one line.
+        Call it inside the except."""
         trace = getattr(exc, "trace", "") or traceback.format_exc()
         self.record.error(trace)
-        if getattr(exc, "usage", False):
-            print(f"{self.spec.name}: {exc}", file=sys.stderr)
-        else:
+        outcome = stop_rules.failed(exc, (sandbox.WorkerError, sandbox.WorkerDied), VERDICTS)
+        if isinstance(exc, sandbox.WorkerError) and not exc.usage:
             print(trace, file=sys.stderr)
+        else:
+            print(f"{self.spec.name}: {exc if getattr(exc, 'usage', False) else outcome.reason}", file=sys.stderr)
         if self.clock.start_perf is not None:
             self.clock.lap("harness")
-        return stop_rules.failed(exc, (sandbox.WorkerError, sandbox.WorkerDied))
+        return outcome
 
     def finish(self, outcome: Outcome, epochs: int) -> dict:
         """run_stop at the wall time (every rank's max), then env.json and result.json on rank 0."""

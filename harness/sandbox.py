@@ -21,8 +21,10 @@ official; the reason is one line in result.json.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import functools
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -45,6 +47,9 @@ VIEW = Path("/dawnbench")                   # where the scratch, data and snapsh
 ROLE_MOUNTS = Path("/dawnbench-views")
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/sys")
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 38, 4, 36
+CLONE_NEWPID, CLONE_NEWUSER = 0x20000000, 0x10000000
+NS_GET_USERNS = 0xB701               # ioctl: the user namespace that owns a namespace
+FREEZE_SECONDS = 10.0       # a stop reaches a running thread in microseconds; a D-state wait may take longer
 
 
 class WorkerError(DawnbenchError):
@@ -53,6 +58,14 @@ class WorkerError(DawnbenchError):
     def __init__(self, message: str, trace: str = "", usage: bool = False):
         super().__init__(message)
         self.trace, self.usage = trace, usage
+
+
+class CallTimeout(DawnbenchError):
+    """The worker did not answer within the time it was given."""
+
+
+class FreezeError(DawnbenchError):
+    """The worker's processes could not all be stopped (or killed): the run cannot be trusted."""
 
 
 class WorkerDied(DawnbenchError):
@@ -85,11 +98,13 @@ def protect_harness() -> None:
         pass
 
 
-def _bwrap_base(role: str, inner: bool) -> list[str]:
+def _bwrap_base(inner: bool, network: bool = False) -> list[str]:
     argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if role == "predict":
-        argv.append("--unshare-net")     # a predictor needs no network: nothing it computes can leave
+    if not network:
+        # A network namespace of its own, with only a loopback: nothing comes in (weights, data,
+        # code fetched during the run) and nothing it computes goes out.
+        argv.append("--unshare-net")
     if inner:
         argv += ["--bind", "/", "/"]
     return argv
@@ -104,7 +119,7 @@ def probe() -> Isolation:
     if shutil.which("bwrap"):
         mode = "bwrap-root" if root else "bwrap"
         view = View(ro=[(p, p) for p in SYSTEM_DIRS if os.path.isdir(p)])
-        argv = _argv(mode, view, "train", ["/bin/true"])
+        argv = _argv(mode, view, ["/bin/true"])
         try:
             ok = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 timeout=30, preexec_fn=_child_setup(None)).returncode == 0
@@ -163,17 +178,20 @@ def _gpu_devices() -> list[str]:
     return argv
 
 
-def _argv(mode: str, view: View, role: str, command: list[str], chdir: str = "/") -> list[str]:
+def _argv(mode: str, view: View, command: list[str], chdir: str = "/", network: bool = False) -> list[str]:
     if mode == "bwrap":
-        return [*_bwrap_base(role, inner=False), *view.mounts(), *_system_mounts(["--proc", "/proc"]),
+        return [*_bwrap_base(inner=False, network=network), *view.mounts(), *_system_mounts(["--proc", "/proc"]),
                 "--chdir", chdir, "--", *command]
     if mode == "bwrap-root":
         # The privileged outer bubblewrap shows the host's /proc so that the inner, unprivileged one
         # may mount a fresh one over it (the kernel refuses a new /proc where the old one is partly hidden).
         outer = ["bwrap", "--die-with-parent", "--tmpfs", "/tmp", *view.mounts(), *_system_mounts(["--bind", "/proc", "/proc"])]
-        inner = [*_bwrap_base(role, inner=True), "--proc", "/proc", "--dev", "/dev", *_gpu_devices(),
+        inner = [*_bwrap_base(inner=True, network=network), "--proc", "/proc", "--dev", "/dev", *_gpu_devices(),
                  "--chdir", chdir]
-        setpriv = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--"]
+        # The uid change clears the parent-death signal that the outer bubblewrap set; --pdeathsig sets
+        # it again, or a kill -9 of the harness would leave the inner bubblewrap and the worker alive.
+        setpriv = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+                   "--pdeathsig=SIGKILL", "--"]
         return [*outer, "--", *setpriv, *inner, "--", *command]
     return list(command)
 
@@ -228,10 +246,15 @@ class Worker:
         self.to_worker, self.from_worker = to_worker, from_worker
         self.scratch, self.uid = scratch, uid
         self.frozen = False
+        self._pidns: tuple[int, int] | None = None
 
-    def call(self, op: str, max_array: int = channel.MAX_ARRAY, **fields):
+    def call(self, op: str, max_array: int = channel.MAX_ARRAY, timeout: float | None = None, **fields):
+        """Ask the worker to do `op` and wait for its answer; CallTimeout after `timeout` seconds
+        without one (the worker is left running: the caller decides what that means)."""
         try:
             channel.send(self.to_worker, {"op": op, **fields})
+            if timeout is not None and not select.select([self.from_worker], [], [], max(timeout, 0.0))[0]:
+                raise CallTimeout(f"the reference's {self.role} process did not answer {op} within {timeout:.1f} s")
             reply, array = channel.receive(self.from_worker, max_array=max_array)
         except channel.ChannelClosed:
             raise WorkerDied(f"the reference's {self.role} process ended during {op} "
@@ -263,15 +286,12 @@ class Worker:
         found, todo = set(), [self.popen.pid]
         while todo:       # the kernel's per-thread child lists: a walk of the tree, not of all of /proc
             pid = todo.pop()
-            if pid in found:
-                continue
-            found.add(pid)
-            try:
-                for task in os.scandir(f"/proc/{pid}/task"):
-                    with open(f"{task.path}/children", "rb") as f:
-                        todo.extend(int(c) for c in f.read().split())
-            except OSError:
-                continue
+            if pid not in found:
+                found.add(pid)
+                try:
+                    todo += _children(pid)
+                except OSError:
+                    continue
         if self.uid is not None:
             for entry in os.scandir("/proc"):
                 if entry.name.isdigit():
@@ -293,59 +313,217 @@ class Worker:
                 pass
         return pids
 
-    def freeze(self) -> None:
-        """Stop every process of the worker; repeat until a pass finds no new one (a fork between the
-        scan and the signal is caught by the next pass)."""
-        seen: set[int] = set()
-        for _ in range(50):
-            pids = set(self._signal_all(signal.SIGSTOP))
-            if pids <= seen and all(_stopped(p) for p in pids):
-                break
-            seen |= pids
-            time.sleep(0.0005)
+    def _namespace(self) -> tuple[int, int] | None:
+        """Open handles on the worker's own PID namespace and the user namespace that owns it
+        (bwrap), found once: the PID namespace of the shallowest process under the worker's
+        bubblewrap that is not in the harness's. Namespaces the reference may nest are deeper,
+        and inside these."""
+        if self._pidns is None and self.isolation.mode.startswith("bwrap"):
+            mine = os.readlink("/proc/self/ns/pid")
+            level = [self.popen.pid]
+            while level and self._pidns is None:
+                deeper = []
+                for pid in level:
+                    try:
+                        if os.readlink(f"/proc/{pid}/ns/pid") != mine:
+                            pidns = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+                            # the user namespace that owns it (bubblewrap nests another one inside)
+                            self._pidns = (fcntl.ioctl(pidns, NS_GET_USERNS), pidns)
+                            break
+                        deeper += _children(pid)
+                    except OSError:
+                        continue
+                level = deeper
+        return self._pidns
+
+    def _signal_inside(self, sig: int) -> bool:
+        """kill(-1, sig) from inside the worker's PID namespace (bwrap) or as its uid (uid mode).
+        The kernel signals every process there in one pass under the task-list lock, and a fork in
+        progress hands the signal on to its child: nothing forks its way out, as it could between
+        a scan of /proc and a signal. False when the signal could not be sent."""
+        ns = self._namespace()
+        if ns is None and self.uid is None:
+            return False
+        pid = os.fork()
+        if pid == 0:                       # the child does nothing but this, then _exit
+            code = 1
+            try:
+                if ns is not None:
+                    # Its user namespace first: joining a PID namespace takes CAP_SYS_ADMIN in the
+                    # caller's own user namespace, which an unprivileged harness has only there.
+                    user, pidns = ns
+                    same = os.fstat(user).st_ino == os.stat("/proc/self/ns/user").st_ino
+                    joined = same or _libc().setns(user, CLONE_NEWUSER) == 0
+                    code = 2 if not joined or _libc().setns(pidns, CLONE_NEWPID) != 0 else 3
+                    if code == 3:
+                        inner = os.fork()      # setns(PID) places the caller's children, not itself
+                        if inner == 0:
+                            os._exit(0 if _libc().kill(-1, sig) == 0 else 4)
+                        code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
+                else:
+                    os.setgroups([])
+                    os.setresgid(self.uid, self.uid, self.uid)
+                    os.setresuid(self.uid, self.uid, self.uid)
+                    code = 0 if _libc().kill(-1, sig) == 0 else 4
+            finally:
+                os._exit(code)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        return code in (0, 4)        # 4: no process left to signal (ESRCH)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) of every process of the worker, with the children each has
+        reaped: exact while it is frozen."""
+        ticks = 0
+        for pid in self.processes():
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                ticks += sum(int(x) for x in fields[11:15])     # utime stime cutime cstime
+            except (OSError, IndexError, ValueError):
+                pass
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def freeze(self, timeout: float = FREEZE_SECONDS) -> None:
+        """Stop every process of the worker, or raise FreezeError. The stop is sent from inside the
+        worker's namespace (or as its uid), and it holds only once two passes in a row find every
+        thread stopped: a thread that was inside a kill(SIGCONT) when the first stop arrived has
+        stopped by the second."""
+        deadline, calm = time.monotonic() + timeout, 0
+        while calm < 2:
+            inside = self._signal_inside(signal.SIGSTOP)
+            pids = self._signal_all(signal.SIGSTOP)      # the bubblewrap monitors outside it too
+            running = [p for p in pids if not _stopped(p)]
+            if not pids and self.popen.poll() is not None:
+                break                                    # nothing of it is left to run
+            calm = calm + 1 if not running and (inside or self._pidns is None and self.uid is None) else 0
+            if calm < 2 and time.monotonic() > deadline:
+                raise FreezeError(f"the reference's {self.role} processes could not be stopped within "
+                                  f"{timeout:g} s (still running: {running[:8] or 'the stop could not be sent'})")
+            time.sleep(0.001)
         self.frozen = True
 
     def thaw(self) -> None:
+        self._signal_inside(signal.SIGCONT)
         self._signal_all(signal.SIGCONT)
         self.frozen = False
 
-    def kill(self) -> None:
-        killed: set[int] = set()
-        for _ in range(20):
-            pids = self._signal_all(signal.SIGKILL)
-            if not pids:
+    def kill(self, timeout: float = FREEZE_SECONDS) -> list[int]:
+        """Kill every process of the worker and remove its scratch; returns the pids still alive
+        after `timeout` (none, unless the kernel could not kill them)."""
+        deadline, survivors, killed = time.monotonic() + timeout, [], set()
+        while True:
+            self._signal_inside(signal.SIGKILL)
+            survivors = [p for p in self._signal_all(signal.SIGKILL) if not _dead(p)]
+            killed.update(survivors)
+            if not survivors or time.monotonic() > deadline:
                 break
-            killed.update(pids)
             time.sleep(0.01)
         try:
             self.popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            pass
+            survivors = survivors or [self.popen.pid]
         for pid in killed - {self.popen.pid}:   # orphans the harness adopted as subreaper
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
-        for fd in (self.to_worker, self.from_worker):
+        for fd in (self.to_worker, self.from_worker, *(self._pidns or ())):
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self._pidns = None
         shutil.rmtree(self.scratch, ignore_errors=True)
+        return survivors
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.scandir(f"/proc/{pid}/task"):
+        try:
+            with open(f"{task.path}/children", "rb") as f:
+                found += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _states(pid: int) -> list[bytes]:
+    """The state letter of every thread of `pid` (none when it is gone)."""
+    states = []
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            try:
+                with open(f"{task.path}/stat", "rb") as f:
+                    states.append(f.read().rsplit(b")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                pass
+    except OSError:
+        pass
+    return states
 
 
 def _stopped(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-        return state in (b"T", b"t", b"Z", b"X")
-    except (OSError, IndexError):
-        return True
+    return all(state in (b"T", b"t", b"Z", b"X") for state in _states(pid))
+
+
+def _dead(pid: int) -> bool:
+    return all(state in (b"Z", b"X") for state in _states(pid))
+
+
+LOCK_PREFIX = "dawnbench-harness-"
+_held: list[int] = []
+
+
+@functools.lru_cache(maxsize=1)
+def _session() -> str:
+    """This harness process's id in its scratch folders' names, held by a lock on a file in TMPDIR
+    for as long as the process lives. A harness killed with -9 cannot clean up, so the next one
+    to start sweeps every folder whose lock nobody holds (sweep_stale)."""
+    sweep_stale()
+    fd, path = tempfile.mkstemp(prefix=".dawnbench-new-")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    _held.append(fd)                     # open, and locked, until the process ends
+    session = Path(path).name.rsplit("-", 1)[1]
+    os.rename(path, Path(path).with_name(f"{LOCK_PREFIX}{session}.lock"))   # visible only once locked
+    return session
+
+
+def sweep_stale(tmp: Path | None = None) -> list[Path]:
+    """Remove the scratch folders of harness processes that are gone; returns what was removed."""
+    tmp, removed = Path(tmp or tempfile.gettempdir()), []
+    for lock in tmp.glob(f"{LOCK_PREFIX}*.lock"):
+        session = lock.name[len(LOCK_PREFIX):-len(".lock")]
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue                     # its harness is alive
+        for folder in tmp.glob(f"dawnbench-*-{session}-*"):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+    return removed
+
+
+def private_dir(kind: str) -> Path:
+    """A folder in TMPDIR named for this harness process (`dawnbench-KIND-SESSION-xxxx`), 0700."""
+    return Path(tempfile.mkdtemp(prefix=f"dawnbench-{kind}-{_session()}-"))
 
 
 def make_scratch(role: str, uid: int | None) -> Path:
     """A private folder for one worker: its HOME, TMPDIR and work folder, wiped when it ends."""
-    scratch = Path(tempfile.mkdtemp(prefix=f"dawnbench-{role}-"))
+    scratch = private_dir(role)
     for sub in ("home", "tmp", "work", "data"):
         (scratch / sub).mkdir()
     if uid is not None:
@@ -363,9 +541,12 @@ def _chown_tree(root: Path, uid: int) -> None:
 
 def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: list[tuple[Path, str]],
           snapshots: Path | None, extra_ro: list[tuple[str, str]] = (), copies: list[Path] = (),
-          env: dict[str, str] | None = None, hidden: list[str] = (), stderr=None) -> tuple[Worker, dict]:
+          env: dict[str, str] | None = None, hidden: list[str] = (), stderr=None,
+          network: bool = False) -> tuple[Worker, dict]:
     """Start a worker for `role`. Returns it and the paths it sees: data_root, work_dir, snapshots.
-    `copies` are put in its scratch folder; "{scratch}" in an `env` value is that folder as it sees it."""
+    `copies` are put in its scratch folder; "{scratch}" in an `env` value is that folder as it sees it.
+    `network`: the host's network (a trainer among several ranks, for the collective); otherwise a
+    bubblewrap worker has a loopback of its own only (a container has no network at all)."""
     uid = UID_MODE_UIDS[role] if isolation.mode == "uid" else None
     owner = SANDBOX_UID if isolation.mode == "bwrap-root" else uid
     scratch = make_scratch(role, owner)
@@ -418,7 +599,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     to_worker_r, to_worker_w = os.pipe()
     from_worker_r, from_worker_w = os.pipe()
     command = [sys.executable, "-m", "harness.worker", str(to_worker_r), str(from_worker_w)]
-    argv = _argv(isolation.mode, view, role, command, chdir=seen["work_dir"])
+    argv = _argv(isolation.mode, view, command, chdir=seen["work_dir"], network=network)
     try:
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=stderr,
                                  pass_fds=(to_worker_r, from_worker_w), cwd=None if bwrap else str(scratch / "work"),

@@ -60,9 +60,12 @@ def decide(budget: Budget, epoch: int, loss: float, on_clock: float, reached: bo
     return None
 
 
-def failed(exc: BaseException, worker_errors: tuple[type, ...] = ()) -> Outcome:
-    """The DNC of a run that raised: a worker's error is its own message (it names the reference's
-    exception already), anything else is prefixed with its type."""
+def failed(exc: BaseException, worker_errors: tuple[type, ...] = (), verdicts: tuple[type, ...] = ()) -> Outcome:
+    """The DNC of a run that raised: a verdict the harness reached (a spent budget, an eval over
+    its bound, a refused snapshot) is its own reason; a worker's error is its own message (it names
+    the reference's exception already); anything else is prefixed with its type."""
+    if isinstance(exc, verdicts):
+        return Outcome(DNC, str(exc))
     if isinstance(exc, worker_errors):
         return Outcome(DNC, f"error: {exc}")
     return Outcome(DNC, f"error: {type(exc).__name__}: {exc}")

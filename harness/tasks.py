@@ -29,6 +29,8 @@ class Task:
     threshold: float       # as a fraction, for every metric
     eval_examples: int
     tsv_columns: tuple[str, ...]
+    train_examples: int = 0         # the official training set's size (the eval bound's denominator)
+    max_snapshot_mib: float = 0.0   # the default cap on a snapshot (docs/RULES.md, "The eval span")
 
     def score(self, predictions, labels, drop=None) -> dict[str, float]:
         """Every metric the task logs, as fractions; the harness calls this, never a reference.
@@ -77,6 +79,8 @@ def _load() -> tuple[str, dict[str, Task]]:
             threshold=float(t["threshold"]),
             eval_examples=int(t["eval_examples"]),
             tsv_columns=tuple(t["tsv_columns"]),
+            train_examples=int(t["train_examples"]),
+            max_snapshot_mib=float(t["max_snapshot_mib"]),
         )
         for name, t in raw["tasks"].items()
     }

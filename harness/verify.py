@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import datasets, safe_read, stored_predictions
+from harness import datasets, safe_read, snapshots, stored_predictions
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError
 from harness.events import PREFIX
 from harness.safe_read import Refused
@@ -603,9 +603,46 @@ def verify(run_dir: Path, data_root: Path | None = None,
         name, lines = _tsv(run_dir, result)
         return _tsv_check(name, lines, task, state["epochs"], events, lower_bound)
     check("tsv", tsv_check, "events")
+    check("eval bound", lambda: _eval_bound_check(events), "events")
+    check("model", lambda: _model_check(run_dir, events), "events")
 
     report.summary = _summary(run_dir, result, task, state)
     return report
+
+
+def _eval_bound_check(events: list[dict]) -> str:
+    """Every eval span's reference code took no longer than its logged bound (docs/RULES.md, "The eval span")."""
+    costs = [(_epoch_num(e), e.get("metadata") or {}) for e in events if e["key"] == "eval_stop"]
+    measured = [(n, m) for n, m in costs if "predictor_s" in m]
+    if not measured:
+        return "no eval cost logged (a run of a harness before the eval bound, or no eval)"
+    for n, m in measured:
+        took, bound = _number(m.get("predictor_s")), _number(m.get("eval_bound_s"))
+        if took is None or bound is None or took > bound:
+            raise Disagreement(f"epoch {n}: the eval took {_shown(m.get('predictor_s'))} s of the reference's code, "
+                               f"over its bound of {_shown(m.get('eval_bound_s'))} s")
+    worst = max(measured, key=lambda nm: nm[1]["predictor_s"] / max(nm[1]["eval_bound_s"], 1e-9))
+    return (f"{len(measured)} evals within their bounds; the closest, epoch {worst[0]}: "
+            f"{worst[1]['predictor_s']:.2f} s of {worst[1]['eval_bound_s']:.2f} s")
+
+
+def _model_check(run_dir: Path, events: list[dict]) -> str:
+    """The kept model/ is byte for byte the last scored snapshot: its hash is the one logged then."""
+    scored = [e for e in events if e["key"] == "eval_accuracy"]
+    logged = (scored[-1].get("metadata") or {}).get("snapshot_sha256") if scored else None
+    model = run_dir / "model"
+    if not model.is_dir():
+        return "no model kept (none saved, or the run diverged)"
+    if logged is None:
+        raise Disagreement("model/ is kept but the log holds no hash of a scored snapshot to check it against")
+    try:
+        found = snapshots.tree_sha256(model)
+    except (OSError, DawnbenchError) as exc:
+        raise Disagreement(f"model/ cannot be hashed: {exc}") from None
+    if found != logged:
+        raise Disagreement(f"model/ is not the snapshot scored at epoch {_epoch_num(scored[-1])}: its sha256 is "
+                           f"{found[:16]}..., the log's {str(logged)[:16]}...")
+    return f"model/ is the snapshot scored at epoch {_epoch_num(scored[-1])} (sha256 {found[:16]}...)"
 
 
 def _summary(run_dir: Path, result: dict, task: Task, state: dict) -> str:

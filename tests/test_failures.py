@@ -278,7 +278,7 @@ def test_an_entry_class_the_source_may_bind_is_left_to_the_import(refs, binding)
 
 def test_an_entry_class_missing_at_import_names_the_users_folder_not_the_sandbox(refs, tmp_path, fashion_root):
     """A name the source spells but never binds passes the harness's reading; the worker's import
-    finds it missing, and names the reference's folder, not the path of its sandboxed copy."""
+    finds it missing, and names the user's file, not the path of its sandboxed copy."""
     ref = refs / "steady-test"
     (ref / "steady.py").write_text(STEADY + "\nif False:\n    Nope = Steady\n")
     (ref / "reference.toml").write_text(STEADY_TOML.replace('"steady:Steady"', '"steady:Nope"'))
@@ -286,7 +286,8 @@ def test_an_entry_class_missing_at_import_names_the_users_folder_not_the_sandbox
     says = 'steady-test/steady.py has no class Nope (reference.toml entry = "steady:Nope")'
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert [line for line in proc.stderr.splitlines() if says in line and "DNC" not in line] == \
-        [f"steady-test: train init: UsageError: {says}: set entry to \"steady:<the reference's class>\""], proc.stderr
+        [f"steady-test: train init: UsageError: {ref.parent.resolve()}/{says}: "
+         f"set entry to \"steady:<the reference's class>\""], proc.stderr
     assert "/dawnbench/" not in proc.stderr and "scratch" not in proc.stderr
     assert result["status"] == "DNC" and says in result["dnc_reason"]
 

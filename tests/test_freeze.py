@@ -1,0 +1,166 @@
+"""The freeze holds against a reference that tries to outrun it, on the sandbox this machine gives.
+
+The hopper forks and exits as fast as it can, so no pid lives long enough for a scan of /proc to
+catch it, and every few hops it sends SIGCONT to everything it can reach, as a process that
+escaped the stop would to wake the frozen trainer. A heartbeat thread in the worker and the hopper
+itself write a counter; after `freeze()` neither may move for `STILL` seconds, in every trial. After
+`thaw()` it must move again: the test can fail, because the hopper is alive.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import sandbox
+
+pytestmark = pytest.mark.harness
+
+TRIALS, STILL = 8, 1.5
+
+HOPPER = '''
+import os, signal, threading, time
+from pathlib import Path
+from harness.reference import Reference
+
+
+def hop(beat):
+    n = 0
+    while True:
+        if os.fork():
+            os._exit(0)            # the parent dies at once: the pid that a scan found is gone
+        n += 1
+        if n % 5 == 0:
+            try:
+                os.kill(-1, signal.SIGCONT)
+            except OSError:
+                pass
+            beat.write_text(str(n))
+
+
+def tick(beat):
+    n = 0
+    while True:
+        n += 1
+        beat.write_text(str(n))
+        time.sleep(0.005)
+
+
+CHAINS = 8      # hoppers side by side: a walk of /proc must catch them all in the same pass
+
+
+class Hopper(Reference):
+    def setup(self, ctx):
+        work = Path(ctx.work_dir)
+        threading.Thread(target=tick, args=(work / "tick",), daemon=True).start()
+        for chain in range(CHAINS):
+            if os.fork() == 0:
+                hop(work / "hop")
+
+    def train_epoch(self, epoch):
+        return {"loss": 1.0}
+
+    def predict(self):
+        return None
+
+    def save(self, path):
+        pass
+
+    def load(self, path):
+        pass
+
+    def eval_inputs(self):
+        return None
+
+    def infer(self, x):
+        return x
+'''
+
+TOML = '''task = "fashion-mnist"
+framework = "numpy"
+model = "none"
+entry = "train:Hopper"
+description = "a process that forks and exits to outrun the freeze"
+
+[budget]
+max_epochs = 1
+max_seconds = 60
+'''
+
+isolation = sandbox.probe()
+needs_isolation = pytest.mark.skipif(not isolation.isolated, reason=str(isolation.reason))
+
+
+def start_hopper(tmp_path: Path) -> sandbox.Worker:
+    folder = tmp_path / "references" / "hopper"
+    folder.mkdir(parents=True)
+    (folder / "train.py").write_text(HOPPER)
+    (folder / "reference.toml").write_text(TOML)
+    worker, seen = sandbox.start("train", isolation, reference_dir=folder, data_files=[], snapshots=None)
+    worker.call("init", name="hopper", config={}, eval_examples=10000, seed=0, task="fashion-mnist", rank=0,
+                world_size=1, local_rank=0, show_progress=False, role="train", data_root=seen["data_root"],
+                work_dir=seen["work_dir"], references=seen["references"])
+    return worker
+
+
+def beats(worker: sandbox.Worker) -> tuple[str, str]:
+    work = worker.scratch / "work"
+    return tuple((work / name).read_text() if (work / name).exists() else "" for name in ("tick", "hop"))
+
+
+def moved(worker: sandbox.Worker, seconds: float) -> bool:
+    """Whether either heartbeat changes within `seconds`."""
+    first, deadline = beats(worker), time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        if beats(worker) != first:
+            return True
+    return False
+
+
+@needs_isolation
+def test_a_hopper_cannot_outrun_the_freeze(tmp_path):
+    worker = start_hopper(tmp_path)
+    try:
+        assert moved(worker, 10), "the hopper never started: the test would prove nothing"
+        escaped = []
+        for trial in range(TRIALS):
+            worker.freeze()
+            if moved(worker, STILL):
+                escaped.append(trial)
+            worker.thaw()
+            assert moved(worker, 5), f"trial {trial}: nothing moves after thaw(): the hopper died"
+        assert escaped == [], f"the worker ran while frozen in trials {escaped} of {TRIALS}"
+    finally:
+        assert worker.kill() == []
+
+
+@needs_isolation
+def test_kill_leaves_nothing_of_the_hopper(tmp_path):
+    worker = start_hopper(tmp_path)
+    assert moved(worker, 10)
+    assert worker.kill() == []
+    assert not worker.scratch.exists()
+    time.sleep(0.2)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert str(worker.scratch).encode() not in cmdline
+
+
+def test_a_freeze_that_cannot_stop_every_process_raises(tmp_path, monkeypatch):
+    """A freeze never says frozen when a process still runs: here the stop is never sent."""
+    worker = start_hopper(tmp_path)
+    try:
+        monkeypatch.setattr(sandbox.Worker, "_signal_inside", lambda self, sig: False)
+        monkeypatch.setattr(sandbox.Worker, "_signal_all", lambda self, sig: self.processes())
+        with pytest.raises(sandbox.FreezeError, match="could not be stopped"):
+            worker.freeze(timeout=0.5)
+        assert not worker.frozen
+    finally:
+        monkeypatch.undo()
+        worker.kill()
