@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from harness.errors import DawnbenchError
 
-PER_EVAL_S = 2.0     # fixed costs an honest eval has on any data: a snapshot's load, a graph's first trace
+PER_EVAL_S = 5.0     # an honest eval's fixed costs (a snapshot's load, a first trace), on a loaded machine too
 
 
 class EvalOverBound(DawnbenchError):

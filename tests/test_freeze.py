@@ -89,15 +89,17 @@ max_epochs = 1
 max_seconds = 60
 '''
 
-isolation = sandbox.probe()
-needs_isolation = pytest.mark.skipif(not isolation.isolated, reason=str(isolation.reason))
+# The sandbox this machine gives (bwrap or bwrap-root), and, as root, the container's uid mode too.
+MODES = [sandbox.probe().mode] + (["uid"] if os.geteuid() == 0 and sandbox.probe().mode != "uid" else [])
+needs_isolation = pytest.mark.skipif(not sandbox.probe().isolated, reason=str(sandbox.probe().reason))
 
 
-def start_hopper(tmp_path: Path) -> sandbox.Worker:
+def start_hopper(tmp_path: Path, mode: str | None = None) -> sandbox.Worker:
     folder = tmp_path / "references" / "hopper"
     folder.mkdir(parents=True)
     (folder / "train.py").write_text(HOPPER)
     (folder / "reference.toml").write_text(TOML)
+    isolation = sandbox.Isolation(mode) if mode else sandbox.probe()
     worker, seen = sandbox.start("train", isolation, reference_dir=folder, data_files=[], snapshots=None)
     worker.call("init", name="hopper", config={}, eval_examples=10000, seed=0, task="fashion-mnist", rank=0,
                 world_size=1, local_rank=0, show_progress=False, role="train", data_root=seen["data_root"],
@@ -121,8 +123,9 @@ def moved(worker: sandbox.Worker, seconds: float) -> bool:
 
 
 @needs_isolation
-def test_a_hopper_cannot_outrun_the_freeze(tmp_path):
-    worker = start_hopper(tmp_path)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_hopper_cannot_outrun_the_freeze(tmp_path, mode):
+    worker = start_hopper(tmp_path, mode)
     try:
         assert moved(worker, 10), "the hopper never started: the test would prove nothing"
         escaped = []
@@ -138,8 +141,9 @@ def test_a_hopper_cannot_outrun_the_freeze(tmp_path):
 
 
 @needs_isolation
-def test_kill_leaves_nothing_of_the_hopper(tmp_path):
-    worker = start_hopper(tmp_path)
+@pytest.mark.parametrize("mode", MODES)
+def test_kill_leaves_nothing_of_the_hopper(tmp_path, mode):
+    worker = start_hopper(tmp_path, mode)
     assert moved(worker, 10)
     assert worker.kill() == []
     assert not worker.scratch.exists()
@@ -152,6 +156,7 @@ def test_kill_leaves_nothing_of_the_hopper(tmp_path):
         assert str(worker.scratch).encode() not in cmdline
 
 
+@needs_isolation
 def test_a_freeze_that_cannot_stop_every_process_raises(tmp_path, monkeypatch):
     """A freeze never says frozen when a process still runs: here the stop is never sent."""
     worker = start_hopper(tmp_path)
