@@ -85,6 +85,45 @@ max_seconds = 600
 '''
 
 
+# Training in the eval span: the trainer only hands over a slice of the training set; the
+# predictor trains on it for as long as it likes, where the clock does not run.
+SMUGGLE = '''
+import time
+from pathlib import Path
+
+
+class Cheat(Base):
+    def train_epoch(self, epoch):
+        return {{"loss": 1.0, "samples": 60000}}      # claims a whole epoch, trains nothing
+
+    def save(self, path):
+        super().save(path)
+        np.save(Path(path) / "x.npy", self.x[:{n}])    # the training data, in the "model"
+        np.save(Path(path) / "y.npy", self.y[:{n}])
+
+    def load(self, path):
+        super().load(path)
+        self.stash = Path(path)
+        if "{where}" == "load":
+            self.smuggled_training()
+
+    def predict(self):
+        if "{where}" == "predict":
+            self.smuggled_training()
+        return super().predict()
+
+    def smuggled_training(self):
+        x, y = np.load(self.stash / "x.npy"), np.load(self.stash / "y.npy")
+        end = time.monotonic() + 60                      # a minute of training, off the clock
+        while time.monotonic() < end:
+            z = x[:500] @ self.w
+            p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)
+            p[np.arange(500), y[:500]] -= 1
+            self.w -= 0.5 * x[:500].T @ p / 500
+'''
+
+
+
 def write_reference(root: Path, name: str, cheat: str = "", entry: str = "Cheat") -> Path:
     """references/<name>/ holding the base and `cheat` (a class Cheat(Base), or empty for the base)."""
     directory = root / name

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from cheats import SMUGGLE
 from conftest import REPO, cli_env, missing
 from project_copy import FORK, MARKER, copy_project, fork
 
@@ -473,7 +474,7 @@ def test_fork_builds_and_runs_in_docker(engine, default_image, fashion_root, tmp
 
 
 ENGINE_CHEATS = {
-    # name: (cheat code, what the DNC reason must say)
+    # name: (cheat code, what the DNC reason must say[, the run's extra arguments])
     "labels": ('''
     class Cheat(Base):
         def predict(self):
@@ -511,6 +512,16 @@ ENGINE_CHEATS = {
                 raise RuntimeError("CHEAT-SUCCEEDED")
             return super().train_epoch(epoch)
     ''', "budget"),
+    "train-in-eval": (SMUGGLE.format(n=2000, where="load"), "past its bound of", ("--max-epochs", "1")),
+    "smuggle-data": (SMUGGLE.format(n=60000, where="load"), "the snapshot is over its cap of 16 MiB",
+                     ("--max-epochs", "1")),
+    "hang": ('''
+    import time
+
+    class Cheat(Base):
+        def train_epoch(self, epoch):
+            time.sleep(600)
+    ''', "budget: time budget exceeded during epoch 1", ("--max-seconds", "8")),
 }
 
 
@@ -520,7 +531,7 @@ def test_cheats_fail_in_the_container(engine, default_image, fashion_root, tmp_p
     tests/test_cheats.py, run by the default image on references mounted beside it."""
     sys.path.insert(0, str(REPO / "tests"))
     from cheats import write_reference
-    code, reason = ENGINE_CHEATS[cheat]
+    code, reason, *extra = ENGINE_CHEATS[cheat]
     write_reference(tmp_path / "refs", "cheat", code)
     results = tmp_path / "results"
     (results / "cheat").mkdir(parents=True)
@@ -529,7 +540,7 @@ def test_cheats_fail_in_the_container(engine, default_image, fashion_root, tmp_p
                            "-v", f"{fashion_root}:/dawnbench-private/data:ro",
                            "-v", f"{results}:/dawnbench-private/results",
                            default_image["tag"], "run", "cheat", "--references", "/cheats", "--no-progress",
-                           "--results", "/dawnbench-private/results"],
+                           "--results", "/dawnbench-private/results", *(extra[0] if extra else ())],
                           env=engine, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     (run_dir,) = (results / "cheat").iterdir()
