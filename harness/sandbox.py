@@ -340,34 +340,19 @@ class Worker:
         """kill(-1, sig) from inside the worker's PID namespace (bwrap) or as its uid (uid mode).
         The kernel signals every process there in one pass under the task-list lock, and a fork in
         progress hands the signal on to its child: nothing forks its way out, as it could between
-        a scan of /proc and a signal. False when the signal could not be sent."""
+        a scan of /proc and a signal. A fresh interpreter sends it, not a fork of the harness: a
+        library the harness process holds may start threads in a forked child (MXNet does), and a
+        process with threads cannot join a user namespace. False when it could not be sent."""
         ns = self._namespace()
         if ns is None and self.uid is None:
             return False
-        pid = os.fork()
-        if pid == 0:                       # the child does nothing but this, then _exit
-            code = 1
-            try:
-                if ns is not None:
-                    # Its user namespace first: joining a PID namespace takes CAP_SYS_ADMIN in the
-                    # caller's own user namespace, which an unprivileged harness has only there.
-                    user, pidns = ns
-                    same = os.fstat(user).st_ino == os.stat("/proc/self/ns/user").st_ino
-                    joined = same or _libc().setns(user, CLONE_NEWUSER) == 0
-                    code = 2 if not joined or _libc().setns(pidns, CLONE_NEWPID) != 0 else 3
-                    if code == 3:
-                        inner = os.fork()      # setns(PID) places the caller's children, not itself
-                        if inner == 0:
-                            os._exit(0 if _libc().kill(-1, sig) == 0 else 4)
-                        code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
-                else:
-                    os.setgroups([])
-                    os.setresgid(self.uid, self.uid, self.uid)
-                    os.setresuid(self.uid, self.uid, self.uid)
-                    code = 0 if _libc().kill(-1, sig) == 0 else 4
-            finally:
-                os._exit(code)
-        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        argv = [sys.executable, "-I", "-S", "-c", _SIGNAL_INSIDE, str(sig), *(str(fd) for fd in ns or ())]
+        as_uid = {} if ns is not None else {"user": self.uid, "group": self.uid, "extra_groups": []}
+        try:
+            code = subprocess.run(argv, pass_fds=ns or (), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, timeout=FREEZE_SECONDS, **as_uid).returncode
+        except (OSError, subprocess.TimeoutExpired):
+            return False
         return code in (0, 4)        # 4: no process left to signal (ESRCH)
 
     def cpu_seconds(self) -> float:
@@ -437,9 +422,23 @@ class Worker:
         return survivors
 
 
-@functools.lru_cache(maxsize=1)
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
+# Run as `python -I -S -c _SIGNAL_INSIDE SIG [USERNS_FD PIDNS_FD]`: joins the user namespace that
+# owns the worker's PID namespace (taking CAP_SYS_ADMIN there, which joining a PID namespace needs,
+# even for an unprivileged harness), then the PID namespace, whose members only its child becomes.
+_SIGNAL_INSIDE = f"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+sig, fds = int(sys.argv[1]), [int(a) for a in sys.argv[2:]]
+if fds:
+    if os.fstat(fds[0]).st_ino != os.stat("/proc/self/ns/user").st_ino and libc.setns(fds[0], {CLONE_NEWUSER}):
+        os._exit(2)
+    if libc.setns(fds[1], {CLONE_NEWPID}):
+        os._exit(3)
+    child = os.fork()
+    if child:
+        os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+os._exit(0 if libc.kill(-1, sig) == 0 else 4)
+"""
 
 
 def _children(pid: int) -> list[int]:
