@@ -15,14 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cheats import events, harness_run, write_reference
+from cheats import events, harness_run, needs_isolation, write_reference
 
-from harness import datasets, sandbox
+from harness import datasets
 
-if not sandbox.probe().isolated:
-    if os.environ.get("DAWNBENCH_REQUIRE_ISOLATION") == "1":
-        raise RuntimeError(f"DAWNBENCH_REQUIRE_ISOLATION=1 but {sandbox.probe().reason}")
-    pytestmark = pytest.mark.skip(reason=sandbox.probe().reason)
+pytestmark = needs_isolation()
 
 
 @pytest.fixture

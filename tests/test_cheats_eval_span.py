@@ -17,14 +17,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cheats import SMUGGLE, events, harness_run, write_reference
+from cheats import SMUGGLE, events, harness_run, needs_isolation, write_reference
 
 from harness import sandbox, snapshots, verify
 
-if not sandbox.probe().isolated:
-    if os.environ.get("DAWNBENCH_REQUIRE_ISOLATION") == "1":
-        raise RuntimeError(f"DAWNBENCH_REQUIRE_ISOLATION=1 but {sandbox.probe().reason}")
-    pytestmark = pytest.mark.skip(reason=sandbox.probe().reason)
+pytestmark = needs_isolation()
 
 
 @pytest.fixture
