@@ -119,7 +119,8 @@ ifeq ($(NPROC),1)
 else
 	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
 TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
-	DAWNBENCH_RUN_TOKEN=$$(od -An -tx1 -N16 /dev/urandom | tr -d " \n") $(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m harness run $(REF) $(ARGS)
+	DAWNBENCH_RUN_TOKEN=$$(od -An -tx1 -N16 /dev/urandom | tr -d " \n") $(VENV)/bin/python -m harness.local_ranks \
+	    $(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m harness run $(REF) $(ARGS)
 endif
 
 list: setup

@@ -5,6 +5,7 @@ import importlib.metadata
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -128,9 +129,10 @@ def _read_only(path: Path) -> bool:
 
 def network_interfaces() -> list[str] | None:
     """The interfaces this process can see: ["lo"] alone is a run without a network (a container
-    started with network mode none)."""
+    started with network mode none). Asked of the kernel for this process's network namespace:
+    /sys/class/net shows the namespace of whoever mounted /sys."""
     try:
-        return sorted(os.listdir("/sys/class/net"))
+        return sorted(name for _, name in socket.if_nameindex())
     except OSError:
         return None
 

@@ -247,10 +247,13 @@ class _Run:
         self.init_s = 0.0                   # the trainer's init span: the predictor's start allowance
         self.trainer_cpu = 0.0              # the trainer's CPU seconds at its last freeze
         self.survivors: list[int] = []      # processes the final kill could not end
-        # Several ranks keep the host's network for their collective; one trainer needs none.
+        # One trainer needs no network. Several ranks keep their harness's for the collective: the host's,
+        # or under `python -m harness.local_ranks` one namespace with only a loopback that they share.
         self.network = plan.world_size > 1
+        shared = (f"loopback only (one namespace shared by the {plan.world_size} local ranks)"
+                  if self.system.get("network_interfaces") == ["lo"] else "the host's (the ranks' collective)")
         self.system["network"] = {
-            "train": "the host's (the ranks' collective)" if self.network else "loopback only (its own namespace)",
+            "train": shared if self.network else "loopback only (its own namespace)",
             "predict": "loopback only (its own namespace)"}
         if plan.isolation.mode in ("uid", "none"):
             self.system["network"] = {role: "not isolated by the harness (a container's own: none under "

@@ -1,0 +1,60 @@
+"""`python -m harness.local_ranks`: several local ranks share one network namespace with only a loopback.
+
+The end-to-end run over two ranks through it is in test_end_to_end.py; these check the namespace
+itself, as root and (in CI's unprivileged pass) as an ordinary user.
+"""
+import json
+import os
+import socket
+import subprocess
+
+from conftest import PYTHON, REPO
+
+PROBE = """
+import json, socket
+server = socket.create_server(("127.0.0.1", 0))
+client = socket.create_connection(server.getsockname(), timeout=5)
+peer, _ = server.accept()
+client.sendall(b"rank")
+try:
+    socket.create_connection(("192.0.2.1", 80), timeout=2)    # TEST-NET-1: only a route would try it
+    outside = "reached"
+except OSError as exc:
+    outside = type(exc).__name__
+print(json.dumps({"interfaces": sorted(n for _, n in socket.if_nameindex()), "loopback": peer.recv(4).decode(),
+                  "outside": outside}))
+"""
+
+
+def local_ranks(*command):
+    return subprocess.run([PYTHON, "-m", "harness.local_ranks", *command], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_the_command_runs_with_only_a_working_loopback():
+    host = sorted(n for _, n in socket.if_nameindex())
+    proc = local_ranks(PYTHON, "-c", PROBE)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["interfaces"] == ["lo"], (seen, host)
+    assert seen["loopback"] == "rank"                  # the ranks reach each other
+    assert seen["outside"] != "reached"                 # and nothing else: no route at all
+    assert proc.stderr == ""
+
+
+def test_the_command_keeps_its_user():
+    proc = local_ranks(PYTHON, "-c", "import os; print(os.getuid(), os.getgid())")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(os.getuid()), str(os.getgid())]
+
+
+def test_a_missing_program_is_one_line():
+    proc = local_ranks("no-such-launcher", "--standalone")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no-such-launcher: no such program" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_no_command_prints_the_usage():
+    proc = local_ranks()
+    assert proc.returncode == 2 and "usage: python -m harness.local_ranks COMMAND" in proc.stderr
