@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import datasets, safe_read, snapshots, stored_predictions
+from harness import datasets, eval_bound, safe_read, snapshots, stored_predictions
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError
 from harness.events import PREFIX
 from harness.safe_read import Refused
@@ -603,27 +603,47 @@ def verify(run_dir: Path, data_root: Path | None = None,
         name, lines = _tsv(run_dir, result)
         return _tsv_check(name, lines, task, state["epochs"], events, lower_bound)
     check("tsv", tsv_check, "events")
-    check("eval bound", lambda: _eval_bound_check(events), "events")
+    check("eval bound", lambda: _eval_bound_check(events, task), "events")
     check("model", lambda: _model_check(run_dir, events), "events")
 
     report.summary = _summary(run_dir, result, task, state)
     return report
 
 
-def _eval_bound_check(events: list[dict]) -> str:
-    """Every eval span's reference code took no longer than its logged bound (docs/RULES.md, "The eval span")."""
+def _eval_bound_check(events: list[dict], task: Task) -> str:
+    """Every eval span's reference code took no longer than its bound, and each logged bound is the
+    formula's (harness/eval_bound.py) recomputed from the log: the eval examples, the trainer's init
+    span, and each epoch's examples and train span, which is no longer than the epoch's logged span."""
     costs = [(_epoch_num(e), e.get("metadata") or {}) for e in events if e["key"] == "eval_stop"]
     measured = [(n, m) for n, m in costs if "predictor_s" in m]
     if not measured:
         return "no eval cost logged (a run of a harness before the eval bound, or no eval)"
-    for n, m in measured:
-        took, bound = _number(m.get("predictor_s")), _number(m.get("eval_bound_s"))
+    clock = {(e["key"], _epoch_num(e)): _number((e.get("metadata") or {}).get("clock_s")) for e in events}
+    trained = {_epoch_num(e): (e.get("metadata") or {}).get("samples") for e in events if e["key"] == "epoch_stop"}
+    counted = [e for e in events if e["key"] == "eval_samples"]
+    if len(counted) != 1 or not isinstance(counted[0].get("value"), int):
+        raise Disagreement("the log must have one eval_samples event to recompute the eval bound from")
+    dropped = (counted[0].get("metadata") or {}).get("dropped", 0)
+    examples = counted[0]["value"] + (dropped if isinstance(dropped, int) and not isinstance(dropped, bool) else 0)
+    init_s = (clock.get(("init_stop", None)) or 0.0) - (clock.get(("init_start", None)) or 0.0)
+    for i, (n, m) in enumerate(measured):
+        took, bound, train_s = _number(m.get("predictor_s")), _number(m.get("eval_bound_s")), _number(m.get("train_s"))
         if took is None or bound is None or took > bound:
             raise Disagreement(f"epoch {n}: the eval took {_shown(m.get('predictor_s'))} s of the reference's code, "
                                f"over its bound of {_shown(m.get('eval_bound_s'))} s")
+        start, stop = clock.get(("epoch_start", n)), clock.get(("epoch_stop", n))
+        if train_s is None or start is None or stop is None or train_s > stop - start + 0.01:
+            raise Disagreement(f"epoch {n}: the eval bound's train span {_shown(m.get('train_s'))} s is not within "
+                               f"the epoch's logged span ({_shown(start)} to {_shown(stop)} s on the clock)")
+        expected = eval_bound.EvalBound.of(train_s=train_s, samples=_number(trained.get(n)), eval_examples=examples,
+                                           train_examples=task.train_examples,
+                                           first_start_s=init_s if i == 0 else None)
+        if abs(expected.seconds - bound) > 0.01:
+            raise Disagreement(f"epoch {n}: the logged eval bound {bound:.3f} s is not the formula's "
+                               f"{expected.seconds:.3f} s = {expected.formula}")
     worst = max(measured, key=lambda nm: nm[1]["predictor_s"] / max(nm[1]["eval_bound_s"], 1e-9))
-    return (f"{len(measured)} evals within their bounds; the closest, epoch {worst[0]}: "
-            f"{worst[1]['predictor_s']:.2f} s of {worst[1]['eval_bound_s']:.2f} s")
+    return (f"{len(measured)} evals within their bounds, each recomputed from the log; the closest, epoch "
+            f"{worst[0]}: {worst[1]['predictor_s']:.2f} s of {worst[1]['eval_bound_s']:.2f} s")
 
 
 def _model_check(run_dir: Path, events: list[dict]) -> str:

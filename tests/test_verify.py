@@ -91,6 +91,29 @@ def test_a_tampered_clock_reading_is_caught(run_copy, fashion_root, capsys):
     disagreement(run_copy, fashion_root, capsys, "events: ")
 
 
+def edit_eval_stop(run: Path, **changes) -> dict:
+    path = run / "events.jsonl"
+    lines = path.read_text().splitlines()
+    (i,) = [n for n, line in enumerate(lines) if '"key": "eval_stop"' in line]
+    record = json.loads(lines[i].split(" ", 1)[1])
+    record["metadata"].update(changes(record["metadata"]) if callable(changes) else changes)
+    lines[i] = ":::MLLOG " + json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    return record["metadata"]
+
+
+def test_an_eval_over_its_bound_or_a_forged_bound_is_caught(run_copy, fashion_root, capsys):
+    """A predictor that took longer than the bound, whether the bound is left alone, raised, or
+    raised through a train span longer than the epoch's, never verifies."""
+    honest = edit_eval_stop(run_copy)
+    edit_eval_stop(run_copy, predictor_s=honest["eval_bound_s"] + 1)
+    disagreement(run_copy, fashion_root, capsys, "eval bound: epoch 1: the eval took")
+    edit_eval_stop(run_copy, eval_bound_s=honest["eval_bound_s"] + 2)
+    disagreement(run_copy, fashion_root, capsys, "eval bound: epoch 1: the logged eval bound")
+    edit_eval_stop(run_copy, train_s=honest["train_s"] * 3, eval_bound_s=honest["eval_bound_s"] * 3)
+    disagreement(run_copy, fashion_root, capsys, "is not within the epoch's logged span")
+
+
 def test_a_changed_prediction_is_caught_by_its_sha256_and_by_its_score(run_copy, fashion_root, capsys):
     stored = run_copy / "predictions" / "epoch-001.npz"
     ids = np.load(stored, allow_pickle=False)["ids"]
