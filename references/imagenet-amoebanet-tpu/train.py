@@ -298,6 +298,34 @@ class RMSprop(keras.optimizers.RMSprop):
             velocity.assign(tf.ones_like(velocity))
 
 
+def make_optimizer(policy: str, lr: float) -> keras.optimizers.Optimizer:
+    """TF1's RMSProp at `lr`; under mixed_float16 wrapped in Keras's LossScaleOptimizer, since float16
+    gradients underflow without loss scaling. Call it in the strategy's scope."""
+    opt = RMSprop(learning_rate=lr, **RMSPROP)
+    return keras.optimizers.LossScaleOptimizer(opt) if policy == "mixed_float16" else opt
+
+
+def minimize(opt: keras.optimizers.Optimizer, loss_fn, variables, weight_decay: float) -> tf.Tensor:
+    """One step of `opt` on `loss_fn()` (this replica's part of the global batch's mean loss) plus
+    L2 weight decay on the `decays` variables, as slim's weights_regularizer adds it to the loss:
+    weight_decay x w joins the gradient before RMSProp. Returns the loss.
+
+    The optimizer sums the replicas' gradients, so each replica adds 1/replicas of the decay. A
+    LossScaleOptimizer divides the gradients it is given by its loss scale (2^15 at first, then
+    dynamic): the decay is scaled as the loss is, so that it arrives whole, not divided by the scale."""
+    scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
+    with tf.GradientTape() as tape:
+        loss = loss_fn()
+        objective = opt.scale_loss(loss) if scaled else loss
+    grads = tape.gradient(objective, variables)
+    decay = weight_decay / tf.distribute.get_replica_context().num_replicas_in_sync
+    if scaled:
+        decay = opt.scale_loss(decay)
+    opt.apply_gradients([(g + tf.cast(decay, g.dtype) * tf.cast(v, g.dtype) if decays(v) else g, v)
+                         for g, v in zip(grads, variables)])
+    return loss
+
+
 # ----------------------------------------------------------------------------------------------
 # Data: the TFRecords that `dawnbench data prepare imagenet --format tfrecord` packs
 # (dawnbench/pack_tfrecord.py): <data root>/imagenet/tfrecord/{train,val}/, the same JPEG bytes as the
@@ -465,10 +493,7 @@ class AmoebaNetTPU(KerasReference):
         self.averaged_weights = [w for w in self.model.weights if "float" in w.dtype]
         with self.strategy.scope():
             self.average = tf.Variable(self.flat(self.averaged_weights), trainable=False, name="weight_average")
-            opt = RMSprop(learning_rate=learning_rate(0, cfg, self.steps_per_epoch), **RMSPROP)
-            if self.policy == "mixed_float16":      # float16 gradients underflow without loss scaling
-                opt = keras.optimizers.LossScaleOptimizer(opt)
-            self.opt = opt
+            self.opt = make_optimizer(self.policy, learning_rate(0, cfg, self.steps_per_epoch))
             self.opt.build(self.model.trainable_variables)          # its variables exist before tracing
         self.lr_at = lambda step: learning_rate(step, cfg, self.steps_per_epoch)
         self.step = 0
@@ -532,8 +557,6 @@ class AmoebaNetTPU(KerasReference):
         the replicas' gradients. Then the moving average takes the new weights, on every replica."""
         cfg, model, opt, strategy = self.ctx.config, self.model, self.opt, self.strategy
         global_batch, smoothing, aux_weight = cfg["batch_size"], cfg["label_smoothing"], cfg["aux_weight"]
-        decay = cfg["weight_decay"] / strategy.num_replicas_in_sync
-        scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
         average, averaged_weights = self.average, self.averaged_weights
 
         def smoothed_nll(logits, y):
@@ -548,14 +571,11 @@ class AmoebaNetTPU(KerasReference):
             distribution.extended.update(average, lambda a, w: a.assign(rate * a + (1 - rate) * w), args=(weights,))
 
         def replica_step(x, y):
-            with tf.GradientTape() as tape:
+            def loss_fn():
                 logits, aux_logits = model(scale(x), training=True)
-                loss = tf.reduce_sum(smoothed_nll(logits, y) + aux_weight * smoothed_nll(aux_logits, y)) / global_batch
-                objective = opt.scale_loss(loss) if scaled else loss
-            variables = model.trainable_variables
-            grads = tape.gradient(objective, variables)
-            opt.apply_gradients([(g + decay * tf.cast(v, g.dtype) if decays(v) else g, v)
-                                 for g, v in zip(grads, variables)])
+                return tf.reduce_sum(smoothed_nll(logits, y) + aux_weight * smoothed_nll(aux_logits, y)) / global_batch
+
+            loss = minimize(opt, loss_fn, model.trainable_variables, cfg["weight_decay"])
             tf.distribute.get_replica_context().merge_call(update_average, args=(self.flat(averaged_weights),))
             return loss
 

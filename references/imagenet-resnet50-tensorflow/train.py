@@ -154,6 +154,36 @@ def peak_lr(cfg: dict) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
+# The optimizer and one step of it
+
+def make_optimizer(cfg: dict, policy: str) -> keras.optimizers.Optimizer:
+    """SGD with momentum; under mixed_float16 wrapped in Keras's LossScaleOptimizer, since float16
+    gradients underflow without loss scaling. Call it in the strategy's scope."""
+    opt = keras.optimizers.SGD(learning_rate=peak_lr(cfg), momentum=cfg["momentum"])
+    return keras.optimizers.LossScaleOptimizer(opt) if policy == "mixed_float16" else opt
+
+
+def minimize(opt: keras.optimizers.Optimizer, loss_fn, variables, weight_decay: float) -> tf.Tensor:
+    """One step of `opt` on `loss_fn()` (this replica's part of the global batch's mean loss) plus
+    L2 weight decay on the `decays` variables, as PyTorch's SGD(weight_decay=...): weight_decay x w
+    joins the gradient before the momentum. Returns the loss.
+
+    The optimizer sums the replicas' gradients, so each replica adds 1/replicas of the decay. A
+    LossScaleOptimizer divides the gradients it is given by its loss scale (2^15 at first, then
+    dynamic): the decay is scaled as the loss is, so that it arrives whole, not divided by the scale."""
+    scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
+    with tf.GradientTape() as tape:
+        loss = loss_fn()
+        objective = opt.scale_loss(loss) if scaled else loss
+    grads = tape.gradient(objective, variables)
+    decay = weight_decay / tf.distribute.get_replica_context().num_replicas_in_sync
+    if scaled:
+        decay = opt.scale_loss(decay)
+    opt.apply_gradients([(g + decay * v if decays(v) else g, v) for g, v in zip(grads, variables)])
+    return loss
+
+
+# ----------------------------------------------------------------------------------------------
 # Data: the JPEG bytes from the prepared folders or from TFRecords, one augmentation for both
 #
 # `dawnbench data prepare imagenet` writes the folders; `--format tfrecord` also packs the same JPEG
@@ -464,10 +494,7 @@ class ImageNetResNetKeras(KerasReference):
         self.steps_per_epoch = self.source.count // cfg["batch_size"]
         self.model = self.build()
         with self.strategy.scope():
-            opt = keras.optimizers.SGD(learning_rate=peak_lr(cfg), momentum=cfg["momentum"])
-            if self.policy == "mixed_float16":      # float16 gradients underflow without loss scaling
-                opt = keras.optimizers.LossScaleOptimizer(opt)
-            self.opt = opt
+            self.opt = make_optimizer(cfg, self.policy)
             self.opt.build(self.model.trainable_variables)          # its variables exist before tracing
         total = cfg["epochs"] * self.steps_per_epoch
         self.lr_at = lambda step: one_cycle(step, total, peak_lr(cfg), cfg["warmup_epochs"] / cfg["epochs"],
@@ -504,23 +531,18 @@ class ImageNetResNetKeras(KerasReference):
 
     def _make_train_step(self):
         """One compiled step: each replica contributes sum(loss) / global batch to gradients that the
-        optimizer sums across replicas, plus its share of the weight decay."""
+        optimizer sums across replicas, plus its share of the weight decay (`minimize`)."""
         cfg, model, opt, strategy = self.ctx.config, self.model, self.opt, self.strategy
         global_batch, smoothing = cfg["batch_size"], cfg["label_smoothing"]
-        decay = cfg["weight_decay"] / strategy.num_replicas_in_sync
-        scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
 
         def replica_step(x, y):
-            with tf.GradientTape() as tape:
+            def loss_fn():
                 log_p = tf.nn.log_softmax(tf.cast(model(normalize(x), training=True), tf.float32))
                 # Label smoothing as PyTorch's: the target is (1 - e) one-hot + e / classes.
                 nll = -tf.gather(log_p, y, batch_dims=1)
-                loss = tf.reduce_sum((1 - smoothing) * nll - smoothing * tf.reduce_mean(log_p, -1)) / global_batch
-                objective = opt.scale_loss(loss) if scaled else loss
-            variables = model.trainable_variables
-            grads = tape.gradient(objective, variables)
-            opt.apply_gradients([(g + decay * v if decays(v) else g, v) for g, v in zip(grads, variables)])
-            return loss
+                return tf.reduce_sum((1 - smoothing) * nll - smoothing * tf.reduce_mean(log_p, -1)) / global_batch
+
+            return minimize(opt, loss_fn, model.trainable_variables, cfg["weight_decay"])
 
         @tf.function(autograph=False)
         def train_step(x, y):
