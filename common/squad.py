@@ -5,8 +5,11 @@
   downloaded model), white-space tokens dropped, so an answer maps back to the exact context text;
 - GloVe's text format, read for the words a role needs (frozen vectors are not a learned weight:
   each role looks its own words up in the same file);
+- the seed's vocabulary (dawn-bench-models tensorflow/SQuAD: squad/prepro.py:157-212,
+  basic/read_data.py:181-197): counts in which a context's tokens count once per question on it,
+  the characters kept by count, and the frequent words GloVe lacks, which get trained vectors;
 - padded numpy batches of word and character ids, and the span decoder (best start x end
-  probability within a maximum span length).
+  probability, start <= end, as the seed's get_best_span; optionally within a maximum length).
 
 Everything here is numpy; a reference turns the batches into its framework's tensors.
 """
@@ -148,12 +151,40 @@ def read_glove(path: str | Path, words: Iterable[str], dim: int) -> tuple[dict[s
     return index, vectors
 
 
-def char_table(texts: Iterable[str], min_count: int) -> list[str]:
-    """The characters seen at least `min_count` times, most frequent first: ids 2, 3, ..."""
-    counts = Counter()
-    for text in texts:
-        counts.update(text)
-    return [c for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= min_count and not c.isspace()]
+def seed_counts(paragraphs: list[Paragraph], questions: list[Question]) -> tuple[Counter, Counter]:
+    """(lower-cased word counts, character counts) as the seed counts them (squad/prepro.py:157-162,
+    208-212, with lower_word = True): every token of a context once per question asked on it, every
+    question token once; characters of the tokens likewise. Weighting by questions counts a word as
+    often as the model reads it in an epoch."""
+    asked = Counter(q.paragraph for q in questions)
+    words, chars = Counter(), Counter()
+    for i, paragraph in enumerate(paragraphs):
+        if asked[i]:
+            for token, n in Counter(paragraph.tokens).items():
+                words[token.lower()] += n * asked[i]
+                for c in token:
+                    chars[c] += n * asked[i]
+    for question in questions:
+        for token in question.tokens:
+            words[token.lower()] += 1
+            chars.update(token)
+    return words, chars
+
+
+def char_table(char_counts: Counter, min_count: int) -> list[str]:
+    """The characters counted at least `min_count` times (seed_counts), most frequent first: ids 2, 3, ..."""
+    return [c for c, n in sorted(char_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            if n >= min_count and not c.isspace()]
+
+
+def learned_words(word_counts: Counter, glove_index: dict[str, int], min_count: int) -> list[str]:
+    """The lower-case words counted at least `min_count` times (seed_counts) that GloVe lacks: each
+    gets a trained vector, as in the seed (basic/read_data.py:190-194, finetune False: words with
+    count > word_count_th and not in GloVe). A word is in GloVe when some data word of the same
+    lower case is in `glove_index` (read_glove's table): for the lower-case GloVe 6B, exactly the
+    seed's test."""
+    known = {word.lower() for word in glove_index}
+    return sorted(w for w, n in word_counts.items() if n >= min_count and w not in known)
 
 
 def data_words(paragraphs: list[Paragraph], questions: list[Question]) -> set[str]:
@@ -164,18 +195,31 @@ def data_words(paragraphs: list[Paragraph], questions: list[Question]) -> set[st
 
 @dataclass
 class Encoder:
-    """Tokens to word and character ids. Each token list's ids are remembered: an epoch reads a
+    """Tokens to word and character ids. Word ids: 0 padding, 1 unknown, 2 .. K+1 the K learned
+    words (learned_words), then the GloVe words (read_glove's ids shifted by K), so a network keeps
+    one trained table for ids below K + 2 and the frozen GloVe rows for the rest. A token is looked
+    up as the seed's _get_word (basic/model.py:426-436): its lower case among the learned words
+    first, then GloVe (read_glove matched its casings), else unknown.
+
+    Each token list's ids are remembered: an epoch reads a
     paragraph about five times (once per question), and its character ids are a Python loop (35 ms
     a batch of 60 on a 2-core CPU uncached, 0.6 ms cached). Keyed by the list's identity; the cache
     holds the list, so the identity stays its own while the entry lives."""
     words: dict[str, int]
     chars: dict[str, int]
     max_word_chars: int
+    learned: dict[str, int] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, words: dict[str, int], char_list: list[str], max_word_chars: int) -> Encoder:
-        return cls(words, {c: i + 2 for i, c in enumerate(char_list)}, max_word_chars)
+    def build(cls, glove_index: dict[str, int], char_list: list[str], max_word_chars: int,
+              learned: list[str] = ()) -> Encoder:
+        k = len(learned)
+        return cls({w: i + k for w, i in glove_index.items()}, {c: i + 2 for i, c in enumerate(char_list)},
+                   max_word_chars, {w: i + 2 for i, w in enumerate(learned)})
+
+    def word_id(self, token: str) -> int:
+        return self.learned.get(token.lower()) or self.words.get(token, OOV)
 
     def _cached(self, kind: str, tokens: list[str], encode) -> np.ndarray:
         key = (kind, id(tokens))
@@ -184,7 +228,7 @@ class Encoder:
         return self._cache[key][1]
 
     def word_ids(self, tokens: list[str]) -> np.ndarray:
-        return self._cached("w", tokens, lambda t: np.array([self.words.get(w, OOV) for w in t], dtype=np.int64))
+        return self._cached("w", tokens, lambda t: np.array([self.word_id(w) for w in t], dtype=np.int64))
 
     def char_ids(self, tokens: list[str]) -> np.ndarray:
         return self._cached("c", tokens, self._char_ids)
@@ -258,21 +302,36 @@ def synthetic_batch(batch_size: int, context_len: int, question_len: int, word_c
 
 # --- decoding ----------------------------------------------------------------------------------
 
-def best_spans(p1: np.ndarray, p2: np.ndarray, lengths: np.ndarray, max_span: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each row, the (start, end) with start <= end < start + max_span, both within the row's
-    length, that maximizes p1[start] * p2[end]. p1, p2: (B, L) probabilities (or any positive
-    scores); lengths: (B,) context lengths. Ties go to the earliest start, then the shortest span."""
+def best_spans(p1: np.ndarray, p2: np.ndarray, lengths: np.ndarray,
+               max_span: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For each row, the (start, end) with start <= end, both within the row's length, that
+    maximizes p1[start] * p2[end]; with `max_span`, also end < start + max_span. p1, p2: (B, L)
+    probabilities (or any positive scores); lengths: (B,) context lengths.
+
+    Without a cap it is the seed's get_best_span (squad/utils.py:83-100), vectorized: for each end,
+    the best start up to it (a running maximum), then the best end; ties go to the earliest end,
+    and for it to the earliest start, as the seed's strict comparisons do. With a cap, ties go to
+    the earliest start, then the shortest span."""
     p1, p2 = np.asarray(p1, dtype=np.float64), np.asarray(p2, dtype=np.float64)
     batch, length = p1.shape
     valid = np.arange(length)[None, :] < np.asarray(lengths)[:, None]
     p1, p2 = np.where(valid, p1, -1.0), np.where(valid, p2, -1.0)
+    rows = np.arange(batch)
+    if not max_span:
+        best_start = np.maximum.accumulate(p1, axis=1)
+        # The earliest start of each running maximum: the position where the maximum last grew.
+        grew = np.concatenate([np.ones((batch, 1), bool), p1[:, 1:] > best_start[:, :-1]], axis=1)
+        start_at = np.maximum.accumulate(np.where(grew, np.arange(length)[None, :], 0), axis=1)
+        score = np.where(valid, best_start * p2, -np.inf)
+        end = score.argmax(axis=1)
+        return start_at[rows, end], end
     best = np.full(batch, -np.inf)
     start = np.zeros(batch, dtype=np.int64)
     end = np.zeros(batch, dtype=np.int64)
     for k in range(min(max_span, length)):
         score = np.where((p1[:, : length - k] >= 0) & (p2[:, k:] >= 0), p1[:, : length - k] * p2[:, k:], -np.inf)
         i = score.argmax(axis=1)
-        value = score[np.arange(batch), i]
+        value = score[rows, i]
         better = (value > best) | ((value == best) & (i < start))
         best = np.where(better, value, best)
         start = np.where(better, i, start)

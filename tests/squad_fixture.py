@@ -33,6 +33,10 @@ CITIES = ["Warsaw", "Copenhagen", "London", "Paris", "Kumbakonam", "Rome", "Vien
           "Zürich", "São Paulo", "Kyoto"]
 FIELDS = ["physics", "chemistry", "mathematics", "computing", "biology", "logic"]
 PRIZES = ["the Nobel Prize", "the Copley Medal", "the Turing Award", "the Fields Medal"]
+# Words of the texts that the fixture's GloVe lacks, as GloVe lacks some of SQuAD's: "born" is in
+# every context and in two of its four questions, so the BiDAF references train a vector for it
+# (common.squad.learned_words) and a predictor must read it from the saved model.
+NOT_IN_GLOVE = ("born",)
 
 
 def _qid(*parts) -> str:
@@ -126,7 +130,7 @@ def write_squad_fixture(folder: Path, *, seed: int = 0, train_articles: int = 3,
     files = {"train-v1.1.json": dump(train), "dev-v1.1.json": dump(dev)}
     for name, data in files.items():
         (folder / name).write_bytes(data)
-    words = vocabulary(train, dev)
+    words = [w for w in vocabulary(train, dev) if w not in NOT_IN_GLOVE]
     vectors = glove_text(words, dim, seed)
     archive = glove_zip({"glove.6B.50d.txt": glove_text(words, 50, seed), "glove.6B.100d.txt": vectors})
     (folder / "glove.6B.zip").write_bytes(archive)

@@ -79,6 +79,52 @@ def test_thresholds_command_on_an_entry_and_run_folders(tmp_path, capsys):
     assert c["range"] == [89.0, 92.1] and c["tta_hours_at_task_threshold"] == pytest.approx(0.025)
 
 
+# The DAWNBench seed's log (stanford-futuredata/dawn-bench-entries SQuAD/train/
+# dawn_bidaf_1k80-ec2_tensorflow.tsv), its first 12 epochs: F1 0.731 at epoch 5, 0.7523 at epoch 10.
+SEED_SQUAD = [(1, 0.7638888888888888, 0.5369029641), (2, 1.5238381055555557, 0.6606892943),
+              (3, 2.2855751, 0.700419426), (4, 3.0448481305555557, 0.7229908705), (5, 3.806446388888889, 0.731013),
+              (6, 4.5750864, 0.7370445132), (7, 5.346703258333334, 0.7413719296), (8, 6.100346997222223, 0.741997242),
+              (9, 6.875142355555556, 0.7433483601), (10, 7.635886186111111, 0.7522723079),
+              (11, 8.400275022222223, 0.7480614781), (12, 9.155176827777778, 0.7458581328)]
+
+
+def squad_run(root: Path, name: str, rows: list[tuple[int, float, float]]) -> Path:
+    """A SQuAD run folder as harness/runner.py leaves it: F1 as a fraction in result.json's history
+    and in the TSV's f1Score column."""
+    folder, reference = root / name, "squad-bidaf-tensorflow"
+    folder.mkdir(parents=True)
+    history = [{"epoch": e, "tta_seconds": h * 3600, "wall_seconds": h * 3600 + 1, "f1": f} for e, h, f in rows]
+    reached = next((r for r in history if r["f1"] >= 0.75), None)
+    result = {"version": "v1.0", "reference": reference, "task": "squad", "metric": "f1", "threshold": 0.75,
+              "official_threshold": True, "logFilename": f"{reference}.tsv",
+              "status": "converged" if reached else "DNC", "tta_seconds": reached and reached["tta_seconds"],
+              "history": history}
+    (folder / "result.json").write_text(json.dumps(result))
+    lines = ["epoch\thours\tf1Score"] + [f"{e}\t{h:.6f}\t{f:.4f}" for e, h, f in rows]
+    (folder / f"{reference}.tsv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_thresholds_on_a_squad_run_reads_both_dawnbench_thresholds(tmp_path, capsys):
+    """SQuAD's threshold has two sources (docs/RULES.md, "Tasks"): the entries README's 0.73 and the
+    leaderboard's 0.75 (the task's). A SQuAD run's analysis gives the time at each; other tasks
+    only their own."""
+    seed = squad_run(tmp_path / "results", "seed", SEED_SQUAD)
+    short = squad_run(tmp_path / "results", "short", SEED_SQUAD[:7])
+    other = run_folder(tmp_path / "results", "fashion", [(1, 0.01, 85.0), (2, 0.02, 92.5)])
+    code, printed, err = run(["thresholds", seed, short, other, "--out", tmp_path / "out"], capsys)
+    assert code == 0 and err == []
+    a, b, c = outputs(tmp_path / "out", "thresholds", printed)["inputs"]
+    assert [(x["threshold"], x["epoch"], x["hms"]) for x in a["crossings"]] == [(0.73, 5, "3:48:23"), (0.75, 10, "7:38:09")]
+    assert a["crossings"][0]["hours"] == pytest.approx(3.806446) and "README" in a["crossings"][0]["source"]
+    assert a["crossings"][1]["hours"] == a["tta_hours_at_task_threshold"] == pytest.approx(7.635886)
+    assert "tasks.toml" in a["crossings"][1]["source"]
+    # seven epochs: past 0.73, never 0.75
+    assert [(x["threshold"], x["epoch"]) for x in b["crossings"]] == [(0.73, 5), (0.75, None)]
+    assert b["crossings"][1]["hours"] is None and b["tta_hours_at_task_threshold"] is None
+    assert [(x["threshold"], x["epoch"]) for x in c["crossings"]] == [(92.0, 2)]
+
+
 def test_curves_command(tmp_path, capsys):
     a = run_folder(tmp_path, "seed0", [(1, 0.01, 85.0), (2, 0.02, 92.5)])
     b = run_folder(tmp_path, "seed1", [(1, 0.012, 80.0), (2, 0.024, 90.0), (3, 0.036, 91.0)], threshold=0.85)

@@ -96,20 +96,69 @@ def test_spec_and_parameter_count(spec, train):
     def bilstm(d_in):                                 # 2 directions x 4 gates x (W_ih, W_hh, b_ih, b_hh)
         return 2 * (4 * h * d_in + 4 * h * h + 4 * h + 4 * h)
 
-    lstms = bilstm(d0) + bilstm(8 * h) + bilstm(2 * h) + bilstm(2 * h)   # contextual, modeling x2, output
-    assert lstms == 241_600 + 721_600 + 241_600 + 241_600
+    # contextual, modeling x2, end: the end LSTM reads [G; M; a; M * a] = 8h + 2h + 2h + 2h
+    lstms = bilstm(d0) + bilstm(8 * h) + bilstm(2 * h) + bilstm(14 * h)
+    assert lstms == 241_600 + 721_600 + 241_600 + 1_201_600
     attention = 6 * h                                 # w_s, no bias                            600
     output = 10 * h + 10 * h                          # w_p1, w_p2, no bias                     2,000
-    expected = embedding + conv + highway + lstms + attention + output
-    assert expected == 1_614_668 == 1_613_900 + 8 * (chars + 2)
+    words = (0 + 2) * 100                             # trained rows: padding, unknown, no learned word
+    expected = embedding + conv + highway + lstms + attention + output + words
+    assert expected == 2_574_868 == 2_573_900 + 8 * (chars + 2) + 100 * (0 + 2)
 
     net = train.BiDAF(torch.zeros(400, 100), chars + 2, cfg)
     assert train.count_parameters(net) == sum(p.numel() for p in net.parameters()) == expected
+    assert train.count_parameters(train.BiDAF(torch.zeros(400, 100), chars + 2, cfg, 7)) == expected + 7 * 100
     # The frozen GloVe table is a buffer outside the state dict: never saved, never counted.
     assert "word_vectors" not in net.state_dict() and not any(p is net.word_vectors for p in net.parameters())
-    assert "1,614,668 with 94 characters" in spec.model
+    assert "2,574,868 with 94 characters and no learned word" in spec.model
     # The TensorFlow reference's count is this minus PyTorch's second LSTM bias: 8 directions x 4h.
-    assert expected - 8 * 4 * h == 1_611_468
+    assert expected - 8 * 4 * h == 2_571_668
+
+
+def small_net(train, spec, n_learned=0, **overrides):
+    torch.manual_seed(0)
+    cfg = dict(spec.hyperparameters, **SMALL, **overrides)
+    return train.BiDAF(torch.randn(50, 100), 30, cfg, n_learned), cfg
+
+
+def test_the_end_pointer_reads_G_M_and_the_start_attended_M(spec, train):
+    """The seed's end pointer (dawn-bench-models basic/model.py:213-217): its LSTM reads
+    [G; M; a; M * a], a = softmax(start logits) M tiled over the context; so the end logits move
+    when only the start weights do."""
+    net, cfg = small_net(train, spec)
+    net.eval()
+    h = cfg["hidden"]
+    assert net.end_lstm.lstm.input_size == 14 * h
+    seen = {}
+    net.modeling.register_forward_hook(lambda m, args, out: seen.update(G=args[0], M=out))
+    net.end_lstm.register_forward_hook(lambda m, args, out: seen.update(x=args[0]))
+    batch = squad.synthetic_batch(3, 12, 5, 16, 50, 30, np.random.default_rng(0))
+    batch["cw"][1, 7:], batch["cc"][1, 7:] = 0, 0
+    with torch.no_grad():
+        start, end = net(*train.to_device(batch, torch.device("cpu")))
+        G, M = seen["G"], seen["M"]
+        a = torch.einsum("bt,btd->bd", torch.softmax(start, dim=1), M)[:, None, :].expand_as(M)
+        torch.testing.assert_close(seen["x"], torch.cat([G, M, a, M * a], dim=2))
+        assert float(torch.softmax(start, 1)[1, 7:].sum()) == 0.0      # padding takes no share of a
+        net.start.weight.mul_(-1.0)
+        start2, end2 = net(*train.to_device(batch, torch.device("cpu")))
+    assert not torch.allclose(start2, start) and not torch.allclose(end2, end)
+
+
+def test_dropout_is_where_the_seed_has_it(spec, train):
+    """The seed (basic/model.py) drops: the character embedding (multi_conv1d keep_prob), the
+    question's contextual LSTM input and not the context's (d_cell vs cell, :174-178), both
+    modeling layers' inputs, the end LSTM's input (d_cell4) and the inputs of the start and end
+    logits (get_logits input_keep_prob, :211, :219); not the highway or the similarity."""
+    net, cfg = small_net(train, spec)
+    net.train()
+    h, d0 = cfg["hidden"], cfg["char_filters"] + cfg["word_dim"]
+    dropped = []
+    net.drop = lambda x: dropped.append(tuple(x.shape[1:])) or x        # the context has 12 tokens, the question 5
+    batch = squad.synthetic_batch(2, 12, 5, 16, 50, 30, np.random.default_rng(0))
+    net(*train.to_device(batch, torch.device("cpu")))
+    assert dropped == [(5, d0), (12, 8 * h), (12, 10 * h), (12, 14 * h), (12, 10 * h)]
+    assert net.modeling.lstm.dropout == cfg["dropout"] == 0.2            # between the two modeling layers
 
 
 def test_logits_are_masked_and_padding_does_not_change_them(spec, train):
@@ -162,6 +211,81 @@ def test_spans_are_the_exact_context_characters():
         assert text in context
 
 
+def seed_best_span(p1, p2):
+    """The seed's get_best_span (dawn-bench-models squad/utils.py:83-100) for one paragraph, as written."""
+    max_val, best, argmax_j1 = 0, (0, 0), 0
+    for j in range(len(p1)):
+        val1 = p1[argmax_j1]
+        if val1 < p1[j]:
+            val1, argmax_j1 = p1[j], j
+        if val1 * p2[j] > max_val:
+            best, max_val = (argmax_j1, j), val1 * p2[j]
+    return best
+
+
+def test_best_spans_without_a_cap_is_the_seeds():
+    rng = np.random.default_rng(0)
+    lengths = np.array([40, 1, 17, 33, 25, 40])
+    p1, p2 = rng.random((6, 40)), rng.random((6, 40))
+    p1[4], p2[4] = np.round(p1[4], 1), np.round(p2[4], 1)                # ties
+    p1[5], p2[5] = 0.01, 0.01
+    p1[5, 2], p2[5, 37] = 0.9, 0.9                                        # an answer of 36 tokens
+    start, end = squad.best_spans(p1, p2, lengths)
+    for row, n in enumerate(lengths):
+        assert (start[row], end[row]) == seed_best_span(p1[row, :n], p2[row, :n])
+    assert (start[5], end[5]) == (2, 37)
+    capped = squad.best_spans(p1, p2, lengths, max_span=30)               # a cap would cut it
+    assert capped[1][5] - capped[0][5] < 30
+
+
+def test_the_seeds_vocabulary():
+    """Counts as the seed's squad/prepro.py (a context's tokens once per question on it, lower
+    case), trained vectors for the words counted at least word_min_count times that GloVe lacks
+    (basic/read_data.py:190-194), looked up as the seed's _get_word (basic/model.py:426-436)."""
+    def paragraph(text):
+        tokens = text.split()
+        return squad.Paragraph(text, tokens, [(0, 0)] * len(tokens))
+
+    paragraphs = [paragraph("Zorb met Zorb in Qux"), paragraph("zorb Blick"), paragraph("Blick unasked zzz")]
+    questions = [squad.Question(str(i), p, "", text.split()) for i, (p, text) in
+                 enumerate([(0, "Who met ZORB"), (0, "where"), (0, "when"), (1, "Blick what")])]
+    words, chars = squad.seed_counts(paragraphs, questions)
+    # "zorb": 2 in paragraph 0 x 3 questions + 1 in paragraph 1 x 1 + 1 in a question; paragraph 2 has none
+    assert words["zorb"] == 8 and words["blick"] == 2 and words["qux"] == 3 and "unasked" not in words
+    assert chars["Z"] == 2 * 3 + 0 + 1 and chars["z"] == 1 + 0 and chars["R"] == 1
+    assert squad.char_table(chars, 3) == [c for c, n in sorted(chars.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 3]
+    glove = {"met": 2, "Qux": 3, "in": 4}                                 # read_glove's table: data word -> id
+    assert squad.learned_words(words, glove, 2) == ["blick", "zorb"]     # qux is in GloVe (as "Qux")
+    assert squad.learned_words(words, glove, 3) == ["zorb"]
+    encoder = squad.Encoder.build(glove, ["a"], 16, ["blick", "zorb"])
+    ids = encoder.word_ids(["Zorb", "ZORB", "blick", "met", "Qux", "in", "nope"])
+    assert ids.tolist() == [3, 3, 2, 2 + 2, 3 + 2, 4 + 2, squad.OOV]       # learned 2, 3; GloVe ids moved up by 2
+
+
+def test_learned_word_vectors_train_and_glove_stays_frozen(spec, train):
+    """The seed trains a row for the unknown word and each learned word (word_emb_mat, basic/
+    model.py:126, in every trainable variable) and feeds GloVe as a constant (new_emb_mat, :130)."""
+    net, cfg = small_net(train, spec, n_learned=3)
+    glove = net.word_vectors.clone()
+    ids = torch.tensor([[0, 1, 2, 4, 5, 9]])                             # padding, unknown, learned 2 and 4, GloVe 5, 9
+    with torch.no_grad():
+        vectors = net.words(ids)[0]
+    torch.testing.assert_close(vectors[:4], net.word_emb.weight[[0, 1, 2, 4]])
+    torch.testing.assert_close(vectors[4:], glove[[5 - 3, 9 - 3]])       # GloVe ids sit above the 3 + 2 trained rows
+    assert not vectors[0].any() and net.word_emb.weight.requires_grad and "word_emb.weight" in net.state_dict()
+
+    batch = squad.synthetic_batch(2, 12, 5, 16, 50, 30, np.random.default_rng(0))
+    batch["cw"], batch["qw"] = np.maximum(batch["cw"], 5), np.maximum(batch["qw"], 5)   # GloVe words ...
+    batch["cw"][0, :4] = [1, 2, 4, 7]                                    # ... and unknown, learned 2 and 4
+    opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=0.01)
+    before = net.word_emb.weight.detach().clone()
+    train.train_step(net, opt, train.EMA(net, 0.9), batch, torch.device("cpu"))
+    grad = net.word_emb.weight.grad
+    assert grad[[1, 2, 4]].abs().sum(1).gt(0).all() and not grad[[0, 3]].any()   # unused and padding rows: none
+    assert not torch.equal(net.word_emb.weight[[1, 2, 4]], before[[1, 2, 4]])
+    assert torch.equal(net.word_vectors, glove)                          # GloVe: unchanged, not a parameter
+
+
 def test_best_spans_keeps_order_length_and_max_span():
     p1 = np.array([[0.1, 0.1, 0.7, 0.1, 0.0], [0.0, 0.0, 0.0, 0.2, 0.8]])
     p2 = np.array([[0.6, 0.1, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.1, 0.6]])
@@ -205,6 +329,9 @@ def test_the_average_is_what_is_saved(trained, train):
         torch.testing.assert_close(new, decay * old + (1 - decay) * p.detach(), rtol=1e-6, atol=1e-7)
     chars = json.loads((folder / "chars.json").read_text(encoding="utf-8"))
     assert chars == trainer.chars and "“" in chars and "\u00a0" not in chars   # unicode kept, white space not
+    # The fixture's GloVe lacks "born" (tests/squad_fixture.py): its trained row is saved, by name.
+    assert json.loads((folder / "words.json").read_text(encoding="utf-8")) == trainer.learned == ["born"]
+    assert saved["word_emb.weight"].shape == (1 + 2, 100)
 
 
 def test_batches_cover_the_trainable_questions_and_split_across_ranks(trained, data):
@@ -242,7 +369,9 @@ def test_reference_smoke(spec, data, trained):
     assert [q.id for q in inputs] == list(contexts)
     for item in inputs[:5]:
         assert predictor.infer(item) == answers[item.id]
-    # The predictor runs the averaged weights the trainer saved (its own dev-word GloVe table aside).
+    # The predictor runs the averaged weights the trainer saved (its own dev-word GloVe table aside),
+    # and reads "born" as the trainer's learned word, whatever its case.
+    assert predictor.encoder.word_ids(["born", "Born"]).tolist() == [2, 2]
     saved = torch.load(folder / "model.pt")
     assert predictor.net.state_dict().keys() == saved.keys()
     assert all(torch.equal(p, saved[name]) for name, p in predictor.net.state_dict().items())

@@ -10,10 +10,12 @@ networks (once each framework)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import string
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -77,10 +79,10 @@ def test_spec():
     cfg = spec.hyperparameters
     assert spec.task.name == "squad" and spec.framework == "tensorflow" and spec.gpus and spec.max_epochs == 20
     assert cfg == {"glove": "glove.6B.100d", "word_dim": 100, "char_dim": 8, "char_filters": 100, "char_width": 5,
-                   "char_min_count": 20, "max_word_chars": 16, "highway_layers": 2, "hidden": 100, "dropout": 0.2,
-                   "batch_size": 60, "lr": 0.001, "ema_decay": 0.999, "max_context": 400, "max_question": 30,
-                   "max_span": 30, "eval_batch_size": 100}
-    assert "1,611,468 with 94 characters" in spec.model
+                   "char_min_count": 51, "word_min_count": 11, "max_word_chars": 16, "highway_layers": 2,
+                   "hidden": 100, "dropout": 0.2, "batch_size": 60, "lr": 0.001, "ema_decay": 0.999,
+                   "max_context": 400, "max_question": 30, "max_span": 0, "eval_batch_size": 100}
+    assert "2,571,668 with 94 characters and no learned word" in spec.model
 
 
 @pytest.fixture(scope="module")
@@ -106,9 +108,10 @@ def test_parameter_count_by_hand(default_count):
                 + keras_bilstm(8 * h)                # modeling layer 1: 800 -> 100
                 + keras_bilstm(2 * h)                # modeling layer 2: 200 -> 100
                 + 10 * h                             # start: w_p1 . [G; M]
-                + keras_bilstm(2 * h)                # end LSTM: 200 -> 100
-                + 10 * h)                            # end: w_p2 . [G; M2]
-    assert expected == 1_610_700 + 8 * c == 1_611_468
+                + keras_bilstm(14 * h)               # end LSTM: [G; M; a; M * a], 1400 -> 100
+                + 10 * h                             # end: w_p2 . [G; M2]
+                + (0 + 2) * 100)                     # trained word rows: padding, unknown, no learned word
+    assert expected == 2_570_700 + 8 * c + 100 * 2 == 2_571_668
     assert default_count == expected
 
 
@@ -128,6 +131,80 @@ def test_parameter_count_against_pytorch(default_count):
     net = module.BiDAF(torch.zeros(3, cfg["word_dim"]), len(CHARS) + 2, cfg)
     torch_count = module.count_parameters(net)
     assert torch_count - default_count == 8 * 4 * cfg["hidden"] == 3_200
+    # The same trained word table: 100 a learned word in both.
+    learned = module.count_parameters(module.BiDAF(torch.zeros(3, cfg["word_dim"]), len(CHARS) + 2, cfg, 5))
+    assert learned - torch_count == 5 * cfg["word_dim"]
+
+
+def small_model(n_learned=0, **overrides):
+    keras.utils.set_random_seed(0)
+    cfg = {**registry.load_spec(NAME).hyperparameters, **SMALL, **overrides}
+    words = np.random.default_rng(0).normal(0, 0.5, (50, cfg["word_dim"])).astype(np.float32)
+    return recipe().build_model(cfg, words, 30, n_learned), cfg, words
+
+
+def small_batch(rows=3):
+    batch = squad.synthetic_batch(rows, 12, 5, 16, 50, 30, np.random.default_rng(0))
+    batch["cw"], batch["qw"] = np.maximum(batch["cw"], 5), np.maximum(batch["qw"], 5)   # GloVe words only
+    return batch
+
+
+def test_the_end_pointer_reads_the_start_pointer():
+    """The seed's end pointer (dawn-bench-models basic/model.py:213-217): its LSTM reads
+    [G; M; a; M * a] (14h), a = softmax(start logits) M; so the end logits move when only the start
+    weights do."""
+    model, cfg, _ = small_model()
+    assert model.end_lstm.forward_layer.cell.kernel.shape == (14 * cfg["hidden"], 4 * cfg["hidden"])
+    inputs = recipe().tensors(small_batch())
+    start, end = model(*inputs, training=False)
+    model.start.kernel.assign(-model.start.kernel)
+    start2, end2 = model(*inputs, training=False)
+    assert not np.allclose(start2, start) and not np.allclose(end2, end)
+
+
+def test_dropout_is_where_the_seed_has_it():
+    """The seed (basic/model.py) drops: the character embedding (multi_conv1d keep_prob), the
+    question's contextual LSTM input and not the context's (:174-178), both modeling layers'
+    inputs, the end LSTM's input and the inputs of the start and end logits (get_logits
+    input_keep_prob, :211, :219); not the highway or the similarity."""
+    model, cfg, _ = small_model()
+    h, d0 = cfg["hidden"], cfg["char_filters"] + cfg["word_dim"]
+    dropped = []
+
+    def record(x, training=False):
+        dropped.append(tuple(x.shape[1:]))
+        return x
+
+    model.dropout = record
+    model(*recipe().tensors(small_batch(2)), training=True)
+    width = cfg["max_word_chars"]      # character embeddings: (tokens, characters, char_dim), context then question
+    assert dropped == [(width, 8), (width, 8), (5, d0), (12, 8 * h), (12, 2 * h), (12, 10 * h), (12, 14 * h),
+                       (12, 10 * h)]
+
+
+def test_learned_word_vectors_train_and_glove_stays_frozen():
+    """The seed trains a row for the unknown word and each learned word (word_emb_mat, basic/
+    model.py:126) and feeds GloVe as a constant (new_emb_mat, :130)."""
+    model, cfg, words = small_model(n_learned=3)
+    table = model.word_embedding.embeddings
+    ids = tf.constant([[0, 1, 2, 4, 5, 9]], tf.int64)       # padding, unknown, learned 2 and 4, GloVe 5, 9
+    vectors = model.words(ids)[0].numpy()
+    np.testing.assert_array_equal(vectors[0], 0.0)
+    np.testing.assert_allclose(vectors[1:4], table.numpy()[[1, 2, 4]])
+    np.testing.assert_allclose(vectors[4:], words[[5 - 3, 9 - 3]])          # GloVe ids sit above the 3 + 2 trained rows
+    assert any(v is table for v in model.trainable_variables)
+    assert table.shape == (3 + 2, cfg["word_dim"]) and np.std(table.numpy()) > 0.5   # N(0, 1), as the seed's
+
+    batch = small_batch(2)
+    batch["cw"][0, :4] = [1, 2, 4, 7]
+    cw, cc, qw, qc, y1, y2 = recipe().tensors(batch, ("cw", "cc", "qw", "qc", "y1", "y2"))
+    with tf.GradientTape() as tape:
+        p1, p2 = model(cw, cc, qw, qc, training=True)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y1, p1)
+                              + tf.nn.sparse_softmax_cross_entropy_with_logits(y2, p2))
+    grad = tf.convert_to_tensor(tape.gradient(loss, table)).numpy()
+    assert (np.abs(grad[[1, 2, 4]]).sum(1) > 0).all() and not grad[[0, 3]].any()   # unused and padding rows: none
+    assert len(model.trainable_variables) == len(model.weights)              # GloVe is no variable at all
 
 
 # ------------------------------------------------------------------------- smoke runs, CPU
@@ -191,6 +268,11 @@ def test_save_writes_the_moving_average(trained, predictor):
         np.testing.assert_array_equal(w, average.numpy())
     for w, v in zip(written, predictor.model.trainable_variables):
         np.testing.assert_array_equal(w, v.numpy())
+    # The fixture's GloVe lacks "born" (tests/squad_fixture.py): its trained row is saved, by name,
+    # and the predictor reads it as the trainer's learned word, whatever its case.
+    assert json.loads((model / recipe().WORDS_FILE).read_text()) == trainer.learned == predictor.learned == ["born"]
+    assert trainer.model.word_embedding.embeddings.shape[0] == 1 + 2
+    assert predictor.encoder.word_ids(["born", "Born"]).tolist() == [2, 2]
 
 
 def test_roles_see_only_their_files(data):

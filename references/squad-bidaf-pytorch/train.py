@@ -5,22 +5,30 @@ squad-bidaf-tensorflow reference builds the same network from the same spec (bot
 READMEs): the same hyperparameter names, the same layers, so the two parameter counts differ only
 by PyTorch's second LSTM bias (8 directions x 4 x hidden = 3,200 at hidden 100).
 
+The anchor is the DAWNBench seed's code, stanford-futuredata/dawn-bench-models
+tensorflow/SQuAD/basic (a copy of allenai/bi-att-flow): where it and the paper differ, this file
+follows the code (README: the recipe-vs-anchor table).
+
 The network, bottom to top (h = hidden = 100, d0 = char_filters + word_dim = 200):
   1. characters: a trainable 8-d embedding, dropout, a width-5 convolution to 100 filters, ReLU,
      max over the word's characters: 100 numbers per word;
   2. words: frozen 100-d GloVe (glove.6B.100d), looked up per role for its own words (not a
-     learned weight: never saved, never counted);
+     learned weight: never saved, never counted), and a trained table for the unknown word and
+     the frequent training words GloVe lacks (common.squad.learned_words; saved with the model);
   3. [chars; words] through 2 highway layers (d0 -> d0), shared by context and question;
   4. one bidirectional LSTM (d0 -> h per direction), shared: H (context), U (question);
   5. attention flow: S[t, j] = w^T [h_t; u_j; h_t * u_j] (no bias); context-to-query
      U~ = softmax_j(S) U; query-to-context h~ = softmax_t(max_j S) H, tiled;
      G = [H; U~; H * U~; H * h~] (8h);
   6. modeling: a 2-layer bidirectional LSTM (8h -> h, 2h -> h): M;
-  7. output: start logits w1^T [G; M]; M2 = a bidirectional LSTM over M; end logits w2^T [G; M2].
-Loss: cross-entropy of the start plus that of the end, mean over the batch. Adam (lr 0.001), an
-exponential moving average (0.999) of every weight, updated after every step: the average is what
-is saved and what predicts. The LSTMs run on packed sequences (pack_padded_sequence), so on a GPU
-they are cuDNN's and padding costs nothing.
+  7. output: start logits w1^T [G; M]; a = softmax(start logits) M, tiled over the context;
+     M2 = a bidirectional LSTM over [G; M; a; M * a] (14h -> h); end logits w2^T [G; M2].
+Dropout (rate `dropout`) where the seed has it: the character embedding, the question's contextual
+LSTM input (not the context's), both modeling layers' inputs, the end LSTM's input and the inputs
+of the start and end logits. Loss: cross-entropy of the start plus that of the end, mean over the
+batch. Adam (lr 0.001), an exponential moving average (0.999) of every weight, updated after every
+step: the average is what is saved and what predicts. The LSTMs run on packed sequences
+(pack_padded_sequence), so on a GPU they are cuDNN's and padding costs nothing.
 
 Data: common.squad (spaCy-blank tokens with character offsets, GloVe reading, padded batches, the
 span decoder). The harness times and scores everything; the predictor sees the dev questions
@@ -42,6 +50,7 @@ from common import squad
 from common.torch_runtime import CONFIG_FILE, MODEL_FILE, TorchReference
 
 CHARS_FILE = "chars.json"                   # the trainer's character list, saved with the weights
+WORDS_FILE = "words.json"                   # the learned words, in the order of their trained rows
 TRAIN_FILE = "train-v1.1.json"              # in the trainer's view: data_root/squad/
 QUESTIONS_FILE = "dev-v1.1.questions.json"  # in the predictor's view: the dev file without answers
 NEG = -1e30                                 # a masked logit: exp() of it is 0, and no inf - inf NaNs
@@ -78,12 +87,18 @@ class BiLSTM(nn.Module):
 
 
 class BiDAF(nn.Module):
-    def __init__(self, word_vectors: torch.Tensor, n_chars: int, cfg: dict):
+    """word_vectors: the frozen GloVe rows (read_glove's table: rows 0 and 1 unused); n_learned: the
+    learned words (common.squad.Encoder's ids 2 .. n_learned + 1), each with a trained row."""
+
+    def __init__(self, word_vectors: torch.Tensor, n_chars: int, cfg: dict, n_learned: int = 0):
         super().__init__()
         h, d0 = cfg["hidden"], cfg["char_filters"] + cfg["word_dim"]
         self.dropout = cfg["dropout"]
         # Frozen GloVe: a buffer, not a parameter, and not in the state dict (each role builds its own).
         self.register_buffer("word_vectors", word_vectors, persistent=False)
+        # Padding, the unknown word and the learned words, trained, drawn from N(0, 1) as the seed's
+        # (basic/main.py:76-78); the padding row stays zero.
+        self.word_emb = nn.Embedding(n_learned + 2, cfg["word_dim"], padding_idx=squad.PAD)
         self.char_emb = nn.Embedding(n_chars, cfg["char_dim"], padding_idx=squad.PAD)
         self.char_conv = nn.Conv1d(cfg["char_dim"], cfg["char_filters"], cfg["char_width"])
         self.highway = nn.Sequential(*[Highway(d0) for _ in range(cfg["highway_layers"])])
@@ -91,19 +106,26 @@ class BiDAF(nn.Module):
         self.similarity = nn.Linear(6 * h, 1, bias=False)
         self.modeling = BiLSTM(8 * h, h, layers=2, dropout=cfg["dropout"])
         self.start = nn.Linear(10 * h, 1, bias=False)
-        self.end_lstm = BiLSTM(2 * h, h)
+        self.end_lstm = BiLSTM(14 * h, h)                   # [G; M; a; M * a]
         self.end = nn.Linear(10 * h, 1, bias=False)
 
     def set_words(self, word_vectors: torch.Tensor) -> None:
         """Swap the frozen word table (the predictor's dev words for the trainer's train words)."""
         self.word_vectors = word_vectors.to(self.char_emb.weight.device)
 
+    def words(self, ids):
+        """(B, L) word ids -> (B, L, word_dim): trained rows below n_learned + 2, GloVe above."""
+        n = self.word_emb.num_embeddings
+        trained = self.word_emb(ids.clamp(max=n - 1))
+        frozen = F.embedding((ids - (n - 2)).clamp(min=0), self.word_vectors)
+        return torch.where((ids < n).unsqueeze(2), trained, frozen)
+
     def embed(self, words, chars):
         """(B, L) word ids and (B, L, W) character ids -> (B, L, d0) highway outputs."""
         b, length, width = chars.shape
         c = F.dropout(self.char_emb(chars.view(b * length, width)), self.dropout, self.training)
         c = F.relu(self.char_conv(c.transpose(1, 2))).amax(dim=2).view(b, length, -1)
-        return self.highway(torch.cat([c, F.embedding(words, self.word_vectors)], dim=2))
+        return self.highway(torch.cat([c, self.words(words)], dim=2))
 
     def drop(self, x):
         return F.dropout(x, self.dropout, self.training)
@@ -111,7 +133,9 @@ class BiDAF(nn.Module):
     def forward(self, cw, cc, qw, qc, c_len, q_len):
         """Start and end logits (B, Lc), padding at NEG. c_len, q_len: (B,) int64 on the CPU."""
         c_mask, q_mask = cw != squad.PAD, qw != squad.PAD
-        H = self.context(self.drop(self.embed(cw, cc)), c_len)              # (B, Lc, 2h)
+        # The seed drops the question's input to the shared LSTM but not the context's
+        # (basic/model.py:174-178: d_cell_fw for u, cell_fw for h).
+        H = self.context(self.embed(cw, cc), c_len)                         # (B, Lc, 2h)
         U = self.context(self.drop(self.embed(qw, qc)), q_len)              # (B, Lq, 2h)
 
         # S = w_h.h_t + w_u.u_j + (w_hu * h_t).u_j: the same as w.[h; u; h*u], without the (B, Lc, Lq, 6h) tensor.
@@ -124,10 +148,13 @@ class BiDAF(nn.Module):
         G = torch.cat([H, U_tilde, H * U_tilde, H * h_tilde], dim=2)        # (B, Lc, 8h)
 
         M = self.modeling(self.drop(G), c_len)                              # (B, Lc, 2h)
-        M2 = self.end_lstm(self.drop(M), c_len)
-        start = self.start(torch.cat([G, M], dim=2)).squeeze(2)
-        end = self.end(torch.cat([G, M2], dim=2)).squeeze(2)
-        return start.masked_fill(~c_mask, NEG), end.masked_fill(~c_mask, NEG)
+        start = self.start(self.drop(torch.cat([G, M], dim=2))).squeeze(2).masked_fill(~c_mask, NEG)
+        # The end pointer reads where the start pointer looks (basic/model.py:213-217): M summed
+        # under softmax(start), the same vector at every position.
+        a = (torch.softmax(start, dim=1).unsqueeze(1) @ M).expand_as(M)    # (B, Lc, 2h)
+        M2 = self.end_lstm(self.drop(torch.cat([G, M, a, M * a], dim=2)), c_len)
+        end = self.end(self.drop(torch.cat([G, M2], dim=2))).squeeze(2)
+        return start, end.masked_fill(~c_mask, NEG)
 
 
 def count_parameters(net: nn.Module) -> int:
@@ -207,10 +234,11 @@ class BiDAFReference(TorchReference):
             raise ValueError(f"no training question fits max_context {cfg['max_context']} and "
                              f"max_question {cfg['max_question']}")
         words, vectors = squad.read_glove(glove, squad.data_words(paragraphs, questions), cfg["word_dim"])
-        self.chars = squad.char_table([p.context for p in paragraphs] + [q.text for q in questions],
-                                      cfg["char_min_count"])
-        self.encoder = squad.Encoder.build(words, self.chars, cfg["max_word_chars"])
-        self.net = BiDAF(torch.from_numpy(vectors), len(self.chars) + 2, cfg).to(self.device)
+        word_counts, char_counts = squad.seed_counts(paragraphs, questions)
+        self.chars = squad.char_table(char_counts, cfg["char_min_count"])
+        self.learned = squad.learned_words(word_counts, words, cfg["word_min_count"])
+        self.encoder = squad.Encoder.build(words, self.chars, cfg["max_word_chars"], self.learned)
+        self.net = BiDAF(torch.from_numpy(vectors), len(self.chars) + 2, cfg, len(self.learned)).to(self.device)
         # device_ids=None (allowed for a one-device module): DDP then leaves the inputs where they
         # are, and the lengths stay on the CPU for pack_padded_sequence.
         self.model = DistributedDataParallel(self.net, device_ids=None) if self.distributed else self.net
@@ -239,24 +267,28 @@ class BiDAFReference(TorchReference):
             samples += len(questions)
         return {"loss": total.item() / len(batches), "samples": samples, "lr": self.ctx.config["lr"]}
 
-    # Saving and loading: the averaged weights and the character list (GloVe is not a learned weight).
+    # Saving and loading: the averaged weights, the character list and the learned words (GloVe is
+    # not a learned weight).
 
     def save(self, path: Path) -> None:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         torch.save(self.ema.state_dict(), path / MODEL_FILE)
         (path / CHARS_FILE).write_text(json.dumps(self.chars, ensure_ascii=False), encoding="utf-8")
+        (path / WORDS_FILE).write_text(json.dumps(self.learned, ensure_ascii=False), encoding="utf-8")
         (path / CONFIG_FILE).write_text(json.dumps(self.ctx.config, indent=2))
 
     def load(self, path: Path) -> None:
         cfg = self.ctx.config
         chars = json.loads((Path(path) / CHARS_FILE).read_text(encoding="utf-8"))
-        self.net = BiDAF(self.word_vectors, len(chars) + 2, cfg).to(self.device)
+        learned = json.loads((Path(path) / WORDS_FILE).read_text(encoding="utf-8"))
+        self.net = BiDAF(self.word_vectors, len(chars) + 2, cfg, len(learned)).to(self.device)
         self.net.load_state_dict(torch.load(Path(path) / MODEL_FILE, map_location=self.device))
         self.net.eval()
-        self.encoder = squad.Encoder.build(self.words, chars, cfg["max_word_chars"])
+        self.encoder = squad.Encoder.build(self.words, chars, cfg["max_word_chars"], learned)
 
-    # Prediction: the most likely span of at most max_span tokens, as the exact context text.
+    # Prediction: the most likely span (start <= end; at most max_span tokens if it is not 0), as
+    # the exact context text.
 
     @torch.inference_mode()
     def answers(self, questions: list[squad.Question]) -> list[str]:
@@ -265,7 +297,7 @@ class BiDAFReference(TorchReference):
         start, end = self.net(*to_device(batch, self.device))
         p1, p2 = torch.softmax(start, 1).cpu().numpy(), torch.softmax(end, 1).cpu().numpy()
         lengths = np.array([len(self.paragraphs[q.paragraph].tokens) for q in questions])
-        s, e = squad.best_spans(p1, p2, lengths, self.ctx.config["max_span"])
+        s, e = squad.best_spans(p1, p2, lengths, self.ctx.config["max_span"] or None)
         return [squad.answer_text(self.paragraphs[q.paragraph], int(i), int(j)) if lengths[k] else ""
                 for k, (q, i, j) in enumerate(zip(questions, s, e))]
 

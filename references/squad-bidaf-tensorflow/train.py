@@ -5,12 +5,16 @@ The same network and recipe as squad-bidaf-pytorch's train.py (one shared spec, 
 hyperparameter names in reference.toml), so the two frameworks can be compared on one recipe; their
 trainable parameter counts differ only by PyTorch's second LSTM bias (8 x 4 x hidden, see
 count_parameters). Read top to bottom; to fork, `cp -r` this directory and edit this file.
+The anchor is the DAWNBench seed's code, stanford-futuredata/dawn-bench-models
+tensorflow/SQuAD/basic (a copy of allenai/bi-att-flow): where it and the paper differ, this file
+follows the code (README: the recipe-vs-anchor table).
 
 The network, for a context of Lc tokens and a question of Lq tokens (h = hidden):
   1. character embedding: each token's first max_word_chars characters -> Embedding(char_dim),
      dropout, Conv1D(char_filters, char_width, 'valid'), ReLU, max over the characters;
   2. word embedding: frozen GloVe vectors (not a learned weight: each role looks its own words up
-     in the GloVe file it sees);
+     in the GloVe file it sees), and a trained table for the unknown word and the frequent training
+     words GloVe lacks (common.squad.learned_words; saved with the model);
   3. concatenated (char_filters + word_dim = d0), then `highway_layers` highway layers; the same
      layers embed the context and the question;
   4. contextual layer: one bidirectional LSTM shared by context and question -> H (Lc, 2h), U (Lq, 2h);
@@ -18,15 +22,18 @@ The network, for a context of Lc tokens and a question of Lq tokens (h = hidden)
      U~ = softmax_j(S) U; query-to-context b = softmax_t(max_j S), h~ = sum_t b_t h_t;
      G = [H; U~; H * U~; H * h~] (8h);
   6. modeling layer: two bidirectional LSTMs -> M (2h);
-  7. output: start logits w_p1 . [G; M]; M2 = bidirectional LSTM(M); end logits w_p2 . [G; M2].
+  7. output: start logits w_p1 . [G; M]; a = softmax(start logits) M, tiled over the context;
+     M2 = bidirectional LSTM([G; M; a; M * a]) (14h in); end logits w_p2 . [G; M2].
 Padding is masked everywhere (-1e30 before every softmax); the loss is the cross-entropy of the
 start plus that of the end, averaged over the batch. The LSTMs are keras.layers.LSTM inside
 keras.layers.Bidirectional, called with the padding mask: the batches are right-padded, which is
 what Keras 3 needs to run them on cuDNN on a GPU (a fully masked row would send it back to the slow
 kernel, so every row keeps its first position).
 
-The recipe: Adam (lr 0.001, default betas and epsilon), batches of 60 questions, dropout 0.2 on the
-character embeddings and on every LSTM's input, and an exponential moving average (0.999) of every
+The recipe: Adam (lr 0.001, default betas and epsilon), batches of 60 questions, dropout 0.2 where
+the seed has it (the character embedding, the question's contextual LSTM input but not the
+context's, both modeling layers' inputs, the end LSTM's input, the inputs of the start and end
+logits), and an exponential moving average (0.999) of every
 trainable weight, updated after each step: the saved, evaluated model is the average. One device:
 no tf.distribute (a batch of 60 questions does not fill one modern GPU; see README).
 
@@ -52,6 +59,7 @@ from common.tf_runtime import KerasReference
 
 WEIGHTS_FILE = "bidaf-ema.weights.npz"    # the EMA weights, one array per variable path
 CHARS_FILE = "chars.json"                 # the trainer's character list: the predictor's Encoder needs it
+WORDS_FILE = "words.json"                 # the learned words, in the order of their trained rows
 CONFIG_FILE = "config.json"
 TRAIN_FILE, DEV_FILE = "train-v1.1.json", "dev-v1.1.questions.json"
 NEG = -1e30                               # the logit of a padded position
@@ -102,15 +110,21 @@ def masked_logits(logits, mask):
 class BiDAF(keras.Model):
     """Batches of ids (common.squad.make_batch's cw, cc, qw, qc) -> start and end logits (B, Lc),
     padding at -1e30. The frozen word table is a constant of the model, not a weight: it is not
-    trained, not counted and not saved, and each role gives its own (`word_vectors`)."""
+    trained, not counted and not saved, and each role gives its own (`word_vectors`: read_glove's
+    table, rows 0 and 1 unused). n_learned: the learned words (common.squad.Encoder's ids
+    2 .. n_learned + 1), each with a trained row."""
 
-    def __init__(self, word_vectors: np.ndarray, n_chars: int, cfg: dict):
+    def __init__(self, word_vectors: np.ndarray, n_chars: int, cfg: dict, n_learned: int = 0):
         super().__init__(name="bidaf")
         with tf.device(device()):       # an eager constant starts on the host: copied to the GPU once
             self.word_vectors = tf.identity(tf.constant(word_vectors, tf.float32))
         h, d0 = cfg["hidden"], cfg["char_filters"] + cfg["word_dim"]
         if word_vectors.shape[1] != cfg["word_dim"]:
             raise ValueError(f"word vectors of {word_vectors.shape[1]} dimensions, word_dim {cfg['word_dim']}")
+        # Padding, the unknown word and the learned words, trained, drawn from N(0, 1) as the seed's
+        # (basic/main.py:76-78); padding is masked to zeros where it is read.
+        self.word_embedding = layers.Embedding(n_learned + 2, cfg["word_dim"], name="word_embedding",
+                                               embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0))
         self.char_embedding = layers.Embedding(n_chars, cfg["char_dim"], name="char_embedding")
         self.char_conv = layers.Conv1D(cfg["char_filters"], cfg["char_width"], padding="valid",
                                        activation="relu", name="char_conv")
@@ -123,7 +137,7 @@ class BiDAF(keras.Model):
         self.modeling1 = bilstm(h, "modeling1")
         self.modeling2 = bilstm(h, "modeling2")
         self.start = layers.Dense(1, use_bias=False, name="start")
-        self.end_lstm = bilstm(h, "end_lstm")
+        self.end_lstm = bilstm(h, "end_lstm")       # over [G; M; a; M * a]
         self.end = layers.Dense(1, use_bias=False, name="end")
         self.dropout = layers.Dropout(cfg["dropout"], name="dropout")   # no weights: one serves every place
         self.sizes = (cfg["max_word_chars"], cfg["char_dim"], d0, h)
@@ -131,6 +145,7 @@ class BiDAF(keras.Model):
     def build(self, input_shape=None):
         """Every weight made from the sizes alone (no forward pass: it would run the LSTMs eagerly)."""
         width, char_dim, d0, h = self.sizes
+        self.word_embedding.build((None,))
         self.char_embedding.build((None, width))
         self.char_conv.build((None, width, char_dim))
         for transform, gate in zip(self.transforms, self.gates):
@@ -141,9 +156,16 @@ class BiDAF(keras.Model):
         self.modeling1.build((None, None, 8 * h))
         self.modeling2.build((None, None, 2 * h))
         self.start.build((None, 10 * h))
-        self.end_lstm.build((None, None, 2 * h))
+        self.end_lstm.build((None, None, 14 * h))
         self.end.build((None, 10 * h))
         self.built = True
+
+    def words(self, ids):
+        """(B, L) word ids -> (B, L, word_dim): trained rows below n_learned + 2, GloVe above."""
+        n = self.word_embedding.input_dim
+        trained = self.word_embedding(tf.minimum(ids, n - 1)) * tf.cast(ids != squad.PAD, tf.float32)[..., None]
+        frozen = tf.gather(self.word_vectors, tf.maximum(ids - (n - 2), 0))
+        return tf.where((ids < n)[..., None], trained, frozen)
 
     def embed(self, words, chars, training):
         """(B, L) word ids and (B, L, W) character ids -> (B, L, d0) after the highway layers."""
@@ -153,7 +175,7 @@ class BiDAF(keras.Model):
         c = self.char_embedding(chars) * tf.cast(chars != squad.PAD, tf.float32)[..., None]   # (B*L, W, char_dim)
         c = self.char_conv(self.dropout(c, training=training))                    # (B*L, W-width+1, F)
         c = tf.reshape(tf.reduce_max(c, axis=1), [batch, length, self.char_conv.filters])
-        x = tf.concat([c, tf.gather(self.word_vectors, words)], axis=-1)
+        x = tf.concat([c, self.words(words)], axis=-1)
         for transform, gate in zip(self.transforms, self.gates):
             g = gate(x)
             x = g * transform(x) + (1.0 - g) * x
@@ -167,7 +189,9 @@ class BiDAF(keras.Model):
         # row, which cuDNN refuses).
         c_mask = (cw != squad.PAD) | (tf.range(tf.shape(cw)[1]) < 1)[None, :]
         q_mask = (qw != squad.PAD) | (tf.range(tf.shape(qw)[1]) < 1)[None, :]
-        H = self.lstm(self.contextual, self.embed(cw, cc, training), c_mask, training)   # (B, Lc, 2h)
+        # The seed drops the question's input to the shared LSTM but not the context's
+        # (basic/model.py:174-178: d_cell_fw for u, cell_fw for h).
+        H = self.contextual(self.embed(cw, cc, training), mask=c_mask, training=training)  # (B, Lc, 2h)
         U = self.lstm(self.contextual, self.embed(qw, qc, training), q_mask, training)   # (B, Lq, 2h)
 
         S = masked_logits(self.similarity(H, U), q_mask[:, None, :])                      # (B, Lc, Lq)
@@ -177,15 +201,18 @@ class BiDAF(keras.Model):
         G = tf.concat([H, U_tilde, H * U_tilde, H * h_tilde], axis=-1)                    # (B, Lc, 8h)
 
         M = self.lstm(self.modeling2, self.lstm(self.modeling1, G, c_mask, training), c_mask, training)
-        M2 = self.lstm(self.end_lstm, M, c_mask, training)
-        p1 = self.start(tf.concat([G, M], axis=-1))[..., 0]
-        p2 = self.end(tf.concat([G, M2], axis=-1))[..., 0]
-        return masked_logits(p1, c_mask), masked_logits(p2, c_mask)
+        p1 = masked_logits(self.start(self.dropout(tf.concat([G, M], axis=-1), training=training))[..., 0], c_mask)
+        # The end pointer reads where the start pointer looks (basic/model.py:213-217): M summed
+        # under softmax(start), the same vector at every position.
+        a = tf.broadcast_to(tf.matmul(tf.nn.softmax(p1, axis=-1)[:, None, :], M), tf.shape(M))   # (B, Lc, 2h)
+        M2 = self.lstm(self.end_lstm, tf.concat([G, M, a, M * a], axis=-1), c_mask, training)
+        p2 = self.end(self.dropout(tf.concat([G, M2], axis=-1), training=training))[..., 0]
+        return p1, masked_logits(p2, c_mask)
 
 
-def build_model(cfg: dict, word_vectors: np.ndarray, n_chars: int) -> BiDAF:
+def build_model(cfg: dict, word_vectors: np.ndarray, n_chars: int, n_learned: int = 0) -> BiDAF:
     """The network with its weights made."""
-    model = BiDAF(word_vectors, n_chars, cfg)
+    model = BiDAF(word_vectors, n_chars, cfg, n_learned)
     model.build()
     return model
 
@@ -194,9 +221,10 @@ def count_parameters(model: keras.Model) -> int:
     """Trainable parameters (the frozen word table is a constant, not counted). With C characters
     in the list (C + 2 embedding rows: padding and unknown) and the defaults:
         char embedding 8 (C + 2) + convolution 5 x 8 x 100 + 100 + highway 2 x 2 x (200 x 200 + 200)
-        + four bidirectional LSTMs 2 x (4h (in + h) + 4h), in = 200, 800, 200, 200
-        + similarity 6h + start and end 10h each
-        = 1,610,700 + 8 (C + 2); PyTorch's LSTMs have a second bias: + 8 x 4h = 3,200."""
+        + four bidirectional LSTMs 2 x (4h (in + h) + 4h), in = 200, 800, 200, 1400
+        + similarity 6h + start and end 10h each + the trained word rows word_dim (K + 2)
+        = 2,570,700 + 8 (C + 2) + 100 (K + 2) for K learned words; PyTorch's LSTMs have a second
+        bias: + 8 x 4h = 3,200."""
     return int(sum(np.prod(v.shape) for v in model.trainable_variables))
 
 
@@ -271,14 +299,15 @@ class BiDAFKeras(KerasReference):
         # trainer draws anything (the predictor loads its weights); and TensorFlow re-instantiates a
         # traced function after every tf.random.set_seed, which costs seconds.
         keras.utils.set_random_seed(ctx.seed)
-        self.chars = squad.char_table([p.context for p in self.paragraphs] + [q.text for q in self.questions],
-                                      cfg["char_min_count"])
-        self.encoder = squad.Encoder.build(self.word_index, self.chars, cfg["max_word_chars"])
+        word_counts, char_counts = squad.seed_counts(self.paragraphs, self.questions)
+        self.chars = squad.char_table(char_counts, cfg["char_min_count"])
+        self.learned = squad.learned_words(word_counts, self.word_index, cfg["word_min_count"])
+        self.encoder = squad.Encoder.build(self.word_index, self.chars, cfg["max_word_chars"], self.learned)
         self.train_questions = squad.trainable(self.paragraphs, self.questions, cfg["max_context"], cfg["max_question"])
         if not self.train_questions:
             raise ValueError(f"no training question within max_context {cfg['max_context']} and "
                              f"max_question {cfg['max_question']} with its answer in the context")
-        self.model = build_model(cfg, self.word_vectors, len(self.chars) + 2)
+        self.model = build_model(cfg, self.word_vectors, len(self.chars) + 2, len(self.learned))
         self.opt = keras.optimizers.Adam(learning_rate=cfg["lr"])
         self.opt.build(self.model.trainable_variables)          # its variables exist before tracing
         # The moving average starts at the initial weights, as tf.train.ExponentialMovingAverage
@@ -298,7 +327,8 @@ class BiDAFKeras(KerasReference):
             samples += len(idx)
         return {"loss": float(total) / samples, "samples": samples, "lr": float(cfg["lr"])}
 
-    # Saving and loading: the moving averages, under the variables' paths, and the character list.
+    # Saving and loading: the moving averages, under the variables' paths, the character list and
+    # the learned words.
 
     def save(self, path: Path) -> None:
         path = Path(path)
@@ -307,13 +337,15 @@ class BiDAFKeras(KerasReference):
         with open(path / WEIGHTS_FILE, "wb") as f:
             np.savez(f, **arrays)
         (path / CHARS_FILE).write_text(json.dumps(self.chars, ensure_ascii=True))
+        (path / WORDS_FILE).write_text(json.dumps(self.learned, ensure_ascii=True))
         (path / CONFIG_FILE).write_text(json.dumps(self.ctx.config, indent=2))
 
     def load(self, path: Path) -> None:
         path, cfg = Path(path), self.ctx.config
         self.chars = json.loads((path / CHARS_FILE).read_text())
-        self.encoder = squad.Encoder.build(self.word_index, self.chars, cfg["max_word_chars"])
-        self.model = build_model(cfg, self.word_vectors, len(self.chars) + 2)
+        self.learned = json.loads((path / WORDS_FILE).read_text())
+        self.encoder = squad.Encoder.build(self.word_index, self.chars, cfg["max_word_chars"], self.learned)
+        self.model = build_model(cfg, self.word_vectors, len(self.chars) + 2, len(self.learned))
         with np.load(path / WEIGHTS_FILE) as saved:
             names = {v.path for v in self.model.trainable_variables}
             if set(saved.files) != names:
@@ -331,7 +363,7 @@ class BiDAFKeras(KerasReference):
         batch = squad.make_batch(self.encoder, self.paragraphs, questions)
         p1, p2 = self.probabilities(*tensors(batch))
         lengths = np.array([len(self.paragraphs[q.paragraph].tokens) for q in questions])
-        starts, ends = squad.best_spans(p1.numpy(), p2.numpy(), lengths, self.ctx.config["max_span"])
+        starts, ends = squad.best_spans(p1.numpy(), p2.numpy(), lengths, self.ctx.config["max_span"] or None)
         return [squad.answer_text(self.paragraphs[q.paragraph], s, e) if n else ""
                 for q, s, e, n in zip(questions, starts, ends, lengths)]
 
