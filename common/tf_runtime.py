@@ -16,13 +16,23 @@ the eval batches, one for a single example, which XLA compiles when the hyperpar
 `choose_strategy` picks the tf.distribute strategy of one process, whatever the hardware: a Cloud
 TPU where one answers, else the machine's GPUs, else the default strategy; or, asked for, several
 logical CPUs (what tests of the multi-replica code path run on a machine without accelerators).
+
+`check_cuda_libraries`, which every KerasReference runs when it is made (before `setup`, in the
+trainer and the predictor), stops a GPU run with one line where the CUDA libraries it would load
+are not the ones this TensorFlow was built with: a cuDNN of a lower minor (TensorFlow itself
+refuses it only at the first convolution, deep in a traceback), a CUDA runtime of another
+major.minor, no ptxas or libdevice for XLA, or GPUs on the machine that TensorFlow cannot use.
+It says nothing where TensorFlow is a CPU build or the machine has no NVIDIA GPU.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import glob
+import importlib.metadata
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -43,6 +53,12 @@ class KerasReference(Reference):
     model: keras.Model
     eval_x: tf.Tensor
     gpu: bool = False
+
+    def __init__(self):
+        super().__init__()
+        # Before setup, in both roles: the references resolve their device in setup, which a
+        # fork edits; a wrong cuDNN would otherwise surface at the first convolution.
+        check_cuda_libraries()
 
     # The evaluated model and its scores: what predict, infer and save use.
 
@@ -227,3 +243,151 @@ def choose_strategy(tpu="auto", cpu_replicas: int = 1) -> tf.distribute.Strategy
     if not gpus and int(cpu_replicas) > 1:
         return tf.distribute.MirroredStrategy(split_cpu(int(cpu_replicas)))
     return tf.distribute.get_strategy()
+
+
+# ----------------------------------------------------------------------------------------------
+# The CUDA libraries a GPU run loads, against the ones this TensorFlow was built with
+
+NVIDIA_DEVICE_FILES = "/dev/nvidia[0-9]*"
+
+
+def version_tuple(text: str | None) -> tuple[int, ...]:
+    """"12.5.1" -> (12, 5, 1); "" or None -> ()."""
+    return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
+
+
+def cuda_problem(built: Mapping[str, str], found: Mapping[str, str | None], gpus_listed: bool = True) -> str | None:
+    """Why TensorFlow cannot run on the CUDA libraries found, as one line, or None. `built`: the
+    "cuda" and "cudnn" versions the build was compiled against ("9" where only the major is known);
+    `found`: those of the libraries this process would load ("cuda", "cudnn", None where none is)
+    and the "ptxas" and "libdevice" files XLA would use. A cuDNN must have the build's major and at
+    least its minor (TensorFlow's own rule); the CUDA runtime the build's major and at least its
+    minor (CUDA's minor-version compatibility)."""
+    problems = []
+    for lib, name in (("cudnn", "cuDNN"), ("cuda", "CUDA runtime")):
+        want, have = version_tuple(built.get(lib)), version_tuple(found.get(lib))
+        if not want:
+            continue
+        where = f" ({found[lib + '_path']})" if found.get(lib + "_path") else ""
+        if not have:
+            problems.append(f"no {name} {want[0]} library found")
+        elif have[0] != want[0]:
+            problems.append(f"it loads {name} {found[lib]}{where}, not {name} {want[0]}")
+        elif have[1:2] < want[1:2]:
+            problems.append(f"it loads {name} {found[lib]}{where}, older than the {want[0]}.{want[1]} it was built with")
+    for tool in ("ptxas", "libdevice"):
+        if not found.get(tool):
+            problems.append(f"XLA finds no {tool}")
+    if not gpus_listed:
+        problems.insert(0, "it sees none of this machine's NVIDIA GPUs")
+    elif not problems:
+        return None
+    return (f"TensorFlow {tf.__version__} (built with CUDA {built.get('cuda')} and cuDNN {built.get('cudnn')}): "
+            + "; ".join(problems) + ". Install tensorflow[and-cuda] with the nvidia-*-cu12 wheels of its "
+            "extra (the TensorFlow references' requirements.txt pins them), or use a base image whose "
+            "libraries are at least those versions")
+
+
+def built_versions(build_info: Mapping) -> dict[str, str]:
+    """The CUDA and cuDNN this TensorFlow was compiled against. get_build_info names cuDNN's major
+    only ("9"); the minimum its [and-cuda] extra asks of nvidia-cudnn-cu12 (9.3.0.75 for 2.21) is
+    the version it was built with, and gives the minor."""
+    cudnn = str(build_info.get("cudnn_version", ""))
+    requirements = []
+    # The distribution that installed the tensorflow package: tensorflow in the images.
+    for dist in importlib.metadata.packages_distributions().get("tensorflow", ["tensorflow"]):
+        try:
+            requirements += importlib.metadata.requires(dist) or []
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    for line in requirements:
+        match = re.match(r"nvidia-cudnn-cu\d+\s*[^;]*?>=\s*([\d.]+)", line)
+        if match and version_tuple(match.group(1))[:1] == version_tuple(cudnn)[:1]:
+            cudnn = match.group(1)
+    return {"cuda": str(build_info.get("cuda_version", "")), "cudnn": cudnn}
+
+
+def _library_version(soname: str, directories, ask) -> tuple[str | None, str | None]:
+    """(version, path) of the first `soname` found where TensorFlow's loader looks: the given
+    directories in order, then the system's (ld.so.cache and default directories)."""
+    for path in [os.path.join(d, soname) for d in directories if d] + [soname]:
+        if os.sep in path and not os.path.exists(path):
+            continue
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        return ask(library), path
+    return None, None
+
+
+def cudnn_version_text(v: int) -> str:
+    """cudnnGetVersion()'s number as major.minor.patch: cuDNN 9 encodes major * 10000 + minor * 100
+    + patch, cuDNN 8 and older major * 1000 + minor * 100 + patch."""
+    major, rest = (v // 10000, v % 10000) if v >= 90000 else (v // 1000, v % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def cudart_version_text(v: int) -> str:
+    """cudaRuntimeGetVersion()'s number (major * 1000 + minor * 10) as major.minor."""
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def _cudnn_version(library) -> str:
+    library.cudnnGetVersion.restype = ctypes.c_size_t
+    return cudnn_version_text(int(library.cudnnGetVersion()))
+
+
+def _cudart_version(library) -> str | None:
+    v = ctypes.c_int()
+    return cudart_version_text(v.value) if library.cudaRuntimeGetVersion(ctypes.byref(v)) == 0 else None
+
+
+def found_libraries(built: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """The cuDNN and CUDA runtime versions this process would load, and the ptxas and libdevice XLA
+    would use, looked for where TensorFlow looks: dlopen from libtensorflow_framework.so.2 searches
+    LD_LIBRARY_PATH, then its RUNPATH (site-packages/nvidia/<library>/lib), then the system; XLA
+    searches --xla_gpu_cuda_data_dir, /usr/local/cuda, /opt/cuda and site-packages/nvidia/cuda_nvcc
+    (openxla/xla xla/tsl/platform/default/cuda_root_path.cc, CandidateCudaRoots), and PATH first
+    for ptxas."""
+    environ = os.environ if environ is None else environ
+    site = os.path.dirname(os.path.dirname(os.path.abspath(tf.__file__)))
+    search = environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    found = {}
+    for key, folder, soname, ask in (("cudnn", "cudnn", "libcudnn.so", _cudnn_version),
+                                     ("cuda", "cuda_runtime", "libcudart.so", _cudart_version)):
+        major = version_tuple(built.get(key))[:1]
+        name = f"{soname}.{major[0]}" if major else soname
+        found[key], found[key + "_path"] = _library_version(
+            name, search + [os.path.join(site, "nvidia", folder, "lib")], ask)
+    data_dir = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", environ.get("XLA_FLAGS", ""))
+    roots = ([data_dir.group(1)] if data_dir else []) + ["/usr/local/cuda", "/opt/cuda",
+                                                         os.path.join(site, "nvidia", "cuda_nvcc")]
+    ptxas = [os.path.join(d, "ptxas") for d in environ.get("PATH", "").split(os.pathsep) if d]
+    ptxas += [os.path.join(r, "bin", "ptxas") for r in roots]
+    libdevice = [os.path.join(r, "nvvm", "libdevice", "libdevice.10.bc") for r in roots]
+    found["ptxas"] = next((p for p in ptxas if os.access(p, os.X_OK)), None)
+    found["libdevice"] = next((p for p in libdevice if os.path.isfile(p)), None)
+    return found
+
+
+def gpus_hidden(environ: Mapping[str, str]) -> bool:
+    """CUDA_VISIBLE_DEVICES set to hide every GPU: a CPU run asked for on a GPU machine."""
+    value = environ.get("CUDA_VISIBLE_DEVICES")
+    return value is not None and value.strip() in ("", "-1")
+
+
+def check_cuda_libraries(environ: Mapping[str, str] | None = None) -> None:
+    """Raise UsageError (one line) where a GPU run would load CUDA libraries this TensorFlow was not
+    built for; nothing on a CPU build or a machine without NVIDIA GPUs."""
+    environ = os.environ if environ is None else environ
+    build_info = tf.sysconfig.get_build_info()
+    if not build_info.get("is_cuda_build") or gpus_hidden(environ):
+        return
+    listed = bool(tf.config.list_physical_devices("GPU"))
+    if not listed and not glob.glob(NVIDIA_DEVICE_FILES):
+        return
+    built = built_versions(build_info)
+    problem = cuda_problem(built, found_libraries(built, environ), gpus_listed=listed)
+    if problem:
+        raise UsageError(problem)

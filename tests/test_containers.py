@@ -47,17 +47,61 @@ def dockerfile_instructions(name: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def framework_requirement(name: str) -> str:
-    """The framework requirement the image installs: requirements.txt's, or the Dockerfile's
-    CUDA_FRAMEWORK_PIN where it swaps a CPU build for a CUDA one (MXNet's CUDA builds are
-    packages of their own names: mxnet-cu117)."""
+def image_requirements(name: str) -> list[str]:
+    """The requirement lines the image installs: requirements.txt flattened, with the Dockerfile's
+    CUDA_FRAMEWORK_PIN where it swaps a CPU build for a CUDA one (MXNet's CUDA builds are packages
+    of their own names: mxnet-cu117)."""
     pin = containers.dockerfile_args(registry.load_spec(name)).get("CUDA_FRAMEWORK_PIN", "")
-    lines = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "flatten",
-                            str(REPO / "references" / name / "requirements.txt"), *([pin] if pin else [])],
-                           capture_output=True, text=True, check=True).stdout.split()
-    (line,) = [x for x in lines if x.split("==")[0].split("[")[0] in ("torch", "tensorflow", "tensorflow-cpu")
+    return subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "flatten",
+                           str(REPO / "references" / name / "requirements.txt"), *([pin] if pin else [])],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
+def framework_requirement(name: str) -> str:
+    """The framework requirement the image installs."""
+    (line,) = [x for x in image_requirements(name) if x.split("==")[0].split("[")[0] in ("torch", "tensorflow", "tensorflow-cpu")
                or x.startswith("mxnet")]
     return line
+
+
+def major_minor(version: str) -> tuple[int, ...]:
+    """The parts of a version the pairing compares: "12.5.1" -> (12, 5); "9" -> (9,)."""
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+def image_cuda_problem(base: dict, build: dict, requirements: list[str]) -> str | None:
+    """Why a GPU image's CUDA and cuDNN do not suit its framework build, or None. The base's CUDA
+    has the build's major.minor; the cuDNN the image loads (the nvidia-cudnn wheel the requirements
+    pin, else the one the build's own dependencies pin, else the base's) has the build's major and
+    at least its minor, which is TensorFlow's own rule at start-up."""
+    if not base["cuda"]:
+        return f"the base has no CUDA; the build was compiled against CUDA {build['cuda']}"
+    if major_minor(base["cuda"]) != major_minor(build["cuda"]):
+        return f"the base has CUDA {base['cuda']}, the build was compiled against {build['cuda']}"
+    # NVIDIA's wheels, where installed, are loaded before the base's libraries: TensorFlow's RUNPATH
+    # names site-packages/nvidia/*/lib, and torch preloads them.
+    pins = dict(line.split("==", 1) for line in requirements if "==" in line)
+    cuda_major = build["cuda"].split(".")[0]
+    runtime = pins.get(f"nvidia-cuda-runtime-cu{cuda_major}")
+    if runtime and major_minor(runtime) != major_minor(build["cuda"]):
+        return f"nvidia-cuda-runtime-cu{cuda_major}=={runtime}, the build was compiled against CUDA {build['cuda']}"
+    wheel = f"nvidia-cudnn-cu{cuda_major}"
+    if wheel in pins:
+        cudnn, where = pins[wheel], f"{wheel}=={pins[wheel]}"
+    elif build.get("wheel_cudnn"):
+        cudnn, where = build["wheel_cudnn"], f"the build's own {wheel}"
+    elif build.get("wheels"):
+        return f"the build installs NVIDIA's wheels but nothing pins {wheel}: pin it in requirements.txt"
+    else:
+        cudnn, where = base["cudnn"], "the base's cuDNN"
+    if not cudnn:
+        return f"{where}: none; the build was compiled against cuDNN {build['cudnn']}"
+    have, want = major_minor(cudnn), major_minor(build["cudnn"])
+    if len(want) > 1 and len(have) < 2:
+        return f"{where} is recorded as {cudnn}, without its minor: the build needs {build['cudnn']} or newer"
+    if have[0] != want[0] or have[1:] < want[1:]:
+        return f"{where} is {cudnn}, the build was compiled against {build['cudnn']} (same major, at least its minor)"
+    return None
 
 
 @pytest.mark.parametrize("name", registry.available())
@@ -130,8 +174,9 @@ def test_build_args_fill_the_dockerfiles_record():
 
 @pytest.mark.parametrize("name", registry.available())
 def test_image_pins_the_cuda_its_framework_uses(name):
-    """A GPU reference's base names the CUDA (major.minor) and cuDNN (major) that its framework
-    build was compiled against; a CPU reference installs a CPU build on a base without CUDA."""
+    """A GPU reference's image loads the CUDA (major.minor) and cuDNN (same major, at least the
+    minor) its framework build was compiled against; a CPU reference installs a CPU build on a base
+    without CUDA."""
     spec = registry.load_spec(name)
     args = containers.dockerfile_args(spec)
     base = args["FROM_IMAGE_NAME"]
@@ -142,21 +187,61 @@ def test_image_pins_the_cuda_its_framework_uses(name):
     has, wants = CUDA_TABLE["bases"][base], builds[0]
     if spec.gpus:
         assert wants["cuda"], f"{name} says gpus = true but installs a CPU build ({requirement}, {index or 'PyPI'})"
-        assert has["cuda"] == wants["cuda"], f"base {base} has CUDA {has['cuda']}, {requirement} uses {wants['cuda']}"
-        assert has["cudnn"].split(".")[0] == wants["cudnn"].split(".")[0]
+        problem = image_cuda_problem(has, wants, image_requirements(name))
+        assert problem is None, f"{name} ({base}, {requirement}): {problem}"
     else:
         assert not wants["cuda"], f"{name} is a CPU reference but installs a CUDA build ({requirement}): " \
                                   f"use the CPU index or the -cpu package"
         assert not has["cuda"], f"{name} is a CPU reference on a CUDA base {base}"
 
 
+def test_cuda_pairing_compares_the_cudnn_minor():
+    """The TensorFlow images' old pair: tensorflow 2.21.0 (built with cuDNN 9.3) on
+    nvidia/cuda:12.5.1-cudnn-runtime, whose cuDNN is 9.2.1. A major-only comparison passed it;
+    TensorFlow itself refuses that cuDNN when its first convolution runs."""
+    old_base = CUDA_TABLE["bases"]["nvidia/cuda:12.5.1-cudnn-runtime-ubuntu24.04"]
+    (plain,) = [b for b in CUDA_TABLE["frameworks"] if b["requirement"] == "tensorflow==2.21.0"]
+    assert "cuDNN is 9.2.1.18" in image_cuda_problem(old_base, plain, ["tensorflow==2.21.0"])
+    newer = dict(old_base, cudnn="9.10.2.21")       # 9.10 > 9.3: minors compare as numbers, not text
+    assert image_cuda_problem(newer, plain, ["tensorflow==2.21.0"]) is None
+    assert "8.9.7.29" in image_cuda_problem(dict(old_base, cudnn="8.9.7.29"), plain, [])    # another major
+    assert "without its minor" in image_cuda_problem(dict(old_base, cudnn="9"), plain, [])
+    assert "CUDA 12.4" in image_cuda_problem(dict(old_base, cuda="12.4.1"), plain, [])
+    # With NVIDIA's wheels installed the base's cuDNN is not loaded: the pinned wheel's is.
+    assert image_cuda_problem(old_base, plain, ["nvidia-cudnn-cu12==9.3.0.75"]) is None
+    (extra,) = [b for b in CUDA_TABLE["frameworks"] if b["requirement"] == "tensorflow[and-cuda]==2.21.0"]
+    assert image_cuda_problem(old_base, extra, ["nvidia-cudnn-cu12==9.3.0.75"]) is None
+    assert "9.2.1.18" in image_cuda_problem(old_base, extra, ["nvidia-cudnn-cu12==9.2.1.18"])
+    assert "pin it" in image_cuda_problem(old_base, extra, ["tensorflow[and-cuda]==2.21.0"])
+
+
+TF_GPU_REFERENCES = [n for n in registry.available()
+                     if registry.load_spec(n).framework == "tensorflow" and registry.load_spec(n).gpus]
+
+
+@pytest.mark.parametrize("name", TF_GPU_REFERENCES)
+def test_tensorflow_gpu_images_carry_what_xla_needs(name):
+    """XLA compiles for the GPU with ptxas and links libdevice; neither is in a -runtime base. The
+    nvidia-cuda-nvcc wheel carries both (nvidia/cuda_nvcc/bin/ptxas,
+    nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc), and XLA looks in ../nvidia/cuda_nvcc next to
+    TensorFlow's libraries (openxla/xla xla/tsl/platform/default/cuda_root_path.cc,
+    CandidateCudaRoots). Every NVIDIA wheel is pinned, so two builds of the image load the same
+    libraries."""
+    lines = image_requirements(name)
+    assert any(line.startswith("nvidia-cuda-nvcc-cu12==") for line in lines), lines
+    unpinned = [line for line in lines if line.startswith("nvidia-") and "==" not in line]
+    assert not unpinned and any(line.startswith("tensorflow[and-cuda]==") for line in lines), lines
+
+
 def test_cuda_table_is_well_formed():
     for base, row in CUDA_TABLE["bases"].items():
-        assert images.pinned_image(base) and set(row) == {"cuda", "cudnn"}
-        if base.startswith("nvidia/cuda:"):       # the tag says it: nvidia/cuda:<X.Y.Z>-cudnn-...
-            assert base.split(":")[1].startswith(row["cuda"] + ".") and "-cudnn" in base
+        assert images.pinned_image(base) and set(row) == {"cuda", "cudnn", "source"} and row["source"]
+        if base.startswith("nvidia/cuda:"):       # the tag says it: nvidia/cuda:<X.Y.Z>-[cudnn-]...
+            assert re.match(re.escape(row["cuda"]) + r"[-.]", base.split(":")[1]), (base, row["cuda"])
+            assert bool(row["cudnn"]) == ("-cudnn" in base), base
     for build in CUDA_TABLE["frameworks"]:
         assert "==" in build["requirement"] and build["source"]
+        assert set(build) <= {"requirement", "index", "cuda", "cudnn", "wheels", "wheel_cudnn", "source"}
 
 
 def test_compose_lists_references_as_generated_and_tolerates_a_fresh_fork():
