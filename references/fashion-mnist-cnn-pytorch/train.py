@@ -44,6 +44,17 @@ def build_model(widths: list[int]) -> nn.Module:
     )
 
 
+def epoch_draw(n: int, seed: int, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The epoch's order of the n training images, and which of them to flip (each with p = 0.5)."""
+    gen = torch.Generator().manual_seed(seed * 1000 + epoch)
+    return torch.randperm(n, generator=gen), torch.rand(n, generator=gen) < 0.5
+
+
+def flip(x: torch.Tensor, which: torch.Tensor) -> torch.Tensor:
+    """The training augmentation: the images (N, 1, 28, 28) where `which` is true mirrored left to right."""
+    return torch.where(which.view(-1, 1, 1, 1), x.flip(3), x)
+
+
 def to_input(images: np.ndarray) -> torch.Tensor:
     x = torch.from_numpy(images).float().div_(255).sub_(MEAN).div_(STD).unsqueeze(1)
     return x.contiguous(memory_format=torch.channels_last)
@@ -74,25 +85,25 @@ class FashionCNN(TorchReference):
         cfg, ctx = self.ctx.config, self.ctx
         self.model.train()
         # Every rank draws the same permutation and takes its own slice of each global batch.
-        gen = torch.Generator().manual_seed(ctx.seed * 1000 + epoch)
-        order = torch.randperm(len(self.train_x), generator=gen).to(self.device)
-        flips = torch.rand(len(self.train_x), generator=gen).to(self.device) < 0.5
+        order, flips = (t.to(self.device) for t in epoch_draw(len(self.train_x), ctx.seed, epoch))
         total_loss = torch.zeros((), device=self.device)
         for i in ctx.progress(range(self.steps_per_epoch), total=self.steps_per_epoch, desc=f"epoch {epoch}"):
             start = i * cfg["batch_size"] + ctx.rank * self.batch
             idx = order[start:start + self.batch]
-            x = self.train_x[idx]
-            x = torch.where(flips[idx].view(-1, 1, 1, 1), x.flip(3), x)
-            for group in self.opt.param_groups:
-                group["lr"] = self.lr_at(self.step)
-            loss = F.cross_entropy(self.model(x), self.train_y[idx], label_smoothing=cfg["label_smoothing"])
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
-            total_loss += loss.detach()
-            self.step += 1
+            total_loss += self.train_step(flip(self.train_x[idx], flips[idx]), self.train_y[idx])
         return {"loss": total_loss.item() / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * self.batch, "lr": self.lr_at(self.step)}
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on an augmented batch at the schedule's learning rate; the loss."""
+        for group in self.opt.param_groups:
+            group["lr"] = self.lr_at(self.step)
+        loss = F.cross_entropy(self.model(x), y, label_smoothing=self.ctx.config["label_smoothing"])
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.step += 1
+        return loss.detach()
 
     def calibration_batch(self, indices):
         # int8 calibration (dawnbench infer --precision int8): training images, unflipped, are

@@ -89,6 +89,17 @@ def build_model(widths: list[int]) -> keras.Model:
     return keras.Model(inputs, logits, name="fashion_cnn")
 
 
+def epoch_draw(n: int, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The epoch's order of the n training images, and which of them to flip (each with p = 0.5)."""
+    rng = np.random.default_rng(seed * 1000 + epoch)
+    return rng.permutation(n), rng.random(n) < 0.5
+
+
+def flip(x: tf.Tensor, which: tf.Tensor) -> tf.Tensor:
+    """The training augmentation: the images (N, 28, 28, 1) where `which` is true mirrored left to right."""
+    return tf.where(which[:, None, None, None], tf.reverse(x, axis=[2]), x)
+
+
 def to_input(images: np.ndarray) -> np.ndarray:
     """uint8 (N, 28, 28) -> normalized float32 (N, 28, 28, 1)."""
     return ((images.astype(np.float32) / 255 - MEAN) / STD)[..., None]
@@ -143,8 +154,7 @@ class FashionCNNKeras(KerasReference):
 
         @tf.function(autograph=False)           # no Python control flow to convert
         def train_step(idx, flips):
-            x = tf.gather(self.train_x, idx)
-            x = tf.where(tf.gather(flips, idx)[:, None, None, None], tf.reverse(x, axis=[2]), x)
+            x = flip(tf.gather(self.train_x, idx), tf.gather(flips, idx))
             y = tf.one_hot(tf.gather(self.train_y, idx), 10)
             # The schedule is indexed by the optimizer's own step counter, so it needs no Python
             # float per step (which would retrace) and resumes correctly across epochs.
@@ -164,10 +174,9 @@ class FashionCNNKeras(KerasReference):
         cfg, ctx = self.ctx.config, self.ctx
         n, batch = len(self.train_y), cfg["batch_size"]
         # The epoch's order and flips, drawn at once; each step gathers its batch from them.
-        rng = np.random.default_rng(ctx.seed * 1000 + epoch)
+        order, flips = epoch_draw(n, ctx.seed, epoch)
         with tf.device(self.device):                    # int64: int32 tensors stay on the host
-            order = tf.constant(rng.permutation(n))
-            flips = tf.constant(rng.random(n) < 0.5)
+            order, flips = tf.constant(order), tf.constant(flips)
         total_loss = tf.zeros((), tf.float32)
         for i in ctx.progress(range(self.steps_per_epoch), total=self.steps_per_epoch, desc=f"epoch {epoch}"):
             total_loss += self.train_step(order[i * batch:(i + 1) * batch], flips)

@@ -1,0 +1,26 @@
+"""What every conformance test (tests/test_anchor_*.py) needs from the anchor tables."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+from dawnbench import anchors
+
+
+def anchor_rows(reference: str, kind: str) -> list[dict]:
+    """The rows of the reference's anchor.toml that `kind` checks."""
+    return anchors.load(REPO / "references" / reference).rows_checked_by(kind)
+
+
+def every_row_is_checked(reference: str, kinds: set[str], test_file: str) -> None:
+    """Every row is either stated (prose no code can show) or of a kind the conformance module checks;
+    a row checked by a named test names one that exists in that module."""
+    defined = {node.name for node in ast.parse(Path(test_file).read_text()).body if isinstance(node, ast.FunctionDef)}
+    here = Path(test_file).resolve().relative_to(REPO).as_posix()
+    for row in anchors.load(REPO / "references" / reference).rows:
+        assert row["check"] in kinds | {"stated"}, f"{reference}: {row['item']}: no check of kind {row['check']!r} here"
+        if row["check"] == "test":
+            path, name = row["test"].split("::")
+            assert path == here and name in defined, f"{reference}: {row['item']}: {row['test']} is not a test here"
