@@ -3,7 +3,8 @@ takes on a GPU: each reference's `make_optimizer` (Keras's LossScaleOptimizer un
 and `minimize` (the loss scaled, the decay added, the optimizer applied), two steps on a tiny dense
 layer against the update written out in numpy: PyTorch's SGD(momentum, weight_decay) for the
 ResNets, TF1's RMSProp for AmoebaNet, with the decay added to the unscaled gradient. Under
-mixed_float16 at one or two replicas (MirroredStrategy over 2 logical CPUs) and float32 at one.
+mixed_float16 and float32, at one or two replicas (MirroredStrategy over 2 logical CPUs).
+Also: a float16 overflow on either of 2 replicas skips the step on both, and which variables decay.
 
 Issue 23: the decay used to join gradients that were still multiplied by the loss scale, which
 LossScaleOptimizer then divided by it (2^15 at first), so on a GPU a decay of 0.25 moved a weight
@@ -52,6 +53,23 @@ except RuntimeError:
 
 
 @functools.cache
+def strategy(replicas: int) -> tf.distribute.Strategy:
+    """The default strategy, or one MirroredStrategy over the 2 logical CPUs for the whole module.
+    Every MirroredStrategy numbers its collective ops from the same keys, and TensorFlow remembers a
+    key's tensor shape for the life of the process: a second strategy whose first all-reduce has
+    another shape (another test, or test_imagenet_amoebanet_tpu's trainer in the same process) aborts
+    every collective after it. So this module makes one, with keys of its own (the class attribute
+    TensorFlow keeps for tests)."""
+    mirrored = tf.distribute.MirroredStrategy
+    base = mirrored._collective_key_base
+    mirrored._collective_key_base = 23_000
+    try:
+        return tf_runtime.choose_strategy("none", cpu_replicas=replicas)
+    finally:
+        mirrored._collective_key_base = base
+
+
+@functools.cache
 def recipe(name):
     return sys.modules[registry.load_spec(name).load_entry_class().__module__]
 
@@ -87,29 +105,34 @@ def expected(name, grads, w, decayed):
     return w
 
 
-@pytest.mark.parametrize("policy,replicas", [("mixed_float16", 1), ("mixed_float16", 2), ("float32", 1)])
-@pytest.mark.parametrize("name", REFERENCES)
-def test_weight_decay_is_applied_whole_whatever_the_loss_scale(name, policy, replicas):
-    train = recipe(name)
-    strategy = tf_runtime.choose_strategy("none", cpu_replicas=replicas)
-    assert strategy.num_replicas_in_sync == replicas
-    with strategy.scope():
+def setup(name, policy, replicas, x):
+    """(strategy, the dense layer (kernel W0, bias B0), the reference's optimizer, one compiled step of
+    `minimize` on the layer, each replica taking its share of the global batch `x`)."""
+    train, distribution = recipe(name), strategy(replicas)
+    assert distribution.num_replicas_in_sync == replicas
+    with distribution.scope():
         dense = layers.Dense(2, dtype=policy, kernel_initializer=keras.initializers.Constant(W0),
                              bias_initializer=keras.initializers.Constant(B0))
         dense.build((None, 3))
         opt = optimizer(name, policy)
         opt.build(dense.trainable_variables)
-    scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
-    assert scaled == (policy == "mixed_float16")
-    assert dense.compute_dtype == ("float16" if scaled else "float32")
-    x, c = tf.constant(X, tf.float32), tf.constant(C, tf.float32)
+    x, c = tf.constant(x, tf.float32), tf.constant(C, tf.float32)
 
     def replica_step():
         share = tf.reshape(x, (replicas, -1, 3))[tf.distribute.get_replica_context().replica_id_in_sync_group]
         return train.minimize(opt, lambda: tf.reduce_sum(tf.cast(dense(share), tf.float32) * c) / len(X),
                               dense.trainable_variables, WD)
 
-    step = tf.function(lambda: strategy.run(replica_step), autograph=False)
+    return distribution, dense, opt, tf.function(lambda: distribution.run(replica_step), autograph=False)
+
+
+@pytest.mark.parametrize("policy,replicas", [("mixed_float16", 1), ("mixed_float16", 2), ("float32", 1), ("float32", 2)])
+@pytest.mark.parametrize("name", REFERENCES)
+def test_weight_decay_is_applied_whole_whatever_the_loss_scale(name, policy, replicas):
+    distribution, dense, opt, step = setup(name, policy, replicas, X)
+    scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
+    assert scaled == (policy == "mixed_float16")
+    assert dense.compute_dtype == ("float16" if scaled else "float32")
     for scale in SCALES:
         if scaled:
             opt.dynamic_scale.assign(scale)
@@ -121,10 +144,27 @@ def test_weight_decay_is_applied_whole_whatever_the_loss_scale(name, policy, rep
     kernel, bias = dense.kernel.numpy(), dense.bias.numpy()
     np.testing.assert_allclose(kernel, expected(name, [grad_kernel] * 2, W0, True), rtol=RTOL)
     np.testing.assert_allclose(bias, expected(name, [grad_bias] * 2, B0, False), rtol=RTOL)
-    for copy in strategy.experimental_local_results(dense.kernel.value):     # every replica's copy alike
+    for copy in distribution.experimental_local_results(dense.kernel.value):     # every replica's copy alike
         np.testing.assert_array_equal(copy.numpy(), kernel)
     # The decay is what moved the kernel this far: without it the kernel would be elsewhere.
     assert not np.allclose(kernel, expected(name, [grad_kernel] * 2, W0, False), rtol=1e-3)
+
+
+@pytest.mark.parametrize("replica", [0, 1])
+@pytest.mark.parametrize("name", REFERENCES)
+def test_an_overflow_on_any_replica_skips_the_step_on_all(name, replica):
+    """Under mixed_float16 on 2 replicas, one replica's inputs overflow float16 in the backward pass:
+    the step is skipped on both (weights unchanged) and the loss scale halves. Keras's
+    LossScaleOptimizer alone looks at replica 0's gradients only: an overflow on replica 1 reached
+    the weights as inf."""
+    x = X.copy()
+    x[2 * replica:2 * replica + 2] *= 1024     # x * C * scale / batch: 1024 x 2^15 / 4 > float16's 65504
+    distribution, dense, opt, step = setup(name, "mixed_float16", 2, x)
+    step()
+    assert opt.dynamic_scale.numpy() == SCALES[0] / 2
+    for variable, start in ((dense.kernel, W0), (dense.bias, B0)):
+        for copy in distribution.experimental_local_results(variable.value):
+            np.testing.assert_array_equal(copy.numpy(), start.astype(np.float32))
 
 
 @pytest.mark.parametrize("name", REFERENCES)

@@ -170,15 +170,25 @@ def minimize(opt: keras.optimizers.Optimizer, loss_fn, variables, weight_decay: 
 
     The optimizer sums the replicas' gradients, so each replica adds 1/replicas of the decay. A
     LossScaleOptimizer divides the gradients it is given by its loss scale (2^15 at first, then
-    dynamic): the decay is scaled as the loss is, so that it arrives whole, not divided by the scale."""
+    dynamic): the decay is scaled as the loss is, so that it arrives whole, not divided by the scale.
+    A step with an overflow on any replica is skipped on all."""
     scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
     with tf.GradientTape() as tape:
         loss = loss_fn()
         objective = opt.scale_loss(loss) if scaled else loss
     grads = tape.gradient(objective, variables)
-    decay = weight_decay / tf.distribute.get_replica_context().num_replicas_in_sync
+    replicas = tf.distribute.get_replica_context()
+    decay = weight_decay / replicas.num_replicas_in_sync
     if scaled:
         decay = opt.scale_loss(decay)
+        if replicas.num_replicas_in_sync > 1:
+            # Keras's LossScaleOptimizer skips a step (and halves its scale) on replica 0's gradients
+            # alone, checked before the replicas' are summed: another replica's float16 overflow would
+            # reach the weights as inf. Any replica's overflow makes every replica's gradients
+            # infinite, so that the step is skipped everywhere.
+            overflows = replicas.all_reduce(tf.distribute.ReduceOp.SUM,
+                                            tf.cast(tf.logical_not(opt.check_finite(grads)), tf.float32))
+            grads = [g + tf.where(overflows > 0, math.inf, 0.0) for g in grads]
     opt.apply_gradients([(g + decay * v if decays(v) else g, v) for g, v in zip(grads, variables)])
     return loss
 
