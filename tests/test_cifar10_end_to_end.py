@@ -30,7 +30,7 @@ CASES = {
     # reference: (--set overrides that keep an epoch and the 10,000-image eval short, framework)
     "cifar10-resnet20-pytorch": (["batch_size=16"], "PyTorch 2."),
     "cifar10-resnet20-tensorflow": (["batch_size=16"], "TensorFlow 2."),
-    "cifar10-fast-pytorch": (["batch_size=16", "widths=16,32,32", "residual_stages=3"], "PyTorch 2."),
+    "cifar10-fast-pytorch": (["batch_size=16", "widths=16,32,32", "tta_level=1"], "PyTorch 2."),
 }
 
 
@@ -101,7 +101,7 @@ def test_infer_refuses_a_model_of_another_shape(full_eval_root, tmp_path):
     results = tmp_path / "results"
     name = "cifar10-fast-pytorch"
     proc = dawnbench(manifest, "run", name, "--data", str(data_root), "--results", str(results),
-                     "--set", "batch_size=16", "--set", "widths=16,32,32", "--set", "residual_stages=3",
+                     "--set", "batch_size=16", "--set", "widths=16,32,32", "--set", "tta_level=1",
                      "--threshold", "0.01", "--max-epochs", "1", "--no-progress")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = (results / name).iterdir()

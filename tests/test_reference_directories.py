@@ -65,7 +65,7 @@ TRAIN_PER_BATCH = 8                   # 40 training images: two steps of 16 an e
 FORKS = {
     # reference copied: hyperparameters that keep the epoch and the 10,000-image eval short on a CPU
     "cifar10-resnet20-pytorch": {"batch_size": 16, "depth": 8},
-    "cifar10-fast-pytorch": {"batch_size": 16, "widths": [16, 32, 32], "residual_stages": [3]},
+    "cifar10-fast-pytorch": {"batch_size": 16, "widths": [16, 32, 32], "tta_level": 1},
 }
 
 
