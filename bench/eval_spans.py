@@ -76,7 +76,7 @@ SMALL = {
     # tests/test_cifar10_end_to_end.py CASES
     "cifar10-resnet20-pytorch": ["batch_size=16"],
     "cifar10-resnet20-tensorflow": ["batch_size=16"],
-    "cifar10-fast-pytorch": ["batch_size=16", "widths=16,32,32", "residual_stages=3"],
+    "cifar10-fast-pytorch": ["batch_size=16", "widths=16,32,32", "tta_level=1"],
     # tests/test_imagenet_end_to_end.py SMALL; tests/test_imagenet_resnet_tensorflow.py SMALL
     "imagenet-resnet50-pytorch": ["image_size_start=32", "image_size_end=32", "eval_resize=40", "eval_crop=32",
                                   "batch_size=4", "eval_batch_size=6", "num_workers=0"],

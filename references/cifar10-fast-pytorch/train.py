@@ -243,8 +243,9 @@ class CifarFast(TorchReference):
         self.base_lr, decay = sgd_settings(cfg, cfg["batch_size"])
         # Every group loses the same share of its weights to decay per step (weight_decay x lr);
         # batch-norm shifts take 64x larger gradient steps. The whitening bias has a group of its
-        # own so that it can be frozen (lr_scale 0) without changing what the network computes
-        # (toggling requires_grad would unsettle DistributedDataParallel and torch.compile).
+        # own, frozen by a learning rate of 0 (lr_scale): airbench toggles requires_grad instead,
+        # but DistributedDataParallel sets up its gradient hooks once, at construction, and
+        # torch.compile would recompile its graph.
         norm_biases = [m.bias for m in self.net.modules() if isinstance(m, nn.BatchNorm2d)]
         whiten_bias = self.net.whiten.bias
         special = {id(p) for p in norm_biases} | {id(whiten_bias)}
