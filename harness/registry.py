@@ -20,6 +20,7 @@ from typing import Any
 
 from harness import paths
 from harness.errors import UsageError
+from harness.eval_bound import MAX_EVAL_PASSES
 from harness.tasks import Task, UnknownTaskError, get_task
 
 
@@ -43,6 +44,7 @@ class ReferenceSpec:
     max_epochs: int = 100
     max_seconds: float = 24 * 3600.0
     max_snapshot_mib: float | None = None     # None: the task's cap (harness/data/tasks.toml)
+    eval_passes: float = 1.0                  # the eval bound's allowance per example (harness/eval_bound.py)
     gpus: bool = False                      # [container] gpus: the reference is meant for GPUs
     container: dict[str, Any] = field(default_factory=dict)   # the raw [container] table, for host tools
     # [inference]: an entry that only infers (no training run; its model comes from elsewhere), and
@@ -173,7 +175,7 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
 
 TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
              "hyperparameters", "budget", "container", "inference")
-BUDGET_KEYS = ("max_epochs", "max_seconds", "max_snapshot_mib")
+BUDGET_KEYS = ("max_epochs", "max_seconds", "max_snapshot_mib", "eval_passes")
 CONTAINER_KEYS = ("gpus",)
 INFERENCE_KEYS = ("only", "runtime", "precision")
 
@@ -206,6 +208,15 @@ def _check_snapshot_cap(toml_path: Path, budget: dict) -> float | None:
         raise UsageError(f"{toml_path}: field 'budget.max_snapshot_mib' = {cap!r} must be a positive number of "
                          f"MiB, the largest model snapshot the reference writes, e.g. max_snapshot_mib = 256")
     return None if cap is None else float(cap)
+
+
+def _check_eval_passes(toml_path: Path, budget: dict) -> float:
+    passes = budget.get("eval_passes", 1.0)
+    if type(passes) not in (int, float) or not math.isfinite(passes) or not 1 <= passes <= MAX_EVAL_PASSES:
+        raise UsageError(f"{toml_path}: field 'budget.eval_passes' = {passes!r} must be a number from 1 to "
+                         f"{MAX_EVAL_PASSES:g}: what one eval example may cost, in training examples (test-time "
+                         f"augmentation with many views needs more than 1), e.g. eval_passes = 3")
+    return float(passes)
 
 
 def _check_entry(toml_path: Path, entry: str) -> None:
@@ -285,7 +296,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         author_email=raw.get("author_email", ""), code_url=raw.get("code_url", f"references/{name}"),
         description=raw.get("description", ""),
         hyperparameters=dict(hyperparameters), max_epochs=max_epochs, max_seconds=max_seconds,
-        max_snapshot_mib=_check_snapshot_cap(toml_path, budget),
+        max_snapshot_mib=_check_snapshot_cap(toml_path, budget), eval_passes=_check_eval_passes(toml_path, budget),
         gpus=container.get("gpus", False), container=dict(container),
         infers_only=only, inference_runtime=runtime, inference_precision=precision,
     )

@@ -388,7 +388,8 @@ class _Run:
         p, task = self.plan, self.task
         bound = eval_bound.EvalBound.of(train_s=trained.train_s, samples=trained.stats.get("samples"),
                                         eval_examples=p.eval_set.examples, train_examples=task.train_examples,
-                                        first_start_s=self.init_s if self.predictor is None else None)
+                                        first_start_s=self.init_s if self.predictor is None else None,
+                                        passes=self.spec.eval_passes)
         began = time.perf_counter()
 
         def left() -> float:
@@ -412,7 +413,8 @@ class _Run:
         wall_s = time.perf_counter() - began
         self.predictor.freeze()          # nothing of it runs outside its eval spans
         cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(self.predictor.cpu_seconds() - cpu_before, 3),
-                "eval_bound_s": round(bound.seconds, 3), "train_s": round(trained.train_s, 3),
+                "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.eval_passes,
+                "train_s": round(trained.train_s, 3),
                 "train_cpu_s": round(trained.cpu_s, 3)}
         predictions = answer["answers"] if "answers" in answer else array
         count = task.count(predictions) if predictions is not None else 0

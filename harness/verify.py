@@ -635,9 +635,13 @@ def _eval_bound_check(events: list[dict], task: Task) -> str:
         if train_s is None or start is None or stop is None or train_s > stop - start + 0.01:
             raise Disagreement(f"epoch {n}: the eval bound's train span {_shown(m.get('train_s'))} s is not within "
                                f"the epoch's logged span ({_shown(start)} to {_shown(stop)} s on the clock)")
+        passes = _number(m.get("eval_passes", 1.0))
+        if passes is None or not 1 <= passes <= eval_bound.MAX_EVAL_PASSES:
+            raise Disagreement(f"epoch {n}: eval_passes {_shown(m.get('eval_passes'))} is not a number from 1 to "
+                               f"{eval_bound.MAX_EVAL_PASSES}")
         expected = eval_bound.EvalBound.of(train_s=train_s, samples=_number(trained.get(n)), eval_examples=examples,
                                            train_examples=task.train_examples,
-                                           first_start_s=init_s if i == 0 else None)
+                                           first_start_s=init_s if i == 0 else None, passes=passes)
         if abs(expected.seconds - bound) > 0.01:
             raise Disagreement(f"epoch {n}: the logged eval bound {bound:.3f} s is not the formula's "
                                f"{expected.seconds:.3f} s = {expected.formula}")
