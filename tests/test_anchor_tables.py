@@ -20,7 +20,6 @@ PENDING = {
     "cifar10-resnet164-pytorch", "cifar10-resnet164-tensorflow", "cifar10-resnet164b-pytorch",
     "cifar10-resnet164b-tensorflow", "imagenet-amoebanet-tpu", "imagenet-resnet152-mxnet",
     "imagenet-resnet152-tensorflow", "imagenet-resnet50-pytorch", "imagenet-resnet50-tensorflow",
-    "squad-bidaf-pytorch", "squad-bidaf-tensorflow",
 }
 
 
