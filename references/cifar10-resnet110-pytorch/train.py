@@ -223,10 +223,15 @@ class CifarResNet(TorchReference):
             start = i * cfg["batch_size"] + ctx.rank * self.batch
             idx = order[start:start + self.batch]
             x = normalize(crop_flip(self.train_x[idx], dy[idx], dx[idx], flips[idx]))
-            loss = F.cross_entropy(self.model(x), self.train_y[idx])
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
-            total_loss += loss.detach()
+            total_loss += self.train_step(x, self.train_y[idx])
         return {"loss": total_loss.item() / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * self.batch, "lr": lr}
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """One SGD step on the augmented, normalized batch (x, y) at the optimizer's current rate;
+        its own method so a test can feed fixed batches through the step the run takes."""
+        loss = F.cross_entropy(self.model(x), y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()

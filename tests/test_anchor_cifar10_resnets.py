@@ -1,0 +1,403 @@
+"""The ten CIFAR-10 seed ResNets against their anchor tables, and the PyTorch/TensorFlow twins
+against each other.
+
+Each row of references/cifar10-resnet{20,56,110,164,164b}-{pytorch,tensorflow}/anchor.toml is
+checked here against the code, as its `check` says. For all ten: the parameter count and the
+block structure by building the network; the learning rate at a dozen points of the schedule
+through the reference's own function; the configured batch, decay, momentum and epochs; the
+augmentation's and the eval preprocessing's output on fixed images through each copy's own
+functions. The steps that need a network to run use ResNet-20 only, to stay cheap (the five copies
+of each framework's train.py are one recipe: test_copies_are_one_recipe in
+tests/test_cifar10_resnet_{pytorch,tensorflow}.py): two optimizer steps through the reference's
+own step computed by hand, the epoch's augmentation draws, the predictor's eval inputs, and the
+twins step for step (test_the_twins_agree_step_for_step).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from anchor_checks import anchor_rows, every_row_is_checked
+from cifar10_resnets import SEEDS
+
+from harness import registry
+from harness.reference import Context
+
+TORCH_REFS = ["cifar10-resnet20-pytorch", "cifar10-resnet56-pytorch", "cifar10-resnet110-pytorch",
+              "cifar10-resnet164-pytorch", "cifar10-resnet164b-pytorch"]
+KERAS_REFS = ["cifar10-resnet20-tensorflow", "cifar10-resnet56-tensorflow", "cifar10-resnet110-tensorflow",
+              "cifar10-resnet164-tensorflow", "cifar10-resnet164b-tensorflow"]
+ALL = TORCH_REFS + KERAS_REFS
+assert [n.rsplit("-", 1)[0] for n in TORCH_REFS] == [n.rsplit("-", 1)[0] for n in KERAS_REFS] == list(SEEDS)
+CHECKED_HERE = {"parameters", "schedule", "optimizer", "augmentation", "eval_preprocessing", "config", "test"}
+MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)      # the tables' eval preprocessing
+MOMENTUM, DECAY = 0.9, 5e-4                                          # the tables' optimizer and decay
+# The hand-computed steps run with the decay raised to 0.05: at 5e-4 one step at lr 0.01 moves a
+# weight by 5e-6 of itself, near float32's noise, so a decay skipped on some parameters could pass
+# unseen. At 0.05 a BN scale (1.0) moves by 5e-4 in the first step, fifty times the tolerance; the
+# code path is the same, and test_the_decay_and_momentum_are_the_tables checks the 5e-4.
+TEST_DECAY = 0.05
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tensorflow_without_onednn():
+    """TensorFlow imported with its oneDNN kernels off, where this module imports it first: they
+    reorder sums. TensorFlow reads the variable once, so it is put back at once and the CLI runs of
+    other modules in this process keep their default."""
+    if "tensorflow" not in sys.modules:
+        before = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+        try:
+            import tensorflow  # noqa: F401
+        finally:
+            if before is None:
+                del os.environ["TF_ENABLE_ONEDNN_OPTS"]
+            else:
+                os.environ["TF_ENABLE_ONEDNN_OPTS"] = before
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread, as tests/test_cifar10_resnet_pytorch.py: on a shared CPU, OpenMP
+    threads spin-waiting for a busy core made these networks' steps erratic."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def train_module(name: str):
+    """The reference's train.py, imported as the harness imports it."""
+    return sys.modules[registry.load_spec(name).load_entry_class().__module__]
+
+
+def trainer(name: str, data_root, tmp_path, role="train", **overrides):
+    spec = registry.load_spec(name)
+    ref = spec.load_entry_class()()
+    ref.setup(Context(config=dict(spec.hyperparameters, **overrides), data_root=data_root, seed=0, task=spec.task,
+                      work_dir=tmp_path, show_progress=False, role=role))
+    return ref
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_row_is_checked_here(name):
+    every_row_is_checked(name, CHECKED_HERE, __file__)
+
+
+# ---- parameters ----------------------------------------------------------------------------------
+
+def published(text: str) -> tuple[float, float]:
+    """'0.27M' -> (270000, 5000): the paper's count and half a unit of its last digit."""
+    digits = text.removesuffix("M")
+    places = len(digits.partition(".")[2])
+    return float(digits) * 1e6, 0.5 * 10 ** (6 - places)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_parameter_count_and_the_blocks(name):
+    depth, block = registry.load_spec(name).hyperparameters["depth"], registry.load_spec(name).hyperparameters["block"]
+    assert (depth, block) == SEEDS[name.rsplit("-", 1)[0]]
+    (row,) = [r for r in anchor_rows(name, "parameters") if r["item"] == "parameters"]
+    train = train_module(name)
+    n = (depth - 2) // (6 if block == "basic" else 9)
+    if name in TORCH_REFS:
+        import torch
+        net = train.CifarResNetModel(depth, block)
+        count = sum(p.numel() for p in net.parameters())
+        kinds = [type(m).__name__ for m in net.modules()]
+        assert kinds.count({"basic": "BasicBlock", "bottleneck": "Bottleneck"}[block]) == 3 * n
+        convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+        # option A: basic blocks have no shortcut convolutions; bottlenecks project at each stage's start
+        assert len(convs) == depth - 1 + (0 if block == "basic" else 3)
+        assert net.fc.in_features == 64 * (1 if block == "basic" else 4)
+    else:
+        model = train.build_model(depth, block)
+        count = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+        names = [layer.name for layer in model.layers]
+        assert sum(n.endswith("_add") for n in names) == 3 * n
+        assert sum(n.endswith("_proj") for n in names) == (0 if block == "basic" else 3)
+        assert sum(n.endswith("_shortcut") for n in names) == (2 if block == "basic" else 0)
+        assert model.get_layer("fc").kernel.shape == (64 * (1 if block == "basic" else 4), 10)
+    assert count == row["ours"]
+    if "anchor" in row:                 # the paper's count, to its last digit
+        paper, half_unit = published(row["anchor"])
+        assert abs(count - paper) <= half_unit, (count, row["anchor"])
+
+
+# ---- config, epochs, schedule --------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_config_rows(name):
+    spec = registry.load_spec(name)
+    for row in anchor_rows(name, "config"):
+        assert spec.hyperparameters[row["expect"]] == row["ours"], row
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_epoch_budget_is_the_seeds(name):
+    """185 epochs: the seed's four runs (5 + 90 + 45 + 45); the last boundary leaves the final 45."""
+    spec = registry.load_spec(name)
+    (row,) = [r for r in anchors_rows(name) if r["item"] == "epochs"]
+    assert spec.max_epochs == row["ours"] == 185
+    assert spec.hyperparameters["lr_boundaries"][-1] + 45 == spec.max_epochs
+
+
+def anchors_rows(name):
+    from conftest import REPO
+
+    from dawnbench import anchors
+    return anchors.load(REPO / "references" / name).rows
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_schedule(name):
+    """The learning rate the reference's own code sets for each epoch (epochs count from 1)."""
+    spec = registry.load_spec(name)
+    (row,) = anchor_rows(name, "schedule")
+    assert len(row["expect"]) >= 12
+    if name in TORCH_REFS:
+        ref = spec.load_entry_class()()
+        ref.ctx = Context(config=dict(spec.hyperparameters), data_root=None, seed=0, task=spec.task, work_dir=None,
+                          show_progress=False, role="train")
+        lr_at = ref.lr_at
+    else:
+        train = train_module(name)
+        def lr_at(epoch):
+            return train.lr_at(spec.hyperparameters, epoch)
+    for epoch, lr in row["expect"]:
+        assert lr_at(epoch) == pytest.approx(lr, rel=1e-12), epoch
+
+
+# ---- the optimizer step, by hand -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_decay_and_momentum_are_the_tables(name):
+    config = registry.load_spec(name).hyperparameters
+    assert (config["weight_decay"], config["momentum"], config["nesterov"]) == (DECAY, MOMENTUM, False)
+    for row in anchor_rows(name, "optimizer"):
+        assert "5e-4" in row["ours"] if row["item"] == "weight decay" else "momentum 0.9, no Nesterov" in row["ours"]
+
+
+def test_two_pytorch_steps_by_hand(cifar10_root, tmp_path):
+    """ResNet-20's own train_step, twice on 8 unaugmented images, at the rates of epochs 5 and 6
+    (0.01, then 0.1), against PyTorch's SGD written out: heavy-ball momentum with the rate applied
+    to the buffer, coupled decay on every parameter (BN scales and shifts, the linear bias)."""
+    import torch
+    import torch.nn.functional as F
+
+    name = "cifar10-resnet20-pytorch"
+    train = train_module(name)
+    ref = trainer(name, cifar10_root, tmp_path, weight_decay=TEST_DECAY)
+    x = train.normalize(ref.train_x[:8, :, train.PAD:-train.PAD, train.PAD:-train.PAD])
+    y = ref.train_y[:8]
+    names = [n for n, _ in ref.net.named_parameters()]
+    w = {n: p.detach().clone().double() for n, p in ref.net.named_parameters()}
+    buf = {}
+    for step, epoch in enumerate((5, 6)):
+        lr = ref.lr_at(epoch)
+        for group in ref.opt.param_groups:          # as train_epoch sets it
+            group["lr"] = lr
+        loss = F.cross_entropy(ref.net(x), y)
+        grads = dict(zip(names, torch.autograd.grad(loss, list(ref.net.parameters()))))
+        got = ref.train_step(x, y)
+        assert float(got) == pytest.approx(float(loss.detach()), rel=1e-5)
+        for n in names:
+            d = grads[n].double() + TEST_DECAY * w[n]
+            buf[n] = d if step == 0 else MOMENTUM * buf[n] + d
+            w[n] = w[n] - lr * buf[n]
+    assert [ref.lr_at(5), ref.lr_at(6)] == [0.01, 0.1]
+    for n, p in ref.net.named_parameters():
+        np.testing.assert_allclose(p.detach().double().numpy(), w[n].numpy(), rtol=1e-5, atol=1e-7, err_msg=n)
+
+
+def test_two_keras_steps_by_hand(cifar10_root, tmp_path):
+    """ResNet-20's own compiled step, twice on 8 centred, unflipped images, at the rates of epochs 5
+    and 6, against Keras's SGD written out: the rate inside the momentum buffer (m = 0.9 m - lr d,
+    w += m), with the decay added to every variable's gradient first.
+    The step runs eagerly (its own Python body, op for op): compiled, TensorFlow's graph rewrites
+    compute this 8-image batch's gradients 3e-5 apart from the eager ones at the first step and
+    2e-3 at the second (measured, per tensor, relative), a difference of numerics, not of the
+    optimizer, that would hide the decay's 5e-4."""
+    import tensorflow as tf
+
+    name = "cifar10-resnet20-tensorflow"
+    train = train_module(name)
+    ref = trainer(name, cifar10_root, tmp_path, weight_decay=TEST_DECAY, batch_size=8)    # the step divides by it
+    n = len(ref.train_y)
+    idx = tf.range(8, dtype=tf.int64)
+    centre = tf.fill([n], tf.constant(train.PAD, tf.int64))
+    no_flip = tf.zeros([n], tf.bool)
+    x = tf.gather(ref.train_x, idx)[:, train.PAD:-train.PAD, train.PAD:-train.PAD, :]
+    y = tf.gather(ref.train_y, idx)
+    variables = ref.model.trainable_variables
+    w = [v.numpy().astype(np.float64) for v in variables]
+    m = [np.zeros_like(v) for v in w]
+    eager = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    try:
+        steps = [keras_step_by_hand(ref, train.lr_at(ref.ctx.config, epoch), x, y, w, m, idx, centre, centre, no_flip)
+                 for epoch in (5, 6)]
+    finally:
+        tf.config.run_functions_eagerly(eager)
+    assert steps == [0.01, 0.1]
+    for v, expected in zip(variables, w):
+        np.testing.assert_allclose(v.numpy(), expected, rtol=1e-5, atol=1e-7, err_msg=v.path)
+
+
+def keras_step_by_hand(ref, lr, x, y, w, m, *step_args) -> float:
+    """One step of the reference at rate lr (as train_epoch sets it), and the same step by hand on
+    w and m, in place. Returns lr."""
+    import tensorflow as tf
+    variables = ref.model.trainable_variables
+    ref.opt.learning_rate.assign(lr)
+    with tf.GradientTape() as tape:
+        logits = ref.model(x, training=True)
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+    grads = tape.gradient(loss, variables)
+    assert float(ref.train_step(*step_args)) == pytest.approx(float(loss), rel=1e-5)
+    for i, g in enumerate(grads):
+        d = g.numpy().astype(np.float64) + TEST_DECAY * w[i]
+        m[i] = MOMENTUM * m[i] - lr * d
+        w[i] = w[i] + m[i]
+    return lr
+
+
+# ---- augmentation, eval preprocessing ------------------------------------------------------------
+
+def fixed_images() -> np.ndarray:
+    """Four 32x32 RGB images no crop or mirror leaves unchanged: ramps across and down, noise."""
+    ramp = np.tile(np.arange(32, dtype=np.uint8)[None, :, None] * 8, (32, 1, 3))
+    down = ramp.transpose(1, 0, 2).copy()
+    noise = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
+    return np.stack([ramp, down, *noise])
+
+
+def by_hand(images, dy, dx, flip) -> np.ndarray:
+    """Pad by 4 black pixels, take the 32x32 window at (dy, dx), mirror where flip; normalize. NHWC."""
+    padded = np.pad(images, ((0, 0), (4, 4), (4, 4), (0, 0)))
+    out = np.stack([padded[i, dy[i]:dy[i] + 32, dx[i]:dx[i] + 32] for i in range(len(images))])
+    out = np.where(np.asarray(flip)[:, None, None, None], out[:, :, ::-1], out)
+    return (out / 255 - np.array(MEAN)) / np.array(STD)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_augmentation_on_fixed_images(name):
+    """Each copy's own padding, crop-and-flip and normalization, at chosen offsets and flips."""
+    train = train_module(name)
+    images = fixed_images()
+    dy, dx, flip = np.array([0, 8, 4, 2]), np.array([8, 0, 4, 7]), np.array([True, False, True, False])
+    if name in TORCH_REFS:
+        import torch
+        x = train.normalize(train.crop_flip(train.to_padded_chw(images), torch.from_numpy(dy), torch.from_numpy(dx),
+                                            torch.from_numpy(flip)))
+        out = x.permute(0, 2, 3, 1).numpy()
+    else:
+        import tensorflow as tf
+        out = train.normalize(train.crop_flip(tf.constant(train.to_padded(images)), tf.constant(dy), tf.constant(dx),
+                                              tf.constant(flip))).numpy()
+    np.testing.assert_allclose(out, by_hand(images, dy, dx, flip), rtol=1e-5, atol=1e-5)
+    assert train.PAD == 4
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+def test_an_epoch_s_draws_are_the_seeds_augmentation(framework, cifar10_root, tmp_path, monkeypatch):
+    """ResNet-20's train_epoch on the 100-image fixture at batch 100: the offsets it draws are the
+    nine of a 4-pixel pad (0..8, each present: P(one missing) < 1e-9 over 200 draws), about half the
+    images flipped, and the batch the step gets is those images cropped and flipped. The step
+    itself is replaced by a recorder: the draws are what is checked here."""
+    name = f"cifar10-resnet20-{framework}"
+    train = train_module(name)
+    ref = trainer(name, cifar10_root, tmp_path, batch_size=100)
+    seen = {}
+    if framework == "pytorch":
+        import torch
+
+        def recording_step(x, y):
+            seen["x"] = x.permute(0, 2, 3, 1).numpy()
+            return torch.zeros(())                      # the draws are what is checked, not the step
+
+        def recording_crop_flip(padded, dy, dx, flip):
+            seen.update(padded=padded.permute(0, 2, 3, 1).numpy(), dy=dy.numpy(), dx=dx.numpy(), flip=flip.numpy())
+            return crop_flip(padded, dy, dx, flip)
+        code = type(ref).train_epoch.__globals__            # the module train_epoch runs in
+        crop_flip = code["crop_flip"]
+        monkeypatch.setattr(ref, "train_step", recording_step)
+        monkeypatch.setitem(code, "crop_flip", recording_crop_flip)
+        ref.train_epoch(1)
+        expected = by_hand(seen["padded"][:, 4:-4, 4:-4], seen["dy"], seen["dx"], seen["flip"])
+        np.testing.assert_allclose(seen["x"], expected, rtol=1e-5, atol=1e-5)
+    else:
+        import tensorflow as tf
+
+        def recording_step(idx, dy, dx, flip):
+            seen.update(idx=idx.numpy(), dy=dy.numpy(), dx=dx.numpy(), flip=flip.numpy())
+            return tf.zeros(())
+        ref.train_step = recording_step
+        ref.train_epoch(1)
+    assert set(seen["dy"].tolist()) == set(seen["dx"].tolist()) == set(range(9))
+    assert 0.25 < seen["flip"].mean() < 0.75          # p = 0.5: 5 sigma at 100 draws
+    if framework == "tensorflow":
+        raw = np.round(((ref.train_x.numpy() * np.array(STD)) + np.array(MEAN)) * 255).astype(np.uint8)
+        i = seen["idx"]
+        expected = by_hand(raw[i, 4:-4, 4:-4], seen["dy"][i], seen["dx"][i], seen["flip"][i])
+        got = train.normalize(train.crop_flip(tf.gather(raw, i), tf.gather(seen["dy"], i), tf.gather(seen["dx"], i),
+                                              tf.gather(seen["flip"], i))).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_eval_preprocessing_on_fixed_images(name):
+    train = train_module(name)
+    assert (tuple(train.MEAN), tuple(train.STD)) == (MEAN, STD)
+    (row,) = anchor_rows(name, "eval_preprocessing")
+    for constants in (MEAN, STD):
+        assert "(" + ", ".join(f"{c:.4f}" for c in constants) + ")" in row["ours"]
+    images = fixed_images()
+    if name in TORCH_REFS:
+        import torch
+        out = train.normalize(torch.from_numpy(images).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).numpy()
+    else:
+        out = train.normalize(images).numpy()
+    np.testing.assert_allclose(out, (images / 255 - np.array(MEAN)) / np.array(STD), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+def test_the_predictor_scores_the_normalized_images_without_tta(framework, cifar10_root, cifar10_views, tmp_path):
+    """ResNet-20's predictor: its eval inputs are the test images normalized, uncropped, unpadded;
+    its predictions are the network's logits of them in inference mode, nothing averaged in."""
+    from common.datasets import load_cifar10_images
+    name = f"cifar10-resnet20-{framework}"
+    ref = trainer(name, cifar10_views["predict"], tmp_path, role="predict")
+    images = load_cifar10_images(cifar10_root, "test")
+    expected = (images / 255 - np.array(MEAN)) / np.array(STD)
+    if framework == "pytorch":
+        import torch
+        got = ref.eval_x.permute(0, 2, 3, 1).numpy()
+        with torch.no_grad():
+            logits = ref.net.eval()(ref.eval_x).numpy()
+    else:
+        got = ref.eval_x.numpy()
+        logits = ref.model(ref.eval_x, training=False).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ref.predict(), logits, rtol=1e-5, atol=1e-5)
+
+
+def test_the_pytorch_recipe_runs_float32_channels_last(cifar10_root, tmp_path):
+    import torch
+    ref = trainer("cifar10-resnet20-pytorch", cifar10_root, tmp_path)
+    assert all(p.dtype == torch.float32 for p in ref.net.parameters())
+    conv = next(m for m in ref.net.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    train = train_module("cifar10-resnet20-pytorch")
+    x = train.normalize(ref.train_x[:2, :, 4:-4, 4:-4])
+    assert x.dtype == torch.float32 and x.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_the_tensorflow_recipe_runs_float32_nhwc(cifar10_root, tmp_path):
+    ref = trainer("cifar10-resnet20-tensorflow", cifar10_root, tmp_path)
+    assert ref.train_x.dtype.name == "float32" and tuple(ref.train_x.shape[1:]) == (40, 40, 3)
+    assert ref.model.input_shape == (None, 32, 32, 3)
+    assert all(v.dtype == "float32" for v in ref.model.trainable_variables)
