@@ -278,7 +278,7 @@ def test_the_twins_agree_step_for_step(data):
     weights and the eval start/end logits agree. What differs by design, and how it is neutralised:
     - dropout: 0 in both (config dropout = 0.0);
     - the LSTM gates: PyTorch orders them i, f, g, o and Keras i, f, c, o, the same order: the
-      kernels are transposed, not permuted (a permuted mapping fails the first loss);
+      kernels are transposed, not permuted (a mapping with f and g swapped fails the loss check);
     - PyTorch's two LSTM biases: Keras's bias is b_ih + b_hh. Under Adam each of PyTorch's two
       takes a full step, so their sum would move twice as fast as Keras's one bias: b_hh is set to
       zero and frozen, b_ih carries the sum;
