@@ -190,7 +190,7 @@ def test_two_pytorch_steps_by_hand(data):
             w[i], m[i], v[i] = adam_by_hand(w[i], m[i], v[i], g.double().numpy(), t, EPSILON[TORCH], True)
             avg[i] = EMA * avg[i] + (1 - EMA) * w[i]
     for i, (name, p) in enumerate(zip(ref.ema.names, params)):
-        np.testing.assert_allclose(p.detach().numpy(), w[i], rtol=1e-5, atol=2e-7, err_msg=name)
+        np.testing.assert_allclose(p.detach().numpy(), w[i], rtol=1e-5, atol=1e-6, err_msg=name)  # as below
         assert_average_moved_as_by_hand(ref.ema.shadow[i].numpy(), w0[i], avg[i], name)
 
 
@@ -221,7 +221,10 @@ def test_two_keras_steps_by_hand(data):
             w[i], m[i], v[i] = adam_by_hand(w[i], m[i], v[i], dense, t, EPSILON[KERAS], False, square)
             avg[i] = EMA * avg[i] + (1 - EMA) * w[i]
     for i, x in enumerate(variables):
-        np.testing.assert_allclose(x.numpy(), w[i], rtol=1e-5, atol=2e-7, err_msg=x.path)
+        # atol 1e-6: Adam divides by sqrt(v), so where a gradient is float32 noise the step still moves
+        # the weight by up to ~lr; a fresh-clone CI run (oneDNN as the worker imported TF) saw 2.9e-7 on
+        # one LSTM weight of 6,912. A doubled rate or a 0.99 average moves every weight by ~1e-3.
+        np.testing.assert_allclose(x.numpy(), w[i], rtol=1e-5, atol=1e-6, err_msg=x.path)
         assert_average_moved_as_by_hand(ref.ema[i].numpy(), w0[i], avg[i], x.path)
 
 
