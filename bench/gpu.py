@@ -16,6 +16,11 @@ Parts, each printed as name=value lines with its anchors, or as `<part>: not mea
                   to F1 0.75; the same for squad-bidaf-tensorflow where TensorFlow imports
   tta             the Fashion-MNIST default's real time-to-accuracy, a `harness run` subprocess
   multi_gpu       NCCL all-reduce bus bandwidth across the GPUs (2 or more)
+  steps           each PyTorch reference's own training step at its real batch and input size on
+                  synthetic data: ms a step, peak memory, whether the loss falls (bench/reference_steps.py)
+  peer            airbench94 (PyPI airbench 0.1.8) and cifar10-fast-pytorch, the same synthetic
+                  images, the same GPU: seconds for the 9.9-epoch schedule each, their ratio
+                  (bench/airbench_peer.py)
 
 Without CUDA (or with --cpu-smoke) every part runs at tiny sizes on the CPU, labelled cpu, so the
 code paths are exercised; torch.compile there uses the "eager" backend (no C++ toolchain needed).
@@ -39,9 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+from bench import airbench_peer, reference_steps
+from bench.gpu_common import REPO, NotMeasured, Report, Setting, cpu_only, load_reference_module, one_line, reference_defaults
+
 BIDAF_DIR = REPO / "references" / "squad-bidaf-pytorch"
-PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu")
+PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu", "steps", "peer")
 
 # Peak dense bf16 tensor FLOP/s by device name (NVIDIA's data sheets, without sparsity); a device
 # not in the table gets no utilization figure rather than a wrong one. Checked in order.
@@ -76,57 +83,6 @@ ANCHORS["bidaf"] = ("DAWNBench seed BiDAF (TensorFlow 1.2, one K80): 0.76 h an e
 GOAL_CIFAR_SECONDS = 4.0
 
 
-class NotMeasured(Exception):
-    """A part this machine cannot run: its one-line reason is printed and recorded."""
-
-
-class Report:
-    """name=value lines on stdout, and the same figures for the JSON."""
-
-    def __init__(self, label: str):
-        self.label = label
-        self.figures: dict[str, float | str] = {}
-        self.not_measured: dict[str, str] = {}
-        self.goals: dict[str, str] = {}
-
-    def figure(self, name: str, value, note: str = "") -> None:
-        value = round(value, 4) if isinstance(value, float) else value
-        self.figures[name] = value
-        print(f"{name}={value}" + (f"  [{self.label}]" if self.label != "cuda" else "") + (f"  ({note})" if note else ""),
-              flush=True)
-
-    def skip(self, part: str, reason: str) -> None:
-        self.not_measured[part] = reason
-        print(f"{part}: not measured: {reason}", flush=True)
-
-    def goal(self, name: str, met: bool, text: str) -> None:
-        self.goals[name] = "met" if met else "not met"
-        print(f"goal {name}: {'met' if met else 'not met'} ({text})", flush=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# Setting: the device, the sizes, timing
-
-class Setting:
-    def __init__(self, torch, smoke: bool, quick: bool):
-        self.torch, self.smoke, self.quick = torch, smoke, quick
-        self.device = torch.device("cpu" if smoke else "cuda")
-        self.name = "cpu" if smoke else torch.cuda.get_device_name(self.device)
-        if smoke:       # tiny: every code path, in seconds
-            self.sizes, self.batch, self.warmup, self.steps = (32,), 2, 1, 1
-            self.latency_runs, self.latency_warmup, self.compile_backend = 3, 1, "eager"
-        else:
-            self.sizes = (224,) if quick else (160, 192, 224)
-            self.batch, self.warmup, self.steps = 256, (5 if quick else 15), (10 if quick else 40)
-            self.latency_runs, self.latency_warmup = (50 if quick else 200), 20
-            self.compile_backend = "inductor"
-
-    def sync(self) -> None:
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize(self.device)
-
-    def compile(self, module):
-        return self.torch.compile(module, backend=self.compile_backend, dynamic=False)
 
 
 def load_resnet50():
@@ -134,9 +90,6 @@ def load_resnet50():
     return load_reference_module("imagenet-resnet50-pytorch").resnet50
 
 
-def one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
 
 
 # ----------------------------------------------------------------------------------------------
@@ -274,19 +227,6 @@ def part_dali(s: Setting, r: Report) -> None:
 # ----------------------------------------------------------------------------------------------
 # Batch-1 latency
 
-def load_reference_module(name: str, file: str = "train.py"):
-    """A reference's own file, by path (reference folders are not packages)."""
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_") + "_reference", REPO / "references" / name / file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def reference_defaults(name: str) -> dict:
-    import tomllib
-    return tomllib.loads((REPO / "references" / name / "reference.toml").read_text())["hyperparameters"]
-
-
 def batch1_latency(s: Setting, r: Report, name: str, net, x, bf16: bool) -> None:
     """`net` at batch 1, eager then compiled (its compilation in the warm-up calls): mean, p50, p99 ms."""
     torch = s.torch
@@ -331,19 +271,6 @@ def part_latency(s: Setting, r: Report) -> None:
 
 # ----------------------------------------------------------------------------------------------
 # cifar10-fast-pytorch: its own setup and epoch loop on random CIFAR-shaped images
-
-@contextlib.contextmanager
-def cpu_only(torch):
-    """While the reference sets up in a CPU smoke: no CUDA (its "auto" switches and device follow
-    it), and torch.compile with the "eager" backend (no C++ toolchain); both restored after."""
-    is_available, real_compile = torch.cuda.is_available, torch.compile
-    torch.cuda.is_available = lambda: False
-    torch.compile = lambda model, **kw: real_compile(model, backend="eager")
-    try:
-        yield
-    finally:
-        torch.cuda.is_available, torch.compile = is_available, real_compile
-
 
 def cifar_fast_epochs(s: Setting, compiled: bool) -> tuple[float, float, int]:
     """(first epoch s, later epochs' mean s, the schedule's epochs) of the reference on synthetic
@@ -506,6 +433,10 @@ def part_tta(s: Setting, r: Report, reference: str) -> None:
     tta, result = tta_of(result_file)
     r.figure(f"tta_seconds_{reference}", tta, f"{result['metric']} {100 * result['metric_value']:.2f}% >= "
              f"{100 * result['threshold']:.0f}% at epoch {result['epochs']}, hardware {result['hardware']}")
+    isolation = (result.get("isolation") or {}).get("mode")
+    r.figure(f"tta_official_{reference}", "yes" if result.get("official") else "no",
+             f"isolation {isolation}" + ("" if result.get("official") else
+                                         f"; unofficial: {'; '.join(result.get('unofficial_reasons') or [])}"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -594,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         "bidaf": lambda: part_bidaf(s, r),
         "tta": lambda: part_tta(s, r, a.tta_reference),
         "multi_gpu": lambda: part_multi_gpu(s, r),
+        "steps": lambda: reference_steps.part_steps(s, r),
+        "peer": lambda: airbench_peer.part_peer(s, r),
     }
     for part in parts:
         try:

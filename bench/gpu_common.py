@@ -1,0 +1,96 @@
+"""What every part of `python -m bench.gpu` shares: the device setting, the report it prints,
+the one-line "not measured" reason, and how a part reaches a reference's own code."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class NotMeasured(Exception):
+    """A part this machine cannot run: its one-line reason is printed and recorded."""
+
+
+
+class Report:
+    """name=value lines on stdout, and the same figures for the JSON."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.figures: dict[str, float | str] = {}
+        self.not_measured: dict[str, str] = {}
+        self.goals: dict[str, str] = {}
+
+    def figure(self, name: str, value, note: str = "") -> None:
+        value = round(value, 4) if isinstance(value, float) else value
+        self.figures[name] = value
+        print(f"{name}={value}" + (f"  [{self.label}]" if self.label != "cuda" else "") + (f"  ({note})" if note else ""),
+              flush=True)
+
+    def skip(self, part: str, reason: str) -> None:
+        self.not_measured[part] = reason
+        print(f"{part}: not measured: {reason}", flush=True)
+
+    def goal(self, name: str, met: bool, text: str) -> None:
+        self.goals[name] = "met" if met else "not met"
+        print(f"goal {name}: {'met' if met else 'not met'} ({text})", flush=True)
+
+# ----------------------------------------------------------------------------------------------
+# Setting: the device, the sizes, timing
+
+class Setting:
+    def __init__(self, torch, smoke: bool, quick: bool):
+        self.torch, self.smoke, self.quick = torch, smoke, quick
+        self.device = torch.device("cpu" if smoke else "cuda")
+        self.name = "cpu" if smoke else torch.cuda.get_device_name(self.device)
+        if smoke:       # tiny: every code path, in seconds
+            self.sizes, self.batch, self.warmup, self.steps = (32,), 2, 1, 1
+            self.latency_runs, self.latency_warmup, self.compile_backend = 3, 1, "eager"
+        else:
+            self.sizes = (224,) if quick else (160, 192, 224)
+            self.batch, self.warmup, self.steps = 256, (5 if quick else 15), (10 if quick else 40)
+            self.latency_runs, self.latency_warmup = (50 if quick else 200), 20
+            self.compile_backend = "inductor"
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def compile(self, module):
+        return self.torch.compile(module, backend=self.compile_backend, dynamic=False)
+
+
+
+def one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+def load_reference_module(name: str, file: str = "train.py"):
+    """A reference's own file, by path (reference folders are not packages)."""
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_") + "_reference", REPO / "references" / name / file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reference_defaults(name: str) -> dict:
+    import tomllib
+    return tomllib.loads((REPO / "references" / name / "reference.toml").read_text())["hyperparameters"]
+
+
+
+@contextlib.contextmanager
+def cpu_only(torch):
+    """While the reference sets up in a CPU smoke: no CUDA (its "auto" switches and device follow
+    it), and torch.compile with the "eager" backend (no C++ toolchain); both restored after."""
+    is_available, real_compile = torch.cuda.is_available, torch.compile
+    torch.cuda.is_available = lambda: False
+    torch.compile = lambda model, **kw: real_compile(model, backend="eager")
+    try:
+        yield
+    finally:
+        torch.cuda.is_available, torch.compile = is_available, real_compile
+
+
