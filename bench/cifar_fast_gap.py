@@ -9,7 +9,8 @@ its cause. On the same synthetic CIFAR-format images it prints:
     layout change on fewer bytes), the whole network in bf16 with autocast off (airbench94 keeps
     its weights in fp16), the last two together, and the reference compiled;
   - airbench94's ms a step, from its train94 over the same epochs;
-  - torch.profiler's busiest device kernels and host operators of one epoch of each.
+  - torch.profiler over one epoch of each: the device's busy time, the kernel launches, and the
+    busiest device kernels and host operators.
 A variant's figure is a lead, not a recipe: the ones that keep the recipe's numerics get into
 train.py only with a test that says so. Needs CUDA and `pip install airbench==0.1.8`.
 """
@@ -90,12 +91,18 @@ def step_ms(torch, ref, epochs: int) -> float:
     return 1000 * (time.perf_counter() - start) / (ref.step - steps)
 
 
-def profile_table(torch, run, label: str) -> None:
+def profile_table(torch, run, label: str, key: str) -> None:
+    """torch.profiler over `run`: the device's busy time and the kernel launches (a step that
+    launches many small kernels waits on the host), then the busiest kernels and host operators."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
     events = prof.key_averages()
+    device_us = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) for e in events)
+    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cudaLaunchKernelExC"))
+    print(f"{key}_profile_device_ms={device_us / 1000:.1f}", flush=True)
+    print(f"{key}_profile_kernel_launches={launches}", flush=True)
     for key in ("self_device_time_total", "self_cuda_time_total"):
         try:
             print(f"--- {label}: busiest device kernels (self time)\n"
@@ -152,11 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         steps = math.ceil(len(loader) * (1 + a.epochs)) - len(loader)
         print(f"airbench94_step_ms={1000 * (more - one) / steps:.3f}", flush=True)
         if not a.no_profile:
-            profile_table(torch, lambda: airbench.train94(loader, epochs=1, verbose=False), "airbench94, one epoch")
+            profile_table(torch, lambda: airbench.train94(loader, epochs=1, verbose=False),
+                          "airbench94, one epoch (train94: its setup included)", "airbench94")
     if not a.no_profile:
         ref = reference(torch, images, labels)
         ref.train_epoch(1)
-        profile_table(torch, lambda: ref.train_epoch(2), "cifar10-fast-pytorch, one epoch")
+        profile_table(torch, lambda: ref.train_epoch(2), "cifar10-fast-pytorch, one epoch", "cifar10_fast")
     return 0
 
 

@@ -537,7 +537,8 @@ def main(argv: list[str] | None = None) -> int:
             r.skip(part, one_line(exc))
     report = {"time": stamp, "device": "cpu" if smoke else "cuda", "device_name": s.name, "smoke": smoke,
               "quick": a.quick, "torch": torch.__version__, "sizes_px": list(s.sizes), "batch": s.batch,
-              "figures": r.figures, "not_measured": r.not_measured, "goals": r.goals, "anchors": ANCHORS}
+              "figures": r.figures, "notes": r.notes, "not_measured": r.not_measured, "goals": r.goals,
+              "anchors": ANCHORS}
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2) + "\n")

@@ -22,10 +22,13 @@ class Report:
         self.figures: dict[str, float | str] = {}
         self.not_measured: dict[str, str] = {}
         self.goals: dict[str, str] = {}
+        self.notes: dict[str, str] = {}
 
     def figure(self, name: str, value, note: str = "") -> None:
         value = round(value, 4) if isinstance(value, float) else value
         self.figures[name] = value
+        if note:
+            self.notes[name] = note
         print(f"{name}={value}" + (f"  [{self.label}]" if self.label != "cuda" else "") + (f"  ({note})" if note else ""),
               flush=True)
 

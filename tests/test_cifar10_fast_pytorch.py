@@ -177,7 +177,8 @@ def test_hyperparameters_are_airbench94s(spec):
     assert ours == AB_HYP
     assert (cfg["lookahead_every"], cfg["lookahead_decay"]) == (5, 0.95)                 # ab:392, 430
     assert (cfg["warmup_fraction"], cfg["lr_start_fraction"], cfg["lr_end_fraction"]) == (0.23, 0.2, 0.07)
-    assert (cfg["compile"], cfg["bf16"], cfg["channels_last"]) == ("auto", "auto", "auto")
+    # compile is off by default: measured no faster on an H200, and its compilation is on the clock (README)
+    assert (cfg["compile"], cfg["bf16"], cfg["channels_last"]) == ("false", "auto", "auto")
 
 
 def test_network_is_airbench94s(train):
