@@ -407,9 +407,10 @@ def _v1_reading(report: _Report, path: tuple, value: object) -> str | None:
             date = datetime.strptime(value, "%Y-%m-%d")     # v1's own check: it takes 2019-7-22
         except ValueError:
             return None
+        padded = date.date().isoformat()       # strftime's %Y drops the zeros of a year before 1000
         if report.level == "v1":
-            report.fixes["timestamp"] = date.strftime("%Y-%m-%d")
-        return f"{show(value)} is not zero-padded yyyy-mm-dd; read as {date:%Y-%m-%d}, as v1 read it"
+            report.fixes["timestamp"] = padded
+        return f"{show(value)} is not zero-padded yyyy-mm-dd; read as {padded}, as v1 read it"
     if path == ("misc",):
         return f"is {show(value, 40)}, not an object; shown as written (v1 did not check it)"
     return None

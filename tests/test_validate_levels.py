@@ -5,10 +5,14 @@ the normalization shown on the entry's page."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from leaderboard_fixture import inference, train
+from test_validate import FUZZ, LINE, NEW_INFERENCE, NEW_TRAIN, _fresh, inference_entry, json_values, train_entry
 
 from dawnbench import leaderboard, ranking, validate
 
@@ -192,3 +196,31 @@ def test_the_entry_page_shows_the_normalization(tmp_path):
     assert "<th>epoch</th><th>hours</th><th>f1Score</th>" in log_page
     plain = (tmp_path / "site" / "index.html").read_text()
     assert "Read as DAWNBench v1" not in plain
+
+
+COUNT_V1 = re.compile(r"^(\d+ problems? in \d+ of \d+ files|\d+ files? checked: all valid)"
+                      r"( \(\d+ warnings?: v1 quirks, read as v1 read them\))?$")
+
+
+@FUZZ
+@given(field=st.sampled_from(["codeURL", "misc", "timestamp", "logFilename", "usedBlacklist", "f1Score", "latency",
+                              "cost", "top1Accuracy"]),
+       value=json_values | st.sampled_from(["2018-4-2", "0999-1-1", "https://x/y.log", "https://x/../y.tsv"])
+       | st.floats(0, 200), kind=st.sampled_from(["train", "inference"]), drop=st.booleans())
+def test_fuzz_v1_level_keeps_one_line_per_problem(tmp_path_factory, capsys, field, value, kind, drop):
+    root = _fresh(tmp_path_factory.getbasetemp(), "v1")
+    fields = json.loads(json.dumps(NEW_TRAIN if kind == "train" else NEW_INFERENCE))
+    if drop:
+        fields.pop(field, None)
+    else:
+        fields[field] = value
+    text = json.dumps(fields, allow_nan=True)
+    (train_entry if kind == "train" else inference_entry)(root, text, task="SQuAD" if field == "f1Score" else "CIFAR10")
+    try:
+        code = validate.main(["--level", "v1", str(root)])
+    except BaseException as e:          # noqa: BLE001 -- the point is that nothing escapes
+        pytest.fail(f"validate raised {type(e).__name__}: {e}")
+    out = capsys.readouterr().out.splitlines()
+    assert code in (0, 1) and out and COUNT_V1.match(out[-1]), out
+    assert all(LINE.match(line) for line in out[:-1]), out
+    assert (code == 0) == all(": warning: " in line for line in out[:-1])
