@@ -15,7 +15,7 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import harness.tasks
@@ -38,8 +38,10 @@ class Entry:
     path: Path                       # the .json
     kind: str                        # "train" | "inference"
     task: Task
-    fields: dict                     # the JSON object as written
+    fields: dict                     # the JSON object, as read (at validate's v1 level, normalized)
     rows: list[dict[str, float]]     # training: the TSV rows by column; inference: []
+    notes: list[str] = field(default_factory=list)   # validate's v1 warnings: what was tolerated, how it was read
+    written: dict | None = None      # the JSON object as written, where `fields` normalized it
 
     @property
     def name(self) -> str:

@@ -2,7 +2,9 @@
 
 Ranks the entries (`dawnbench.ranking`) and builds the static site (`dawnbench.site`) or prints the
 rankings as JSON. Each training entry's run is verified again (`dawnbench.verification`, with the
-eval labels of --data) and its status shown. An entry that `dawnbench validate` rejects is never ranked: it is listed as
+eval labels of --data) and its status shown. Entries are validated at --level (default v1: every
+published DAWNBench v1 entry ranks, its quirks reported as warnings on stderr, one line each, and
+shown on its page). An entry that `dawnbench validate` rejects is never ranked: it is listed as
 invalid, with the reason, in the JSON and on the site, and reported on stderr, one line each.
 """
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from dawnbench import entries, ranking, site, verification
+from dawnbench import entries, ranking, site, validate, verification
 from dawnbench.arguments import Parser
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
 
@@ -24,6 +26,8 @@ def build_parser() -> Parser:
     p.add_argument("entries", type=Path, help="an entry tree: <Task>/<train|inference>/<name>.json")
     p.add_argument("--out", type=Path, default=None, help="the site's folder (for --format html)")
     p.add_argument("--format", choices=["html", "json"], default="html")
+    p.add_argument("--level", choices=validate.LEVELS, default="v1",
+                   help=f"the rules entries are validated by (default v1): {validate.LEVEL_HELP}")
     p.add_argument("--data", type=Path, default=None,
                    help="the data root with the official eval labels, to verify each training entry's run "
                         "(default $DAWNBENCH_DATA or ./data)")
@@ -41,7 +45,9 @@ def _run(argv: list[str] | None) -> int:
         raise UsageError(f"no entries under {args.entries}: expected {args.entries}/<"
                          f"{'|'.join(entries.TASK_BY_DIR)}>/<train|inference>/*.json")
     loaded, invalid = ranking.load_all(args.entries,
-                                       report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr))
+                                       report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr),
+                                       level=args.level,
+                                       warn=lambda line: print(f"{PROG}: {line}", file=sys.stderr))
     statuses = verification.statuses(loaded, args.data, args.entries if args.entries.is_dir() else None)
     rankings = ranking.rank(loaded, invalid, statuses)
     if args.format == "json":
@@ -50,7 +56,9 @@ def _run(argv: list[str] | None) -> int:
         return EXIT_OK
     index = site.build(loaded, rankings, args.out, statuses)
     ranked = sum(len(rows) for tables in rankings["tasks"].values() for rows in tables.values())
-    print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid)")
+    warnings = len(rankings["warnings"])
+    print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid, "
+          f"{warnings} warning{'s' * (warnings != 1)})")
     return EXIT_OK
 
 

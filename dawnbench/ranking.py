@@ -4,8 +4,10 @@ docs/LEADERBOARD.md).
 Per task four tables: training time (the hours of the first log row at or over the threshold),
 training cost (those hours x costPerHour), inference latency (ms per item, among inference entries
 whose accuracy reaches the threshold) and inference cost per 10,000 items. Ties go to the earlier
-timestamp, then to the name. Only an entry that `dawnbench validate` accepts is ranked: any other
-is listed as invalid with validate's first problem line, and is never read past that.
+timestamp, then to the name. Only an entry that `dawnbench validate` accepts is ranked, at the level
+asked (the leaderboard's default: v1, so every published DAWNBench v1 entry ranks, read as v1 read
+it, its quirks listed as warnings): any other is listed as invalid with validate's first problem
+line, and is never read past that.
 """
 from __future__ import annotations
 
@@ -107,16 +109,19 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
     return {name: _ordered(rows) for name, rows in tables.items()}, unranked
 
 
-def load_all(root: Path, report=None) -> tuple[list[Entry], list[dict]]:
-    """Every entry under `root` that `dawnbench validate` accepts, read once through the safe reader;
-    the others as {"task", "kind", "entry", "file", "reason"}, the reason validate's first problem
-    line (also passed to `report`)."""
+def load_all(root: Path, report=None, level: str = "v1", warn=None) -> tuple[list[Entry], list[dict]]:
+    """Every entry under `root` that `dawnbench validate` accepts at `level`, read once through the
+    safe reader (its warnings in entry.notes, each also passed to `warn`); the others as {"task",
+    "kind", "entry", "file", "reason"}, the reason validate's first problem line (also passed to
+    `report`)."""
     root = Path(root)
     loaded, invalid = [], []
     for path in entries.find(root):
-        entry, problems = validate.load_entry(path, root if root.is_dir() else None)
+        entry, problems = validate.load_entry(path, root if root.is_dir() else None, level)
         if entry is not None:
             loaded.append(entry)
+            for note in entry.notes if warn else ():
+                warn(note)
             continue
         invalid.append({"task": path.parent.parent.name, "kind": path.parent.name, "entry": path.stem,
                         "file": str(path), "reason": str(problems[0])})
@@ -127,9 +132,12 @@ def load_all(root: Path, report=None) -> tuple[list[Entry], list[dict]]:
 
 def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, str] | None = None) -> dict:
     """The rankings of every task: {"tasks": {display name: {table: [rows]}}, "unranked": [...],
-    "invalid": [...]} (`invalid` as load_all lists them; `verification` as
-    dawnbench.verification.statuses gives it, shown on training rows)."""
-    result: dict = {"tasks": {}, "unranked": [], "invalid": list(invalid)}
+    "invalid": [...], "warnings": [...]} (`invalid` as load_all lists them; `warnings` the ranked
+    entries' v1 quirks, one line each; `verification` as dawnbench.verification.statuses gives it,
+    shown on training rows)."""
+    result: dict = {"tasks": {}, "unranked": [], "invalid": list(invalid),
+                    "warnings": [{"task": e.task.display_name, "kind": e.kind, "entry": e.name, "file": str(e.path),
+                                  "warning": note} for e in loaded for note in e.notes]}
     for task in TASKS.values():
         tables, unranked = rank_task([e for e in loaded if e.task is task], verification)
         result["tasks"][task.display_name] = tables

@@ -146,9 +146,17 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     columns = list(entry.rows[0]) if entry.rows else []
     log = [[format(r.get(c, float("nan")), "g") for c in columns] for r in entry.rows]
     other = {"kind": "inference" if entry.kind == "train" else "training", "href": sibling} if sibling else None
+    written = entry.written if entry.written is not None else f
     return ENV.get_template("entry.html").render(
         csp=CSP, root="../../", task=task, kind=entry.kind, name=entry.name, image=image, fields=rows,
-        sibling=other, columns=columns, log=log, entry_json=json.dumps(f, indent=2, ensure_ascii=False))
+        sibling=other, columns=columns, log=log, notes=[_note(entry, n) for n in entry.notes],
+        entry_json=json.dumps(written, indent=2, ensure_ascii=False))
+
+
+def _note(entry: Entry, note: str) -> str:
+    """A v1 warning as the entry's page shows it: FILE:LINE relative to the entry's folder."""
+    folder = str(entry.path.parent) + os.sep
+    return note[len(folder):] if note.startswith(folder) else note
 
 
 # ---------------------------------------------------------------- writing the site
