@@ -68,6 +68,9 @@ class Original:
 def locate(path: Path) -> tuple[Path, Path | None]:
     """(the run folder, the entry JSON or None) that RUN_OR_ENTRY names."""
     if path.is_dir():
+        if (path / "summary.json").is_file() and not (path / "result.json").is_file():
+            raise ReproduceError(f"{path}: a series folder: reproduce one of its runs ({path}/seed<k>/); the "
+                                 f"series' cv sets the default tolerance")
         if not (path / "result.json").is_file():
             raise ReproduceError(f"{path}: no result.json: give a run folder (results/<reference>/<run id>/) or an "
                                  f"entry JSON (entries/<Task>/train/<name>.json)")

@@ -163,9 +163,13 @@ def test_code_that_is_not_at_hand_is_one_line(honest, references_root, fashion_r
 def test_bad_inputs_are_one_line(honest, fashion_root, tmp_path, capsys):
     tampered = Path(shutil.copytree(honest, tmp_path / "tampered"))
     (tampered / "predictions" / "epoch-002.npz").unlink()
+    series = tmp_path / "series"
+    series.mkdir()
+    (series / "summary.json").write_text("{}")
     cases = {
         (str(tmp_path / "nowhere"),): "no such run folder or entry",
         (str(tmp_path),): "no result.json: give a run folder",
+        (str(series),): "a series folder: reproduce one of its runs",
         (str(honest), "--runs", "0"): "--runs 0: give the number of runs, 1 or more",
         (str(honest), "--tolerance=-5%"): "--tolerance -5%: give a positive fraction or percentage",
         (str(honest), "--tolerance", "wide"): "--tolerance wide: give a positive fraction",
