@@ -124,8 +124,8 @@ def find_code(result: dict, references: Path | None, workdir: Path) -> Code:
     """The run's code: this checkout's reference folder when it hashes to the run's, else the run's
     commit from this repository (extracted into `workdir`); ReproduceError naming what is missing."""
     name = result["reference"]
-    recorded = (result.get("provenance") or {}).get("reference_tree_sha256")
-    git = result.get("git") if isinstance(result.get("git"), dict) else {}
+    recorded = _dict(result.get("provenance")).get("reference_tree_sha256")
+    git = _dict(result.get("git"))
     commit = git.get("commit") or result.get("commitHash")
     commit = commit if isinstance(commit, str) and provenance.COMMIT_RE.fullmatch(commit) else None
     if not isinstance(recorded, str):
@@ -160,6 +160,11 @@ def find_code(result: dict, references: Path | None, workdir: Path) -> Code:
             missing.append(f"and at commit {commit[:12]} it " + ("is absent" if hashed is None else
                            f"hashes {hashed[:12]}... (the run had changes that were never committed)"))
     raise ReproduceError(f"the code of {name} is not at hand: " + " ".join(missing))
+
+
+def _dict(value) -> dict:
+    """A field of an untrusted file that should be an object, or {}."""
+    return value if isinstance(value, dict) else {}
 
 
 def _hash(directory: Path) -> str | None:
@@ -253,9 +258,14 @@ def run_once(original: Original, code: Code, runtime: str, data_root: Path, resu
          f"at most {run_args[5]} epochs)")
     with subprocess.Popen(command, cwd=code.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, errors="replace") as proc:
-        for line in proc.stdout:          # the run's own lines, on stderr: stdout is the comparison's
-            sys.stderr.write("  | " + line)
-        code_ = proc.wait()
+        try:
+            for line in proc.stdout:          # the run's own lines, on stderr: stdout is the comparison's
+                sys.stderr.write("  | " + line)
+            code_ = proc.wait()
+        except KeyboardInterrupt:             # the run got the Ctrl-C too, and writes its DNC: wait for it
+            proc.wait()
+            raise ReproduceError(f"interrupted: the run {results / name / run_id} was stopped (DNC); nothing "
+                                 f"is compared or recorded") from None
     run_dir = results / name / run_id
     if not (run_dir / "result.json").is_file():
         raise ReproduceError(f"the run did not finish (exit {code_}, no {run_dir}/result.json): its output is above")
@@ -275,12 +285,11 @@ def figures(result: dict) -> dict:
 
 
 def environment(result: dict, env: dict) -> dict:
-    git = result.get("git") if isinstance(result.get("git"), dict) else {}
-    isolation = result.get("isolation") if isinstance(result.get("isolation"), dict) else {}
+    git, isolation = _dict(result.get("git")), _dict(result.get("isolation"))
     return {"hardware": result.get("hardware"), "nodes": result.get("nodes"), "world_size": result.get("world_size"),
             "framework": result.get("framework"), "runtime": "docker" if result.get("image_digest") else "native",
             "image_digest": result.get("image_digest"), "commit": git.get("commit"), "dirty": git.get("dirty"),
-            "reference_tree_sha256": (result.get("provenance") or {}).get("reference_tree_sha256"),
+            "reference_tree_sha256": _dict(result.get("provenance")).get("reference_tree_sha256"),
             "isolation": isolation.get("mode"), "hostname": env.get("hostname"), "platform": env.get("platform"),
             "python": env.get("python"), "cpu": env.get("cpu"), "gpus": env.get("gpus"),
             "packages": env.get("packages")}
@@ -291,7 +300,7 @@ def time_tolerance(original: Original, asked: float | None) -> tuple[float, str]
     if asked is not None:
         return asked, "--tolerance"
     cv, source = None, None
-    runs = (original.entry or {}).get("runs")
+    runs = _dict(original.entry).get("runs")
     if isinstance(runs, dict) and _finite(runs.get("cv")):
         cv, source = runs["cv"], "the entry's series (runs.cv)"
     summary = original.run_dir.parent / "summary.json"

@@ -15,7 +15,7 @@ import pytest
 from cheats import speed_up
 from leaderboard_fixture import edit_json, write_entries
 
-from dawnbench import reproduce, reproduction
+from dawnbench import entries, reproduce, reproduction, submit
 from dawnbench.cli import main as dawnbench_main
 from harness import verify
 
@@ -78,6 +78,22 @@ def test_an_honest_run_is_reproduced_and_an_earlier_record_is_kept(honest, fashi
     assert run_reproduce(honest, fashion_root, tmp_path, capsys, "--tolerance", "1000%")[0] == 0
     assert json.loads((honest / "reproduction-1.json").read_text()) == first
     assert record(honest)["reproduced"][0]["run"] != again["run"]
+
+
+def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(honest, fashion_root, tmp_path, capsys,
+                                                                           monkeypatch):
+    monkeypatch.setenv("DAWNBENCH_DATA", str(fashion_root))
+    tree = tmp_path / "entries"
+    assert submit.main([str(honest), "--to", str(tree), "--allow-unofficial"]) == 0      # not in git: unofficial
+    (entry,) = (tree / "FashionMNIST" / "train").glob("*.json")
+    capsys.readouterr()
+    code, out, err = run_reproduce(entry, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
+    assert code == 0 and out[-1].startswith(f"reproduced: {entry.with_suffix('.run')}: "), out + err
+    assert record(entry.with_suffix(".run"))["verdict"] == "reproduced"
+    assert not (honest / reproduction.RECORD).exists()           # the entry's run, not the folder it came from
+    assert reproduction.statuses([entries.load(entry)]) == {str(entry): "reproduced"}
+    assert dawnbench_main(["validate", "--allow-unofficial", str(tree)]) == 0     # the record is no entry
+    capsys.readouterr()
 
 
 def test_a_run_whose_clock_was_scaled_verifies_but_is_not_reproduced(honest, fashion_root, tmp_path, capsys):
