@@ -3,7 +3,7 @@
 dawnbench.prices), --runs (a series, dawnbench.series), data fetch (dawnbench.fetch) and data prepare
 (dawnbench.prepare_imagenet); verify is the harness's as it is. And the
 entry tools, each a module of this package with its own `main(argv)` (also `python -m
-dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance."""
+dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance, reproduce."""
 from __future__ import annotations
 
 import argparse
@@ -22,7 +22,8 @@ TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "validate": "check entry files or trees; exit 0 only when all is valid",
          "leaderboard": "rank entries and build the static site",
          "analyze": "the analyses of the DAWNBench papers, as PNG + numbers",
-         "compliance": "check a run's events.jsonl with MLPerf's official compliance checker"}
+         "compliance": "check a run's events.jsonl with MLPerf's official compliance checker",
+         "reproduce": "run an entry again from its provenance and compare its figures with the claim"}
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

@@ -2,7 +2,8 @@
 
 Ranks the entries (`dawnbench.ranking`) and builds the static site (`dawnbench.site`) or prints the
 rankings as JSON. Each training entry's run is verified again (`dawnbench.verification`, with the
-eval labels of --data) and its status shown. Entries are validated at --level (default v1: every
+eval labels of --data) and its status shown, with its reproduction (`dawnbench reproduce`'s
+reproduction.json in the entry's run folder; "not tried" without one). Entries are validated at --level (default v1: every
 published DAWNBench v1 entry ranks, its quirks reported as warnings on stderr, one line each, and
 shown on its page). An entry that `dawnbench validate` rejects is never ranked: it is listed as
 invalid, with the reason, in the JSON and on the site, and reported on stderr, one line each.
@@ -13,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from dawnbench import entries, ranking, site, validate, verification
+from dawnbench import entries, ranking, reproduction, site, validate, verification
 from dawnbench.arguments import Parser
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
 
@@ -49,12 +50,13 @@ def _run(argv: list[str] | None) -> int:
                                        level=args.level,
                                        warn=lambda line: print(f"{PROG}: {line}", file=sys.stderr))
     statuses = verification.statuses(loaded, args.data, args.entries if args.entries.is_dir() else None)
-    rankings = ranking.rank(loaded, invalid, statuses)
+    reproduced = reproduction.statuses(loaded, args.entries if args.entries.is_dir() else None)
+    rankings = ranking.rank(loaded, invalid, statuses, reproduced)
     if args.format == "json":
         json.dump(rankings, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
-    index = site.build(loaded, rankings, args.out, statuses)
+    index = site.build(loaded, rankings, args.out, statuses, reproduced)
     ranked = sum(len(rows) for tables in rankings["tasks"].values() for rows in tables.values())
     warnings = len(rankings["warnings"])
     print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid, "

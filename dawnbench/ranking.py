@@ -17,6 +17,7 @@ from pathlib import Path
 
 from dawnbench import entries, validate
 from dawnbench.entries import Entry, number
+from dawnbench.reproduction import NOT_TRIED
 from harness.tasks import TASKS, Task
 
 TABLES = ("train_time", "train_cost", "inference_latency", "inference_cost")
@@ -56,12 +57,14 @@ def _ordered(rows: list[tuple[float, Entry, dict]]) -> list[dict]:
     return ranked
 
 
-def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = None
-              ) -> tuple[dict[str, list[dict]], list[dict]]:
+def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = None,
+              reproduction: dict[str, str] | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
     """The four tables of one task, and the entries that rank in none of them (with the reason).
     Valid entries all rank; the reasons are a second line of defence for entries built in code.
-    Training rows carry their `verification` status ({entry path: status}, dawnbench.verification)."""
+    Training rows carry their `verification` status ({entry path: status}, dawnbench.verification)
+    and their `reproduction` ({entry path: words}, dawnbench.reproduction; "not tried" when absent)."""
     verification = verification or {}
+    reproduction = reproduction or {}
     tables: dict[str, list] = {name: [] for name in TABLES}
     unranked = []
     threshold = entries.log_threshold(task_entries[0].task) if task_entries else None
@@ -88,7 +91,8 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
             base = {"hours": hours, "hms": entries.hms(hours), "epoch": number(row.get("epoch")),
                     "accuracy": row[entry.metric_column], "costPerHour": price,
                     "cost_usd": hours * price if price is not None else None,
-                    "verification": verification.get(str(entry.path), "not checked")}
+                    "verification": verification.get(str(entry.path), "not checked"),
+                    "reproduction": reproduction.get(str(entry.path), NOT_TRIED)}
             tables["train_time"].append((hours, entry, base))
             if price is not None:
                 tables["train_cost"].append((hours * price, entry, base))
@@ -130,16 +134,17 @@ def load_all(root: Path, report=None, level: str = "v1", warn=None) -> tuple[lis
     return loaded, invalid
 
 
-def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, str] | None = None) -> dict:
+def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, str] | None = None,
+         reproduction: dict[str, str] | None = None) -> dict:
     """The rankings of every task: {"tasks": {display name: {table: [rows]}}, "unranked": [...],
     "invalid": [...], "warnings": [...]} (`invalid` as load_all lists them; `warnings` the ranked
-    entries' v1 quirks, one line each; `verification` as dawnbench.verification.statuses gives it,
-    shown on training rows)."""
+    entries' v1 quirks, one line each; `verification` as dawnbench.verification.statuses gives it, and
+    `reproduction` as dawnbench.reproduction.statuses does, shown on training rows)."""
     result: dict = {"tasks": {}, "unranked": [], "invalid": list(invalid),
                     "warnings": [{"task": e.task.display_name, "kind": e.kind, "entry": e.name, "file": str(e.path),
                                   "warning": note} for e in loaded for note in e.notes]}
     for task in TASKS.values():
-        tables, unranked = rank_task([e for e in loaded if e.task is task], verification)
+        tables, unranked = rank_task([e for e in loaded if e.task is task], verification, reproduction)
         result["tasks"][task.display_name] = tables
         result["unranked"] += [{"task": task.display_name, **u} for u in unranked]
     return result

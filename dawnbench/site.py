@@ -1,6 +1,7 @@
 """The leaderboard's static site: an index with each task's four ranked tables, its invalid entries
 and analysis plots, and a page per entry (its accuracy-vs-time curve, hardware, framework, code,
-commit, cost).
+commit, cost,
+its verification and its reproduction).
 
 The pages are rendered from the jinja2 templates in dawnbench/templates/ with autoescaping, so every
 string from an entry is escaped wherever it lands (text or attribute); only http(s) URLs become
@@ -21,6 +22,7 @@ import jinja2
 
 from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
+from dawnbench.reproduction import NOT_TRIED
 from harness.errors import DawnbenchError
 from harness.tasks import RULES_VERSION
 
@@ -115,7 +117,7 @@ def _ordinal(n: int) -> str:
 
 
 def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None,
-               verification: str | None = None) -> str:
+               verification: str | None = None, reproduction: str | None = None) -> str:
     f = entry.fields
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
@@ -138,6 +140,7 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         else:
             rows.append(("Time to threshold", "the log never reaches the threshold"))
         rows.append(("Verification", verification or "not checked"))
+        rows.append(("Reproduction", reproduction or NOT_TRIED))
     else:
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
@@ -196,17 +199,19 @@ def _swap(tmp: Path, out: Path) -> None:
         os.replace(tmp, out)
 
 
-def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str] | None = None) -> Path:
-    """Write the site for `loaded` (ranked as `rankings`; training entries' `verification` statuses by
-    path) into `out`; returns the index's path."""
+def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str] | None = None,
+          reproduction: dict[str, str] | None = None) -> Path:
+    """Write the site for `loaded` (ranked as `rankings`; training entries' `verification` statuses and
+    `reproduction` words by path) into `out`; returns the index's path."""
     try:
-        return _build(loaded, rankings, Path(out), verification or {})
+        return _build(loaded, rankings, Path(out), verification or {}, reproduction or {})
     except OSError as e:
         raise SiteError(f"cannot write the site at {out} ({e.strerror or type(e).__name__}: {e.filename}) "
                         f"(check the folder and its permissions)") from None
 
 
-def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str]) -> Path:
+def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str],
+           reproduction: dict[str, str]) -> Path:
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
@@ -244,7 +249,7 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
             sibling = pages.get((entry.task.display_name, other_kind, entry.name))
             sibling = f"../{other_kind}/{Path(sibling).name}" if sibling else None
             w.text(relative, entry_page(entry, ranks.get(relative, []), image, sibling,
-                                        verification.get(str(entry.path))))
+                                        verification.get(str(entry.path)), reproduction.get(str(entry.path))))
 
         w.text("index.html", index_page(rankings, plots, len(loaded)))
         _swap(tmp, out)

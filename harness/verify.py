@@ -10,6 +10,10 @@ and from the stored predictions and the official labels (checksummed) the metric
 then it checks that the log, result.json and the TSV all say the same, that the run stopped at
 the first epoch at or over the threshold, and that every predictions file is the one the log names.
 
+What it proves is consistency: the folder agrees with itself. It cannot prove that the run happened
+as logged: whoever holds the folder can rewrite every file of it to agree (every clock reading
+scaled, the times re-derived). Running the entry again does: `dawnbench reproduce` (a host tool).
+
 One line per check, then a verdict line. Exit status 0: verified; 1: a disagreement (the verdict
 names the first); 2: a RUN_DIR that is not a readable run folder, or no eval labels here (one line).
 
@@ -46,6 +50,9 @@ MAX_EVENTS_BYTES = 32 * 2**20     # a line per event, a handful of events per ep
 MAX_RESULT_BYTES = 4 * 2**20      # result.json: one short history row per epoch
 _TREE, _OWNER = "run folder", "a run"
 EXCLUDED_SPANS = (("eval_start", "eval_stop"), ("checkpoint_start", "checkpoint_stop"))
+# What a verified verdict proves, and what it does not, on the verdict line itself.
+CONSISTENCY = ("consistent: its files agree with each other; that it happened as logged takes running it again: "
+               "dawnbench reproduce")
 
 
 class VerifyError(DawnbenchError):
@@ -104,7 +111,7 @@ class Verification:
             return f"disagreement: {failure.name}: {failure.detail}"
         if self.labels_problem is not None:
             return f"not verified: {self.labels_problem}"
-        return f"verified: {self.summary}"
+        return f"verified: {self.summary} ({CONSISTENCY})"
 
     def lines(self) -> list[str]:
         return [c.line() for c in self.checks] + [self.verdict()]

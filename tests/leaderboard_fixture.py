@@ -219,3 +219,24 @@ def make_run(folder: Path, *, task="cifar10", reference=REF, epochs=30, final=0.
 def edit_json(path: Path, **changes) -> None:
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}, indent=2))
 
+
+
+def write_reproduction(run_dir: Path, *, tta_factor: float = 1.0, hardware: str | None = None) -> dict:
+    """The reproduction.json `dawnbench reproduce` would write into `run_dir` had the run been run again
+    and taken `tta_factor` times its claimed time, on `hardware` (default: the run's), figures and
+    verdict from the command's own comparison; returns it."""
+    from dawnbench import reproduce, reproduction
+
+    result = json.loads((run_dir / "result.json").read_text())
+    claimed, env = reproduce.figures(result), reproduce.environment(result, {})
+    again = {**claimed, "tta_seconds": round(claimed["tta_seconds"] * tta_factor, 3)}
+    again_env = {**env, "hardware": hardware or env["hardware"]}
+    tolerance = reproduce.DEFAULT_TIME_TOLERANCE
+    verdict, differences, notes = reproduce.compare(claimed, env, [(again, again_env)], tolerance,
+                                                    reproduce.DEFAULT_METRIC_TOLERANCE)
+    record = {"verdict": verdict, "differences": differences, "notes": notes,
+              "log_sha256": reproduction.log_sha256(run_dir, result), "tolerance": {"time": tolerance},
+              "claimed": {"figures": claimed, "environment": env},
+              "reproduced": [{"figures": again, "environment": again_env}]}
+    reproduce.write_record(run_dir, record)
+    return record

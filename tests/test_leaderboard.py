@@ -23,10 +23,11 @@ from leaderboard_fixture import (
     train,
     use_cifar10_labels,
     write_entries,
+    write_reproduction,
 )
 from markupsafe import escape
 
-from dawnbench import entries, ranking, site, submit, verification
+from dawnbench import entries, ranking, reproduction, site, submit, verification
 from dawnbench.cli import main
 
 
@@ -387,3 +388,49 @@ def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsy
     assert "<th>Verification</th><td>verified</td>" in page
     # the runs inside the tree are not entries: validate passes over them
     assert main(["validate", str(train_dir / f"{stems['Honest']}.json")]) == 0
+
+
+def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsys):
+    """The reproduction.json of `dawnbench reproduce` in an entry's run folder is shown as its
+    reproduction: reproduced, accuracy only, not reproduced with both figures, or not tried (no
+    record, a record of another log, or a record that is not one)."""
+    use_cifar10_labels(monkeypatch, tmp_path / "labels")
+    tree = write_entries(tmp_path / "entries")
+    train_dir = tree / "CIFAR10" / "train"
+    runs = {}
+    for k, author in enumerate(("Same", "Elsewhere", "Faked", "Stale", "Hostile", "Untried"), start=3):
+        assert submit.main([str(make_run(tmp_path / author, epochs=k)), "--to", str(tree), "--author", author]) == 0
+        runs[author] = train_dir / f"{author}_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0.run"
+    capsys.readouterr()
+    write_reproduction(runs["Same"], tta_factor=1.1)
+    write_reproduction(runs["Elsewhere"], tta_factor=9.0, hardware="Intel(R) Xeon(R) Processor (2 cores)")
+    faked = write_reproduction(runs["Faked"], tta_factor=5.0)
+    write_reproduction(runs["Stale"])
+    (runs["Stale"] / reproduction.RECORD).write_text(
+        (runs["Stale"] / reproduction.RECORD).read_text().replace('"log_sha256": "', '"log_sha256": "0'))
+    (runs["Hostile"] / reproduction.RECORD).write_text(json.dumps({"verdict": "<b>reproduced</b>"}))
+
+    assert main(["leaderboard", str(tree), "--format", "json"]) == 0
+    table = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]["train_time"]
+    got = {r["entry"]: r["reproduction"] for r in table}
+    stem = {author: run.name[:-len(".run")] for author, run in runs.items()}
+    claimed = faked["claimed"]["figures"]["tta_seconds"]
+    assert faked["differences"] == [f"time-to-accuracy: {claimed:.3f} s claimed, {5 * claimed:.3f} s reproduced "
+                                    f"(+400%, tolerance +25%)"]
+    assert {author: got[stem[author]] for author in runs} == {
+        "Same": "reproduced", "Elsewhere": "reproduced: accuracy only",
+        "Faked": f"not reproduced: {faked['differences'][0]}",
+        "Stale": "not tried: reproduction.json is of another log than this entry's (reproduce it again)",
+        "Hostile": "not tried: reproduction.json holds no verdict of `dawnbench reproduce`",
+        "Untried": "not tried"}
+    assert got["alice_resnet18_p3.2xlarge_pytorch"] == "not tried"        # a v1 entry: no run to reproduce
+
+    site_dir = tmp_path / "site"
+    assert main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
+    index = (site_dir / "index.html").read_text()
+    assert "<th>Verification</th><th>Reproduction</th>" in index
+    cells = re.findall(r'<td class="reproduction">([^<]*)</td>', index)
+    assert "reproduced: accuracy only" in cells and str(escape(got[stem["Faked"]])) in cells
+    assert "&lt;b&gt;" not in index and "<b>reproduced" not in index
+    page = (site_dir / ranking.page(entries.load(train_dir / f"{stem['Faked']}.json"))).read_text()
+    assert f"<th>Reproduction</th><td>{escape(got[stem['Faked']])}</td>" in page

@@ -13,9 +13,13 @@ from leaderboard_fixture import (
     TRAIN_COST_ORDER,
     TRAIN_TIME_ORDER,
     XSS,
+    make_run,
+    use_cifar10_labels,
     write_entries,
+    write_reproduction,
 )
 
+from dawnbench import submit
 from dawnbench.cli import main
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -77,6 +81,10 @@ def test_site_in_chromium(browser, tmp_path):
         assert [r.find_element(By.CSS_SELECTOR, "td").text for r in rows] == [str(k) for k in range(1, len(order) + 1)]
     first = browser.find_element(By.CSS_SELECTOR, "#CIFAR10-train_time tbody tr").find_elements(By.TAG_NAME, "td")
     assert [c.text for c in first[:3]] == ["1", "0:30:00", "$1.53"]
+    headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time thead th")]
+    assert headings[-2:] == ["Verification", "Reproduction"]
+    assert {c.text for c in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time td.reproduction")} == \
+        {"not tried"}           # DAWNBench v1 entries: no run to reproduce
 
     # The hostile entry: its strings appear as text, no element of theirs exists, nothing ran.
     assert no_alert(browser)
@@ -111,3 +119,31 @@ def test_site_in_chromium(browser, tmp_path):
     assert browser.find_elements(By.CSS_SELECTOR, "table.fields a[href^='javascript']") == []
     assert "javascript:alert(1)" in browser.find_element(By.CSS_SELECTOR, "table.fields").text
     assert no_alert(browser) and browser.execute_script("return document.scripts.length") == 0
+
+
+def test_reproduction_column_in_chromium(browser, tmp_path, monkeypatch, capsys):
+    """Entries with a run show what `dawnbench reproduce` found, in the table and on the entry's page."""
+    from selenium.webdriver.common.by import By
+    use_cifar10_labels(monkeypatch, tmp_path / "labels")
+    tree = tmp_path / "entries"
+    stems = {}
+    for k, author in enumerate(("Same", "Faked", "Untried"), start=3):
+        assert submit.main([str(make_run(tmp_path / author, epochs=k)), "--to", str(tree), "--author", author]) == 0
+        stems[author] = f"{author}_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
+    runs = {a: tree / "CIFAR10" / "train" / f"{s}.run" for a, s in stems.items()}
+    write_reproduction(runs["Same"])
+    faked = write_reproduction(runs["Faked"], tta_factor=5.0)
+    site = tmp_path / "site"
+    assert main(["leaderboard", str(tree), "--out", str(site)]) == 0
+    capsys.readouterr()
+
+    browser.get((site / "index.html").as_uri())
+    cells = {r.get_attribute("data-entry"): r.find_element(By.CSS_SELECTOR, "td.reproduction").text
+             for r in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time tbody tr")}
+    assert cells == {stems["Same"]: "reproduced", stems["Faked"]: f"not reproduced: {faked['differences'][0]}",
+                     stems["Untried"]: "not tried"}
+    assert "claimed" in cells[stems["Faked"]] and "reproduced (+400%" in cells[stems["Faked"]]
+    browser.find_element(By.CSS_SELECTOR, f'#CIFAR10-train_time tr[data-entry="{stems["Faked"]}"] a.entry-link').click()
+    fields = {r.find_element(By.TAG_NAME, "th").text: r.find_element(By.TAG_NAME, "td").text
+              for r in browser.find_elements(By.CSS_SELECTOR, "table.fields tr")}
+    assert fields["Reproduction"] == cells[stems["Faked"]] and fields["Verification"] == "verified"

@@ -271,7 +271,7 @@ def test_a_run_that_ended_in_init_verifies_as_a_dnc_with_its_reason(ended_in_ini
     code, lines = verify_lines(run, fashion_root, capsys)
     assert code == 0 and not any(line.startswith("FAIL") for line in lines), lines
     assert lines[0].startswith("ok   events: ") and "ended in init (no run_start)" in lines[0], lines
-    assert lines[-1] == f"verified: {run}: DNC in init, before its first epoch: {result['dnc_reason']}"
+    assert lines[-1] == f"verified: {run}: DNC in init, before its first epoch: {result['dnc_reason']} ({verify.CONSISTENCY})"
 
 
 def test_a_tampered_dnc_from_init_is_caught(ended_in_init, fashion_root, tmp_path, capsys):

@@ -1,0 +1,520 @@
+"""`dawnbench reproduce RUN_OR_ENTRY [--runs N] [--runtime docker|native] [--tolerance T]`: run an
+entry again and say whether it happened as claimed.
+
+`dawnbench verify` proves that a run folder agrees with itself; an entrant who rewrites every file
+of it consistently (the clock readings of the log, result.json, the TSV) passes it. Only running the
+entry again shows that the figures are the entry's. This command:
+
+1. verifies the run (a folder that does not agree with itself is not worth running again);
+2. finds the run's code: the reference folder of this checkout when it hashes to the run's
+   `provenance.reference_tree_sha256`, else the run's commit when this repository has it (the
+   reference folder at that commit must hash the same); otherwise one line says what is missing;
+3. runs that reference with the run's seed, threshold and hyperparameters, for as many epochs as the
+   run had, `--runs N` times: in its image where a Docker engine answers, else natively (it says which);
+4. compares: converged or not, the epoch of convergence, the metric at each epoch (within
+   --metric-tolerance), and time-to-accuracy within the time tolerance over the claim: 3 x the
+   coefficient of variation of the entry's own series where it has one (at least 5%), else a stated
+   25%, or --tolerance. The tolerance is one-sided: a claimed time the code does not reach is the
+   question; a reproduction faster than the claim (a less loaded machine) is reported, not held against
+   it. On other hardware time is not comparable: only the epochs and the metric curve are, and the
+   verdict is "reproduced: accuracy only";
+5. prints both figures side by side and a verdict line, and writes reproduction.json into the run
+   folder (dawnbench.reproduction), which the leaderboard shows.
+
+Exit status 0: reproduced (or accuracy only); 1: not reproduced; 2: a bad input, one line.
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dawnbench import reproduction, safe_read, verification
+from dawnbench.arguments import Parser
+from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
+from harness import datasets, outputs, paths, provenance, registry, verify
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
+
+PROG = "dawnbench reproduce"
+DEFAULT_TIME_TOLERANCE = 0.25   # without a series: a loaded machine's run-to-run spread (docs/RULES.md) with room
+COV_FACTOR = 3.0                # with a series: three of its standard deviations...
+MIN_TIME_TOLERANCE = 0.05       # ...but never under the stability bound itself (dawnbench.series.STABLE_CV)
+DEFAULT_METRIC_TOLERANCE = 0.005  # the same seed and code: the metric of each epoch within half a point
+RUNTIMES = ("docker", "native")
+
+
+class ReproduceError(UsageError):
+    """A bad input, or code that is not at hand: one line."""
+
+
+# ---------------------------------------------------------------- the run to reproduce
+
+@dataclass
+class Original:
+    run_dir: Path
+    result: dict
+    env: dict
+    entry: dict | None          # the entry JSON when RUN_OR_ENTRY named one
+
+
+def locate(path: Path) -> tuple[Path, Path | None]:
+    """(the run folder, the entry JSON or None) that RUN_OR_ENTRY names."""
+    if path.is_dir():
+        if (path / "summary.json").is_file() and not (path / "result.json").is_file():
+            raise ReproduceError(f"{path}: a series folder: reproduce one of its runs ({path}/seed<k>/); the "
+                                 f"series' cv sets the default tolerance")
+        if not (path / "result.json").is_file():
+            raise ReproduceError(f"{path}: no result.json: give a run folder (results/<reference>/<run id>/) or an "
+                                 f"entry JSON (entries/<Task>/train/<name>.json)")
+        return path, None
+    if path.is_file() and path.suffix == ".json":
+        run_dir = verification.run_folder(path)
+        if not run_dir.is_dir():
+            raise ReproduceError(f"{path}: the code is not at hand: the entry has no run folder {run_dir.name}/ beside "
+                                 f"it (a DAWNBench v1 entry, or one submitted without its run), so it names no "
+                                 f"reference, seed or code to run again")
+        return run_dir, path
+    raise ReproduceError(f"{path}: neither a run folder nor an entry JSON file")
+
+
+def read_original(path: Path, data_root: Path | None) -> Original:
+    run_dir, entry_path = locate(path)
+    try:
+        checked = verify.verify(run_dir, data_root)
+    except verify.VerifyError as e:
+        raise ReproduceError(str(e)) from None
+    if not checked.verified:
+        raise ReproduceError(f"{run_dir} does not verify ({checked.status}): `dawnbench verify {run_dir}` says "
+                             f"why; a run that does not agree with itself is not run again")
+    root = run_dir if entry_path is None else entry_path.parent
+    try:
+        result = safe_read.read_json(run_dir / "result.json", root)
+        env = safe_read.read_json(run_dir / "env.json", root) if (run_dir / "env.json").is_file() else {}
+        entry = safe_read.read_json(entry_path, root) if entry_path else None
+    except safe_read.Refused as e:
+        raise ReproduceError(f"{run_dir}: {e.reason}") from None
+    if result.get("world_size") not in (None, 1):
+        raise ReproduceError(f"{run_dir}: a run of {result.get('world_size')} processes: reproduce it by hand, one "
+                             f"torchrun with its --seed (this command runs one process)")
+    for name in ("reference", "seed", "threshold", "hyperparameters"):
+        if name not in result:
+            raise ReproduceError(f"{run_dir}/result.json has no {name}: not a run of this harness")
+    paths.check_name(result["reference"], "the run's reference")
+    return Original(run_dir, result, env if isinstance(env, dict) else {}, entry if isinstance(entry, dict) else None)
+
+
+# ---------------------------------------------------------------- the code
+
+@dataclass
+class Code:
+    references: Path        # the folder holding <reference>/ to run
+    root: Path              # what the run imports harness/ and common/ from
+    source: str             # where the code came from, in words
+
+
+def find_code(result: dict, references: Path | None, workdir: Path) -> Code:
+    """The run's code: this checkout's reference folder when it hashes to the run's, else the run's
+    commit from this repository (extracted into `workdir`); ReproduceError naming what is missing."""
+    name = result["reference"]
+    recorded = _dict(result.get("provenance")).get("reference_tree_sha256")
+    git = _dict(result.get("git"))
+    commit = git.get("commit") or result.get("commitHash")
+    commit = commit if isinstance(commit, str) and provenance.COMMIT_RE.fullmatch(commit) else None
+    if not isinstance(recorded, str):
+        raise ReproduceError("the code is not at hand: the run records no hash of its reference folder "
+                             "(provenance.reference_tree_sha256), so no code can be shown to be the code that ran")
+    root = registry.references_root(references).resolve()
+    here = root / name
+    found = _hash(here)
+    if found == recorded:
+        return Code(root, paths.PACKAGE_PARENT, f"{here} (its tree sha256 is the run's)")
+    missing = [f"{here} is absent" if found is None else
+               f"{here} hashes {found[:12]}..., the run's reference folder {recorded[:12]}..."]
+    top = provenance._git(["rev-parse", "--show-toplevel"], root) if root.is_dir() else None
+    if commit is None:
+        missing.append("and the run names no commit")
+    elif top is None or top.returncode:
+        missing.append(f"and no git repository holds {root} to take commit {commit[:12]} from")
+    else:
+        repo = Path(top.stdout.strip())
+        if provenance._git(["cat-file", "-e", f"{commit}^{{commit}}"], repo).returncode:
+            url = result.get("codeURL") if isinstance(result.get("codeURL"), str) else "the entry's repository"
+            missing.append(f"and commit {commit[:12]} is not in the repository at {repo} (fetch it: "
+                           f"git -C {repo} fetch {url} {commit}, then run this again)")
+        else:
+            relative = root.relative_to(repo.resolve())
+            tree = _extract(repo, commit, str(relative / name) if str(relative) != "." else name, workdir)
+            at_commit = tree / relative
+            hashed = _hash(at_commit / name)
+            if hashed == recorded:
+                code_root = tree if (tree / "harness").is_dir() else paths.PACKAGE_PARENT
+                return Code(at_commit, code_root, f"commit {commit[:12]} of {repo} (its {name} tree sha256 is the run's)")
+            missing.append(f"and at commit {commit[:12]} it " + ("is absent" if hashed is None else
+                           f"hashes {hashed[:12]}... (the run had changes that were never committed)"))
+    raise ReproduceError(f"the code of {name} is not at hand: " + " ".join(missing))
+
+
+def _dict(value) -> dict:
+    """A field of an untrusted file that should be an object, or {}."""
+    return value if isinstance(value, dict) else {}
+
+
+def _hash(directory: Path) -> str | None:
+    try:
+        return provenance.tree_hash(directory) if directory.is_dir() else None
+    except OSError:
+        return None
+
+
+def _extract(repo: Path, commit: str, folder: str, workdir: Path) -> Path:
+    """`folder` (the reference's, relative to the repository) and the commit's harness/ and common/
+    where it has them, as they were at `commit`, under workdir/checkout (git archive: the repository
+    and its work tree are not touched)."""
+    wanted = [folder] + [d for d in ("harness", "common")
+                         if provenance._git(["cat-file", "-e", f"{commit}:{d}"], repo).returncode == 0]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", commit, "--", *wanted],
+                             capture_output=True, timeout=300)
+    if archive.returncode:
+        detail = archive.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
+        raise ReproduceError(f"git archive of {folder} at commit {commit[:12]} failed in {repo}: {detail[0]}")
+    target = workdir / "checkout"
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(target, filter="data")       # no absolute path, no link out of the folder
+    except tarfile.TarError as e:
+        raise ReproduceError(f"{folder} at commit {commit[:12]} cannot be taken out of {repo}: {e}") from None
+    return target
+
+
+# ---------------------------------------------------------------- running it again
+
+def choose_runtime(asked: str | None) -> tuple[str, str]:
+    """(runtime, the line that says which and why)."""
+    from dawnbench import containers
+    if asked == "native":
+        return "native", "runtime: native (--runtime native)"
+    if asked == "docker":
+        containers.engine()         # no engine: its one line, before anything runs
+        return "docker", "runtime: docker, in the reference's pinned image (--runtime docker)"
+    if containers.engine_answers():
+        return "docker", "runtime: docker, in the reference's pinned image (an engine answers; --runtime native to run here)"
+    return "native", "runtime: native (no Docker engine answers; --runtime docker to insist)"
+
+
+def overrides(result: dict, code: Code) -> list[str]:
+    """`--set` options that give the run's recorded hyperparameters where they differ from the defaults."""
+    spec = registry.load_spec(result["reference"], code.references)
+    recorded = result["hyperparameters"] if isinstance(result["hyperparameters"], dict) else {}
+    sets = []
+    for key, value in sorted(recorded.items()):
+        if key not in spec.hyperparameters:
+            raise ReproduceError(f"the run's hyperparameter {key!r} is not in {spec.name}'s reference.toml at this "
+                                 f"code: not the code that ran")
+        if value == spec.hyperparameters[key]:
+            continue
+        text = (",".join(str(v) for v in value) if isinstance(value, list) else
+                str(value).lower() if isinstance(value, bool) else str(value))
+        if registry._convert(key, text, spec.hyperparameters[key]) != value:
+            raise ReproduceError(f"the run's hyperparameter {key}={value!r} cannot be given as --set {key}=...; "
+                                 f"reproduce it by hand")
+        sets += ["--set", f"{key}={text}"]
+    return sets
+
+
+def _python(name: str, asked: Path | None) -> str:
+    """The interpreter of a native run: --python, else the reference's environment (make setup), else this one."""
+    if asked is not None:
+        return str(asked)
+    checkout = paths.checkout_root()
+    venv = checkout / ".venv" / name / "bin" / "python" if checkout else None
+    return str(venv) if venv is not None and venv.is_file() else sys.executable
+
+
+def run_once(original: Original, code: Code, runtime: str, data_root: Path, results: Path, run_id: str,
+             python: Path | None) -> Path:
+    """One run of the reference as the original ran; its run folder."""
+    r = original.result
+    name = r["reference"]
+    run_args = ["--seed", str(r["seed"]), "--threshold", repr(float(r["threshold"])),
+                "--max-epochs", str(max(int(r.get("epochs") or 0), 1)), "--run-id", run_id, "--no-progress",
+                *overrides(r, code)]
+    env = {**os.environ, paths.REFERENCES_ENV: str(code.references),
+           "PYTHONPATH": os.pathsep.join([str(code.root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    if runtime == "docker":
+        command = [sys.executable, "-m", "dawnbench.containers", "run", name, "--data", str(data_root),
+                   "--results", str(results), "--", *run_args]
+    else:
+        command = [_python(name, python), "-m", "harness", "run", name, "--references", str(code.references),
+                   "--data", str(data_root), "--results", str(results), *run_args]
+    _say(f"run {run_id}: {' '.join(command[1:4])} {name} (seed {r['seed']}, threshold {r['threshold']}, "
+         f"at most {run_args[5]} epochs)")
+    with subprocess.Popen(command, cwd=code.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as proc:
+        try:
+            for line in proc.stdout:          # the run's own lines, on stderr: stdout is the comparison's
+                sys.stderr.write("  | " + line)
+            code_ = proc.wait()
+        except KeyboardInterrupt:             # the run got the Ctrl-C too, and writes its DNC: wait for it
+            proc.wait()
+            raise ReproduceError(f"interrupted: the run {results / name / run_id} was stopped (DNC); nothing "
+                                 f"is compared or recorded") from None
+    run_dir = results / name / run_id
+    if not (run_dir / "result.json").is_file():
+        raise ReproduceError(f"the run did not finish (exit {code_}, no {run_dir}/result.json): its output is above")
+    return run_dir
+
+
+# ---------------------------------------------------------------- comparing
+
+def figures(result: dict) -> dict:
+    metric = result.get("metric")
+    history = result.get("history") if isinstance(result.get("history"), list) else []
+    return {"status": result.get("status"), "epochs": result.get("epochs"), "metric": metric,
+            "threshold": result.get("threshold"), "metric_value": result.get("metric_value"),
+            "tta_seconds": result.get("tta_seconds"), "wall_seconds": result.get("wall_seconds"),
+            "curve": [{"epoch": row.get("epoch"), metric: row.get(metric), "tta_seconds": row.get("tta_seconds")}
+                      for row in history if isinstance(row, dict)]}
+
+
+def environment(result: dict, env: dict) -> dict:
+    git, isolation = _dict(result.get("git")), _dict(result.get("isolation"))
+    return {"hardware": result.get("hardware"), "nodes": result.get("nodes"), "world_size": result.get("world_size"),
+            "framework": result.get("framework"), "runtime": "docker" if result.get("image_digest") else "native",
+            "image_digest": result.get("image_digest"), "commit": git.get("commit"), "dirty": git.get("dirty"),
+            "reference_tree_sha256": _dict(result.get("provenance")).get("reference_tree_sha256"),
+            "isolation": isolation.get("mode"), "hostname": env.get("hostname"), "platform": env.get("platform"),
+            "python": env.get("python"), "cpu": env.get("cpu"), "gpus": env.get("gpus"),
+            "packages": env.get("packages")}
+
+
+def time_tolerance(original: Original, asked: float | None) -> tuple[float, str]:
+    """(relative tolerance, where it comes from): --tolerance, else the entry's series, else the default."""
+    if asked is not None:
+        return asked, "--tolerance"
+    cv, source = None, None
+    runs = _dict(original.entry).get("runs")
+    if isinstance(runs, dict) and _finite(runs.get("cv")):
+        cv, source = runs["cv"], "the entry's series (runs.cv)"
+    summary = original.run_dir.parent / "summary.json"
+    if cv is None and summary.is_file():
+        try:
+            stats = safe_read.read_json(summary, summary.parent).get("tta_seconds") or {}
+        except (safe_read.Refused, AttributeError):
+            stats = {}
+        if isinstance(stats, dict) and _finite(stats.get("cv")):
+            cv, source = stats["cv"], f"its series ({summary})"
+    if cv is None:
+        return DEFAULT_TIME_TOLERANCE, "the stated default (no series gives the entry's spread)"
+    tolerance = max(COV_FACTOR * cv, MIN_TIME_TOLERANCE)
+    return tolerance, f"{COV_FACTOR:g} x the cv {cv:.3f} of {source}, at least {MIN_TIME_TOLERANCE:.0%}"
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def compare(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]], tolerance: float,
+            metric_tolerance: float) -> tuple[str, list[str], list[str]]:
+    """(verdict, differences, notes): every difference between the claim and each reproduction,
+    each with both figures; the notes say what was not compared and why."""
+    metric = claimed["metric"]
+    differences, notes = [], []
+    for k, (fig, _) in enumerate(runs, start=1):
+        which = f" (run {k})" if len(runs) > 1 else ""
+        if fig["status"] != claimed["status"]:
+            differences.append(f"status: {claimed['status']} claimed, {fig['status']} reproduced{which}")
+        if fig["epochs"] != claimed["epochs"]:
+            what = "epoch of convergence" if claimed["status"] == "converged" else "epochs"
+            differences.append(f"{what}: {claimed['epochs']} claimed, {fig['epochs']} reproduced{which}")
+        reproduced = {row["epoch"]: row[metric] for row in fig["curve"]}
+        for row in claimed["curve"]:
+            value, again = row[metric], reproduced.get(row["epoch"])
+            if _finite(value) and _finite(again) and abs(again - value) > metric_tolerance:
+                differences.append(f"{metric} at epoch {row['epoch']}: {value:.4f} claimed, {again:.4f} reproduced"
+                                   f"{which} (tolerance {metric_tolerance:g})")
+    other = [env["hardware"] for _, env in runs if (env["hardware"], env["nodes"]) !=
+             (claimed_env["hardware"], claimed_env["nodes"])]
+    converged = claimed["status"] == "converged" and all(f["status"] == "converged" for f, _ in runs)
+    if other:
+        notes.append(f"hardware: {claimed_env['hardware']} claimed, {other[0]} here: time is not comparable; "
+                     f"compared the epochs and the metric curve only")
+    elif converged:
+        # One-sided: the claim is in question when the code takes longer than claimed. A reproduction
+        # that is faster shows the claimed time is within the code's reach (this machine was less
+        # loaded); it is reported, not held against the entry.
+        median = statistics.median(f["tta_seconds"] for f, _ in runs)
+        off = (median - claimed["tta_seconds"]) / claimed["tta_seconds"]
+        figures_ = (f"{claimed['tta_seconds']:.3f} s claimed, {median:.3f} s reproduced"
+                    f"{' (median)' if len(runs) > 1 else ''} ({off:+.0%}, tolerance +{tolerance:.0%})")
+        if off > tolerance:
+            differences.append(f"time-to-accuracy: {figures_}")
+        else:
+            notes.append(f"time-to-accuracy: {figures_}")
+    if differences:
+        return NOT_REPRODUCED, differences, notes
+    return (ACCURACY_ONLY if other else REPRODUCED), differences, notes
+
+
+def side_by_side(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]]) -> list[str]:
+    """The figures of the claim and of each reproduction, one row per figure."""
+    metric = claimed["metric"]
+
+    def cell(value, digits: int) -> str:
+        return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+    heads = ["claimed"] + [f"reproduced{f' {k}' if len(runs) > 1 else ''}" for k in range(1, len(runs) + 1)]
+    every = [claimed, *(f for f, _ in runs)]
+    rows = [("status", 0, [f["status"] for f in every]), ("epochs", 0, [f["epochs"] for f in every])]
+    for n in sorted({row["epoch"] for f in every for row in f["curve"]}):
+        rows.append((f"{metric} at epoch {n}", 4,
+                     [next((row[metric] for row in f["curve"] if row["epoch"] == n), None) for f in every]))
+    rows.append(("time-to-accuracy (s)", 3, [f["tta_seconds"] for f in every]))
+    rows.append(("hardware", 0, [claimed_env["hardware"]] + [e["hardware"] for _, e in runs]))
+    rows.append(("runtime", 0, [claimed_env["runtime"]] + [e["runtime"] for _, e in runs]))
+    width = max(len(label) for label, _, _ in rows)
+    table = [[cell(v, digits) for v in values] for _, digits, values in rows]
+    widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(heads)]
+    lines = [" " * width + "  " + "  ".join(h.ljust(w) for h, w in zip(heads, widths))]
+    for (label, _, _), cells in zip(rows, table):
+        lines.append(label.ljust(width) + "  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths)))
+    return [line.rstrip() for line in lines]
+
+
+# ---------------------------------------------------------------- the command
+
+def parse_tolerance(text: str) -> float:
+    """A relative tolerance: 0.25 or 25%."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"--tolerance {text}: give a positive fraction or percentage of the claimed "
+                         f"time-to-accuracy, e.g. 0.25 or 25%")
+    return value
+
+
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description="Run an entry again from its run's provenance and compare: converged or "
+                                      "not, the epoch, the metric at each epoch, time-to-accuracy.")
+    p.add_argument("target", type=Path, metavar="RUN_OR_ENTRY",
+                   help="a run folder (results/<reference>/<run id>/) or a training entry JSON with its <stem>.run/")
+    p.add_argument("--runs", type=int, default=1, metavar="N",
+                   help="run it N times with the run's seed; time is compared by the median (default 1)")
+    p.add_argument("--runtime", default=None, metavar="docker|native",
+                   help="docker: the reference's pinned image; native: here (default docker when an engine answers)")
+    p.add_argument("--tolerance", default=None, metavar="T",
+                   help=f"time-to-accuracy at most T over the claim (0.25 or 25%%; default {COV_FACTOR:g} x the cv of "
+                        f"the entry's series, at least {MIN_TIME_TOLERANCE:.0%}, else {DEFAULT_TIME_TOLERANCE:.0%})")
+    p.add_argument("--metric-tolerance", type=float, default=DEFAULT_METRIC_TOLERANCE, metavar="D",
+                   help=f"the metric at each epoch within D, absolute (default {DEFAULT_METRIC_TOLERANCE:g})")
+    p.add_argument("--data", type=Path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--references", type=Path, default=None, metavar="DIR",
+                   help="the folder of the references (default $DAWNBENCH_REFERENCES, else ./references)")
+    p.add_argument("--results", type=Path, default=None,
+                   help="where the reproduction's runs go (default ./results)")
+    p.add_argument("--python", type=Path, default=None, metavar="PATH",
+                   help="native: the interpreter (default .venv/<reference>/bin/python of make setup, else this one)")
+    return p
+
+
+def _check(args) -> tuple[float | None, str | None]:
+    if args.runs < 1:
+        raise UsageError(f"--runs {args.runs}: give the number of runs, 1 or more")
+    if args.runtime not in (None, *RUNTIMES):
+        raise UsageError(f"--runtime {args.runtime}: expected docker or native")
+    if not (math.isfinite(args.metric_tolerance) and args.metric_tolerance >= 0):
+        raise UsageError(f"--metric-tolerance {args.metric_tolerance}: give an absolute difference, 0 or more")
+    if args.python is not None and not os.access(args.python, os.X_OK):
+        raise UsageError(f"--python {args.python}: not an executable")
+    if not args.target.exists():
+        raise UsageError(f"{args.target}: no such run folder or entry")
+    return (None if args.tolerance is None else parse_tolerance(args.tolerance)), args.runtime
+
+
+def _run(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    asked_tolerance, asked_runtime = _check(args)
+    data_root = Path(args.data or datasets.default_data_root()).resolve()
+    original = read_original(args.target, data_root)
+    if not os.access(original.run_dir, os.W_OK):
+        raise UsageError(f"{original.run_dir} is not writable: {reproduction.RECORD} goes there (copy the run "
+                         f"folder, or fix its permissions)")
+    tolerance, tolerance_source = time_tolerance(original, asked_tolerance)
+    results = Path(args.results or paths.results_root()).resolve()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    with tempfile.TemporaryDirectory(prefix="dawnbench-reproduce-") as workdir:
+        code = find_code(original.result, args.references, Path(workdir))
+        overrides(original.result, code)             # a hyperparameter that cannot be given: before any run
+        runtime, said = choose_runtime(asked_runtime)
+        _say(f"code: {code.source}")
+        _say(said)
+        folders = [run_once(original, code, runtime, data_root, results, f"reproduce-{stamp}-{k}", args.python)
+                   for k in range(1, args.runs + 1)]
+    runs = []
+    for folder in folders:
+        result = safe_read.read_json(folder / "result.json", folder)
+        env = safe_read.read_json(folder / "env.json", folder) if (folder / "env.json").is_file() else {}
+        runs.append((figures(result), {**environment(result, env), "runtime": runtime}))
+    claimed, claimed_env = figures(original.result), environment(original.result, original.env)
+    verdict, differences, notes = compare(claimed, claimed_env, runs, tolerance, args.metric_tolerance)
+    record = {
+        "verdict": verdict, "differences": differences, "notes": notes,
+        "reproduced_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "log_sha256": reproduction.log_sha256(original.run_dir, original.result),
+        "code": code.source, "runtime": runtime,
+        "tolerance": {"time": tolerance, "time_source": tolerance_source, "metric": args.metric_tolerance},
+        "claimed": {"run": str(original.run_dir), "figures": claimed, "environment": claimed_env},
+        "reproduced": [{"run": str(folder), "figures": fig, "environment": env}
+                       for folder, (fig, env) in zip(folders, runs)],
+    }
+    written = write_record(original.run_dir, record)
+    for line in side_by_side(claimed, claimed_env, runs):
+        print(line)
+    for line in notes:
+        print(f"note: {line}")
+    detail = "; ".join(differences) if differences else (
+        f"{claimed['status']}" + (f" at epoch {claimed['epochs']}" if claimed["status"] == "converged" else "")
+        + f", {claimed['metric']} curve within {args.metric_tolerance:g}"
+        + ("" if verdict == ACCURACY_ONLY or claimed["status"] != "converged" else
+           f", time-to-accuracy at most {tolerance:.0%} over the claim ({tolerance_source})"))
+    print(f"{verdict}: {original.run_dir}: {detail} [{runtime}; {written}]")
+    return EXIT_FAILED if verdict == NOT_REPRODUCED else EXIT_OK
+
+
+def write_record(run_dir: Path, record: dict) -> Path:
+    """run_dir/reproduction.json, atomically; an earlier record is kept as reproduction-<n>.json."""
+    path = run_dir / reproduction.RECORD
+    if path.exists():
+        n = 1
+        while (run_dir / f"reproduction-{n}.json").exists():
+            n += 1
+        os.replace(path, run_dir / f"reproduction-{n}.json")
+    try:
+        outputs.write_json(path, record)
+    except (OSError, DawnbenchError) as e:
+        raise UsageError(f"cannot write {path} ({e}); the reproduction's runs are kept: "
+                         f"{', '.join(r['run'] for r in record['reproduced'])}") from None
+    return path
+
+
+def _say(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(sys.argv[1:] if argv is None else list(argv))
+    except DawnbenchError as e:
+        return report(PROG, e)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

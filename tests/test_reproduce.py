@@ -1,0 +1,242 @@
+"""`dawnbench reproduce`: an entry run again from its provenance and compared with its claim. An
+honest run is reproduced (the scripted reference, and once the real default); a folder whose clock
+was scaled by 0.2 and rewritten to agree with itself passes `verify` but is not reproduced, with both
+figures side by side; other hardware compares accuracy only; code that is not at hand, and every bad
+input, is one line."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cheats import speed_up
+from leaderboard_fixture import edit_json, write_entries
+
+from dawnbench import entries, reproduce, reproduction, submit
+from dawnbench.cli import main as dawnbench_main
+from harness import verify
+
+# Each epoch sleeps, so that the time-to-accuracy is mostly the reference's own and a forged fifth of
+# it stands far outside any tolerance, however loaded the machine.
+SLEEPY = ("--set", "train_sleep=0.4")
+
+
+def scripted_run(references: Path, data: Path, results: Path, *args: str) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "scripted-test", "--references", str(references),
+                           "--data", str(data), "--results", str(results), "--no-progress", "--run-id", "claimed",
+                           *SLEEPY, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return results / "scripted-test" / "claimed"
+
+
+@pytest.fixture
+def honest(references_root, fashion_root, tmp_path) -> Path:
+    return scripted_run(references_root, fashion_root, tmp_path / "results")
+
+
+def run_reproduce(target: Path, data: Path, tmp_path: Path, capsys, *args: str) -> tuple[int, list[str], list[str]]:
+    code = dawnbench_main(["reproduce", str(target), "--runtime", "native", "--data", str(data),
+                           "--results", str(tmp_path / "reproduced"), *args])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.splitlines()
+
+
+def record(run_dir: Path) -> dict:
+    return json.loads((run_dir / reproduction.RECORD).read_text())
+
+
+def row(lines: list[str], label: str) -> list[str]:
+    """A row of the side-by-side table: its cells after the label."""
+    (line,) = [line for line in lines if line.startswith(label + "  ")]
+    return line[len(label):].split()
+
+
+def test_an_honest_run_is_reproduced_and_an_earlier_record_is_kept(honest, fashion_root, tmp_path, capsys):
+    code, out, err = run_reproduce(honest, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
+    assert code == 0, out + err
+    assert out[-1].startswith(f"reproduced: {honest}: converged at epoch 3, top1 curve within 0.005, "
+                              f"time-to-accuracy at most 1000% over the claim (--tolerance) [native; "), out[-1]
+    assert "dawnbench reproduce: runtime: native (--runtime native)" in err
+    assert any(line.startswith("dawnbench reproduce: code: ") and "tree sha256 is the run's" in line for line in err)
+    assert row(out, "epochs") == ["3", "3"] and row(out, "top1 at epoch 3") == ["0.9500", "0.9500"]
+    claimed, = [json.loads((honest / "result.json").read_text())]
+    first = record(honest)
+    assert first["verdict"] == "reproduced" and first["differences"] == []
+    assert first["claimed"]["figures"]["tta_seconds"] == claimed["tta_seconds"]
+    (again,) = first["reproduced"]
+    rerun = json.loads((Path(again["run"]) / "result.json").read_text())
+    assert again["figures"]["tta_seconds"] == rerun["tta_seconds"] and rerun["seed"] == claimed["seed"]
+    assert rerun["hyperparameters"] == claimed["hyperparameters"]          # train_sleep=0.4 given again
+    assert again["environment"]["hardware"] == first["claimed"]["environment"]["hardware"]
+    assert again["environment"]["reference_tree_sha256"] == claimed["provenance"]["reference_tree_sha256"]
+    assert reproduction.status(honest, honest) == "reproduced"
+
+    # a second reproduction keeps the first record beside it
+    assert run_reproduce(honest, fashion_root, tmp_path, capsys, "--tolerance", "1000%")[0] == 0
+    assert json.loads((honest / "reproduction-1.json").read_text()) == first
+    assert record(honest)["reproduced"][0]["run"] != again["run"]
+
+
+def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(honest, fashion_root, tmp_path, capsys,
+                                                                           monkeypatch):
+    monkeypatch.setenv("DAWNBENCH_DATA", str(fashion_root))
+    tree = tmp_path / "entries"
+    assert submit.main([str(honest), "--to", str(tree), "--allow-unofficial"]) == 0      # not in git: unofficial
+    (entry,) = (tree / "FashionMNIST" / "train").glob("*.json")
+    capsys.readouterr()
+    code, out, err = run_reproduce(entry, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
+    assert code == 0 and out[-1].startswith(f"reproduced: {entry.with_suffix('.run')}: "), out + err
+    assert record(entry.with_suffix(".run"))["verdict"] == "reproduced"
+    assert not (honest / reproduction.RECORD).exists()           # the entry's run, not the folder it came from
+    assert reproduction.statuses([entries.load(entry)]) == {str(entry): "reproduced"}
+    assert dawnbench_main(["validate", "--allow-unofficial", str(tree)]) == 0     # the record is no entry
+    capsys.readouterr()
+
+
+def test_a_run_whose_clock_was_scaled_verifies_but_is_not_reproduced(honest, fashion_root, tmp_path, capsys):
+    forged = Path(shutil.copytree(honest, tmp_path / "forged"))
+    speed_up(forged, 0.2)
+    checked = verify.verify(forged, fashion_root)
+    assert checked.verified, checked.lines()          # consistent: verify cannot tell
+    claimed = json.loads((forged / "result.json").read_text())["tta_seconds"]
+
+    code, out, err = run_reproduce(forged, fashion_root, tmp_path, capsys)
+    assert code == 1, out + err
+    rec = record(forged)
+    assert rec["verdict"] == "not reproduced" and rec["tolerance"]["time"] == reproduce.DEFAULT_TIME_TOLERANCE
+    again = rec["reproduced"][0]["figures"]["tta_seconds"]
+    assert again > 2 * claimed
+    # both figures side by side, and in the verdict line
+    assert row(out, "time-to-accuracy (s)") == [f"{claimed:.3f}", f"{again:.3f}"]
+    assert row(out, "epochs") == ["3", "3"]
+    assert out[-1].startswith(f"not reproduced: {forged}: time-to-accuracy: {claimed:.3f} s claimed, {again:.3f} s "
+                              f"reproduced (+"), out[-1]
+    assert "tolerance +25%" in out[-1]
+    assert reproduction.status(forged, forged) == f"not reproduced: {rec['differences'][0]}"
+
+
+def test_other_hardware_compares_accuracy_only(honest, fashion_root, tmp_path, capsys):
+    elsewhere = Path(shutil.copytree(honest, tmp_path / "elsewhere"))
+    speed_up(elsewhere, 0.2)                          # a time no machine here could match...
+    edit_json(elsewhere / "result.json", hardware="8 x NVIDIA Tesla V100-SXM2-16GB")   # ...on other hardware
+    code, out, err = run_reproduce(elsewhere, fashion_root, tmp_path, capsys)
+    assert code == 0, out + err
+    assert out[-1].startswith(f"reproduced: accuracy only: {elsewhere}: converged at epoch 3, top1 curve within "), out
+    assert "time-to-accuracy within" not in out[-1]
+    assert any(line.startswith("note: hardware: 8 x NVIDIA Tesla V100-SXM2-16GB claimed, ") and
+               "time is not comparable" in line for line in out)
+    assert reproduction.status(elsewhere, elsewhere) == "reproduced: accuracy only"
+
+
+def test_the_code_at_the_runs_commit_is_taken_from_the_repository(references_root, fashion_root, tmp_path, capsys):
+    git = ["git", "-C", str(references_root), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "scripted"], check=True)
+    run = scripted_run(references_root, fashion_root, tmp_path / "results")
+    commit = json.loads((run / "result.json").read_text())["git"]["commit"]
+    assert commit
+    with open(references_root / "scripted-test" / "scripted.py", "a") as f:
+        f.write("\n# changed after the run\n")
+    code, out, err = run_reproduce(run, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
+    assert code == 0, out + err
+    assert f"dawnbench reproduce: code: commit {commit[:12]} of {references_root.resolve()} (its scripted-test " \
+           f"tree sha256 is the run's)" in err
+    assert record(run)["verdict"] == "reproduced"
+
+    # a commit this repository does not have: one line saying what is missing, and how to get it
+    edit_json(run / "result.json", git={"commit": "0" * 40, "dirty": False})
+    code, out, err = run_reproduce(run, fashion_root, tmp_path, capsys)
+    assert code == 2 and out == [] and len(err) == 1, out + err
+    assert err[0].startswith("dawnbench reproduce: error: the code of scripted-test is not at hand: ")
+    assert f"commit {'0' * 12} is not in the repository at {references_root.resolve()} (fetch it: " in err[0]
+
+
+def test_code_that_is_not_at_hand_is_one_line(honest, references_root, fashion_root, tmp_path, capsys):
+    with open(references_root / "scripted-test" / "scripted.py", "a") as f:
+        f.write("\n# changed after the run\n")
+    before = sorted(p.name for p in honest.iterdir())
+    code, out, err = run_reproduce(honest, fashion_root, tmp_path, capsys)
+    assert code == 2 and out == [] and len(err) == 1, err
+    assert err[0].startswith("dawnbench reproduce: error: the code of scripted-test is not at hand: "
+                             f"{references_root.resolve() / 'scripted-test'} hashes ")
+    assert err[0].endswith("and the run names no commit")         # the references are in no repository
+    assert sorted(p.name for p in honest.iterdir()) == before and not (tmp_path / "reproduced").exists()
+
+    # a DAWNBench v1 entry has no run behind it: nothing names its code
+    tree = write_entries(tmp_path / "entries")
+    entry = tree / "CIFAR10" / "train" / "alice_resnet18_p3.2xlarge_pytorch.json"
+    code, out, err = run_reproduce(entry, fashion_root, tmp_path, capsys)
+    assert code == 2 and len(err) == 1
+    assert err[0] == (f"dawnbench reproduce: error: {entry}: the code is not at hand: the entry has no run folder "
+                      f"alice_resnet18_p3.2xlarge_pytorch.run/ beside it (a DAWNBench v1 entry, or one submitted "
+                      f"without its run), so it names no reference, seed or code to run again")
+
+
+def test_bad_inputs_are_one_line(honest, fashion_root, tmp_path, capsys):
+    tampered = Path(shutil.copytree(honest, tmp_path / "tampered"))
+    (tampered / "predictions" / "epoch-002.npz").unlink()
+    series = tmp_path / "series"
+    series.mkdir()
+    (series / "summary.json").write_text("{}")
+    cases = {
+        (str(tmp_path / "nowhere"),): "no such run folder or entry",
+        (str(tmp_path),): "no result.json: give a run folder",
+        (str(series),): "a series folder: reproduce one of its runs",
+        (str(honest), "--runs", "0"): "--runs 0: give the number of runs, 1 or more",
+        (str(honest), "--tolerance=-5%"): "--tolerance -5%: give a positive fraction or percentage",
+        (str(honest), "--tolerance", "wide"): "--tolerance wide: give a positive fraction",
+        (str(honest), "--runtime", "podman"): "--runtime podman: expected docker or native",
+        (str(honest), "--metric-tolerance", "nan"): "--metric-tolerance nan: give an absolute difference",
+        (str(honest), "--bogus"): "unrecognized arguments: --bogus",
+        (str(tampered),): "does not verify (failed: predictions: epoch 2",
+    }
+    for argv, says in cases.items():
+        code = dawnbench_main(["reproduce", *argv, "--data", str(fashion_root)])
+        out, err = capsys.readouterr()
+        lines = err.splitlines()
+        assert code == 2 and out == "" and len(lines) == 1 and says in lines[0], (argv, lines)
+        assert lines[0].startswith("dawnbench reproduce: error: ") and "Traceback" not in err
+    assert not (honest / reproduction.RECORD).exists() and not (tampered / reproduction.RECORD).exists()
+
+
+def test_the_comparison_names_each_difference_with_both_figures():
+    def figs(status="converged", epochs=3, curve=(0.5, 0.8, 0.95), tta=10.0):
+        return {"status": status, "epochs": epochs, "metric": "top1", "tta_seconds": tta,
+                "curve": [{"epoch": n, "top1": v, "tta_seconds": None} for n, v in enumerate(curve, start=1)]}
+    here = {"hardware": "cpu", "nodes": 1}
+    assert reproduce.compare(figs(), here, [(figs(tta=11.0), here)], 0.25, 0.005)[:2] == ("reproduced", [])
+    # one-sided: faster than claimed is reported, not held against the entry; slower past the tolerance is
+    assert reproduce.compare(figs(), here, [(figs(tta=4.0), here)], 0.25, 0.005)[2] == [
+        "time-to-accuracy: 10.000 s claimed, 4.000 s reproduced (-60%, tolerance +25%)"]
+    assert reproduce.compare(figs(), here, [(figs(tta=12.6), here)], 0.25, 0.005)[1] == [
+        "time-to-accuracy: 10.000 s claimed, 12.600 s reproduced (+26%, tolerance +25%)"]
+    verdict, differences, _ = reproduce.compare(figs(), here, [(figs(status="DNC", epochs=4, curve=(0.5, 0.8, 0.9, 0.91),
+                                                                     tta=None), here)], 0.25, 0.005)
+    assert verdict == "not reproduced" and differences == [
+        "status: converged claimed, DNC reproduced", "epoch of convergence: 3 claimed, 4 reproduced",
+        "top1 at epoch 3: 0.9500 claimed, 0.9000 reproduced (tolerance 0.005)"]
+    # several runs: time by their median, each run's differences named
+    verdict, differences, notes = reproduce.compare(figs(), here, [(figs(tta=t), here) for t in (9.0, 14.0, 30.0)],
+                                                    0.25, 0.005)
+    assert verdict == "not reproduced" and differences == [
+        "time-to-accuracy: 10.000 s claimed, 14.000 s reproduced (median) (+40%, tolerance +25%)"]
+    # a series' spread sets the default tolerance, never under the stability bound
+    original = reproduce.Original(Path("/nowhere/run"), {}, {}, {"runs": {"cv": 0.1}})
+    assert reproduce.time_tolerance(original, None)[0] == pytest.approx(0.3)
+    original.entry = {"runs": {"cv": 0.001}}
+    assert reproduce.time_tolerance(original, None)[0] == reproduce.MIN_TIME_TOLERANCE
+    assert reproduce.time_tolerance(original, 0.5) == (0.5, "--tolerance")
+
+
+def test_the_real_default_is_reproduced(default_run, fashion_root, tmp_path, capsys):
+    run = Path(shutil.copytree(default_run, tmp_path / "run"))
+    code, out, err = run_reproduce(run, fashion_root, tmp_path, capsys, "--tolerance", "1000%", "--python", sys.executable)
+    assert code == 0, out + err
+    assert out[-1].startswith(f"reproduced: {run}: converged at epoch 1, top1 curve within 0.005, "), out
+    claimed, again = row(out, "top1 at epoch 1")
+    assert abs(float(claimed) - float(again)) <= 0.005
+    assert record(run)["reproduced"][0]["environment"]["framework"].startswith("PyTorch")
