@@ -1,6 +1,7 @@
 """Each reference against its anchor: the table in `anchor.toml`, and the README's copy of it.
 
-Every training reference names an anchor: the paper, repository or entry whose recipe it claims.
+Every training reference names an anchor: the paper, repository or entry whose recipe it claims; the
+entry that only infers compares its export and runtime settings with the inference entry it succeeds.
 `references/<name>/anchor.toml` holds the comparison as data, one row per hyperparameter, count,
 schedule, augmentation, precision or layout: our value, the anchor's with the file and line it comes
 from, and the reason for every deviation. The README's table between the two markers below is
@@ -131,6 +132,13 @@ def training_references(root: Path = REFERENCES) -> list[Path]:
     return sorted(d for d in root.iterdir() if (d / "train.py").is_file() and (d / "reference.toml").is_file())
 
 
+def inference_references(root: Path = REFERENCES) -> list[Path]:
+    """The references that only infer (infer.py, no train.py): their table holds the export and runtime
+    settings against the inference entry they succeed, in the same file format."""
+    return sorted(d for d in root.iterdir() if (d / "infer.py").is_file() and not (d / "train.py").is_file()
+                  and (d / "reference.toml").is_file())
+
+
 def check(directory: Path) -> None:
     """Raises AnchorError unless the anchor.toml is valid and the README holds exactly its rendering."""
     anchor = load(directory)
@@ -146,9 +154,10 @@ def check(directory: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dawnbench.anchors", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["render", "check"])
-    parser.add_argument("references", nargs="*", help="reference names (default: every training reference)")
+    parser.add_argument("references", nargs="*",
+                        help="reference names (default: every training reference and every inference-only one)")
     args = parser.parse_args(argv)
-    known = {d.name: d for d in training_references()}
+    known = {d.name: d for d in [*training_references(), *inference_references()]}
     unknown = [name for name in args.references if name not in known]
     if unknown:
         print(f"dawnbench: error: {unknown[0]}: no training reference of that name under {REFERENCES}: "
