@@ -13,11 +13,6 @@ from dawnbench import anchors
 TRAINING = [d.name for d in anchors.training_references()]
 INFERENCE = [d.name for d in anchors.inference_references()]      # a table of export and runtime settings
 WITH_TABLE = [name for name in TRAINING + INFERENCE if (REPO / "references" / name / "anchor.toml").is_file()]
-# Issue 24 writes a table for each of the 20 training references; these are still to do. The test
-# below fails when one gains a table and stays listed, so the list only shrinks.
-PENDING = {
-    "imagenet-resnet50-pytorch", "imagenet-resnet50-tensorflow",
-}
 
 
 def test_the_training_references_are_the_twenty():
@@ -25,8 +20,8 @@ def test_the_training_references_are_the_twenty():
     assert INFERENCE == ["imagenet-resnet50-cpu-inference"] and INFERENCE[0] in WITH_TABLE
 
 
-def test_the_references_without_a_table_are_the_pending_ones():
-    assert set(TRAINING) - set(WITH_TABLE) == PENDING
+def test_every_reference_has_its_table():
+    assert set(TRAINING + INFERENCE) - set(WITH_TABLE) == set()
 
 
 @pytest.mark.parametrize("name", WITH_TABLE)
