@@ -272,8 +272,8 @@ def test_the_keras_optimizer_is_heavy_ball_sgd(keras_trainer):
     opt = keras_trainer.opt
     assert type(opt).__name__ == "SGD" and opt.momentum == 0.9 and opt.nesterov is False
     rows = rows_by_item(TF_REF, "optimizer")
-    assert "no Nesterov" in rows["optimizer"]["ours"] and "5e-5" in rows["weight decay"]["ours"]
-    assert registry.load_spec(TF_REF).hyperparameters["weight_decay"] == 5e-5
+    assert "no Nesterov" in rows["optimizer"]["ours"] and "1e-4" in rows["weight decay"]["ours"]
+    assert registry.load_spec(TF_REF).hyperparameters["weight_decay"] == 1e-4
 
 
 @needs_tf

@@ -344,7 +344,7 @@ def test_the_keras_image_sizes():
 def test_the_optimizer_rows_are_the_configs(name):
     config = registry.load_spec(name).hyperparameters
     table = rows(name)
-    decay = {TORCH: 1e-4, KERAS: 5e-5}[name]
+    decay = {TORCH: 1e-4, KERAS: 1e-4}[name]
     assert (config["weight_decay"], config["momentum"], config["label_smoothing"]) == (decay, 0.9, 0.1)
     assert table["weight decay"]["ours"].startswith(f"{decay:.0e}".replace("e-0", "e-"))
     assert "momentum 0.9, no Nesterov" in table["optimizer"]["ours"] and table["label smoothing"]["ours"] == 0.1
@@ -841,7 +841,7 @@ def test_the_twins_agree_step_for_step(data, tmp_path):
     - the schedule: a constant rate, because Keras keeps the rate inside its momentum buffer and
       PyTorch applies it after; the two are equal only at a constant rate;
     - the augmentation's randomness: the same uint8 batch, fed straight into both steps;
-    - the weight decay: the recipes' differ (1e-4 and 5e-5): both at TWIN_DECAY;
+    - the weight decay: both recipes' 1e-4 is near float32's noise in three steps: both at TWIN_DECAY;
     - BN's running variance, unbiased in PyTorch and biased in Keras: at 64 px and a batch of 4 the
       last stage normalizes n = 4 x 2 x 2 = 16 values a channel, a factor 16/15. Keras's variances
       are made unbiased before the comparison and the eval (v0 + (v - v0) n / (n - 1), v0 = 0.9^3,

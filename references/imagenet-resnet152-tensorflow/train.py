@@ -24,7 +24,7 @@ The recipe (documented choices, not tuned on ImageNet here; see the README):
   - SGD with momentum 0.9; the peak learning rate scales linearly with the global batch
     (`lr` for every `lr_batch` images, Goyal et al.'s 0.1 per 256); a linear warm-up over
     `warmup_epochs`, then linear decay to 0 at `epochs`, updated every step;
-  - label smoothing 0.1; weight decay 5e-5 (`weight_decay`) on convolution and dense kernels only,
+  - label smoothing 0.1; weight decay 1e-4 (`weight_decay`) on convolution and dense kernels only,
     none on batch-norm scales and shifts or the dense bias, added to the gradient before the momentum
     step as PyTorch's SGD(weight_decay=...) does;
   - random-resized crops (8% to 100% of the area, aspect 3/4 to 4/3) and horizontal flips, decoded
