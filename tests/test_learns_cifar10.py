@@ -17,9 +17,11 @@ augmentation) with these overrides, resolved as `--set` is:
   last step within the 40 steps; the rates and the decay follow the batch as airbench's
   parametrization says) and `widths=16,32,32` (the full 64-256-256 took 47 s of CPU).
 
-What fails it: labels the reader or the step swaps or shuffles, a learning rate of 0, a broken
-network, augmentation or predictor. A decay that is off still learns; the anchor tests catch it
-(tests/test_anchor_cifar10_resnets.py and test_anchor_cifar10_fast.py, steps by hand).
+What fails it (seeded, then reverted): the reader's labels shifted by one class (top-1 0.000 for all
+three); labels shuffled in a step, a learning rate of 0, a broken network, augmentation or
+predictor alike. What it does not catch (seeded): the TensorFlow ResNet's weight decay off, and the
+PyTorch ResNet's boundaries one epoch early (epoch >= b for epoch > b): both still learn;
+tests/test_anchor_cifar10_resnets.py's two Keras steps by hand and its schedule points catch them.
 
 Measured (seeds 0 to 4 of data and training, through tests/learning.py, 2-core CPU shared with
 other jobs), top-1: resnet20-pytorch 1.000 on all five; resnet20-tensorflow 1.000, 1.000, 1.000,
