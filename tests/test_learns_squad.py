@@ -101,7 +101,8 @@ def test_the_answer_is_the_marked_span(squad, monkeypatch):
     assert answers <= outside and len(answers) > 20
 
 
-# The fast tier keeps PyTorch's (7 s of CPU); TensorFlow's takes 20 s: the recipe_run tier's.
+# The fast tier keeps PyTorch's (8 s on the idle 2-core machine); TensorFlow's (15 s, 20 s of CPU)
+# is the recipe_run tier's.
 @pytest.mark.parametrize("name", ["squad-bidaf-pytorch",
                                   pytest.param("squad-bidaf-tensorflow", marks=pytest.mark.recipe_run)])
 def test_learns_to_point_at_the_marked_span(name, squad, tmp_path, monkeypatch):
