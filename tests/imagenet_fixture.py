@@ -61,10 +61,12 @@ class ImagenetFixture:
                 "val_labels.txt": "".join(f"{w}\n" for w in self.val_labels).encode()}
 
 
-def jpeg(seed: int, mode: str = "RGB", size=(40, 30), fmt: str = "JPEG") -> bytes:
+def jpeg(seed: int, mode: str = "RGB", size=(40, 30), fmt: str = "JPEG", pixels: np.ndarray | None = None) -> bytes:
+    """An image file of random pixels from `seed` (or of `pixels`, uint8 (H, W, 3)) in `mode`."""
     from PIL import Image
 
-    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    if pixels is None:
+        pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
     image = Image.fromarray(pixels).convert(mode)
     out = io.BytesIO()
     image.save(out, fmt)
@@ -125,29 +127,39 @@ def devkit_bytes(leaves: dict[str, int], ground_truth: list[int],
 
 
 def write_imagenet_fixture(folder: Path, *, per_class: int = 3, val_count: int = 12,
-                           seed: int = 0) -> ImagenetFixture:
-    """Write the three official files of a tiny ImageNet into `folder`."""
+                           seed: int = 0, draw=None) -> ImagenetFixture:
+    """Write the three official files of a tiny ImageNet into `folder`. The images are random
+    pixels, or with `draw` (a function of the class index, the position of its WNID in sorted
+    order, and a numpy Generator, returning uint8 (H, W, 3) pixels) pictures of their class, so
+    that a model can learn them (tests/test_learns_imagenet.py)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     wnids = sorted(LEAVES)
+    pictures = np.random.default_rng(seed)
+
+    def picture(wnid: str) -> np.ndarray | None:
+        return None if draw is None else draw(wnids.index(wnid), pictures)
+
     train: dict[str, dict[str, bytes]] = {}
     counter = 0
     for wnid in wnids:
         files = {}
         for n in range(per_class):
             counter += 1
-            files[f"{wnid}_{1000 + n}.JPEG"] = jpeg(counter, "L" if n == 1 else "RGB")   # grayscale kept as it is
+            # the second of each class grayscale, kept as it is
+            files[f"{wnid}_{1000 + n}.JPEG"] = jpeg(counter, "L" if n == 1 else "RGB", pixels=picture(wnid))
         train[wnid] = files
-    train["n04596742"][CMYK_IMAGE] = jpeg(101, "CMYK")
-    train["n02105855"][PNG_IMAGE] = jpeg(102, "RGB", fmt="PNG")
+    train["n04596742"][CMYK_IMAGE] = jpeg(101, "CMYK", pixels=picture("n04596742"))
+    train["n02105855"][PNG_IMAGE] = jpeg(102, "RGB", fmt="PNG", pixels=picture("n02105855"))
     inner = [(f"{wnid}.tar", tar_bytes(list(files.items()))) for wnid, files in train.items()]
     rng.shuffle(inner)
     (folder / TRAIN_TAR).write_bytes(tar_bytes(inner))
 
     val_labels = [wnids[i % len(wnids)] for i in range(val_count)]
     rng.shuffle(val_labels)
-    val = {f"ILSVRC2012_val_{i:08d}.JPEG": jpeg(200 + i) for i in range(1, val_count + 1)}
+    val = {f"ILSVRC2012_val_{i:08d}.JPEG": jpeg(200 + i, pixels=picture(val_labels[i - 1]))
+           for i in range(1, val_count + 1)}
     order = list(val.items())
     rng.shuffle(order)
     if [name for name, _ in order] == sorted(val):

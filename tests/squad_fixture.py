@@ -123,10 +123,17 @@ def write_squad_fixture(folder: Path, *, seed: int = 0, train_articles: int = 3,
                         dev_articles: int = 2, dev_paragraphs: int = 2, dim: int = 100) -> dict:
     """Write train-v1.1.json, dev-v1.1.json (official formats) and glove.6B.zip (holding
     glove.6B.100d.txt and glove.6B.50d.txt) into `folder`; returns what a test needs to know."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     train = squad_json(train_articles, train_paragraphs, 1, seed)
     dev = squad_json(dev_articles, dev_paragraphs, 3, seed + 1)
+    return write_squad_files(folder, train, dev, seed=seed, dim=dim)
+
+
+def write_squad_files(folder: Path, train: dict, dev: dict, *, seed: int = 0, dim: int = 100) -> dict:
+    """Write `train` and `dev` (SQuAD v1.1 datasets) as train-v1.1.json and dev-v1.1.json, and a
+    glove.6B.zip of random vectors for their words, into `folder`; returns what
+    write_squad_fixture returns."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     files = {"train-v1.1.json": dump(train), "dev-v1.1.json": dump(dev)}
     for name, data in files.items():
         (folder / name).write_bytes(data)
@@ -181,11 +188,12 @@ def install_squad(data_root: Path, fixture: dict) -> Path:
     return directory
 
 
-def install_fixture(tmp: Path) -> dict:
-    """The fixture written under `tmp`, its checksums in a manifest file, and a data root holding
-    SQuAD and GloVe as the fetches leave them: {"fixture", "manifest", "root"}. The caller points
-    $DAWNBENCH_DATASETS_MANIFEST at "manifest" for as long as it uses them."""
-    fixture = write_squad_fixture(Path(tmp) / "files")
+def install_fixture(tmp: Path, fixture: dict | None = None) -> dict:
+    """The fixture written under `tmp` (or `fixture`, what write_squad_files returned), its checksums
+    in a manifest file, and a data root holding SQuAD and GloVe as the fetches leave them:
+    {"fixture", "manifest", "root"}. The caller points $DAWNBENCH_DATASETS_MANIFEST at "manifest"
+    for as long as it uses them."""
+    fixture = fixture or write_squad_fixture(Path(tmp) / "files")
     root = Path(tmp) / "data"
     install_squad(root, fixture)
     install_glove(root, fixture)
