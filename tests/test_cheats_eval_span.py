@@ -87,12 +87,16 @@ def test_an_honest_eval_stays_within_its_bound_and_logs_its_cost(world):
 
 
 def test_the_kept_model_is_the_scored_snapshot(world):
-    # After the last eval the trainer is thawed (for its versions); it rewrites its snapshot then.
+    # After the last eval the trainer is thawed (for its versions); it rewrites its snapshot then. The
+    # thread waits until the harness has taken the snapshot (and removed the trainer's copy): written
+    # earlier, the 7s would be the snapshot scored, which a fresh-clone CI under load once saw.
     code = '''
     import threading, time
 
     def swap(path):
-        time.sleep(0.05)
+        deadline = time.monotonic() + 60
+        while Path(path).exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         for _ in range(100):
             try:
                 Path(path).mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,9 @@ catch them.
 
 Measured (seeds 0 to 4 of data and training, through tests/learning.py, 2-core CPU shared with other
 jobs): top-1 1.000 on all five for PyTorch (14 s of CPU each); 1.000, 0.854, 1.000, 1.000, 1.000 for
-TensorFlow (27 s); 1.000, 1.000, 1.000, 0.875, 1.000 for AmoebaNet (26 s). Chance is 0.25 (4
+TensorFlow (27 s) at 40 steps and a decay of 5e-5; at the recipe's 1e-4 since, seed 0 fell to 0.562
+at 40 steps (a fresh-clone CI found it) and reached 1.000 at 80, which it now runs (30 s); 1.000,
+1.000, 1.000, 0.875, 1.000 for AmoebaNet (26 s). Chance is 0.25 (4
 balanced classes; on 48 images its standard deviation is 0.0625); the bar, 0.7, is 7 of those above
 chance and 0.15 below the lowest measured run."""
 from __future__ import annotations
@@ -60,8 +62,11 @@ SMALL = ["image_size_start=32", "image_size_end=32", "eval_resize=40", "eval_cro
          "eval_batch_size=16", "epochs=4", "warmup_epochs=1"]
 CASES = {
     "imagenet-resnet50-pytorch": [*SMALL, "num_workers=0"],
-    "imagenet-resnet50-tensorflow": [*SMALL, "lr_batch=64"],
+    # twice the steps (the schedule stretched to 8 epochs): at 40 steps the outcome hung on small
+    # changes of the recipe (top-1 1.000 at decay 5e-5, 0.562 at 1e-4, seed 0)
+    "imagenet-resnet50-tensorflow": [*SMALL, "lr_batch=64", "epochs=8"],
 }
+EPOCHS_OF = {"imagenet-resnet50-tensorflow": 8}
 # AmoebaNet-D N3F16 at 96 px, as its own tests build it (N6F256 at 224 px is 46.8M parameters), on
 # the CPU without a TPU; its rate schedule counts steps, not epochs, and its weight average is TF1's,
 # whose early rate (1 + t) / (10 + t) follows the weights in a short run.
@@ -121,9 +126,10 @@ def imagenet_records(tmp_path_factory):
 
 
 def check(name: str, data: dict, overrides: list[str], tmp_path) -> None:
-    learned = learn(name, data, data["root"], overrides, EPOCHS, tmp_path)
+    epochs = EPOCHS_OF.get(name, EPOCHS)
+    learned = learn(name, data, data["root"], overrides, epochs, tmp_path)
     assert learned.scores["top1"] >= BAR, (f"{name} reached top-1 {learned.scores['top1']:.3f} (chance {CHANCE}) "
-                                           f"in {EPOCHS} epochs; losses {learned.losses}")
+                                           f"in {epochs} epochs; losses {learned.losses}")
 
 
 @pytest.mark.parametrize("name", list(CASES))
