@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ast
+import os
+import sys
 from pathlib import Path
 
 from conftest import REPO
@@ -27,3 +29,20 @@ def every_row_is_checked(reference: str, kinds: set[str], test_file: str) -> Non
             path, name = row["test"].split("::")
             assert (REPO / path).is_file() and name in defined_tests(REPO / path), \
                 f"{reference}: {row['item']}: {row['test']} is not a test"
+
+
+def import_tensorflow_without_onednn() -> None:
+    """TensorFlow imported with its oneDNN kernels off, where the calling module imports it first:
+    they reorder sums. TensorFlow reads the variable once, so it is put back at once and the CLI runs
+    of other modules in this process keep their default."""
+    if "tensorflow" in sys.modules:
+        return
+    before = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    try:
+        import tensorflow  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ["TF_ENABLE_ONEDNN_OPTS"]
+        else:
+            os.environ["TF_ENABLE_ONEDNN_OPTS"] = before

@@ -14,12 +14,11 @@ twins step for step (test_the_twins_agree_step_for_step).
 """
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
 import pytest
-from anchor_checks import anchor_rows, every_row_is_checked
+from anchor_checks import anchor_rows, every_row_is_checked, import_tensorflow_without_onednn
 from cifar10_resnets import SEEDS
 
 from harness import registry
@@ -46,16 +45,7 @@ def tensorflow_without_onednn():
     """TensorFlow imported with its oneDNN kernels off, where this module imports it first: they
     reorder sums. TensorFlow reads the variable once, so it is put back at once and the CLI runs of
     other modules in this process keep their default."""
-    if "tensorflow" not in sys.modules:
-        before = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
-        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
-        try:
-            import tensorflow  # noqa: F401
-        finally:
-            if before is None:
-                del os.environ["TF_ENABLE_ONEDNN_OPTS"]
-            else:
-                os.environ["TF_ENABLE_ONEDNN_OPTS"] = before
+    import_tensorflow_without_onednn()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -13,12 +13,11 @@ with 1e-8). The hand computations below use each framework's own placement.
 """
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
 import pytest
-from anchor_checks import anchor_rows, every_row_is_checked
+from anchor_checks import anchor_rows, every_row_is_checked, import_tensorflow_without_onednn
 from conftest import role_views
 from squad_fixture import install_fixture
 
@@ -41,16 +40,7 @@ def quiet_single_threaded():
     sums; TensorFlow reads the variable once, so it is put back at once), and PyTorch on one
     thread (two spin-waiting OpenMP threads on a small shared CPU make LSTM steps much slower)."""
     import torch
-    if "tensorflow" not in sys.modules:
-        before = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
-        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
-        try:
-            import tensorflow  # noqa: F401
-        finally:
-            if before is None:
-                del os.environ["TF_ENABLE_ONEDNN_OPTS"]
-            else:
-                os.environ["TF_ENABLE_ONEDNN_OPTS"] = before
+    import_tensorflow_without_onednn()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
