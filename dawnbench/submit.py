@@ -1,5 +1,5 @@
-"""`dawnbench submit RUN_DIR [--inference INFER_DIR] --to entries/`: a run as DAWNBench v1 entry files;
-`dawnbench submit --inference INFER_DIR --to entries/`: an inference-only reference's entry.
+"""`dawnbench submit RUN_DIR [--inference INFER_DIR] --out entries/`: a run as DAWNBench v1 entry files;
+`dawnbench submit --inference INFER_DIR --out entries/`: an inference-only reference's entry.
 
     entries/<Task>/train/<author>_<model>_<hardware>_<framework>.json   (+ .tsv, the run's log as written)
     entries/<Task>/train/<same stem>.run/                              (the run: result.json, events.jsonl,
@@ -12,9 +12,15 @@ statistics in `runs`. The run is verified first (`dawnbench verify`, with the ev
 --data): any disagreement between its log, stored predictions, result.json and TSV refuses it. The
 files are written to a staging folder, checked with `dawnbench validate`, then moved into place;
 nothing is written when anything is wrong, and no entry is replaced without --force.
+
+A run made without a price gets one here: --instance PROVIDER:INSTANCE (priced from the prices table,
+as `dawnbench run --instance`) or --cost-per-hour USD (one node's price, as the submitter gives it).
+The entry records which, and when (`price_added`). A run that has a price keeps it: another price is
+refused, the same one changes nothing (docs/ENTRIES.md, "Prices").
 """
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -24,10 +30,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import entries, safe_read, schemas, validate, verification
+from dawnbench import entries, prices, safe_read, schemas, validate, verification
 from dawnbench.arguments import Parser
 from harness import paths, verify
-from harness.errors import EXIT_OK, DawnbenchError, report
+from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
 from harness.tasks import TASKS
 
 PROG = "dawnbench submit"
@@ -235,6 +241,66 @@ def _official(result: dict) -> dict:
             "provenance": result.get("provenance") if isinstance(result.get("provenance"), dict) else None}
 
 
+# ---------------------------------------------------------------- a price given at submit time
+
+SUBMITTER_SOURCE = "submit --cost-per-hour, given by the submitter"
+
+
+def given_price(args) -> dict | None:
+    """One node's price from --instance or --cost-per-hour: {"usd_per_hour", "record" (the prices
+    table's `price` record, as `dawnbench run --instance` keeps it, or None), "added" (what the entry
+    records of where the price came from and when)}; None when neither option is given."""
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    if args.instance is not None:
+        price = prices.lookup(args.instance)
+        return {"usd_per_hour": price.usd_per_hour, "record": price.record(),
+                "added": {"by": "submit", "date": today, "option": f"--instance {price.key}",
+                          "usd_per_hour": price.usd_per_hour, "source": price.source, "source_date": price.date}}
+    usd = args.cost_per_hour
+    if usd is None:
+        return None
+    if not (math.isfinite(usd) and usd >= 0):
+        raise UsageError(f"--cost-per-hour {usd}: give the on-demand USD per hour of one node, a finite number "
+                         f">= 0, e.g. 3.06")
+    return {"usd_per_hour": usd, "record": None,
+            "added": {"by": "submit", "date": today, "option": f"--cost-per-hour {usd:g}", "usd_per_hour": usd,
+                      "source": SUBMITTER_SOURCE}}
+
+
+def _train_cost(entry: dict) -> None:
+    entry["cost_usd"] = entry["costPerHour"] * entry["tta_seconds"] / 3600.0      # as harness/run_record.py
+
+
+def _inference_cost(entry: dict) -> None:
+    # DAWNBench v1: cost per item = costPerHour x latency / 3.6e6 (as harness/inference.py)
+    entry["cost"] = entry["costPerHour"] * entry["latency"] / 3.6e6
+    entry["cost_per_10k_items_usd"] = entry["cost"] * 1e4
+
+
+def add_price(entry: dict, path: Path, given: dict | None, what: str, costs) -> dict:
+    """`entry` priced with `given` (for all its nodes), its costs recomputed by `costs`. A price the
+    run (or inference, at `path`) already has stands: the same price changes nothing, another is
+    refused, since an entry's price must not change silently after the fact."""
+    if given is None:
+        return entry
+    nodes = entry.get("nodes") if isinstance(entry.get("nodes"), int) and entry["nodes"] >= 1 else 1
+    per_hour = given["usd_per_hour"] * nodes
+    had = entry.get("costPerHour")
+    option = given["added"]["option"]
+    if had is not None:
+        if validate.is_number(had) and math.isclose(had, per_hour, rel_tol=1e-9, abs_tol=1e-12):
+            return entry
+        instance = f" ({entry['instance']})" if isinstance(entry.get("instance"), str) else ""
+        raise SubmitError(f"{path}: the {what} already has a price, costPerHour {validate.show(had)} USD for "
+                          f"{nodes} node(s){instance}, and {option} gives {per_hour:g}: submit does not replace "
+                          f"a recorded price; leave out {option.split()[0]} (or give the same price)")
+    entry = {**entry, "costPerHour": per_hour, "price": given["record"],
+             "instance": given["record"]["instance"] if given["record"] else None,
+             "price_added": {**given["added"], "nodes": nodes}}
+    costs(entry)
+    return entry
+
+
 def train_entry(result: dict, stem: str, args, runs: dict | None) -> dict:
     common, git = _common(result, args)
     task = TASKS[result["task"]]
@@ -372,8 +438,10 @@ def _read_inference(given: Path) -> tuple[Path, dict]:
 
 
 def submit(args) -> list[Path]:
+    given = given_price(args)
+    _check_out(Path(args.out))
     if args.run_dir is None:
-        return submit_inference_only(args)
+        return submit_inference_only(args, given)
     folder, result, runs = load_run(args.run_dir)
     _check_run(folder, result, args.allow_unofficial)
     task = TASKS[result["task"]]
@@ -388,17 +456,18 @@ def submit(args) -> list[Path]:
         _check_inference(infer_path, infer, result, args.allow_unofficial)
     run_files = _verify(folder, args.data) + [log.name]
 
-    train = train_entry(result, "", args, runs)
+    train = add_price(train_entry(result, "", args, runs), folder / "result.json", given, "run", _train_cost)
     stem = entries.entry_stem(train["author"], train["model"], train["hardware"], train["framework"])
     train["logFilename"] = f"{stem}.tsv"
     targets = {("train", f"{stem}.tsv"): log, ("train", f"{stem}.json"): train}
     if infer is not None:
-        targets[("inference", f"{stem}.json")] = inference_entry(infer, result, args)
+        targets[("inference", f"{stem}.json")] = add_price(inference_entry(infer, result, args), infer_path, given,
+                                                          "inference", _inference_cost)
     run = (folder, run_files, f"{stem}{verification.RUN_SUFFIX}")
-    return _place(Path(args.to), task, targets, run, args)
+    return _place(Path(args.out), task, targets, run, args)
 
 
-def submit_inference_only(args) -> list[Path]:
+def submit_inference_only(args, given: dict | None) -> list[Path]:
     """`submit --inference INFER_DIR` without a run: the entry of a reference that only infers
     (its model came from another run or a file, which inference.json's model_source names)."""
     if args.inference is None:
@@ -415,9 +484,28 @@ def submit_inference_only(args) -> list[Path]:
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(infer, path, field, str, "a string (is this the inference.json of `dawnbench infer`?)")
     _check_scores(path, infer, infer, args.allow_unofficial)
-    entry = inference_entry(infer, infer, args)
+    entry = add_price(inference_entry(infer, infer, args), path, given, "inference", _inference_cost)
     stem = entries.entry_stem(entry["author"], entry["model"], entry["hardware"], entry["framework"])
-    return _place(Path(args.to), task, {("inference", f"{stem}.json"): entry}, None, args)
+    return _place(Path(args.out), task, {("inference", f"{stem}.json"): entry}, None, args)
+
+
+def _check_out(out: Path) -> None:
+    """--out is the entries tree: a folder, or a path where one can be made."""
+    for path in (out, *out.parents):
+        if path.exists() and not path.is_dir():
+            there = "" if path == out else f" (in --out {out})"
+            raise UsageError(f"--out {path}{there} is a file, not a folder: give the entries folder to write "
+                             f"into, e.g. --out entries/ (made if missing)")
+        if path.exists():
+            return
+
+
+def _os_error(e: OSError, to: Path) -> SubmitError:
+    """An OS error while placing the entry as one line, without Python's `[Errno N]` (nothing was
+    moved into place: the staging folder is removed)."""
+    where = e.filename if e.filename is not None else to
+    return SubmitError(f"cannot write the entry under {to}: {where}: {e.strerror or type(e).__name__}; "
+                       f"give --out a folder you can write (nothing was written)")
 
 
 def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]:
@@ -432,8 +520,11 @@ def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]
         if existing:
             raise SubmitError(f"{existing[0]} exists; --force replaces it (nothing was written)")
 
-    to.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".submit-", dir=to))
+    try:
+        to.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".submit-", dir=to))
+    except OSError as e:
+        raise _os_error(e, to) from None
     try:
         for (kind, name), entry in targets.items():
             path = staging / task.display_name / kind / name
@@ -461,6 +552,8 @@ def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]
             os.replace(staging / task.display_name / kind / name, final)
         if run:
             os.replace(staging / task.display_name / "train" / run[2], run_final)
+    except OSError as e:
+        raise _os_error(e, to) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return finals_and_run
@@ -474,7 +567,7 @@ def build_parser() -> Parser:
                    help="a run folder (result.json) or a series folder (summary.json); left out, --inference alone "
                         "submits the entry of a reference that only infers")
     p.add_argument("--inference", type=Path, metavar="INFER_DIR", help="the folder `dawnbench infer` wrote")
-    p.add_argument("--to", type=Path, default=Path("entries"), help="the entries tree (default: entries)")
+    p.add_argument("--out", type=Path, default=Path("entries"), help="the entries tree (default: entries)")
     p.add_argument("--author", help="the author (default: the reference's)")
     p.add_argument("--author-email", help="the author's e-mail")
     p.add_argument("--hardware", help="the hardware, as it should read on the leaderboard")
@@ -482,6 +575,13 @@ def build_parser() -> Parser:
     p.add_argument("--data", type=Path, default=None,
                    help="the data root with the official eval labels, to verify the run (default $DAWNBENCH_DATA "
                         "or ./data)")
+    price = p.add_mutually_exclusive_group()
+    price.add_argument(prices.INSTANCE_OPTION, default=None, metavar="PROVIDER:INSTANCE",
+                       help="price a run made without one: the cloud instance it ran on, priced from "
+                            "dawnbench/data/prices.yaml as `dawnbench run --instance` does (e.g. aws:p3.2xlarge)")
+    price.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
+                       help="price a run made without one: the on-demand USD per hour of one node (>= 0), "
+                            "recorded as given by the submitter")
     p.add_argument("--force", action="store_true", help="replace existing entry files")
     p.add_argument("--allow-unofficial", action="store_true",
                    help="submit a run that is not official (a lowered threshold, overrides, uncommitted code), "
@@ -496,8 +596,9 @@ def main(argv: list[str] | None = None) -> int:
         written = submit(args)
     except DawnbenchError as e:
         return report(PROG, e)
-    except OSError as e:        # e.g. --to on a read-only disk: nothing was moved into place
-        return report(PROG, SubmitError(str(e)))
+    except OSError as e:        # e.g. a run file unreadable: nothing was moved into place
+        where = f"{e.filename}: " if e.filename is not None else ""
+        return report(PROG, SubmitError(f"{where}{e.strerror or type(e).__name__} (nothing was written)"))
     for path in written:
         print(path)
     return EXIT_OK

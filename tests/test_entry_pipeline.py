@@ -46,7 +46,7 @@ def test_series_to_entry_to_leaderboard(fashion_root, tmp_path, capsys, monkeypa
     median = summary["tta_seconds"]["median"]
 
     # The series' entry is its median run: submit says which, then that run's model is timed.
-    assert main(["submit", str(series), "--to", str(tree), "--author", "Pipeline Test"]) == 0
+    assert main(["submit", str(series), "--out", str(tree), "--author", "Pipeline Test"]) == 0
     (train_json,) = (tree / "FashionMNIST" / "train").glob("*.json")
     seed = json.loads(train_json.read_text())["runs"]["submitted_seed"]
     run_dir = series / f"seed{seed}"
@@ -63,7 +63,7 @@ def test_series_to_entry_to_leaderboard(fashion_root, tmp_path, capsys, monkeypa
     inferred = json.loads((infer_dir / "inference.json").read_text())
     assert inferred["official"] is True and inferred["git"]["commit"] == commit, inferred["unofficial_reasons"]
 
-    assert main(["submit", str(series), "--inference", str(infer_dir), "--to", str(tree),
+    assert main(["submit", str(series), "--inference", str(infer_dir), "--out", str(tree),
                  "--author", "Pipeline Test", "--force"]) == 0
     written = capsys.readouterr().out
     (train_json,) = (tree / "FashionMNIST" / "train").glob("*.json")

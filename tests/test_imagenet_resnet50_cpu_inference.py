@@ -123,7 +123,7 @@ def test_infer_records_the_file_and_the_runtimes_agree(entry, imagenet_root, tmp
     # No run to give: the entry of an inference-only reference is submitted from its inference alone
     # (and this one is refused: 12 fixture images are not ImageNet's val set)
     entries = tmp_path / "entries"
-    proc = dawnbench("submit", "--inference", str(tmp_path / "onnxruntime"), "--to", str(entries),
+    proc = dawnbench("submit", "--inference", str(tmp_path / "onnxruntime"), "--out", str(entries),
                      "--allow-unofficial", env=env)
     assert proc.returncode == 2 and not entries.exists(), proc.stderr
     assert proc.stderr.strip().splitlines() == [

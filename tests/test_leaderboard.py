@@ -350,7 +350,7 @@ def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsy
     tree = write_entries(tmp_path / "entries")
     stems = {}
     for author, epochs in (("Honest", 3), ("Tampered", 4), ("Relogged", 5)):
-        assert submit.main([str(make_run(tmp_path / author, epochs=epochs)), "--to", str(tree), "--author", author]) == 0
+        assert submit.main([str(make_run(tmp_path / author, epochs=epochs)), "--out", str(tree), "--author", author]) == 0
         stems[author] = f"{author}_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
     capsys.readouterr()
     train_dir = tree / "CIFAR10" / "train"
@@ -399,7 +399,7 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
     train_dir = tree / "CIFAR10" / "train"
     runs = {}
     for k, author in enumerate(("Same", "Elsewhere", "Faked", "Stale", "Hostile", "Untried"), start=3):
-        assert submit.main([str(make_run(tmp_path / author, epochs=k)), "--to", str(tree), "--author", author]) == 0
+        assert submit.main([str(make_run(tmp_path / author, epochs=k)), "--out", str(tree), "--author", author]) == 0
         runs[author] = train_dir / f"{author}_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0.run"
     capsys.readouterr()
     write_reproduction(runs["Same"], tta_factor=1.1)

@@ -84,7 +84,7 @@ def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(hone
                                                                            monkeypatch):
     monkeypatch.setenv("DAWNBENCH_DATA", str(fashion_root))
     tree = tmp_path / "entries"
-    assert submit.main([str(honest), "--to", str(tree), "--allow-unofficial"]) == 0      # not in git: unofficial
+    assert submit.main([str(honest), "--out", str(tree), "--allow-unofficial"]) == 0      # not in git: unofficial
     (entry,) = (tree / "FashionMNIST" / "train").glob("*.json")
     capsys.readouterr()
     code, out, err = run_reproduce(entry, fashion_root, tmp_path, capsys, "--tolerance", "1000%")

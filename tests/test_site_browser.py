@@ -128,7 +128,7 @@ def test_reproduction_column_in_chromium(browser, tmp_path, monkeypatch, capsys)
     tree = tmp_path / "entries"
     stems = {}
     for k, author in enumerate(("Same", "Faked", "Untried"), start=3):
-        assert submit.main([str(make_run(tmp_path / author, epochs=k)), "--to", str(tree), "--author", author]) == 0
+        assert submit.main([str(make_run(tmp_path / author, epochs=k)), "--out", str(tree), "--author", author]) == 0
         stems[author] = f"{author}_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
     runs = {a: tree / "CIFAR10" / "train" / f"{s}.run" for a, s in stems.items()}
     write_reproduction(runs["Same"])

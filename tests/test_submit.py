@@ -1,14 +1,15 @@
 """`dawnbench submit`: run and series folders as the harness writes them, into v1 entry files."""
 from __future__ import annotations
 
+import datetime
 import json
 import statistics
 from pathlib import Path
 
 import pytest
-from leaderboard_fixture import REF, cifar10_labels, make_run
+from leaderboard_fixture import REF, cifar10_labels, edit_json, make_run
 
-from dawnbench import entries, series, submit, validate
+from dawnbench import entries, prices, ranking, series, submit, validate
 from dawnbench.cli import main as cli_main
 from harness import datasets
 from harness.tasks import RULES_VERSION
@@ -81,7 +82,7 @@ def refused(capsys, argv, words: str) -> str:
 def test_run_folder_round_trip(tmp_path, capsys):
     run = make_run(tmp_path / "results" / REF / "20261120-seed0")
     out = tmp_path / "entries"
-    assert submit.main([str(run), "--to", str(out)]) == 0
+    assert submit.main([str(run), "--out", str(out)]) == 0
     train = out / "CIFAR10" / "train"
     assert sorted(p.name for p in train.iterdir()) == [f"{STEM}.json", f"{STEM}.run", f"{STEM}.tsv"]
     assert capsys.readouterr().out.split() == [str(train / f"{STEM}.tsv"), str(train / f"{STEM}.json"),
@@ -114,7 +115,7 @@ def test_inference_round_trip(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     infer = make_inference(tmp_path / "infer")
     out = tmp_path / "entries"
-    assert submit.main([str(run), "--inference", str(infer), "--to", str(out), "--author", "Jane Doe",
+    assert submit.main([str(run), "--inference", str(infer), "--out", str(out), "--author", "Jane Doe",
                         "--author-email", "jane@example.org", "--hardware", "AWS p3.2xlarge (1 V100)"]) == 0
     stem = "Jane-Doe_ResNet-56_AWS-p3.2xlarge-1-V100_PyTorch-2.13.0"
     fields = json.loads((out / "CIFAR10" / "inference" / f"{stem}.json").read_text())
@@ -148,7 +149,7 @@ def test_series_submits_the_median_converged_run(tmp_path, capsys):
                                "cv": statistics.stdev(ttas) / statistics.mean(ttas), "olympic_mean": ttas[2]}}
     (series / "summary.json").write_text(json.dumps(summary, indent=2))
     out = tmp_path / "entries"
-    assert cli_main(["submit", str(series), "--to", str(out)]) == 0
+    assert cli_main(["submit", str(series), "--out", str(out)]) == 0
     fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
     assert fields["misc"]["seed"] == 2 and fields["tta_seconds"] == round(30 * 0.0031 * 3600, 3)
     assert (out / "CIFAR10" / "train" / f"{STEM}.tsv").read_bytes() == (series / "seed2" / f"{REF}.tsv").read_bytes()
@@ -174,7 +175,7 @@ def test_even_series_takes_the_slower_middle_run(tmp_path):
 
 def test_refuses_a_dnc_run_and_writes_nothing(tmp_path, capsys):
     run = make_run(tmp_path / "run", status="DNC", final=0.9)
-    refused(capsys, [run, "--to", tmp_path / "entries"], "only a converged run is an entry")
+    refused(capsys, [run, "--out", tmp_path / "entries"], "only a converged run is an entry")
     assert not (tmp_path / "entries").exists()
 
 
@@ -183,7 +184,7 @@ def test_refuses_a_series_where_nothing_converged(tmp_path, capsys):
     make_run(series / "seed0", status="DNC", final=0.9)
     (series / "summary.json").write_text(json.dumps({"n": 1, "converged": 0, "runs": [
         {"seed": 0, "run_dir": "seed0", "status": "DNC", "tta_seconds": None}]}))
-    refused(capsys, [series, "--to", tmp_path / "entries"], "none of the 1 runs converged")
+    refused(capsys, [series, "--out", tmp_path / "entries"], "none of the 1 runs converged")
 
 
 def write_series(folder: Path, seeds: list[int], requested: int, **state) -> Path:
@@ -203,17 +204,17 @@ def write_series(folder: Path, seeds: list[int], requested: int, **state) -> Pat
 ], ids=["killed", "interrupted"])
 def test_refuses_a_series_killed_part_way(tmp_path, capsys, state, says):
     series_dir = write_series(tmp_path / "results" / REF / "series1", [0, 1], requested=3, **state)
-    line = refused(capsys, [series_dir, "--to", tmp_path / "entries"], "the series is unfinished (2 of 3 runs; ")
+    line = refused(capsys, [series_dir, "--out", tmp_path / "entries"], "the series is unfinished (2 of 3 runs; ")
     assert says in line and f"re-run the series (dawnbench run {REF} --runs 3)" in line, line
     assert f"or submit one finished run on its own ({series_dir}/seed<k>)" in line, line
     assert not (tmp_path / "entries").exists()
     # what it says to do works: one finished run of it on its own
-    assert submit.main([str(series_dir / "seed1"), "--to", str(tmp_path / "entries")]) == 0
+    assert submit.main([str(series_dir / "seed1"), "--out", str(tmp_path / "entries")]) == 0
 
 
 def test_a_finished_series_written_by_the_series_is_submitted(tmp_path, capsys):
     series_dir = write_series(tmp_path / "series", [0, 1, 2], requested=3, in_progress=False, interrupted=False)
-    assert submit.main([str(series_dir), "--to", str(tmp_path / "entries")]) == 0
+    assert submit.main([str(series_dir), "--out", str(tmp_path / "entries")]) == 0
     fields = json.loads((tmp_path / "entries" / "CIFAR10" / "train" / f"{STEM}.json").read_text())
     assert fields["runs"]["n"] == 3 and fields["runs"]["submitted_seed"] == 1
 
@@ -224,15 +225,15 @@ def test_series_run_dir_cannot_leave_the_series(tmp_path, capsys):
     make_run(tmp_path / "elsewhere")
     (series / "summary.json").write_text(json.dumps({"runs": [
         {"seed": 0, "run_dir": "../elsewhere", "status": "converged", "tta_seconds": 10.0}]}))
-    refused(capsys, [series, "--to", tmp_path / "entries"], "is not a folder inside the series")
+    refused(capsys, [series, "--out", tmp_path / "entries"], "is not a folder inside the series")
 
 
 def test_unofficial_threshold_needs_the_flag(tmp_path, capsys):
     run = make_run(tmp_path / "run", threshold=0.5, final=0.55, epochs=3)
     out = tmp_path / "entries"
-    refused(capsys, [run, "--to", out], "lowered threshold 0.5 (official 0.94)")
+    refused(capsys, [run, "--out", out], "lowered threshold 0.5 (official 0.94)")
     assert not out.exists()
-    assert submit.main([str(run), "--to", str(out), "--allow-unofficial"]) == 0
+    assert submit.main([str(run), "--out", str(out), "--allow-unofficial"]) == 0
     fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
     assert (fields["official_threshold"], fields["threshold"]) == (False, 0.5)
     capsys.readouterr()
@@ -250,11 +251,11 @@ def test_a_run_that_is_not_official_is_refused_with_its_reasons(tmp_path, capsys
     --allow-unofficial writes it marked so, and validate and the leaderboard refuse it, with the reasons."""
     run = make_run(tmp_path / "run", reasons=[DIRTY, FORGED])
     out = tmp_path / "entries"
-    line = refused(capsys, [run, "--to", out], "the run is not official: ")
+    line = refused(capsys, [run, "--out", out], "the run is not official: ")
     assert f"{DIRTY}; {FORGED}" in line and "--allow-unofficial" in line
     assert not out.exists()
     infer = make_inference(tmp_path / "infer")
-    assert submit.main([str(run), "--inference", str(infer), "--to", str(out), "--allow-unofficial"]) == 0
+    assert submit.main([str(run), "--inference", str(infer), "--out", str(out), "--allow-unofficial"]) == 0
     capsys.readouterr()
     for kind in ("train", "inference"):
         fields = json.loads((out / "CIFAR10" / kind / f"{STEM}.json").read_text())
@@ -277,7 +278,7 @@ def test_a_run_that_is_not_official_is_refused_with_its_reasons(tmp_path, capsys
 def test_an_entry_that_says_official_but_lists_reasons_is_invalid(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     out = tmp_path / "entries"
-    assert submit.main([str(run), "--to", str(out)]) == 0
+    assert submit.main([str(run), "--out", str(out)]) == 0
     path = out / "CIFAR10" / "train" / f"{STEM}.json"
     fields = json.loads(path.read_text())
     path.write_text(json.dumps({**fields, "unofficial_reasons": [FORGED]}))
@@ -291,30 +292,30 @@ def test_a_result_without_provenance_is_not_official(tmp_path, capsys):
     result = json.loads((run / "result.json").read_text())
     del result["official"], result["unofficial_reasons"]
     (run / "result.json").write_text(json.dumps(result))
-    refused(capsys, [run, "--to", tmp_path / "entries"], "not official: result.json records no provenance")
+    refused(capsys, [run, "--out", tmp_path / "entries"], "not official: result.json records no provenance")
 
 
 def test_refuses_inference_below_threshold_of_another_reference_or_partial(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     out = tmp_path / "entries"
     low = make_inference(tmp_path / "low", top1=0.9391)
-    refused(capsys, [run, "--inference", low, "--to", out], "top1 0.9391 is below the threshold 0.94")
+    refused(capsys, [run, "--inference", low, "--out", out], "top1 0.9391 is below the threshold 0.94")
     other = make_inference(tmp_path / "other", reference="cifar10-fast-pytorch")
-    refused(capsys, [run, "--inference", other, "--to", out], 'an inference of "cifar10-fast-pytorch"')
+    refused(capsys, [run, "--inference", other, "--out", out], 'an inference of "cifar10-fast-pytorch"')
     partial = make_inference(tmp_path / "partial", items=100)
-    refused(capsys, [run, "--inference", partial, "--to", out], "not the whole eval set")
-    refused(capsys, [run, "--inference", tmp_path / "nowhere", "--to", out], "inference.json: missing")
+    refused(capsys, [run, "--inference", partial, "--out", out], "not the whole eval set")
+    refused(capsys, [run, "--inference", tmp_path / "nowhere", "--out", out], "inference.json: missing")
     assert not out.exists()
 
 
 def test_existing_entry_needs_force(tmp_path, capsys):
     out = tmp_path / "entries"
-    assert submit.main([str(make_run(tmp_path / "a", epochs=30)), "--to", str(out)]) == 0
+    assert submit.main([str(make_run(tmp_path / "a", epochs=30)), "--out", str(out)]) == 0
     before = tree(out)
     second = make_run(tmp_path / "b", epochs=20)
-    refused(capsys, [second, "--to", out], "exists; --force replaces it")
+    refused(capsys, [second, "--out", out], "exists; --force replaces it")
     assert tree(out) == before
-    assert submit.main([str(second), "--to", str(out), "--force"]) == 0
+    assert submit.main([str(second), "--out", str(out), "--force"]) == 0
     fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
     assert fields["tta_seconds"] == round(20 * 0.0031 * 3600, 3)
     assert [p.name for p in out.iterdir()] == ["CIFAR10"]           # no staging folder left behind
@@ -330,14 +331,14 @@ def test_bad_run_folders(tmp_path, capsys):
     refused(capsys, [broken], "not readable JSON")
     run = make_run(tmp_path / "nolog")
     (run / f"{REF}.tsv").unlink()
-    refused(capsys, [run, "--to", tmp_path / "entries"], "the run's log is missing")
+    refused(capsys, [run, "--out", tmp_path / "entries"], "the run's log is missing")
 
 
 def test_an_entry_that_would_not_validate_is_not_written(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     result = json.loads((run / "result.json").read_text())
     (run / "result.json").write_text(json.dumps({**result, "timestamp": "2026-02-30"}))
-    line = refused(capsys, [run, "--to", tmp_path / "entries"], "would not pass `dawnbench validate`")
+    line = refused(capsys, [run, "--out", tmp_path / "entries"], "would not pass `dawnbench validate`")
     assert f"{STEM}.json:" in line and "timestamp" in line
     assert not any(p.is_file() for p in (tmp_path / "entries").rglob("*"))
 
@@ -352,7 +353,7 @@ def test_a_result_json_off_its_schema_is_refused(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     result = json.loads((run / "result.json").read_text())
     (run / "result.json").write_text(json.dumps({**result, "seed": "zero"}))
-    line = refused(capsys, [run, "--to", tmp_path / "entries"], "result.json: seed: 'zero' is not of type")
+    line = refused(capsys, [run, "--out", tmp_path / "entries"], "result.json: seed: 'zero' is not of type")
     assert "result.schema.json" in line
     assert not (tmp_path / "entries").exists()
 
@@ -364,15 +365,15 @@ def test_a_run_that_does_not_verify_is_refused(tmp_path, monkeypatch, capsys):
     changed = make_run(tmp_path / "changed", epochs=3)
     tsv = changed / f"{REF}.tsv"
     tsv.write_text(tsv.read_text().replace("\t94.12", "\t94.13"))
-    refused(capsys, [changed, "--to", out], "does not verify: tsv: ")
+    refused(capsys, [changed, "--out", out], "does not verify: tsv: ")
     older = make_run(tmp_path / "older", epochs=3)
     events = older / "events.jsonl"
     events.write_text("".join(line.split(', "predictions_file"')[0] + "}}\n" if "predictions_file" in line else line + "\n"
                               for line in events.read_text().splitlines()))
-    refused(capsys, [older, "--to", out], "the run stored no predictions")
+    refused(capsys, [older, "--out", out], "the run stored no predictions")
     honest = make_run(tmp_path / "honest", epochs=3)
     monkeypatch.setenv("DAWNBENCH_DATA", str(tmp_path / "no-data"))
-    refused(capsys, [honest, "--to", out], "cannot be verified here: no cifar10 eval labels on this machine")
+    refused(capsys, [honest, "--out", out], "cannot be verified here: no cifar10 eval labels on this machine")
     assert not out.exists()
 
 
@@ -384,7 +385,7 @@ def test_an_inference_only_reference_submits_without_a_run(tmp_path, capsys):
     names where its model came from, validates and is ranked."""
     infer = make_inference(tmp_path / "infer", reference=INFER_ONLY, infers_only=True)
     out = tmp_path / "entries"
-    assert submit.main(["--inference", str(infer), "--to", str(out)]) == 0
+    assert submit.main(["--inference", str(infer), "--out", str(out)]) == 0
     stem = "dawnbench_ResNet-56_1-x-NVIDIA-T4_PyTorch-2.13.0"
     path = out / "CIFAR10" / "inference" / f"{stem}.json"
     assert capsys.readouterr().out.split() == [str(path)]
@@ -405,17 +406,17 @@ def test_an_inference_only_reference_submits_without_a_run(tmp_path, capsys):
 
 def test_an_inference_only_entry_is_refused_when_it_is_not_one(tmp_path, capsys):
     out = tmp_path / "entries"
-    refused(capsys, ["--to", out], "give a run folder (RUN_DIR), or --inference INFER_DIR alone")
+    refused(capsys, ["--out", out], "give a run folder (RUN_DIR), or --inference INFER_DIR alone")
     trains = make_inference(tmp_path / "trains")        # a training reference's inference needs its run
-    line = refused(capsys, ["--inference", trains, "--to", out], "a reference that trains")
+    line = refused(capsys, ["--inference", trains, "--out", out], "a reference that trains")
     assert f"dawnbench submit RUN_DIR --inference {trains}" in line
     partial = make_inference(tmp_path / "partial", reference=INFER_ONLY, infers_only=True, items=100)
-    refused(capsys, ["--inference", partial, "--to", out], "not the whole eval set")
+    refused(capsys, ["--inference", partial, "--out", out], "not the whole eval set")
     dirty = make_inference(tmp_path / "dirty", reference=INFER_ONLY, infers_only=True, reasons=[DIRTY])
-    line = refused(capsys, ["--inference", dirty, "--to", out], "the inference is not official: ")
+    line = refused(capsys, ["--inference", dirty, "--out", out], "the inference is not official: ")
     assert DIRTY in line and "--allow-unofficial" in line
     assert not out.exists()
-    assert submit.main(["--inference", str(dirty), "--to", str(out), "--allow-unofficial"]) == 0
+    assert submit.main(["--inference", str(dirty), "--out", str(out), "--allow-unofficial"]) == 0
     capsys.readouterr()
     (written,) = (out / "CIFAR10" / "inference").iterdir()
     assert (json.loads(written.read_text())["official"], json.loads(written.read_text())["unofficial_reasons"]) == (
@@ -428,11 +429,99 @@ def test_an_unofficial_inference_of_an_official_run_is_refused(tmp_path, capsys)
     run = make_run(tmp_path / "run")
     infer = make_inference(tmp_path / "infer", reasons=[FORGED])
     out = tmp_path / "entries"
-    assert FORGED in refused(capsys, [run, "--inference", infer, "--to", out], "the inference is not official: ")
+    assert FORGED in refused(capsys, [run, "--inference", infer, "--out", out], "the inference is not official: ")
     assert not out.exists()
-    assert submit.main([str(run), "--inference", str(infer), "--to", str(out), "--allow-unofficial"]) == 0
+    assert submit.main([str(run), "--inference", str(infer), "--out", str(out), "--allow-unofficial"]) == 0
     capsys.readouterr()
     fields = json.loads((out / "CIFAR10" / "inference" / f"{STEM}.json").read_text())
     assert (fields["official"], fields["unofficial_reasons"]) == (False, [FORGED])
     train = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
     assert train["official"] is True        # the training entry is the run's alone
+
+
+# ---------------------------------------------------------------- --out, and a price added at submit time
+
+def test_out_that_is_a_file_or_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    run = make_run(tmp_path / "run")
+    afile = tmp_path / "entries.txt"
+    afile.write_text("not a folder\n")
+    for out in (afile, afile / "below"):
+        line = refused(capsys, [run, "--out", out], f"--out {afile}")
+        assert "is a file, not a folder" in line and "--out entries/" in line and "Errno" not in line
+    assert afile.read_text() == "not a folder\n" and sorted(p.name for p in tmp_path.iterdir()) == ["entries.txt", "run"]
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "ro"))
+    monkeypatch.setattr(submit.tempfile, "mkdtemp", denied)     # root ignores a chmod, so the OS is told to refuse
+    line = refused(capsys, [run, "--out", tmp_path / "ro"], f"cannot write the entry under {tmp_path / 'ro'}: ")
+    assert "Permission denied; give --out a folder you can write" in line and "Errno" not in line
+    line = refused(capsys, [tmp_path / "no-such-run", "--out", tmp_path / "e"], "no-such-run: not a folder")
+    assert "Errno" not in line
+
+
+def unpriced_run(folder: Path, nodes: int = 1) -> Path:
+    run = make_run(folder, cost_per_hour=None)
+    edit_json(run / "result.json", nodes=nodes)
+    return run
+
+
+def unpriced_inference(folder: Path) -> Path:
+    infer = make_inference(folder)
+    edit_json(infer / "inference.json", costPerHour=None, cost=None, cost_per_10k_items_usd=None)
+    return infer
+
+
+def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
+    run, infer = unpriced_run(tmp_path / "run", nodes=2), unpriced_inference(tmp_path / "infer")
+    out = tmp_path / "by-hand"
+    assert submit.main([str(run), "--inference", str(infer), "--out", str(out), "--cost-per-hour", "1.25"]) == 0
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    train = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
+    tta = json.loads((run / "result.json").read_text())["tta_seconds"]
+    assert train["costPerHour"] == 2.5 and train["cost_usd"] == pytest.approx(2.5 * tta / 3600)
+    assert (train["price"], train["instance"]) == (None, None)
+    assert train["price_added"] == {"by": "submit", "date": today, "option": "--cost-per-hour 1.25",
+                                    "usd_per_hour": 1.25, "source": submit.SUBMITTER_SOURCE, "nodes": 2}
+    inference = json.loads((out / "CIFAR10" / "inference" / f"{STEM}.json").read_text())
+    assert inference["costPerHour"] == 1.25 and inference["price_added"]["nodes"] == 1     # it ran on one node
+    assert inference["cost"] == pytest.approx(1.25 * inference["latency"] / 3.6e6)
+    assert inference["cost_per_10k_items_usd"] == pytest.approx(inference["cost"] * 1e4)
+    assert validate.main([str(out)]) == 0
+    capsys.readouterr()
+    [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_cost"]
+    assert row["cost_usd"] == pytest.approx(train["cost_usd"], rel=0.01)      # the leaderboard ranks it by cost
+
+    out = tmp_path / "table"
+    assert submit.main([str(run), "--out", str(out), "--instance", "AWS:p3.2xlarge"]) == 0
+    train = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
+    table = prices.lookup("aws:p3.2xlarge")
+    assert train["price"] == table.record() and train["instance"] == "aws:p3.2xlarge"
+    assert train["costPerHour"] == pytest.approx(2 * table.usd_per_hour)
+    assert train["price_added"] == {"by": "submit", "date": today, "option": "--instance aws:p3.2xlarge",
+                                    "usd_per_hour": table.usd_per_hour, "source": table.source,
+                                    "source_date": table.date, "nodes": 2}
+    assert validate.main([str(out)]) == 0
+
+
+def test_a_price_at_submit_time_never_replaces_the_runs_and_is_bounded(tmp_path, capsys):
+    priced = make_run(tmp_path / "priced", cost_per_hour=3.06)
+    out = tmp_path / "entries"
+    line = refused(capsys, [priced, "--out", out, "--cost-per-hour", "2"], "the run already has a price, costPerHour 3.06")
+    assert "leave out --cost-per-hour" in line
+    refused(capsys, [priced, "--out", out, "--instance", "aws:p2.xlarge"], "the run already has a price")
+    assert not out.exists()
+    # the same price is no change: the entry is the one the run gives without the option
+    assert submit.main([str(priced), "--out", str(tmp_path / "plain")]) == 0
+    assert submit.main([str(priced), "--out", str(out), "--instance", "aws:p3.2xlarge"]) == 0
+    assert tree(out) == tree(tmp_path / "plain")
+
+    run = unpriced_run(tmp_path / "run")
+    for bad in ("nan", "inf", "-inf", "-0.5", "1e400"):
+        line = refused(capsys, [run, "--out", out / "x", f"--cost-per-hour={bad}"], "--cost-per-hour ")
+        assert "a finite number >= 0" in line
+    refused(capsys, [run, "--out", out / "x", "--cost-per-hour", "lots"], "invalid float value: 'lots'")
+    refused(capsys, [run, "--out", out / "x", "--cost-per-hour", "1", "--instance", "aws:p3.2xlarge"], "not allowed with")
+    refused(capsys, [run, "--out", out / "x", "--instance", "aws:p9.nothing"], "unknown instance 'aws:p9.nothing'")
+    assert not (out / "x").exists()
+    assert submit.main([str(run), "--out", str(out / "free"), "--cost-per-hour", "0"]) == 0
+    assert json.loads((out / "free" / "CIFAR10" / "train" / f"{STEM}.json").read_text())["cost_usd"] == 0

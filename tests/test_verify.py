@@ -144,11 +144,11 @@ def test_submit_refuses_a_tampered_run_and_accepts_the_real_one(default_run, run
                                                                  monkeypatch, capsys):
     monkeypatch.setenv("DAWNBENCH_DATA", str(fashion_root))
     (run_copy / "predictions" / "epoch-001.npz").unlink()
-    code = submit.main([str(run_copy), "--to", str(tmp_path / "entries"), "--allow-unofficial"])
+    code = submit.main([str(run_copy), "--out", str(tmp_path / "entries"), "--allow-unofficial"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "does not verify: predictions: epoch 1" in err[0], err
     assert not (tmp_path / "entries").exists()
-    assert submit.main([str(default_run), "--to", str(tmp_path / "entries"), "--allow-unofficial"]) == 0
+    assert submit.main([str(default_run), "--out", str(tmp_path / "entries"), "--allow-unofficial"]) == 0
 
 
 def test_no_eval_labels_here_is_one_line_and_exit_2(default_run, tmp_path, capsys):
