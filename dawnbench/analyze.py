@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -84,7 +85,13 @@ def curve_from_entry(entry: Entry) -> Curve:
         points.append((hours, value))
     if not points:
         raise InputError(f"{entries.tsv_path(entry.path, entry.fields)}: the training log has no rows")
-    return Curve(label=entry.name, source=str(entry.path), task=entry.task, points=points)
+    return Curve(label=entry.name, source=str(entry.path), task=entry.task, points=points,
+                 notes=_system(entry.fields))
+
+
+def _system(fields: dict) -> dict:
+    """What ran it, as a curve's legend names it: the framework (its runtime) and the hardware."""
+    return {key: entries.text(fields.get(key)).strip() or None for key in ("framework", "hardware")}
 
 
 def curve_from_run(run_dir: Path) -> Curve:
@@ -131,7 +138,7 @@ def curve_from_run(run_dir: Path) -> Curve:
     target = to_log_units(task, target) if target is not None else None
     return Curve(label=label, source=str(run_dir), task=task, points=points,
                  target=target if target is not None and target != entries.log_threshold(task) else None,
-                 notes={"status": result.get("status")})
+                 notes={"status": result.get("status"), **_system(result)})
 
 
 def _entry_paths(root: Path) -> list[Path]:
@@ -340,12 +347,47 @@ def time_unit(max_hours: float) -> tuple[str, float]:
     return "hours", 1.0
 
 
+def curve_legend(item: dict) -> str:
+    """A curve's legend entry: the run, its time to the task's threshold, and what ran it (the
+    framework, its runtime, on the hardware), so that curves of one reference on two systems differ."""
+    reached = f"TTA {item['tta_hms']}" if item.get("tta_hms") else "threshold not reached"
+    ran = " on ".join(v for v in (item.get("framework"), item.get("hardware")) if v)
+    return f"{_short(item['label'])} ({reached})" + (f"\n{_short(ran)}" if ran else "")
+
+
+def _legend_outside(ax) -> None:
+    """The legend right of the axes, where it covers no curve however many there are; left out of
+    tight_layout (which would shrink the axes to fit it) and added to the saved image by _save."""
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    legend.set_in_layout(False)
+
+
+def _single_values_spread(ax) -> None:
+    """An axis whose data is one value (one point, or points that share it) gets limits from zero to
+    past the value, or a decade around it on a log axis, instead of matplotlib's +-5% around it,
+    which reads as a range the data does not have. The quantities here (times, costs, latencies,
+    accuracies) are >= 0, so zero is their natural origin."""
+    box = ax.dataLim
+    for lo, hi, set_limits, scale in ((box.x0, box.x1, ax.set_xlim, ax.get_xscale()),
+                                      (box.y0, box.y1, ax.set_ylim, ax.get_yscale())):
+        if not (math.isfinite(lo) and math.isfinite(hi)) or hi != lo:
+            continue
+        if scale == "log" and hi > 0:
+            set_limits(hi / 10 ** 0.5, hi * 10 ** 0.5)
+        elif hi != 0:
+            set_limits(sorted((0.0, 1.25 * hi)))
+        else:
+            set_limits(-1.0, 1.0)
+
+
 def _save(fig, plt, path: Path) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
     os.close(fd)
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
     try:
-        fig.savefig(tmp, dpi=100, format="png")
+        # the image grows to hold the legends outside the axes (and nothing else is cut)
+        fig.savefig(tmp, dpi=100, format="png", bbox_inches="tight", bbox_extra_artists=legends)
         os.chmod(tmp, 0o644)          # mkstemp's 0600 would hide the plot from a web server
         os.replace(tmp, path)
     finally:
@@ -392,7 +434,8 @@ def plot_thresholds(numbers: dict, path: Path) -> None:
             ax.set_ylabel(f"time to accuracy ({unit})")
             ax.set_title(f"{task}: time-to-accuracy vs threshold")
             ax.grid(alpha=0.3)
-            ax.legend(loc="upper left")
+            _single_values_spread(ax)
+            _legend_outside(ax)
         fig.tight_layout()
         _save(fig, plt, path)
 
@@ -405,7 +448,7 @@ def plot_curves(numbers: dict, path: Path, title: str | None = None) -> None:
             unit, factor = time_unit(max(p["hours"] for i in items for p in i["points"]))
             for item in items:
                 ax.plot([p["hours"] * factor for p in item["points"]], [p["value"] for p in item["points"]],
-                        marker=".", label=_short(item["label"]))
+                        marker=".", label=curve_legend(item))
                 if item["run_threshold"] is not None:
                     ax.axhline(item["run_threshold"], color="gray", linestyle=":", linewidth=1,
                                label=f"run threshold {item['run_threshold']:g}")
@@ -415,7 +458,8 @@ def plot_curves(numbers: dict, path: Path, title: str | None = None) -> None:
             ax.set_ylabel(items[0]["metric"])
             ax.set_title(_short(title) if title else f"{task}: accuracy vs time")
             ax.grid(alpha=0.3)
-            ax.legend(loc="lower right")
+            _single_values_spread(ax)
+            _legend_outside(ax)
         fig.tight_layout()
         _save(fig, plt, path)
 
@@ -443,7 +487,7 @@ def plot_stability(numbers: dict, path: Path) -> None:
         ax.set_ylabel(f"time to accuracy ({unit}); bar: median")
         ax.set_title("stability over repeated runs")
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(loc="lower right")
+        _legend_outside(ax)
         fig.tight_layout()
         _save(fig, plt, path)
 
@@ -471,6 +515,7 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
                     ax.set_xscale("log")
                 if min(ys) > 0 and max(ys) / min(ys) > 20:
                     ax.set_yscale("log")
+                _single_values_spread(ax)
                 if len(points) <= 12:
                     for p in points:
                         ax.annotate(_short(p["model"] or p["entry"]), (p[x], p[y]), fontsize=7,

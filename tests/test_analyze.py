@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def run_folder(root: Path, name: str, rows: list[tuple[int, float, float]], *, tsv: bool = True,
-               threshold: float = 0.92, reference: str = "fashion-mnist-cnn-pytorch") -> Path:
+               threshold: float = 0.92, reference: str = "fashion-mnist-cnn-pytorch", **system: str) -> Path:
     """A run folder as harness/runner.py leaves it: result.json (with `history`) and <reference>.tsv.
     rows: (epoch, hours, top-1 percent)."""
     folder = root / name
@@ -24,7 +25,7 @@ def run_folder(root: Path, name: str, rows: list[tuple[int, float, float]], *, t
     result = {"version": "v1.0", "reference": reference, "task": "fashion-mnist", "metric": "top1",
               "threshold": threshold, "official_threshold": threshold == 0.92, "logFilename": f"{reference}.tsv",
               "status": "converged" if reached else "DNC", "tta_seconds": reached and reached["tta_seconds"],
-              "history": history}
+              "history": history, **system}
     (folder / "result.json").write_text(json.dumps(result))
     if tsv:
         lines = ["epoch\thours\ttop1Accuracy"] + [f"{e}\t{h:.6f}\t{a:.2f}" for e, h, a in rows]
@@ -223,3 +224,92 @@ def test_each_bad_input_gets_one_line_and_nothing_is_written(tmp_path, capsys):
                               "--out", out], capsys)
     assert code == 2 and len(err) == 2 and "no entries in it" in err[0] and "not readable JSON" in err[1]
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- what the figures look like
+
+@pytest.fixture
+def figures(monkeypatch) -> list:
+    """Every figure the analyses save, kept (and drawn with Agg) for a look at its axes and legends."""
+    kept, save = [], analyze._save
+
+    def keep(fig, plt, path):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        save(fig, plt, path)
+        FigureCanvasAgg(fig).draw()          # closing it left a canvas that cannot draw
+        kept.append(fig)
+    monkeypatch.setattr(analyze, "_save", keep)
+    return kept
+
+
+def legends(fig) -> list:
+    return [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+
+
+def assert_legends_outside(fig) -> None:
+    renderer = fig.canvas.get_renderer()
+    found = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend() is not None]
+    assert found
+    for ax, legend in found:
+        box, data = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert not box.overlaps(data) and box.x0 > data.x1, (box, data)     # right of the data area, clear of it
+
+
+def test_curves_legends_name_the_time_framework_and_hardware_outside_the_axes(tmp_path, capsys, figures):
+    h100 = run_folder(tmp_path / "a", "seed0", [(1, 0.01, 85.0), (2, 0.02, 92.5)],
+                      framework="PyTorch 2.13.0", hardware="1 x NVIDIA H100 80GB HBM3")
+    cpu = run_folder(tmp_path / "b", "seed0", [(1, 0.5, 91.0)], framework="PyTorch 2.12.1", hardware="AMD EPYC (16 cores)")
+    bare = run_folder(tmp_path / "c", "seed1", [(1, 0.03, 93.0)])
+    code, printed, err = run(["curves", h100, cpu, bare, "--out", tmp_path / "out"], capsys)
+    assert code == 0 and err == []
+    numbers = outputs(tmp_path / "out", "curves", printed)["inputs"]
+    assert [(i["framework"], i["hardware"]) for i in numbers] == [
+        ("PyTorch 2.13.0", "1 x NVIDIA H100 80GB HBM3"), ("PyTorch 2.12.1", "AMD EPYC (16 cores)"), (None, None)]
+    [fig] = figures
+    [legend] = legends(fig)
+    assert [t.get_text() for t in legend.get_texts()][:3] == [
+        "fashion-mnist-cnn-pytorch/seed0 (TTA 0:01:12)\nPyTorch 2.13.0 on 1 x NVIDIA H100 80GB HBM3",
+        "fashion-mnist-cnn-pytorch/seed0 (threshold not reached)\nPyTorch 2.12.1 on AMD EPYC (16 cores)",
+        "fashion-mnist-cnn-pytorch/seed1 (TTA 0:01:48)"]
+    assert_legends_outside(fig)
+
+
+def test_thresholds_and_stability_legends_sit_outside_the_axes(tmp_path, capsys, figures):
+    runs = [run_folder(tmp_path, f"seed{k}", [(1, 0.01, 80.0 + k), (2, 0.02, 92.5), (3, 0.03, 95.0)]) for k in range(6)]
+    assert run(["thresholds", *runs, "--out", tmp_path / "t"], capsys)[0] == 0
+    series = [summary(tmp_path / "fashion-mnist-cnn-pytorch" / f"s{k}", [100.0, 110.0 + k, None]) for k in range(3)]
+    assert run(["stability", *series, "--out", tmp_path / "s"], capsys)[0] == 0
+    assert len(figures) == 2
+    for fig in figures:
+        assert_legends_outside(fig)
+
+
+def assert_spread_around(lo: float, hi: float, value: float) -> None:
+    margin = 0.1 * abs(value)
+    assert math.isfinite(lo) and math.isfinite(hi) and lo <= value - margin and value + margin <= hi, (lo, hi, value)
+
+
+def test_a_single_point_gets_limits_around_it(tmp_path, capsys, figures):
+    one = run_folder(tmp_path, "one", [(1, 0.02, 93.0)])
+    assert run(["curves", one, "--out", tmp_path / "c"], capsys)[0] == 0
+    assert run(["thresholds", one, "--out", tmp_path / "t"], capsys)[0] == 0
+    tree = tmp_path / "entries"
+    train(tree, "CIFAR10", "solo_net_v100_pytorch", [(1, 0.25, 93.0), (2, 0.5, 94.5)], costPerHour=3.06)
+    assert run(["cost-vs-time", tree, "--out", tmp_path / "v"], capsys)[0] == 0
+    curves, thresholds, cost = figures
+    [ax] = curves.axes
+    assert_spread_around(*ax.get_xlim(), 0.02 * 3600)         # one epoch at 72 s (the axis in seconds)
+    [ax] = thresholds.axes
+    assert_spread_around(*ax.get_ylim(), 0.02 * 3600)
+    ax = cost.axes[0]
+    assert_spread_around(*ax.get_xlim(), 0.5)
+    assert_spread_around(*ax.get_ylim(), 0.5 * 3.06)
+    # the same on a log axis: a decade around the value
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.plot([2.0], [40.0], "o")
+    analyze._single_values_spread(ax)
+    assert_spread_around(*ax.get_xlim(), 2.0)
+    assert_spread_around(*ax.get_ylim(), 40.0) and ax.get_ylim()[0] > 0
+    plt.close(fig)
