@@ -83,6 +83,22 @@ def commit(fields: dict) -> str:
     return ""
 
 
+def price_source(fields: dict) -> str | None:
+    """Where the entry's price came from: the prices table's record of the run, or what `dawnbench
+    submit` added after the run (--instance or --cost-per-hour, and when); None for no record."""
+    price, added = fields.get("price"), fields.get("price_added")
+    said = []
+    if isinstance(price, dict):
+        said.append(f"{entries.text(price.get('instance'))}: {entries.text(price.get('source'))}, "
+                    f"published {entries.text(price.get('date'))}")
+    if isinstance(added, dict) and said:
+        said.append(f"added by `dawnbench submit {entries.text(added.get('option'))}` on "
+                    f"{entries.text(added.get('date'))}, after the run")
+    elif isinstance(added, dict):
+        said.append(f"{entries.text(added.get('source'))} on {entries.text(added.get('date'))}, after the run")
+    return "; ".join(said) or None
+
+
 # ---------------------------------------------------------------- the index
 
 COLUMNS = {      # each table's own columns, before the ones all tables share
@@ -97,7 +113,9 @@ COLUMNS = {      # each table's own columns, before the ones all tables share
 def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
     tasks = []
     for task_name, tables in rankings["tasks"].items():
+        ranked = any(tables.values())
         tasks.append({
+            "ranked": ranked,      # a task with nothing ranked gets a line, not four empty tables
             "name": task_name, "threshold": ranking.threshold_label(entries.TASK_BY_DIR[task_name]),
             "plot": plots.get(task_name),
             "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": [c[0] for c in COLUMNS[table]],
@@ -129,6 +147,8 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         ("Timestamp", entries.text(f.get("timestamp"))),
         ("Cost per hour", usd(entries.cost_per_hour(entry)) or "not given"),
     ]
+    if price_source(f):
+        rows.append(("Price source", price_source(f)))
     if entry.kind == "train":
         row = entries.training_row(entry)
         price = entries.cost_per_hour(entry)

@@ -434,3 +434,37 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
     assert "&lt;b&gt;" not in index and "<b>reproduced" not in index
     page = (site_dir / ranking.page(entries.load(train_dir / f"{stem['Faked']}.json"))).read_text()
     assert f"<th>Reproduction</th><td>{escape(got[stem['Faked']])}</td>" in page
+
+
+def test_a_task_without_ranked_entries_is_one_line_not_empty_tables(tmp_path):
+    train(tmp_path, "CIFAR10", "ok_m_h_f", [(1, 0.5, 95.0)], costPerHour=1.0)
+    train(tmp_path, "ImageNet", "bad_m_h_f", [(1, 0.5, 95.0)], costPerHour=True)      # invalid: listed, not ranked
+    loaded, invalid = ranking.load_all(tmp_path)
+    index = site.index_page(ranking.rank(loaded, invalid), {}, len(loaded))
+    assert index.count("<table") == 4 and 'id="CIFAR10-train_time"' in index     # CIFAR10's four tables only
+    for task in ("SQuAD", "FashionMNIST"):
+        assert f'<p class="muted no-entries">No entries for {task} yet.</p>' in index
+        assert f'id="{task}-' not in index.split(f'<section id="{task}">')[1].split("</section>")[0]
+    imagenet = index.split('<section id="ImageNet">')[1].split("</section>")[0]
+    assert "No ranked entries for ImageNet yet" in imagenet and '<li data-entry="bad_m_h_f">' in imagenet
+    assert "<table" not in imagenet
+
+
+def test_an_entry_page_says_where_its_price_came_from(tmp_path):
+    added = {"by": "submit", "date": "2026-11-26", "option": "--cost-per-hour 1.25", "usd_per_hour": 1.25,
+             "source": submit.SUBMITTER_SOURCE, "nodes": 1}
+    train(tmp_path, "CIFAR10", "byhand_m_h_f", [(1, 0.5, 95.0)], costPerHour=1.25, price_added=added)
+    record = {"instance": "aws:p3.2xlarge", "usd_per_hour": 3.06, "source": "https://aws.amazon.com/ec2/pricing/",
+              "date": "2017-10-25"}
+    train(tmp_path, "CIFAR10", "table_m_h_f", [(1, 0.5, 95.0)], costPerHour=3.06, price=record, instance="aws:p3.2xlarge",
+          price_added={**added, "option": "--instance aws:p3.2xlarge", "usd_per_hour": 3.06})
+    train(tmp_path, "CIFAR10", "none_m_h_f", [(1, 0.5, 95.0)])
+    shown = {}
+    for entry in ranking.load_all(tmp_path)[0]:
+        page = site.entry_page(entry, [], None, None)
+        shown[entry.name] = page.split("<tr><th>Price source</th><td>")[1].split("</td>")[0] if "Price source" in page else None
+    assert shown == {
+        "byhand_m_h_f": "submit --cost-per-hour, given by the submitter on 2026-11-26, after the run",
+        "table_m_h_f": "aws:p3.2xlarge: https://aws.amazon.com/ec2/pricing/, published 2017-10-25; added by "
+                       "`dawnbench submit --instance aws:p3.2xlarge` on 2026-11-26, after the run",
+        "none_m_h_f": None}
