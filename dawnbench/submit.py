@@ -503,9 +503,12 @@ def _check_out(out: Path) -> None:
 def _os_error(e: OSError, to: Path) -> SubmitError:
     """An OS error while placing the entry as one line, without Python's `[Errno N]` (nothing was
     moved into place: the staging folder is removed)."""
-    where = e.filename if e.filename is not None else to
-    return SubmitError(f"cannot write the entry under {to}: {where}: {e.strerror or type(e).__name__}; "
-                       f"give --out a folder you can write (nothing was written)")
+    where = Path(e.filename) if e.filename is not None else to
+    problem = e.strerror or type(e).__name__
+    if where == to or to.resolve() in where.resolve().parents:
+        return SubmitError(f"cannot write the entry under {to}: {where}: {problem}; give --out a folder you can "
+                           f"write (nothing was written)")
+    return SubmitError(f"cannot read {where}: {problem} (nothing was written)")    # a file of the run
 
 
 def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]:

@@ -450,6 +450,8 @@ def test_out_that_is_a_file_or_cannot_be_written_is_one_line(tmp_path, monkeypat
         assert "is a file, not a folder" in line and "--out entries/" in line and "Errno" not in line
     assert afile.read_text() == "not a folder\n" and sorted(p.name for p in tmp_path.iterdir()) == ["entries.txt", "run"]
 
+    mkdtemp = submit.tempfile.mkdtemp
+
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tmp_path / "ro"))
     monkeypatch.setattr(submit.tempfile, "mkdtemp", denied)     # root ignores a chmod, so the OS is told to refuse
@@ -457,6 +459,14 @@ def test_out_that_is_a_file_or_cannot_be_written_is_one_line(tmp_path, monkeypat
     assert "Permission denied; give --out a folder you can write" in line and "Errno" not in line
     line = refused(capsys, [tmp_path / "no-such-run", "--out", tmp_path / "e"], "no-such-run: not a folder")
     assert "Errno" not in line
+    monkeypatch.setattr(submit.tempfile, "mkdtemp", mkdtemp)
+
+    def unreadable(source, target):
+        raise PermissionError(13, "Permission denied", str(source))
+    monkeypatch.setattr(submit.shutil, "copyfile", unreadable)    # a run file this user cannot read
+    line = refused(capsys, [run, "--out", tmp_path / "e"], f"cannot read {run}/")
+    assert line.endswith(": Permission denied (nothing was written)") and "Errno" not in line
+    assert list((tmp_path / "e").iterdir()) == []          # the staging folder went too
 
 
 def unpriced_run(folder: Path, nodes: int = 1) -> Path:
