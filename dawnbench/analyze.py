@@ -507,6 +507,8 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
                 ax.set_ylabel(ylabel)
                 if not points:
                     ax.text(0.5, 0.5, "no entries", ha="center", va="center", transform=ax.transAxes)
+                    ax.set_xticks([])          # no data: matplotlib's 0..1 would read as a scale
+                    ax.set_yticks([])
                     continue
                 xs, ys = [p[x] for p in points], [p[y] for p in points]
                 ax.scatter(xs, ys)

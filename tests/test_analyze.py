@@ -304,6 +304,8 @@ def test_a_single_point_gets_limits_around_it(tmp_path, capsys, figures):
     ax = cost.axes[0]
     assert_spread_around(*ax.get_xlim(), 0.5)
     assert_spread_around(*ax.get_ylim(), 0.5 * 3.06)
+    empty = cost.axes[1]             # no inference entry: no latency panel data, and no scale pretending there is
+    assert (list(empty.get_xticks()), list(empty.get_yticks())) == ([], [])
     # the same on a log axis: a decade around the value
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots()
