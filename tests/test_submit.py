@@ -512,6 +512,15 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
                                     "source_date": table.date, "nodes": 2}
     assert validate.main([str(out)]) == 0
 
+    only = unpriced_inference(tmp_path / "only")       # an inference-only reference's entry is priced alike
+    edit_json(only / "inference.json", reference=INFER_ONLY, infers_only=True)
+    out = tmp_path / "only-entries"
+    assert submit.main(["--inference", str(only), "--out", str(out), "--cost-per-hour", "0.5"]) == 0
+    (path,) = (out / "CIFAR10" / "inference").iterdir()
+    fields = json.loads(path.read_text())
+    assert fields["costPerHour"] == 0.5 and fields["price_added"]["source"] == submit.SUBMITTER_SOURCE
+    assert fields["cost"] == pytest.approx(0.5 * fields["latency"] / 3.6e6)
+
 
 def test_a_price_at_submit_time_never_replaces_the_runs_and_is_bounded(tmp_path, capsys):
     priced = make_run(tmp_path / "priced", cost_per_hour=3.06)
