@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from dawnbench import entries, ranking, reproduction, site, validate, verification
-from dawnbench.arguments import Parser
+from harness.arguments import Parser
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
 
 PROG = "dawnbench leaderboard"

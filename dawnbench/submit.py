@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas, validate, verification
-from dawnbench.arguments import Parser
+from harness.arguments import Parser
 from harness import paths, verify
 from harness.errors import EXIT_OK, DawnbenchError, report
 from harness.tasks import TASKS

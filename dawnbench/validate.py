@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas
-from dawnbench.arguments import Parser
+from harness.arguments import Parser
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, report
 from harness.tasks import Task
 
