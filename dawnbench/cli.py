@@ -13,13 +13,10 @@ import sys
 from dawnbench import fetch, prepare_imagenet, prices, series
 from harness import cli as harness_cli
 from harness import datasets
-from harness.arguments import SEED_MAX, Parser, path, whole
+from harness.arguments import MAX_RUNS, SEED_MAX, Parser, path, whole
 from harness.errors import DawnbenchError, UsageError, report
 
 PROG = "dawnbench"
-# A series is repeated runs for stability figures (DAWNBench's papers used 5 to 10); a thousand runs of
-# even a one-minute reference is most of a day, so a larger count is a typo, refused before run 1.
-MAX_RUNS = 1000
 # Subcommands that are modules of their own; everything after the name is theirs to parse.
 TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "validate": "check entry files or trees; exit 0 only when all is valid",

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import reproduction, safe_read, verification
-from harness.arguments import Parser
 from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
 from harness import datasets, outputs, paths, provenance, registry, verify
+from harness.arguments import Parser
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
 
 PROG = "dawnbench reproduce"

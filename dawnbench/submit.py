@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas, validate, verification
-from harness.arguments import Parser
 from harness import paths, verify
+from harness.arguments import Parser
 from harness.errors import EXIT_OK, DawnbenchError, report
 from harness.tasks import TASKS
 

@@ -18,6 +18,16 @@ from harness.errors import DawnbenchError, UsageError, report
 # numpy's legacy RandomState (and the frameworks' manual_seed/set_seed through it) takes 0 .. 2**32-1;
 # beyond it a run dies inside the reference's process as a DNC instead of a usage error here.
 SEED_MAX = 2**32 - 1
+# The upper bounds below are far above any real use: they turn a typo (an extra digit, 1e23) into a
+# usage error before anything starts, instead of a run that never ends or a cost that means nothing.
+MAX_EPOCHS = 100_000        # the longest DAWNBench schedules are a few hundred epochs
+MAX_NODES = 10_000          # the largest published entries used a few hundred machines
+MAX_THREADS = 4096          # more than the cores of any one machine a batch-1 latency is timed on
+MAX_WARMUP = 100_000        # untimed (or timed) batch-1 calls
+MAX_EXAMPLES = 10_000_000   # --limit: the largest eval set (ImageNet val) has 50,000 examples
+# A series is repeated runs for stability figures (DAWNBench's papers used 5 to 10); a thousand runs of
+# even a one-minute reference is most of a day, so a larger count is a typo, refused before run 1.
+MAX_RUNS = 1000
 
 
 class Parser(argparse.ArgumentParser):

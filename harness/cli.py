@@ -22,19 +22,22 @@ import sys
 from pathlib import Path
 
 from harness import datasets, inference, paths, registry, runner, runtimes
-from harness.arguments import SEED_MAX, Parser, number, path, whole
+from harness.arguments import (
+    MAX_EPOCHS,
+    MAX_EXAMPLES,
+    MAX_NODES,
+    MAX_THREADS,
+    MAX_WARMUP,
+    SEED_MAX,
+    Parser,
+    number,
+    path,
+    whole,
+)
 from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, report
 
 PROG = "harness"
 PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
-
-# Upper bounds are far above any real use and there to turn a typo (an extra digit, 1e23) into a
-# usage error before anything starts, instead of a run that never ends or a cost that means nothing.
-MAX_EPOCHS = 100_000        # the longest DAWNBench schedules are a few hundred epochs
-MAX_NODES = 10_000          # the largest published entries used a few hundred machines
-MAX_THREADS = 4096          # more than the cores of any one machine a batch-1 latency is timed on
-MAX_WARMUP = 100_000        # warm-up calls before the timed batch-1 pass
-MAX_EXAMPLES = 10_000_000   # --limit: the largest eval set (ImageNet val) has 50,000 examples
 
 
 # --- options ------------------------------------------------------------------------------------
