@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dawnbench import containers
 from harness import registry
-from harness.arguments import MAX_RUNS, Parser, path, reports_errors, whole
+from harness.arguments import MAX_RUNS, Parser, nonempty_path, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
 
 
@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--versions", nargs=2, required=True, metavar=("PIN_A", "PIN_B"))
     p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=3)
     p.add_argument("--base-image", default=None)
-    p.add_argument("--out", type=path, default=None, help="default bench-results/compare-<REF>-<time>/")
-    p.add_argument("--data", type=path, default=None)
+    p.add_argument("--out", type=nonempty_path, default=None, help="default bench-results/compare-<REF>-<time>/")
+    p.add_argument("--data", type=nonempty_path, default=None)
     a = p.parse_args(argv)
     out = a.out or containers.project_root() / "bench-results" / f"compare-{a.reference}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:

@@ -64,7 +64,7 @@ for _path in (str(REPO), str(REPO / "tests")):
         sys.path.insert(0, _path)
 
 from harness import datasets  # noqa: E402  (after sys.path: this checkout's harness)
-from harness.arguments import MAX_EPOCHS, Parser, number, path, reports_errors, whole  # noqa: E402
+from harness.arguments import MAX_EPOCHS, Parser, nonempty_path, number, reports_errors, whole  # noqa: E402
 from harness.events import read_events  # noqa: E402
 
 DEFAULT_REFERENCES = ["fashion-mnist-cnn-pytorch", "fashion-mnist-cnn-tensorflow", "cifar10-resnet20-pytorch",
@@ -252,14 +252,14 @@ def main(argv=None) -> int:
     p.add_argument("--references", default=",".join(DEFAULT_REFERENCES), help="comma-separated reference names")
     p.add_argument("--max-epochs", type=whole("--max-epochs", 1, MAX_EPOCHS, 2), default=2, metavar="N",
                    help="epochs trained and scored per reference (the run's --max-epochs; its threshold is never met)")
-    p.add_argument("--out", type=path, default=None, help="write every row (and each run's summary) here as JSON")
-    p.add_argument("--fashion-data", type=path, default=None,
+    p.add_argument("--out", type=nonempty_path, default=None, help="write every row (and each run's summary) here as JSON")
+    p.add_argument("--fashion-data", type=nonempty_path, default=None,
                    help="data root holding fashion-mnist (default: harness.datasets.default_data_root())")
     p.add_argument("--no-small", action="store_true", help="run the fixtures with reference.toml's hyperparameters, "
                                                            "not the tests' CPU-sized --set overrides")
     p.add_argument("--timeout", type=number("--timeout", 0, above=True, example=3600), default=3600,
                    help="seconds one run may take before it is skipped")
-    p.add_argument("--keep", type=path, default=None, help="keep the fixtures and run folders here")
+    p.add_argument("--keep", type=nonempty_path, default=None, help="keep the fixtures and run folders here")
     a = p.parse_args(argv)
 
     import harness

@@ -94,7 +94,7 @@ def number(option: str, least: float, most: float | None = None, *, above: bool 
     return parse
 
 
-def path(text: str) -> Path:
+def nonempty_path(text: str) -> Path:
     """An argparse type: a path, never the empty one (Path('') is the current folder, so `--results ''`
     would write into wherever the command was started)."""
     if not text:

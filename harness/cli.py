@@ -30,8 +30,8 @@ from harness.arguments import (
     MAX_WARMUP,
     SEED_MAX,
     Parser,
+    nonempty_path,
     number,
-    path,
     whole,
 )
 from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, report
@@ -46,7 +46,7 @@ THRESHOLD = number("--threshold", 0, 1, above=True, example=0.85, why="a fractio
 
 
 def add_references_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--references", type=path, default=None, metavar="DIR",
+    p.add_argument("--references", type=nonempty_path, default=None, metavar="DIR",
                    help="the folder of the references (default $DAWNBENCH_REFERENCES, else ./references)")
 
 
@@ -57,7 +57,7 @@ def add_reference_options(p: argparse.ArgumentParser) -> None:
                    help="override a hyperparameter from reference.toml (repeatable)")
     p.add_argument("--seed", type=whole("--seed", 0, SEED_MAX, 0, "numpy's seed range"), default=0, metavar="N",
                    help="the seed the reference's code is given (default 0); a series (--runs) uses N, N+1, ...")
-    p.add_argument("--data", type=path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--data", type=nonempty_path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
     add_references_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--cost-per-hour", type=number("--cost-per-hour", 0, example=3.06), default=None, metavar="USD",
@@ -77,7 +77,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="on-clock time budget, seconds (default: reference.toml)")
     p.add_argument("--threshold", type=THRESHOLD, default=None,
                    help="lower the target (a fraction) for smoke tests; the result is marked unofficial")
-    p.add_argument("--results", type=path, default=None, help="results folder (default ./results)")
+    p.add_argument("--results", type=nonempty_path, default=None, help="results folder (default ./results)")
     p.add_argument("--run-id", default=None, help="the run folder's name (default <time>-seed<N>): letters, digits, . _ + -")
     # Set by `dawnbench run --runs N` for its runs: the run folder is results/REF/<series id>/<run id>.
     p.add_argument("--series-id", default=None, help=argparse.SUPPRESS)
@@ -86,12 +86,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def add_infer_options(p: argparse.ArgumentParser) -> None:
     add_reference_options(p)
-    p.add_argument("--model", type=path, required=True, help="the model folder a run saved")
+    p.add_argument("--model", type=nonempty_path, required=True, help="the model folder a run saved")
     p.add_argument("--warmup", type=whole("--warmup", 0, MAX_WARMUP, 50), default=50, metavar="N",
                    help="untimed batch-1 calls before the timed pass (default 50)")
     p.add_argument("--limit", type=whole("--limit", 1, MAX_EXAMPLES, 1000), default=None, metavar="N",
                    help="time only the first N examples (unofficial)")
-    p.add_argument("--out", type=path, default=None, help="default ./results/REF/infer-<time>")
+    p.add_argument("--out", type=nonempty_path, default=None, help="default ./results/REF/infer-<time>")
     p.add_argument("--threshold", type=THRESHOLD, default=None, help="lowered target for smoke tests (unofficial)")
     p.add_argument("--runtime", default=None, metavar="|".join(runtimes.RUNTIMES),
                    help="default: the reference.toml's [inference] runtime, else reference. reference: the "
@@ -115,13 +115,13 @@ def add_data_options(p: argparse.ArgumentParser, actions: tuple[str, ...] = ("ve
     p.add_argument("action", choices=list(actions))
     p.add_argument("dataset", nargs="?", help="a dataset name: fashion-mnist, cifar10, imagenet, squad or glove")
     p.add_argument("--reference", help="instead of a dataset name: the dataset of this reference's task")
-    p.add_argument("--data", type=path, default=None)
+    p.add_argument("--data", type=nonempty_path, default=None)
     add_references_option(p)
 
 
 def add_verify_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", type=path, metavar="RUN_DIR", help="a run folder (results/<reference>/<run id>/)")
-    p.add_argument("--data", type=path, default=None,
+    p.add_argument("run_dir", type=nonempty_path, metavar="RUN_DIR", help="a run folder (results/<reference>/<run id>/)")
+    p.add_argument("--data", type=nonempty_path, default=None,
                    help="the data root with the official eval labels (default $DAWNBENCH_DATA or ./data)")
 
 
