@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas
 from harness.arguments import Parser, nonempty_path
-from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, report
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
 from harness.tasks import Task
 
 PROG = "dawnbench validate"
@@ -730,6 +730,17 @@ def build_parser() -> Parser:
     return p
 
 
+def _check_given(paths: list[Path]) -> None:
+    """A path that is not there is a usage error (exit 2), not a problem of an entry (exit 1)."""
+    for given in paths:
+        try:
+            there = given.exists() or given.is_symlink()
+        except (OSError, ValueError):
+            there = False
+        if not there:
+            raise UsageError(f"{given}: no such file or folder: give entry files or a tree of entries (e.g. entries/)")
+
+
 def _emit(line: str) -> None:
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     sys.stdout.write(line.encode(encoding, "backslashreplace").decode(encoding, "replace") + "\n")
@@ -741,7 +752,14 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except DawnbenchError as e:
         return report(PROG, e)
+    try:
+        _check_given(args.paths)
+    except DawnbenchError as e:
+        return report(PROG, e)
     found, n_files = check(args.paths, args.allow_unofficial, args.level)
+    if n_files == 0:        # "0 files checked: all valid" would pass a typo'd or empty tree
+        return report(PROG, UsageError(f"no entries found under {', '.join(map(str, args.paths))}: give entry "
+                                       f"files or a tree of them, <Task>/<train|inference>/<name>.json and .tsv"))
     for problem in found:
         _emit(str(problem))
     problems = [p for p in found if not p.warning]
