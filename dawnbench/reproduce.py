@@ -411,8 +411,9 @@ def build_parser() -> Parser:
     p.add_argument("--runtime", default=None, metavar="docker|native",
                    help="docker: the reference's pinned image; native: here (default docker when an engine answers)")
     p.add_argument("--tolerance", default=None, metavar="T",
+                   # argparse %-formats help: every % is written %%, the computed ones too
                    help=f"time-to-accuracy at most T over the claim (0.25 or 25%%; default {COV_FACTOR:g} x the cv of "
-                        f"the entry's series, at least {MIN_TIME_TOLERANCE:.0%}, else {DEFAULT_TIME_TOLERANCE:.0%})")
+                        f"the entry's series, at least {MIN_TIME_TOLERANCE:.0%}%, else {DEFAULT_TIME_TOLERANCE:.0%}%)")
     p.add_argument("--metric-tolerance", type=number("--metric-tolerance", 0, example=0.01),
                    default=DEFAULT_METRIC_TOLERANCE, metavar="D",
                    help=f"the metric at each epoch within D, absolute (default {DEFAULT_METRIC_TOLERANCE:g})")

@@ -46,6 +46,7 @@ V1_REQUIRED = ("version", "author", "authorEmail", "framework", "model", "hardwa
 # fields of the v1 format itself: one in the other kind's entry is a v1 quirk (v1 checked no such thing)
 V1_FIELDS = ("logFilename", "usedBlacklist", "latency", "cost")
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s]+")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")      # C0, DEL and C1
 
 
 @dataclass(frozen=True)
@@ -510,6 +511,10 @@ def _log_of(report: _Report, path: Path, fields: dict) -> Path | None:
     if "logFilename" not in fields:
         return path.with_suffix(".tsv")          # old entries: the log has the JSON's stem
     if not isinstance(name, str) or not name.strip():
+        return None
+    if CONTROL.search(name):    # at both levels: v1's names were plain; a newline forges lines wherever it is shown
+        report.at("logFilename", f"{show(name)} holds a control character (a newline, a tab, an escape): "
+                                 f"write the log's plain file name, e.g. \"{path.stem}.tsv\"")
         return None
     if report.level == "v1" and URL.fullmatch(name):       # strict refuses it below, as any other non-file name
         report.at("logFilename", f"{show(name)} is a URL to the logs, as v1 had it; the log read is "

@@ -376,16 +376,20 @@ def _convert(key: str, text: str, default: Any, train_examples: int = 0) -> Any:
     value = _toml_value(text)
     if value is _NOT_TOML or (isinstance(default, (str, list)) and not isinstance(value, type(default))):
         value = text        # a bare word; a comma list (0.1,0.01) or a list of one (0.5)
-    try:
-        typed = _typed(value, default)
-    except (ValueError, TypeError, IndexError):
-        raise UsageError(f"--set {key}={text}: {key!r} takes {_describe(default)} "
-                         f"(default {_toml(default)})") from None
     # The global training batch: 0 would divide by zero, and one larger than the training set would
     # leave every epoch with no step while the log counts its samples.
-    if key == "batch_size" and isinstance(typed, int) and not 1 <= typed <= (train_examples or MAX_WHOLE):
-        raise UsageError(f"--set batch_size={text}: give a whole number from 1 to {train_examples or MAX_WHOLE:,} "
-                         f"(the task's training examples), e.g. --set batch_size={default}")
+    batch = key == "batch_size" and isinstance(default, int) and not isinstance(default, bool)
+    most = train_examples or MAX_WHOLE
+    try:
+        typed = _typed(value, default)
+        if batch and not 1 <= typed <= most:
+            raise ValueError
+    except (ValueError, TypeError, IndexError):
+        if batch:
+            raise UsageError(f"--set {key}={text}: give a whole number from 1 to {most:,} (the task's training "
+                             f"examples), e.g. --set {key}={default}") from None
+        raise UsageError(f"--set {key}={text}: {key!r} takes {_describe(default)} "
+                         f"(default {_toml(default)})") from None
     return typed
 
 
