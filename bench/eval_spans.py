@@ -2,7 +2,7 @@
 a bound on the eval span is calibrated on (issue 22, "The eval span is bounded"), and the eval
 times of honest references before and after such a bound.
 
-`python -m bench.eval_spans [--references a,b] [--max-epochs 2] [--out FILE.json]`. Each reference
+`python -m bench.eval_spans [REF ...] [--max-epochs 2] [--out FILE.json]`. Each reference
 is run by the real harness in a fresh process (`python -m harness run REF --data DIR --results
 TMP --no-progress --max-epochs N --seed 0 --threshold 1.0`: a threshold no fixture run reaches,
 so N epochs are trained and scored), with this checkout's harness first on PYTHONPATH. Its
@@ -249,7 +249,8 @@ def print_row(r: dict) -> None:
 @reports_errors("python -m bench.eval_spans")
 def main(argv=None) -> int:
     p = Parser(prog="python -m bench.eval_spans", description=__doc__.split("\n\n")[0])
-    p.add_argument("--references", default=",".join(DEFAULT_REFERENCES), help="comma-separated reference names")
+    p.add_argument("references", nargs="*", default=DEFAULT_REFERENCES, metavar="REF",
+                   help=f"reference names (default {' '.join(DEFAULT_REFERENCES)})")
     p.add_argument("--max-epochs", type=whole("--max-epochs", 1, MAX_EPOCHS, 2), default=2, metavar="N",
                    help="epochs trained and scored per reference (the run's --max-epochs; its threshold is never met)")
     p.add_argument("--out", type=nonempty_path, default=None, help="write every row (and each run's summary) here as JSON")
@@ -276,7 +277,7 @@ def main(argv=None) -> int:
     rows, runs, skipped = [], [], []
     print(HEADER, flush=True)
     try:
-        for name in [n.strip() for n in a.references.split(",") if n.strip()]:
+        for name in a.references:
             try:
                 try:
                     spec = registry.load_spec(name)

@@ -37,6 +37,16 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown option points to the help of the subcommand it was given to
+        (`dawnbench run --help`), not to the top level's."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            where = f"{self.prog} {command}" if isinstance(command, str) else self.prog
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)} (see `{where} --help`)")
+        return parsed
+
 
 def reports_errors(prog: str):
     """Decorate a command's main(argv) -> int: a DawnbenchError (a bad option included) is its one

@@ -85,7 +85,7 @@ CASES = [   # (argv, words the line says)
     ([*RUN, "--set", "widths=[4, 4.5]"], "'widths' takes a list like [16, 32, 64]"),
     ([*RUN, "--results", ""], "argument --results: '' is an empty path"),
     ([*RUN, "--data", ""], "argument --data: '' is an empty path"),
-    ([*RUN, "--bogus"], "unrecognized arguments: --bogus (see `dawnbench --help`)"),
+    ([*RUN, "--bogus"], "unrecognized arguments: --bogus (see `dawnbench run --help`)"),
     ([*INFER, "--threads", "1000000000"], "--threads 1000000000: give a whole number from 1 to 4,096"),
     ([*INFER, "--threads", "0"], "--threads 0: give a whole number from 1"),
     ([*INFER, "--warmup", "-1"], "--warmup -1: give a whole number from 0"),
