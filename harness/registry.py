@@ -343,7 +343,7 @@ def _typed(value: Any, default: Any) -> Any:
     if isinstance(default, list):
         if isinstance(value, str):
             value = [x.strip() for x in value.split(",") if x.strip()]
-        if not isinstance(value, list):
+        if not isinstance(value, list) or (default and not value):     # widths=[] is no network
             raise ValueError
         return [_typed(x, default[0]) for x in value] if default else value
     return value if isinstance(value, str) else str(value)
@@ -373,8 +373,8 @@ def _toml(value: Any) -> str:
 def _convert(key: str, text: str, default: Any, train_examples: int = 0) -> Any:
     """The value of `--set key=text`, typed by reference.toml's default: read as a TOML value where it is
     one (so `widths=[4, 4, 4]` is the list it looks like), else as a bare word or a comma list."""
-    value = _toml_value(text)
-    if value is _NOT_TOML or (isinstance(default, (str, list)) and not isinstance(value, type(default))):
+    value = _toml_value(text) if isinstance(default, (str, list)) else text     # _typed reads numbers as TOML
+    if not isinstance(value, type(default)):
         value = text        # a bare word; a comma list (0.1,0.01) or a list of one (0.5)
     # The global training batch: 0 would divide by zero, and one larger than the training set would
     # leave every epoch with no step while the log counts its samples.

@@ -83,6 +83,7 @@ CASES = [   # (argv, words the line says)
     ([*RUN, "--set", "lr=-0.1"], "--set lr=-0.1: 'lr' takes a finite number, 0 or more"),
     ([*RUN, "--set", "widths=[4, -4, 4]"], "'widths' takes a list like [16, 32, 64]"),
     ([*RUN, "--set", "widths=[4, 4.5]"], "'widths' takes a list like [16, 32, 64]"),
+    ([*RUN, "--set", "widths=[]"], "'widths' takes a list like [16, 32, 64]"),
     ([*RUN, "--results", ""], "argument --results: '' is an empty path"),
     ([*RUN, "--data", ""], "argument --data: '' is an empty path"),
     ([*RUN, "--bogus"], "unrecognized arguments: --bogus (see `dawnbench run --help`)"),
