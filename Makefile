@@ -127,8 +127,8 @@ list: setup
 	@$(VENV)/bin/dawnbench list
 
 bench: data $(TEST_VENV)/.installed
-	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
-	$(VENV)/bin/python -m bench.overhead --reference $(REF)
+	$(VENV)/bin/python -m bench.tta $(REF) --runs $(RUNS)
+	$(VENV)/bin/python -m bench.overhead $(REF)
 	# ResNet-50 batch-1 CPU latency: torch eager, onnxruntime, OpenVINO fp32/bf16, int8 (the test env has them all)
 	$(TEST_VENV)/bin/python -m bench.infer_runtimes
 

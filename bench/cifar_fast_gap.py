@@ -16,7 +16,6 @@ train.py only with a test that says so. Needs CUDA and `pip install airbench==0.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 from bench.airbench_peer import TEST_IMAGES, TRAIN_IMAGES, working_directory, write_airbench_data
 from bench.gpu_common import REPO, one_line
 from bench.reference_steps import learnable_images
+from harness.arguments import Parser, reports_errors, whole
 
 ROWS = 12
 
@@ -114,9 +114,12 @@ def profile_table(torch, run, label: str, key: str) -> None:
           + events.table(sort_by="self_cpu_time_total", row_limit=ROWS, max_name_column_width=60), flush=True)
 
 
+@reports_errors("python -m bench.cifar_fast_gap")
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.cifar_fast_gap", description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=3, help="timed epochs per variant, after one warm-up")
+    p = Parser(prog="python -m bench.cifar_fast_gap", description=__doc__.splitlines()[0])
+    # Not --max-epochs: each variant trains exactly this many (timed) epochs; there is no threshold to stop at.
+    p.add_argument("--epochs", type=whole("--epochs", 1, 1000, 3), default=3,
+                   help="timed epochs per variant, after one warm-up")
     p.add_argument("--no-profile", action="store_true", help="the step times only")
     a = p.parse_args(argv)
     import torch

@@ -11,7 +11,6 @@ and compare.png (both versions' runs, per seed) under bench-results/compare-<REF
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from dawnbench import containers
 from harness import registry
+from harness.arguments import MAX_RUNS, Parser, nonempty_path, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
 
 
@@ -111,25 +111,24 @@ def forwarded_data(options: list[str]) -> Path | None:
     return None
 
 
+@reports_errors("dawnbench")
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     forwarded = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
-    p = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m bench.compare", description=__doc__.split("\n\n")[0])
     p.add_argument("reference")
     p.add_argument("--versions", nargs=2, required=True, metavar=("PIN_A", "PIN_B"))
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=3)
     p.add_argument("--base-image", default=None)
-    p.add_argument("--out", type=Path, default=None, help="default bench-results/compare-<REF>-<time>/")
-    p.add_argument("--data", type=Path, default=None)
+    p.add_argument("--out", type=nonempty_path, default=None, help="default bench-results/compare-<REF>-<time>/")
+    p.add_argument("--data", type=nonempty_path, default=None)
     a = p.parse_args(argv)
     out = a.out or containers.project_root() / "bench-results" / f"compare-{a.reference}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         if a.versions[0] == a.versions[1]:
             raise UsageError(f"--versions {a.versions[0]} {a.versions[1]}: give two different framework pins, "
                              f"e.g. tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0")
-        if a.runs < 1:
-            raise UsageError(f"--runs {a.runs}: give at least 1")
         # What fails in seconds is checked before two builds of minutes: the reference, its data
         # (--data here, or among the run options, as `make compare ARGS="--data DIR"` gives it).
         data = a.data or forwarded_data(forwarded)

@@ -2,7 +2,7 @@
 a bound on the eval span is calibrated on (issue 22, "The eval span is bounded"), and the eval
 times of honest references before and after such a bound.
 
-`python -m bench.eval_spans [--references a,b] [--epochs 2] [--out FILE.json]`. Each reference
+`python -m bench.eval_spans [REF ...] [--max-epochs 2] [--out FILE.json]`. Each reference
 is run by the real harness in a fresh process (`python -m harness run REF --data DIR --results
 TMP --no-progress --max-epochs N --seed 0 --threshold 1.0`: a threshold no fixture run reaches,
 so N epochs are trained and scored), with this checkout's harness first on PYTHONPATH. Its
@@ -42,7 +42,6 @@ spans_seconds from result.json.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -65,6 +64,7 @@ for _path in (str(REPO), str(REPO / "tests")):
         sys.path.insert(0, _path)
 
 from harness import datasets  # noqa: E402  (after sys.path: this checkout's harness)
+from harness.arguments import MAX_EPOCHS, Parser, nonempty_path, number, reports_errors, whole  # noqa: E402
 from harness.events import read_events  # noqa: E402
 
 DEFAULT_REFERENCES = ["fashion-mnist-cnn-pytorch", "fashion-mnist-cnn-tensorflow", "cifar10-resnet20-pytorch",
@@ -246,21 +246,25 @@ def print_row(r: dict) -> None:
           f"{fmt(r['k'], '8.3f')} {fmt(r['score'], '6.3f')}  {extra}", flush=True)
 
 
+@reports_errors("python -m bench.eval_spans")
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.eval_spans", description=__doc__.split("\n\n")[0])
-    p.add_argument("--references", default=",".join(DEFAULT_REFERENCES), help="comma-separated reference names")
-    p.add_argument("--epochs", type=int, default=2, help="epochs trained and scored per reference")
-    p.add_argument("--out", type=Path, default=None, help="write every row (and each run's summary) here as JSON")
-    p.add_argument("--fashion-data", type=Path, default=None,
+    p = Parser(prog="python -m bench.eval_spans", description=__doc__.split("\n\n")[0])
+    p.add_argument("references", nargs="*", default=DEFAULT_REFERENCES, metavar="REF",
+                   help=f"reference names (default {' '.join(DEFAULT_REFERENCES)})")
+    p.add_argument("--max-epochs", type=whole("--max-epochs", 1, MAX_EPOCHS, 2), default=2, metavar="N",
+                   help="epochs trained and scored per reference (the run's --max-epochs; its threshold is never met)")
+    p.add_argument("--out", type=nonempty_path, default=None, help="write every row (and each run's summary) here as JSON")
+    p.add_argument("--fashion-data", type=nonempty_path, default=None,
                    help="data root holding fashion-mnist (default: harness.datasets.default_data_root())")
     p.add_argument("--no-small", action="store_true", help="run the fixtures with reference.toml's hyperparameters, "
                                                            "not the tests' CPU-sized --set overrides")
-    p.add_argument("--timeout", type=float, default=3600, help="seconds one run may take before it is skipped")
-    p.add_argument("--keep", type=Path, default=None, help="keep the fixtures and run folders here")
+    p.add_argument("--timeout", type=number("--timeout", 0, above=True, example=3600), default=3600,
+                   help="seconds one run may take before it is skipped")
+    p.add_argument("--keep", type=nonempty_path, default=None, help="keep the fixtures and run folders here")
     a = p.parse_args(argv)
 
     import harness
-    print(f"harness={Path(harness.__file__).parent} python={sys.executable} epochs={a.epochs}", flush=True)
+    print(f"harness={Path(harness.__file__).parent} python={sys.executable} epochs={a.max_epochs}", flush=True)
     if Path(harness.__file__).resolve().parent != REPO / "harness":
         print(f"warning: the harness imported here is not {REPO / 'harness'}; runs use PYTHONPATH={REPO}",
               flush=True)
@@ -273,7 +277,7 @@ def main(argv=None) -> int:
     rows, runs, skipped = [], [], []
     print(HEADER, flush=True)
     try:
-        for name in [n.strip() for n in a.references.split(",") if n.strip()]:
+        for name in a.references:
             try:
                 try:
                     spec = registry.load_spec(name)
@@ -284,7 +288,7 @@ def main(argv=None) -> int:
                     raise Skip(f"{module} is not installed in {sys.executable}")
                 data, env = prepare(spec.task.dataset, work / "data", a.fashion_data, cache)
                 sets = [] if a.no_small else SMALL.get(name, [])
-                result, events, wall = run_reference(name, a.epochs, data, env, work / "results", sets, a.timeout)
+                result, events, wall = run_reference(name, a.max_epochs, data, env, work / "results", sets, a.timeout)
             except Skip as why:
                 print(f"SKIP {name}: {why}", flush=True)
                 skipped.append({"reference": name, "reason": str(why)})
@@ -302,8 +306,8 @@ def main(argv=None) -> int:
             spans = " ".join(f"{k}={v:.2f}" for k, v in (summary["spans_seconds"] or {}).items())
             print(f"  {name}: status={summary['status']} epochs={summary['epochs']} isolation={summary['isolation']} "
                   f"process_wall_s={wall:.1f} spans: {spans}", flush=True)
-            if len(these) < a.epochs:
-                print(f"  {name}: only {len(these)} of {a.epochs} epochs scored ({one_line(summary['dnc_reason'])})",
+            if len(these) < a.max_epochs:
+                print(f"  {name}: only {len(these)} of {a.max_epochs} epochs scored ({one_line(summary['dnc_reason'])})",
                       flush=True)
     finally:
         if a.keep is None:
@@ -313,7 +317,7 @@ def main(argv=None) -> int:
         print(f"skipped {s['reference']}: {s['reason']}")
     print(f"total_wall_seconds={total:.1f}")
     if a.out:
-        a.out.write_text(json.dumps({"harness": str(Path(harness.__file__).parent), "epochs": a.epochs,
+        a.out.write_text(json.dumps({"harness": str(Path(harness.__file__).parent), "epochs": a.max_epochs,
                                      "total_wall_seconds": round(total, 3), "rows": rows, "runs": runs,
                                      "skipped": skipped}, indent=1) + "\n")
         print(f"out={a.out}")

@@ -9,10 +9,11 @@ more than once, every sample is shown, in the order measured.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+
+from harness.arguments import Parser, reports_errors
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURED = REPO / "bench" / "measured"
@@ -272,8 +273,9 @@ def render_all(root: Path = REPO) -> list[str]:
     return changed
 
 
+@reports_errors("python -m bench.gpu_figures")
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.gpu_figures", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m bench.gpu_figures", description=__doc__.splitlines()[0])
     p.add_argument("command", choices=("render", "check"))
     a = p.parse_args(argv)
     try:

@@ -19,7 +19,6 @@ on a Xeon Platinum 8124M, 36 vCPUs).
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import sys
 import tempfile
@@ -27,6 +26,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from harness.arguments import MAX_THREADS, MAX_WARMUP, Parser, reports_errors, whole
 
 REPO = Path(__file__).resolve().parent.parent
 ENTRY = "imagenet-resnet50-cpu-inference"
@@ -69,13 +70,16 @@ def timed(call, x: np.ndarray, warmup: int, calls: int) -> dict[str, float]:
     return {"median_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99))}
 
 
+@reports_errors("python -m bench.infer_runtimes")
 def main(argv=None) -> int:
     from harness import registry, runtimes
-    p = argparse.ArgumentParser(prog="python -m bench.infer_runtimes")
-    p.add_argument("--threads", type=int, default=None, help="default: the physical cores")
-    p.add_argument("--calls", type=int, default=50)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--size", type=int, default=224)
+    p = Parser(prog="python -m bench.infer_runtimes")
+    p.add_argument("--threads", type=whole("--threads", 1, MAX_THREADS, 4), default=None,
+                   help="default: the physical cores")
+    p.add_argument("--calls", type=whole("--calls", 1, MAX_WARMUP, 50), default=50, help="timed batch-1 calls")
+    p.add_argument("--warmup", type=whole("--warmup", 0, MAX_WARMUP, 10), default=10, help="untimed calls first")
+    # the image side in pixels: ImageNet networks take 224; 4,096 is far beyond any of them
+    p.add_argument("--size", type=whole("--size", 32, 4096, 224), default=224)
     p.add_argument("--no-int8", action="store_true", help="skip int8 (its quantization takes a while)")
     args = p.parse_args(argv)
     threads = args.threads or runtimes.physical_cores()

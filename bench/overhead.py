@@ -1,7 +1,7 @@
 """What the harness and its isolation cost: the same reference, seed and epochs driven by a bare
 in-process loop and by the harness (sandboxed trainer, a snapshot per epoch, freeze and thaw).
 
-`python -m bench.overhead --reference REF --epochs 2 --repeats 6`. Both sides start their clock
+`python -m bench.overhead [REF] --max-epochs 2 --repeats 6`. Both sides start their clock
 before the reference's code is imported. Eval is excluded from both: the bare loop never
 evaluates, and the harness's eval spans are off its clock. Each repeat runs both, in fresh
 processes, back to back, alternating which goes first; the overhead is the median of the paired
@@ -10,7 +10,6 @@ harness measured.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -18,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from harness.arguments import MAX_EPOCHS, MAX_RUNS, SEED_MAX, Parser, reports_errors, whole
 
 BARE = r"""
 import sys, time
@@ -55,23 +56,28 @@ def harnessed(reference: str, epochs: int, seed: int, results: Path, tag: str) -
             "handover_ms": [row.get("handover_ms", float("nan")) for row in r["history"]]}
 
 
+@reports_errors("python -m bench.overhead")
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.overhead")
-    p.add_argument("--reference", default="fashion-mnist-cnn-pytorch")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=6)
-    p.add_argument("--seed", type=int, default=0)
+    p = Parser(prog="python -m bench.overhead", description=__doc__.split("\n\n")[0])
+    p.add_argument("reference", nargs="?", default="fashion-mnist-cnn-pytorch",
+                   help="a reference name (default fashion-mnist-cnn-pytorch)")
+    p.add_argument("--max-epochs", type=whole("--max-epochs", 1, MAX_EPOCHS, 2), default=2, metavar="N",
+                   help="epochs each side trains (default 2; the harnessed run's threshold is never met)")
+    p.add_argument("--repeats", type=whole("--repeats", 1, MAX_RUNS, 6), default=6, metavar="N",
+                   help="paired repeats (default 6)")
+    p.add_argument("--seed", type=whole("--seed", 0, SEED_MAX, 0), default=0, metavar="N",
+                   help="the seed of every run (default 0)")
     a = p.parse_args(argv)
     results = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
     bares, harnesses, spans, handovers = [], [], [], []
     for i in range(a.repeats):
         # alternate which side goes first, so a machine that speeds up or slows down favours neither
         if i % 2 == 0:
-            bares.append(bare(a.reference, a.epochs, a.seed))
-            h = harnessed(a.reference, a.epochs, a.seed, results, f"overhead-{i}")
+            bares.append(bare(a.reference, a.max_epochs, a.seed))
+            h = harnessed(a.reference, a.max_epochs, a.seed, results, f"overhead-{i}")
         else:
-            h = harnessed(a.reference, a.epochs, a.seed, results, f"overhead-{i}")
-            bares.append(bare(a.reference, a.epochs, a.seed))
+            h = harnessed(a.reference, a.max_epochs, a.seed, results, f"overhead-{i}")
+            bares.append(bare(a.reference, a.max_epochs, a.seed))
         harnesses.append(h["on_clock"])
         handovers.extend(h["handover_ms"])
         spans.append(h["harness_span"])

@@ -1,10 +1,9 @@
-"""Time-to-accuracy of a reference over several seeds: `python -m bench.tta --reference REF --runs 3`.
+"""Time-to-accuracy of a reference over several seeds: `python -m bench.tta [REF] --runs 3`.
 
 Each run is a fresh process, as a user's would be. Prints name=value lines.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -12,12 +11,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.arguments import MAX_RUNS, Parser, nonempty_path, reports_errors, whole
 
+
+@reports_errors("python -m bench.tta")
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.tta")
-    p.add_argument("--reference", default="fashion-mnist-cnn-pytorch")
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--results", type=Path, default=None, help="keep the run folders here")
+    p = Parser(prog="python -m bench.tta", description=__doc__.split("\n\n")[0])
+    p.add_argument("reference", nargs="?", default="fashion-mnist-cnn-pytorch",
+                   help="a reference name (default fashion-mnist-cnn-pytorch)")
+    p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=3, metavar="N",
+                   help="runs, seeds 0..N-1 (default 3)")
+    p.add_argument("--results", type=nonempty_path, default=None, help="keep the run folders here (dawnbench run's --results)")
     p.add_argument("args", nargs="*", help="extra arguments for `dawnbench run`")
     a = p.parse_args(argv)
     results = a.results or Path(tempfile.mkdtemp(prefix="bench-tta-"))

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dawnbench import entries, safe_read
-from dawnbench.arguments import Parser
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
+from harness.arguments import Parser
 from harness.errors import EXIT_OK, DawnbenchError, report
 from harness.tasks import TASKS, Task
 

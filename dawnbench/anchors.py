@@ -13,7 +13,6 @@ a row's `check` names how (docs/ANCHORS.md lists the kinds).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tomllib
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
+
+from harness.arguments import Parser, reports_errors
 
 REFERENCES = Path(__file__).resolve().parent.parent / "references"
 SCHEMA = json.loads((Path(__file__).parent / "data" / "schemas" / "anchor.schema.json").read_text(encoding="utf-8"))
@@ -151,8 +152,9 @@ def check(directory: Path) -> None:
                           f"python -m dawnbench.anchors render {directory.name}")
 
 
+@reports_errors("dawnbench")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dawnbench.anchors", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m dawnbench.anchors", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["render", "check"])
     parser.add_argument("references", nargs="*",
                         help="reference names (default: every training reference and every inference-only one)")

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from pathlib import Path
 
 from dawnbench import fetch, prepare_imagenet, prices, series
 from harness import cli as harness_cli
 from harness import datasets
-from harness.errors import UsageError
+from harness.arguments import MAX_RUNS, SEED_MAX, Parser, nonempty_path, whole
+from harness.errors import DawnbenchError, UsageError, report
 
 PROG = "dawnbench"
 # Subcommands that are modules of their own; everything after the name is theirs to parse.
@@ -30,7 +30,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """`dawnbench run`: the harness's run options, plus --instance and --runs (host only)."""
     harness_cli.add_run_options(p)
     prices.add_instance_option(p)
-    p.add_argument("--runs", type=int, default=None, metavar="N",
+    p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 5), default=None, metavar="N",
                    help="a series: N runs with seeds SEED..SEED+N-1, each in a process of its own, into "
                         "results/REF/<series id>/ with summary.json")
 
@@ -51,9 +51,9 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     harness_cli.add_data_options(p, ("fetch", "verify", "prepare"))
     p.add_argument("--vectors", default=None, metavar="NAME",
                    help="fetch glove: which vectors (default glove.6B.100d; or glove.840B.300d)")
-    p.add_argument("--from", dest="from_dir", type=Path, default=None, metavar="DIR",
+    p.add_argument("--from", dest="from_dir", type=nonempty_path, default=None, metavar="DIR",
                    help="prepare: the folder holding the official ImageNet files (train and val tars, devkit)")
-    p.add_argument("--blacklist", type=Path, default=None, metavar="FILE",
+    p.add_argument("--blacklist", type=nonempty_path, default=None, metavar="FILE",
                    help="prepare: ILSVRC2014_clsloc_validation_blacklist.txt, the 1,762 val images entries may drop")
     # No `choices`: argparse's error is a usage block; cmd_data says it in one line, with the fix.
     p.add_argument("--format", default=None, metavar="|".join(prepare_imagenet.FORMATS),
@@ -67,8 +67,8 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
                         "and every run on it are then unofficial")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Time-to-accuracy benchmark harness")
+def build_parser() -> Parser:
+    parser = Parser(prog=PROG, description="Time-to-accuracy benchmark harness")
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_options(sub.add_parser("run", help="train a reference to its task's threshold under the harness"))
     add_infer_options(sub.add_parser("infer", help="batch-1 inference latency over every eval example"))
@@ -88,6 +88,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     prices.apply_instance(args)
     if args.runs is None:
         return harness_cli.cmd_run(args)
+    if args.seed + args.runs - 1 > SEED_MAX:
+        raise UsageError(f"--seed {args.seed} --runs {args.runs}: the series' last seed, {args.seed + args.runs - 1}, "
+                         f"is beyond {SEED_MAX} (numpy's seed range): start from a lower --seed")
     spec, hyperparameters, cost = harness_cli.prepare_run(args)      # every option checked before the first run
     return series.run_series(spec, hyperparameters, harness_cli.run_options(args, cost), args.runs)
 
@@ -138,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in TOOLS:
         return importlib.import_module(f"dawnbench.{argv[0]}").main(argv[1:])
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except DawnbenchError as e:
+        return report(PROG, e)
     return harness_cli.run_command(COMMANDS[args.command], args, PROG)
 
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench.arguments import Parser
+from harness.arguments import Parser
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
 from harness.events import read_events
 

@@ -18,7 +18,6 @@ tag and ID (its digest) go into result.json and env.json. Uses the Docker SDK
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from dawnbench import images, prices
 from harness import datasets, environment, paths, provenance, registry, sandbox, views
+from harness.arguments import Parser, nonempty_path, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
 
 # Under a folder only root may enter (the images make it 0700): the harness, root in the container,
@@ -418,8 +418,9 @@ def _say(message: str) -> None:
 
 # ----------------------------------------------------------------------------------------------
 
+@reports_errors("dawnbench")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dawnbench.containers", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m dawnbench.containers", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("build", help="build a reference's image")
     p.add_argument("reference")
@@ -430,10 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("reference")
     p.add_argument("--base-image", default=None)
     p.add_argument("--framework-pin", default="")
-    p.add_argument("--nproc", type=int, default=1, help="processes under torchrun (PyTorch references)")
+    # one process a GPU (or a share of the cores): a thousand is beyond any one machine
+    p.add_argument("--nproc", type=whole("--nproc", 1, 1024, 2), default=1,
+                   help="processes under torchrun (PyTorch references)")
     p.add_argument("--gpus", choices=["auto", "all", "none"], default="auto")
-    p.add_argument("--data", type=Path, default=None)
-    p.add_argument("--results", type=Path, default=None)
+    p.add_argument("--data", type=nonempty_path, default=None)
+    p.add_argument("--results", type=nonempty_path, default=None)
     sub.add_parser("engine", help="exit 0 when a Docker engine answers")
     sub.add_parser("compose", help="write docker-compose.yml: one service per reference there is now")
     argv = sys.argv[1:] if argv is None else list(argv)

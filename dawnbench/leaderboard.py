@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from dawnbench import entries, ranking, reproduction, site, validate, verification
-from dawnbench.arguments import Parser
+from harness.arguments import Parser, nonempty_path
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
 
 PROG = "dawnbench leaderboard"
@@ -24,12 +23,12 @@ PROG = "dawnbench leaderboard"
 def build_parser() -> Parser:
     p = Parser(prog=PROG, description="Rank entries per task; build the static site (or print the "
                                       "rankings as JSON).")
-    p.add_argument("entries", type=Path, help="an entry tree: <Task>/<train|inference>/<name>.json")
-    p.add_argument("--out", type=Path, default=None, help="the site's folder (for --format html)")
+    p.add_argument("entries", type=nonempty_path, help="an entry tree: <Task>/<train|inference>/<name>.json")
+    p.add_argument("--out", type=nonempty_path, default=None, help="the site's folder (for --format html)")
     p.add_argument("--format", choices=["html", "json"], default="html")
     p.add_argument("--level", choices=validate.LEVELS, default="v1",
                    help=f"the rules entries are validated by (default v1): {validate.LEVEL_HELP}")
-    p.add_argument("--data", type=Path, default=None,
+    p.add_argument("--data", type=nonempty_path, default=None,
                    help="the data root with the official eval labels, to verify each training entry's run "
                         "(default $DAWNBENCH_DATA or ./data)")
     return p

@@ -21,13 +21,14 @@ complete: an interrupted pack leaves nothing that counts. A bad input is one lin
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import shutil
 import sys
 from pathlib import Path
+
+from harness.arguments import Parser, nonempty_path, reports_errors
 
 FORMAT = "recordio"
 NAMES = "names.txt"           # each split's file names in record order (the record id is the line)
@@ -109,10 +110,11 @@ def pack(directory: str | os.PathLike, seed: int = SHUFFLE_SEED) -> dict:
             "counts": {"train": len(train), "val": len(val)}}
 
 
+@reports_errors("dawnbench")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dawnbench.pack_recordio",
-                                     description="pack a prepared ImageNet as MXNet RecordIO")
-    parser.add_argument("directory", type=Path, metavar="IMAGENET_DIR", help="<data root>/imagenet, prepared")
+    parser = Parser(prog="python -m dawnbench.pack_recordio",
+                    description="pack a prepared ImageNet as MXNet RecordIO")
+    parser.add_argument("directory", type=nonempty_path, metavar="IMAGENET_DIR", help="<data root>/imagenet, prepared")
     args = parser.parse_args(argv)
     try:
         summary = pack(args.directory)

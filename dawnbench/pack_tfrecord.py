@@ -27,7 +27,6 @@ is one line `dawnbench: error: ...` and exit status 2; the last line on stdout i
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -37,12 +36,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.arguments import Parser, nonempty_path, reports_errors, whole
+
 FORMAT = "tfrecord"
 PARTIAL = ".tfrecord.partial"
 COUNTS_FILE = "records.json"
 SHUFFLE_SEED = 20180417         # fixed, and recorded in the summary: the same folders pack to the same bytes
 TRAIN_SHARDS = 1024             # ~140 MB each for the 1,281,167 training images
 VAL_SHARDS = 128                # ~50 MB each for the 50,000 validation images
+MAX_SHARDS = 1_000_000
 IMAGE_SUFFIXES = (".jpeg", ".jpg")
 PREPARE_HINT = "prepare it first with `dawnbench data prepare imagenet --from DIR`"
 
@@ -188,12 +190,17 @@ def pack(directory: str | os.PathLike, train_shards: int = TRAIN_SHARDS, val_sha
             "shards": {"train": len(train_counts), "val": len(val_counts)}, "files": files}
 
 
+@reports_errors("dawnbench")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dawnbench.pack_tfrecord",
-                                     description="Pack the prepared ImageNet folders into TFRecord shards.")
-    parser.add_argument("directory", metavar="IMAGENET_DIR", help="the prepared dataset folder, <data root>/imagenet")
-    parser.add_argument("--train-shards", type=int, default=TRAIN_SHARDS, metavar="N")
-    parser.add_argument("--val-shards", type=int, default=VAL_SHARDS, metavar="M")
+    parser = Parser(prog="python -m dawnbench.pack_tfrecord",
+                    description="Pack the prepared ImageNet folders into TFRecord shards.")
+    parser.add_argument("directory", type=nonempty_path, metavar="IMAGENET_DIR",
+                        help="the prepared dataset folder, <data root>/imagenet")
+    # More shards than images would leave empty files; a million is far above ImageNet's 1,024 + 128.
+    parser.add_argument("--train-shards", type=whole("--train-shards", 1, MAX_SHARDS, TRAIN_SHARDS),
+                        default=TRAIN_SHARDS, metavar="N")
+    parser.add_argument("--val-shards", type=whole("--val-shards", 1, MAX_SHARDS, VAL_SHARDS), default=VAL_SHARDS,
+                        metavar="M")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+import harness
 from harness.datasets import (
     PREPARED_MANIFEST,
     DatasetError,
@@ -718,10 +719,13 @@ def _run_packer(directory: Path, fmt: str, python: str) -> dict:
     """Run the packer; its progress lines pass through, its one-line error becomes ours."""
     packer = PACKERS[fmt]
     with tempfile.TemporaryDirectory(prefix="dawnbench-pack-") as path:
-        # PYTHONPATH gets a folder holding only this package (a link): the repository root, or the
-        # site-packages it was installed into, would put this environment's numpy before the framework's.
+        # PYTHONPATH gets a folder holding only this package and the harness's (links; the packer's parser
+        # is harness.arguments'): the repository root, or the site-packages they were installed into,
+        # would put this environment's numpy before the framework's.
         (Path(path) / "package").mkdir()
         (Path(path) / "package" / "dawnbench").symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
+        (Path(path) / "package" / "harness").symlink_to(Path(harness.__file__).resolve().parent,
+                                                        target_is_directory=True)
         env = {**os.environ, "PYTHONPATH": str(Path(path) / "package")}
         _say(f"packing {directory} as {fmt} with {python} -m {packer.module}")
         # stdout to a file: the summary lists every file (tens of MB), more than a pipe holds while

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import reproduction, safe_read, verification
-from dawnbench.arguments import Parser
 from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
 from harness import datasets, outputs, paths, provenance, registry, verify
+from harness.arguments import MAX_RUNS, Parser, nonempty_path, number, whole
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
 
 PROG = "dawnbench reproduce"
@@ -404,34 +404,32 @@ def parse_tolerance(text: str) -> float:
 def build_parser() -> Parser:
     p = Parser(prog=PROG, description="Run an entry again from its run's provenance and compare: converged or "
                                       "not, the epoch, the metric at each epoch, time-to-accuracy.")
-    p.add_argument("target", type=Path, metavar="RUN_OR_ENTRY",
+    p.add_argument("target", type=nonempty_path, metavar="RUN_OR_ENTRY",
                    help="a run folder (results/<reference>/<run id>/) or a training entry JSON with its <stem>.run/")
-    p.add_argument("--runs", type=int, default=1, metavar="N",
+    p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=1, metavar="N",
                    help="run it N times with the run's seed; time is compared by the median (default 1)")
     p.add_argument("--runtime", default=None, metavar="docker|native",
                    help="docker: the reference's pinned image; native: here (default docker when an engine answers)")
     p.add_argument("--tolerance", default=None, metavar="T",
+                   # argparse %-formats help: every % is written %%, the computed ones too
                    help=f"time-to-accuracy at most T over the claim (0.25 or 25%%; default {COV_FACTOR:g} x the cv of "
-                        f"the entry's series, at least {MIN_TIME_TOLERANCE:.0%}, else {DEFAULT_TIME_TOLERANCE:.0%})")
-    p.add_argument("--metric-tolerance", type=float, default=DEFAULT_METRIC_TOLERANCE, metavar="D",
+                        f"the entry's series, at least {MIN_TIME_TOLERANCE:.0%}%, else {DEFAULT_TIME_TOLERANCE:.0%}%)")
+    p.add_argument("--metric-tolerance", type=number("--metric-tolerance", 0, example=0.01),
+                   default=DEFAULT_METRIC_TOLERANCE, metavar="D",
                    help=f"the metric at each epoch within D, absolute (default {DEFAULT_METRIC_TOLERANCE:g})")
-    p.add_argument("--data", type=Path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
-    p.add_argument("--references", type=Path, default=None, metavar="DIR",
+    p.add_argument("--data", type=nonempty_path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--references", type=nonempty_path, default=None, metavar="DIR",
                    help="the folder of the references (default $DAWNBENCH_REFERENCES, else ./references)")
-    p.add_argument("--results", type=Path, default=None,
+    p.add_argument("--results", type=nonempty_path, default=None,
                    help="where the reproduction's runs go (default ./results)")
-    p.add_argument("--python", type=Path, default=None, metavar="PATH",
+    p.add_argument("--python", type=nonempty_path, default=None, metavar="PATH",
                    help="native: the interpreter (default .venv/<reference>/bin/python of make setup, else this one)")
     return p
 
 
 def _check(args) -> tuple[float | None, str | None]:
-    if args.runs < 1:
-        raise UsageError(f"--runs {args.runs}: give the number of runs, 1 or more")
     if args.runtime not in (None, *RUNTIMES):
         raise UsageError(f"--runtime {args.runtime}: expected docker or native")
-    if not (math.isfinite(args.metric_tolerance) and args.metric_tolerance >= 0):
-        raise UsageError(f"--metric-tolerance {args.metric_tolerance}: give an absolute difference, 0 or more")
     if args.python is not None and not os.access(args.python, os.X_OK):
         raise UsageError(f"--python {args.python}: not an executable")
     if not args.target.exists():

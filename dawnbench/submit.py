@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 
 from dawnbench import entries, prices, safe_read, schemas, validate, verification
-from dawnbench.arguments import Parser
 from harness import paths, verify
+from harness.arguments import Parser, nonempty_path, number
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
 from harness.tasks import TASKS
 
@@ -566,23 +566,23 @@ def build_parser() -> Parser:
     p = Parser(prog=PROG, description="Write a converged run (or a series' median run) as DAWNBench v1 "
                                        "entry files: <Task>/train/<author>_<model>_<hardware>_<framework>"
                                        ".json + .tsv, and with --inference <Task>/inference/<same>.json.")
-    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", nargs="?",
+    p.add_argument("run_dir", type=nonempty_path, metavar="RUN_DIR", nargs="?",
                    help="a run folder (result.json) or a series folder (summary.json); left out, --inference alone "
                         "submits the entry of a reference that only infers")
-    p.add_argument("--inference", type=Path, metavar="INFER_DIR", help="the folder `dawnbench infer` wrote")
-    p.add_argument("--out", type=Path, default=Path("entries"), help="the entries tree (default: entries)")
+    p.add_argument("--inference", type=nonempty_path, metavar="INFER_DIR", help="the folder `dawnbench infer` wrote")
+    p.add_argument("--out", type=nonempty_path, default=Path("entries"), help="the entries tree (default: entries)")
     p.add_argument("--author", help="the author (default: the reference's)")
     p.add_argument("--author-email", help="the author's e-mail")
     p.add_argument("--hardware", help="the hardware, as it should read on the leaderboard")
     p.add_argument("--code-url", help="where the code is")
-    p.add_argument("--data", type=Path, default=None,
+    p.add_argument("--data", type=nonempty_path, default=None,
                    help="the data root with the official eval labels, to verify the run (default $DAWNBENCH_DATA "
                         "or ./data)")
     price = p.add_mutually_exclusive_group()
     price.add_argument(prices.INSTANCE_OPTION, default=None, metavar="PROVIDER:INSTANCE",
                        help="price a run made without one: the cloud instance it ran on, priced from "
                             "dawnbench/data/prices.yaml as `dawnbench run --instance` does (e.g. aws:p3.2xlarge)")
-    price.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
+    price.add_argument("--cost-per-hour", type=number("--cost-per-hour", 0, example=3.06), default=None, metavar="USD",
                        help="price a run made without one: the on-demand USD per hour of one node (>= 0), "
                             "recorded as given by the submitter")
     p.add_argument("--force", action="store_true", help="replace existing entry files")

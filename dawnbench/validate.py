@@ -27,8 +27,8 @@ from datetime import datetime
 from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas
-from dawnbench.arguments import Parser
-from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, report
+from harness.arguments import Parser, nonempty_path
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
 from harness.tasks import Task
 
 PROG = "dawnbench validate"
@@ -46,6 +46,7 @@ V1_REQUIRED = ("version", "author", "authorEmail", "framework", "model", "hardwa
 # fields of the v1 format itself: one in the other kind's entry is a v1 quirk (v1 checked no such thing)
 V1_FIELDS = ("logFilename", "usedBlacklist", "latency", "cost")
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s]+")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")      # C0, DEL and C1
 
 
 @dataclass(frozen=True)
@@ -511,6 +512,10 @@ def _log_of(report: _Report, path: Path, fields: dict) -> Path | None:
         return path.with_suffix(".tsv")          # old entries: the log has the JSON's stem
     if not isinstance(name, str) or not name.strip():
         return None
+    if CONTROL.search(name):    # at both levels: v1's names were plain; a newline forges lines wherever it is shown
+        report.at("logFilename", f"{show(name)} holds a control character (a newline, a tab, an escape): "
+                                 f"write the log's plain file name, e.g. \"{path.stem}.tsv\"")
+        return None
     if report.level == "v1" and URL.fullmatch(name):       # strict refuses it below, as any other non-file name
         report.at("logFilename", f"{show(name)} is a URL to the logs, as v1 had it; the log read is "
                                  f"{path.stem}.tsv, found by the JSON's own name as v1 found it", warning=True)
@@ -721,13 +726,24 @@ def build_parser() -> Parser:
     p = Parser(prog=PROG, description="Check DAWNBench v1 entries: one line per problem, "
                                        "FILE:LINE: FIELD: what is wrong (how to fix); at the v1 level, "
                                        "FILE:LINE: FIELD: warning: what v1 tolerated (how it is read).")
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="entry files or trees (entries/)")
+    p.add_argument("paths", nargs="+", type=nonempty_path, metavar="PATH", help="entry files or trees (entries/)")
     p.add_argument("--level", choices=LEVELS, default="strict",
                    help=f"which rules (default strict): {LEVEL_HELP}")
     p.add_argument("--allow-unofficial", action="store_true",
                    help="accept entries marked official_threshold: false or official: false (smoke tests), "
                         "checked against their own threshold")
     return p
+
+
+def _check_given(paths: list[Path]) -> None:
+    """A path that is not there is a usage error (exit 2), not a problem of an entry (exit 1)."""
+    for given in paths:
+        try:
+            there = given.exists() or given.is_symlink()
+        except (OSError, ValueError):
+            there = False
+        if not there:
+            raise UsageError(f"{given}: no such file or folder: give entry files or a tree of entries (e.g. entries/)")
 
 
 def _emit(line: str) -> None:
@@ -741,7 +757,14 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except DawnbenchError as e:
         return report(PROG, e)
+    try:
+        _check_given(args.paths)
+    except DawnbenchError as e:
+        return report(PROG, e)
     found, n_files = check(args.paths, args.allow_unofficial, args.level)
+    if n_files == 0:        # "0 files checked: all valid" would pass a typo'd or empty tree
+        return report(PROG, UsageError(f"no entries found under {', '.join(map(str, args.paths))}: give entry "
+                                       f"files or a tree of them, <Task>/<train|inference>/<name>.json and .tsv"))
     for problem in found:
         _emit(str(problem))
     problems = [p for p in found if not p.warning]

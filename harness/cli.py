@@ -22,6 +22,18 @@ import sys
 from pathlib import Path
 
 from harness import datasets, inference, paths, registry, runner, runtimes
+from harness.arguments import (
+    MAX_EPOCHS,
+    MAX_EXAMPLES,
+    MAX_NODES,
+    MAX_THREADS,
+    MAX_WARMUP,
+    SEED_MAX,
+    Parser,
+    nonempty_path,
+    number,
+    whole,
+)
 from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, report
 
 PROG = "harness"
@@ -30,8 +42,11 @@ PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
 
 # --- options ------------------------------------------------------------------------------------
 
+THRESHOLD = number("--threshold", 0, 1, above=True, example=0.85, why="a fraction of the task's target metric")
+
+
 def add_references_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--references", type=Path, default=None, metavar="DIR",
+    p.add_argument("--references", type=nonempty_path, default=None, metavar="DIR",
                    help="the folder of the references (default $DAWNBENCH_REFERENCES, else ./references)")
 
 
@@ -40,26 +55,29 @@ def add_reference_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("reference", help="a reference name (see the list command)")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                    help="override a hyperparameter from reference.toml (repeatable)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", type=Path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--seed", type=whole("--seed", 0, SEED_MAX, 0, "numpy's seed range"), default=0, metavar="N",
+                   help="the seed the reference's code is given (default 0); a series (--runs) uses N, N+1, ...")
+    p.add_argument("--data", type=nonempty_path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
     add_references_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
+    p.add_argument("--cost-per-hour", type=number("--cost-per-hour", 0, example=3.06), default=None, metavar="USD",
                    help="the on-demand price of one node, USD per hour")
     p.add_argument("--price-record", default=None, metavar="JSON",
                    help='instead of --cost-per-hour: the priced instance of one node, {"instance", "usd_per_hour", '
                         '"source", "date"} (what `dawnbench ... --instance PROVIDER:INSTANCE` passes)')
-    p.add_argument("--nodes", type=int, default=1, metavar="N",
+    p.add_argument("--nodes", type=whole("--nodes", 1, MAX_NODES, 4), default=1, metavar="N",
                    help="machines used (default 1); the cost per hour is price x N")
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     add_reference_options(p)
-    p.add_argument("--max-epochs", type=int, default=None, help="epoch budget (default: reference.toml)")
-    p.add_argument("--max-seconds", type=float, default=None, help="on-clock time budget")
-    p.add_argument("--threshold", type=float, default=None,
+    p.add_argument("--max-epochs", type=whole("--max-epochs", 1, MAX_EPOCHS, 30), default=None, metavar="N",
+                   help="epoch budget (default: reference.toml)")
+    p.add_argument("--max-seconds", type=number("--max-seconds", 0, above=True, example=3600), default=None, metavar="S",
+                   help="on-clock time budget, seconds (default: reference.toml)")
+    p.add_argument("--threshold", type=THRESHOLD, default=None,
                    help="lower the target (a fraction) for smoke tests; the result is marked unofficial")
-    p.add_argument("--results", type=Path, default=None, help="results folder (default ./results)")
+    p.add_argument("--results", type=nonempty_path, default=None, help="results folder (default ./results)")
     p.add_argument("--run-id", default=None, help="the run folder's name (default <time>-seed<N>): letters, digits, . _ + -")
     # Set by `dawnbench run --runs N` for its runs: the run folder is results/REF/<series id>/<run id>.
     p.add_argument("--series-id", default=None, help=argparse.SUPPRESS)
@@ -68,11 +86,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def add_infer_options(p: argparse.ArgumentParser) -> None:
     add_reference_options(p)
-    p.add_argument("--model", type=Path, required=True, help="the model folder a run saved")
-    p.add_argument("--warmup", type=int, default=50)
-    p.add_argument("--limit", type=int, default=None, help="time only the first N examples (unofficial)")
-    p.add_argument("--out", type=Path, default=None, help="default ./results/REF/infer-<time>")
-    p.add_argument("--threshold", type=float, default=None, help="lowered target for smoke tests (unofficial)")
+    p.add_argument("--model", type=nonempty_path, required=True, help="the model folder a run saved")
+    p.add_argument("--warmup", type=whole("--warmup", 0, MAX_WARMUP, 50), default=50, metavar="N",
+                   help="untimed batch-1 calls before the timed pass (default 50)")
+    p.add_argument("--limit", type=whole("--limit", 1, MAX_EXAMPLES, 1000), default=None, metavar="N",
+                   help="time only the first N examples (unofficial)")
+    p.add_argument("--out", type=nonempty_path, default=None, help="default ./results/REF/infer-<time>")
+    p.add_argument("--threshold", type=THRESHOLD, default=None, help="lowered target for smoke tests (unofficial)")
     p.add_argument("--runtime", default=None, metavar="|".join(runtimes.RUNTIMES),
                    help="default: the reference.toml's [inference] runtime, else reference. reference: the "
                         "reference's own infer() in its sandbox; torch: the same, for a "
@@ -82,7 +102,7 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
                    help="default: the reference.toml's [inference] precision with its runtime, else fp32; "
                         "bf16: openvino only; int8: static quantization calibrated on "
                         f"{runtimes.CALIBRATION_EXAMPLES} training images (onnxruntime, openvino)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
+    p.add_argument("--threads", type=whole("--threads", 1, MAX_THREADS, 4), default=None, metavar="N",
                    help="inference threads (default: the physical cores this process may use)")
 
 
@@ -95,18 +115,18 @@ def add_data_options(p: argparse.ArgumentParser, actions: tuple[str, ...] = ("ve
     p.add_argument("action", choices=list(actions))
     p.add_argument("dataset", nargs="?", help="a dataset name: fashion-mnist, cifar10, imagenet, squad or glove")
     p.add_argument("--reference", help="instead of a dataset name: the dataset of this reference's task")
-    p.add_argument("--data", type=Path, default=None)
+    p.add_argument("--data", type=nonempty_path, default=None)
     add_references_option(p)
 
 
 def add_verify_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (results/<reference>/<run id>/)")
-    p.add_argument("--data", type=Path, default=None,
+    p.add_argument("run_dir", type=nonempty_path, metavar="RUN_DIR", help="a run folder (results/<reference>/<run id>/)")
+    p.add_argument("--data", type=nonempty_path, default=None,
                    help="the data root with the official eval labels (default $DAWNBENCH_DATA or ./data)")
 
 
-def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="The time-to-accuracy harness (what runs in every image)")
+def build_parser(prog: str = PROG) -> Parser:
+    parser = Parser(prog=prog, description="The time-to-accuracy harness (what runs in every image)")
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_options(sub.add_parser("run", help="train a reference to its task's threshold under the harness"))
     add_infer_options(sub.add_parser("infer", help="batch-1 inference latency over every eval example"))
@@ -121,41 +141,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 # --- checks -------------------------------------------------------------------------------------
 
-def check_threshold(value: float | None) -> None:
-    if value is not None and not 0.0 < value <= 1.0:     # NaN fails the comparison too
-        raise UsageError(f"--threshold {value}: give a fraction in (0, 1], e.g. 0.85")
-
-
-def check_count(option: str, value: int | None, least: int, example: str) -> None:
-    if value is not None and value < least:
-        raise UsageError(f"{option} {value}: give a whole number, {least} or more, e.g. {option} {example}")
-
-
-def check_common_options(args: argparse.Namespace) -> None:
-    """What run and infer share (--nodes: machine_cost)."""
-    check_count("--seed", args.seed, 0, "0")
-    check_threshold(args.threshold)
-
-
 def check_run_options(args: argparse.Namespace) -> None:
-    """Budgets and names of a run, before anything is written: a zero, negative, NaN or infinite
-    budget would end every run at once or never; a run id is one folder under results/<REF>/."""
-    check_common_options(args)
-    check_count("--max-epochs", args.max_epochs, 1, "10")
-    seconds = args.max_seconds
-    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
-        raise UsageError(f"--max-seconds {seconds}: give a positive, finite number of seconds, e.g. --max-seconds 3600")
+    """A run's names, before anything is written: a run id is one folder under results/<REF>/.
+    (Its numbers were checked by the parser: each option's type carries its range.)"""
     if args.run_id is not None:
         paths.check_name(args.run_id, "--run-id")
     if getattr(args, "series_id", None) is not None:
         paths.check_name(args.series_id, "--series-id")
-
-
-def check_infer_options(args: argparse.Namespace) -> None:
-    check_common_options(args)
-    check_count("--warmup", args.warmup, 0, "50")
-    check_count("--limit", args.limit, 1, "1000")
-    check_count("--threads", args.threads, 1, "4")
 
 
 def parse_price_record(text: str) -> dict:
@@ -180,10 +172,6 @@ def machine_cost(args: argparse.Namespace) -> dict:
     """instance, nodes, price (one node's record) and cost_per_hour (all nodes) from the options."""
     if args.price_record is not None and args.cost_per_hour is not None:
         raise UsageError("give --price-record or --cost-per-hour, not both: the record carries its price")
-    if args.nodes < 1:
-        raise UsageError(f"--nodes {args.nodes}: give the number of machines used, 1 or more")
-    if args.cost_per_hour is not None and not (math.isfinite(args.cost_per_hour) and args.cost_per_hour >= 0):
-        raise UsageError(f"--cost-per-hour {args.cost_per_hour}: give the on-demand USD per hour of one node, e.g. 3.06")
     price, per_node = None, args.cost_per_hour
     if args.price_record is not None:
         price = parse_price_record(args.price_record)
@@ -235,7 +223,6 @@ def _recorded_hyperparameters(spec, model: Path) -> dict:
 
 
 def cmd_infer(args: argparse.Namespace) -> int:
-    check_infer_options(args)
     spec = registry.load_spec(args.reference, args.references)
     registry.check_entry_defined(spec)
     hp = registry.resolve_hyperparameters(spec, args.assignments, base=_recorded_hyperparameters(spec, args.model))
@@ -316,7 +303,10 @@ def run_command(handler, args: argparse.Namespace, prog: str = PROG) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    try:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    except DawnbenchError as e:
+        return report(PROG, e)
     return run_command(COMMANDS[args.command], args)
 
 

@@ -25,6 +25,7 @@ import importlib.resources
 import json
 import os
 import pickle
+import stat
 import struct
 from pathlib import Path
 
@@ -215,6 +216,10 @@ def _verify(name: str, data_root: str | os.PathLike | None, filename: str) -> tu
     if not directory.is_dir():
         raise DatasetError(f"dataset {name!r} not found in {directory}; {fix}")
     path = directory / filename
+    kind = not_regular(path)
+    if kind:        # checked before it is opened: a FIFO would block the read, /dev/zero never end it
+        raise DatasetError(f"{path} is {kind}, not a regular file: replace it with the file itself "
+                           f"(remove it and {fix})")
     if not path.is_file():
         raise DatasetError(f"{filename} of dataset {name!r} not found in {directory}; {fix}")
     try:
@@ -233,6 +238,26 @@ def _verify(name: str, data_root: str | os.PathLike | None, filename: str) -> tu
         )
     _VERIFIED.setdefault(name, {})[filename] = {**digests, "size": path.stat().st_size}
     return path, digests
+
+
+def not_regular(path: Path) -> str | None:
+    """What `path` is when it is there but is no regular file (links followed): 'a FIFO', 'a device',
+    'a folder', 'a socket', 'a link to nothing'; None for a regular file or nothing at all."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if os.path.islink(path) else None
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a socket" if stat.S_ISSOCK(mode) else "a special file"
 
 
 def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -> Path:
@@ -600,9 +625,12 @@ def load_blacklist(name: str, data_root: str | os.PathLike | None = None) -> np.
     if not spec:
         return None
     path = dataset_dir(name, data_root) / spec["file"]
+    fix = f"re-run {entry['fetch_command']} --blacklist FILE with the official file, or delete {path}"
+    kind = not_regular(path)
+    if kind:
+        raise DatasetError(f"blacklist {path} is {kind}, not a regular file: {fix}")
     if not path.is_file():
         return None
-    fix = f"re-run {entry['fetch_command']} --blacklist FILE with the official file, or delete {path}"
     digest = sha256_file(path)
     if "sha256" in spec and digest != spec["sha256"]:
         raise DatasetError(f"blacklist {path} has sha256 {digest}, expected {spec['sha256']}: not the official one; {fix}")

@@ -302,26 +302,95 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
     )
 
 
-def _convert(key: str, text: str, default: Any) -> Any:
-    kind = type(default)
+# A whole-number hyperparameter goes to the frameworks, whose shapes, counts and steps are C ints: beyond
+# 2**31 - 1 it overflows there (or divides to zero steps) instead of being refused here.
+MAX_WHOLE = 2**31 - 1
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+_NOT_TOML = object()
+
+
+def _toml_value(text: str) -> Any:
+    """`text` read as a TOML value (what reference.toml holds: 0.2, 1e-4, [4, 4, 4], "auto", true), or
+    _NOT_TOML when it is not one (a bare word, the comma list 0.1,0.01)."""
     try:
-        if kind is bool:
-            low = text.strip().lower()
-            if low in ("true", "1", "yes", "on"):
-                return True
-            if low in ("false", "0", "no", "off"):
-                return False
+        return tomllib.loads(f"v = {text}\n")["v"]
+    except (tomllib.TOMLDecodeError, KeyError):
+        return _NOT_TOML
+
+
+def _typed(value: Any, default: Any) -> Any:
+    """`value` as the type of `default` (a float takes a whole number too), else raise ValueError;
+    a number whose default is not negative must not be either (a count, a size, a rate, a decay)."""
+    if isinstance(default, bool):
+        if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:
+            return _BOOL_WORDS[value.strip().lower()]
+        if isinstance(value, bool):
+            return value
+        raise ValueError("true or false")
+    if isinstance(default, (int, float)):
+        if isinstance(value, str):      # TOML's numbers, else Python's (.5, 1E3)
+            read = _toml_value(value.strip())
+            value = read if read is not _NOT_TOML else int(value) if isinstance(default, int) else float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-        if kind is list:
-            return [type(default[0])(x) if default else x for x in text.split(",") if x]
-        return text
-    except (ValueError, TypeError):
-        raise UsageError(f"--set {key}={text}: {key!r} takes a {kind.__name__} "
-                         f"(default {default!r})") from None
+        if isinstance(default, int) and not isinstance(value, int):
+            raise ValueError
+        if not math.isfinite(value) or (isinstance(value, int) and abs(value) > MAX_WHOLE):
+            raise ValueError
+        if default >= 0 > value:
+            raise ValueError
+        return float(value) if isinstance(default, float) else value
+    if isinstance(default, list):
+        if isinstance(value, str):
+            value = [x.strip() for x in value.split(",") if x.strip()]
+        if not isinstance(value, list) or (default and not value):     # widths=[] is no network
+            raise ValueError
+        return [_typed(x, default[0]) for x in value] if default else value
+    return value if isinstance(value, str) else str(value)
+
+
+def _describe(default: Any) -> str:
+    """What --set takes for a hyperparameter with this default, with an article: 'a whole number ...'."""
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, list):
+        return f"a list like {_toml(default)}" + (f" (each {_describe(default[0])})" if default else "")
+    if isinstance(default, int):
+        return f"a whole number from 0 to {MAX_WHOLE:,}" if default >= 0 else "a whole number"
+    if isinstance(default, float):
+        return "a finite number, 0 or more" if default >= 0 else "a finite number"
+    return "text"
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_toml, value)) + "]"
+    return repr(value) if not isinstance(value, str) else f'"{value}"'
+
+
+def _convert(key: str, text: str, default: Any, train_examples: int = 0) -> Any:
+    """The value of `--set key=text`, typed by reference.toml's default: read as a TOML value where it is
+    one (so `widths=[4, 4, 4]` is the list it looks like), else as a bare word or a comma list."""
+    value = _toml_value(text) if isinstance(default, (str, list)) else text     # _typed reads numbers as TOML
+    if not isinstance(value, type(default)):
+        value = text        # a bare word; a comma list (0.1,0.01) or a list of one (0.5)
+    # The global training batch: 0 would divide by zero, and one larger than the training set would
+    # leave every epoch with no step while the log counts its samples.
+    batch = key == "batch_size" and isinstance(default, int) and not isinstance(default, bool)
+    most = train_examples or MAX_WHOLE
+    try:
+        typed = _typed(value, default)
+        if batch and not 1 <= typed <= most:
+            raise ValueError
+    except (ValueError, TypeError, IndexError):
+        if batch:
+            raise UsageError(f"--set {key}={text}: give a whole number from 1 to {most:,} (the task's training "
+                             f"examples), e.g. --set {key}={default}") from None
+        raise UsageError(f"--set {key}={text}: {key!r} takes {_describe(default)} "
+                         f"(default {_toml(default)})") from None
+    return typed
 
 
 def resolve_hyperparameters(spec: ReferenceSpec, assignments: list[str],
@@ -338,5 +407,5 @@ def resolve_hyperparameters(spec: ReferenceSpec, assignments: list[str],
         if key not in config:
             valid = ", ".join(f"{k}={v!r}" for k, v in sorted(spec.hyperparameters.items()))
             raise UsageError(f"--set {key}: {spec.name} has no hyperparameter {key!r}; valid: {valid}")
-        config[key] = _convert(key, text, spec.hyperparameters[key])
+        config[key] = _convert(key, text, spec.hyperparameters[key], spec.task.train_examples)
     return config

@@ -110,15 +110,60 @@ def _parse_int(text: str):
     return int(text) if len(text) <= 4000 else (math.inf if not text.startswith("-") else -math.inf)
 
 
+class _Duplicate(Exception):       # not a ValueError: json.loads lets it through as it is
+    pass
+
+
+def _unique_keys(pairs: list) -> dict:
+    """json.loads' object hook: a key given twice is refused. Python keeps the later value, other
+    readers the first, so one file would be two entries (an author, a price swapped by a second key)."""
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise _Duplicate
+    return dict(pairs)
+
+
+_KEY_TOKENS = re.compile(r'["{}\[\],]')
+
+
+def _duplicate_key(text: str) -> tuple[str, int]:
+    """(the first key given twice in one object, the line of its second occurrence) of a JSON text
+    that json.loads accepted but for that key."""
+    stack: list = []        # per open container: [keys seen, expecting a key] for an object, None for an array
+    pos = 0
+    while (m := _KEY_TOKENS.search(text, pos)) is not None:
+        c, pos = m.group(), m.end()
+        if c == '"':
+            key, pos = json.decoder.scanstring(text, pos)
+            top = stack[-1] if stack else None
+            if top is not None and top[1]:
+                if key in top[0]:
+                    return key, text.count("\n", 0, m.start()) + 1
+                top[0].add(key)
+                top[1] = False
+        elif c == "{":
+            stack.append([set(), True])
+        elif c == "[":
+            stack.append(None)
+        elif c in "]}":
+            stack.pop()
+        elif stack and stack[-1] is not None:     # a comma in an object: a key comes next
+            stack[-1][1] = True
+    return "?", 1
+
+
 def parse_json(text: str):
     """The JSON value of a text (NaN and Infinity parse as floats: callers report them); Refused
-    for an empty text, bad syntax or nesting deeper than MAX_DEPTH."""
+    for an empty text, bad syntax, a key given twice in one object, or nesting deeper than MAX_DEPTH."""
     if not text.strip():
         raise Refused("empty file (write the entry as a JSON object)")
     if depth(text) > MAX_DEPTH:
         raise Refused(f"nested too deeply to be an entry (over {MAX_DEPTH} levels) (write a flat JSON object)")
     try:
-        return json.loads(text, parse_int=_parse_int)
+        return json.loads(text, parse_int=_parse_int, object_pairs_hook=_unique_keys)
+    except _Duplicate:
+        key, line = _duplicate_key(text)
+        raise Refused(f"the key {json.dumps(key)} is given twice in one object; readers differ on which value "
+                      f"counts (keep one)", line) from None
     except json.JSONDecodeError as e:
         raise Refused(f"not valid JSON: {e.msg} at column {e.colno} (fix the syntax; a JSON linter shows where)",
                       e.lineno) from None

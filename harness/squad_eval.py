@@ -7,10 +7,11 @@ output keep working. Also runs as ``python -m harness.squad_eval``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from harness.arguments import Parser
+from harness.errors import DawnbenchError, report
 from harness.metrics import (
     SQUAD_EXPECTED_VERSION,
     MetricInputError,
@@ -24,7 +25,7 @@ PROG = "dawnbench eval squad"
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         description=f"Evaluation for SQuAD v{SQUAD_EXPECTED_VERSION} "
                     "(exact match and F1, in percent).",
@@ -32,7 +33,10 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     parser.add_argument("dataset_file", metavar="DATASET.json", help="SQuAD dataset file")
     parser.add_argument("prediction_file", metavar="PREDICTIONS.json",
                         help="predictions file: a JSON object {question id: answer text}")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except DawnbenchError as e:
+        return report(prog, e)
 
     try:
         dataset_json = load_squad_dataset(args.dataset_file)

@@ -33,7 +33,7 @@ def test_unknown_hyperparameter_lists_the_valid_ones(capsys, tmp_path):
 
 def test_wrong_type_names_the_expected_type(capsys, tmp_path):
     line = error_of(capsys, ["run", "scripted-test", "--set", "nan_at=two", "--results", str(tmp_path)])
-    assert "'nan_at' takes a int" in line
+    assert "'nan_at' takes a whole number" in line
 
 
 def test_malformed_assignment(capsys):

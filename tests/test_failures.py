@@ -326,15 +326,15 @@ def test_a_nan_loss_still_means_diverged(refs, tmp_path, fashion_root):
 # --- 3. command-line values ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, says", [
-    (["--max-epochs", "0"], "--max-epochs 0: give a whole number, 1 or more"),
+    (["--max-epochs", "0"], "--max-epochs 0: give a whole number from 1 to 100,000"),
     (["--max-epochs", "-3"], "--max-epochs -3"),
-    (["--max-seconds", "0"], "--max-seconds 0.0: give a positive, finite number"),
-    (["--max-seconds", "-1"], "--max-seconds -1.0"),
+    (["--max-seconds", "0"], "--max-seconds 0: give a finite number above 0"),
+    (["--max-seconds", "-1"], "--max-seconds -1:"),
     (["--max-seconds", "nan"], "--max-seconds nan"),
     (["--max-seconds", "inf"], "--max-seconds inf"),
     (["--threshold", "nan"], "--threshold nan"),
     (["--nodes", "0"], "--nodes 0"),
-    (["--seed", "-1"], "--seed -1: give a whole number, 0 or more"),
+    (["--seed", "-1"], "--seed -1: give a whole number from 0 to 4,294,967,295"),
 ])
 def test_a_budget_or_count_that_makes_no_sense_is_refused(refs, tmp_path, capsys, args, says):
     for extra in ([], ["--runs", "2"]):
@@ -344,8 +344,8 @@ def test_a_budget_or_count_that_makes_no_sense_is_refused(refs, tmp_path, capsys
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--warmup", "-1"], "--warmup -1: give a whole number, 0 or more"),
-    (["--limit", "0"], "--limit 0: give a whole number, 1 or more"),
+    (["--warmup", "-1"], "--warmup -1: give a whole number from 0 to"),
+    (["--limit", "0"], "--limit 0: give a whole number from 1 to"),
     (["--limit", "-5"], "--limit -5"),
     (["--threshold", "nan"], "--threshold nan"),
     (["--nodes", "0"], "--nodes 0"),

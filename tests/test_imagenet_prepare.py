@@ -492,7 +492,7 @@ MXNET_PYTHON = REPO / ".venv" / "imagenet-resnet152-mxnet" / "bin" / "python"
 # $FAKE_PACKER_FAILS is set. It checks the PYTHONPATH it gets holds the dawnbench package only.
 FAKE_PYTHON = """#!/bin/sh
 [ "$1" = -m ] && [ "$2" = dawnbench.pack_recordio ] || { echo "unexpected arguments: $*" >&2; exit 3; }
-[ -f "$PYTHONPATH/dawnbench/pack_recordio.py" ] && [ "$(ls "$PYTHONPATH")" = dawnbench ] || exit 4
+[ -f "$PYTHONPATH/dawnbench/pack_recordio.py" ] && [ "$(ls "$PYTHONPATH" | tr '\n' ' ')" = "dawnbench harness " ] || exit 4
 if [ -n "$FAKE_PACKER_FAILS" ]; then echo "recordio: starting" >&2; echo "dawnbench: error: the fake packer fails" >&2; exit 2; fi
 echo "recordio: train 1/1" >&2
 mkdir -p "$3/.recordio.partial/train" "$3/.recordio.partial/val"

@@ -94,7 +94,7 @@ def test_bad_input_is_one_line(imagenet_root, tmp_path, capsys):
     (directory / "train" / "n99999999").mkdir()
     (directory / "train" / "n99999999" / "x.JPEG").write_bytes(b"")
     cases = [((tmp_path / "nowhere",), "is not a folder"),
-             ((directory, "--val-shards", 0), "--val-shards 0: give 1 or more"),
+             ((directory, "--val-shards", 0), "--val-shards 0: give a whole number from 1 to"),
              ((directory,), "class n99999999 is not in"),
              ((tmp_path,), "synsets.txt not found")]
     for argv, message in cases:

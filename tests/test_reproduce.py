@@ -186,11 +186,11 @@ def test_bad_inputs_are_one_line(honest, fashion_root, tmp_path, capsys):
         (str(tmp_path / "nowhere"),): "no such run folder or entry",
         (str(tmp_path),): "no result.json: give a run folder",
         (str(series),): "a series folder: reproduce one of its runs",
-        (str(honest), "--runs", "0"): "--runs 0: give the number of runs, 1 or more",
+        (str(honest), "--runs", "0"): "--runs 0: give a whole number from 1 to 1,000",
         (str(honest), "--tolerance=-5%"): "--tolerance -5%: give a positive fraction or percentage",
         (str(honest), "--tolerance", "wide"): "--tolerance wide: give a positive fraction",
         (str(honest), "--runtime", "podman"): "--runtime podman: expected docker or native",
-        (str(honest), "--metric-tolerance", "nan"): "--metric-tolerance nan: give an absolute difference",
+        (str(honest), "--metric-tolerance", "nan"): "--metric-tolerance nan: give a finite number 0 or more",
         (str(honest), "--bogus"): "unrecognized arguments: --bogus",
         (str(tampered),): "does not verify (failed: predictions: epoch 2",
     }

@@ -537,8 +537,8 @@ def test_a_price_at_submit_time_never_replaces_the_runs_and_is_bounded(tmp_path,
     run = unpriced_run(tmp_path / "run")
     for bad in ("nan", "inf", "-inf", "-0.5", "1e400"):
         line = refused(capsys, [run, "--out", out / "x", f"--cost-per-hour={bad}"], "--cost-per-hour ")
-        assert "a finite number >= 0" in line
-    refused(capsys, [run, "--out", out / "x", "--cost-per-hour", "lots"], "invalid float value: 'lots'")
+        assert "give a finite number 0 or more" in line
+    refused(capsys, [run, "--out", out / "x", "--cost-per-hour", "lots"], "--cost-per-hour lots: give a finite number")
     refused(capsys, [run, "--out", out / "x", "--cost-per-hour", "1", "--instance", "aws:p3.2xlarge"], "not allowed with")
     refused(capsys, [run, "--out", out / "x", "--instance", "aws:p9.nothing"], "unknown instance 'aws:p9.nothing'")
     assert not (out / "x").exists()

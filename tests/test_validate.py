@@ -388,10 +388,9 @@ def test_directories_links_fifos_and_unreadable_files(tmp_path, capsys, monkeypa
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *a, **k)
     monkeypatch.setattr(safe_read.os, "open", deny)
-    found = problems_of(capsys, tmp_path, tmp_path / "missing")
+    found = problems_of(capsys, tmp_path)      # (a path given that is not there: tests/test_bounds.py)
     assert {(Path(p["file"]).name, p["field"]) for p in found} == {
-        ("dir.json", "json"), ("dangling.json", "json"), ("fifo.json", "json"), ("locked.json", "json"),
-        ("missing", "path")}
+        ("dir.json", "json"), ("dangling.json", "json"), ("fifo.json", "json"), ("locked.json", "json")}
     assert any("Permission denied" in p["message"] for p in found)
 
 

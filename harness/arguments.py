@@ -1,0 +1,112 @@
+"""The command-line parser of the whole house, and the ranges of its numbers.
+
+Every command (harness, dawnbench and its tools, bench, the packers) builds its parser from `Parser`,
+so a bad option is one line, `<prog>: error: <what> (see `<prog> --help`)`, exit status 2, never
+argparse's usage block. Numbers are parsed by `whole` and `number`, which carry their option's range:
+a value out of it is refused while parsing, before anything starts or is written. The standard
+library only: it is in the harness, inside every image, and the host tools import it from there.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+from pathlib import Path
+
+from harness.errors import DawnbenchError, UsageError, report
+
+# numpy's legacy RandomState (and the frameworks' manual_seed/set_seed through it) takes 0 .. 2**32-1;
+# beyond it a run dies inside the reference's process as a DNC instead of a usage error here.
+SEED_MAX = 2**32 - 1
+# The upper bounds below are far above any real use: they turn a typo (an extra digit, 1e23) into a
+# usage error before anything starts, instead of a run that never ends or a cost that means nothing.
+MAX_EPOCHS = 100_000        # the longest DAWNBench schedules are a few hundred epochs
+MAX_NODES = 10_000          # the largest published entries used a few hundred machines
+MAX_THREADS = 4096          # more than the cores of any one machine a batch-1 latency is timed on
+MAX_WARMUP = 100_000        # untimed (or timed) batch-1 calls
+MAX_EXAMPLES = 10_000_000   # --limit: the largest eval set (ImageNet val) has 50,000 examples
+# A series is repeated runs for stability figures (DAWNBench's papers used 5 to 10); a thousand runs of
+# even a one-minute reference is most of a day, so a larger count is a typo, refused before run 1.
+MAX_RUNS = 1000
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse.ArgumentParser whose errors raise harness.errors.UsageError (printed with
+    `harness.errors.report`, exit status 2); subcommand parsers are of this class too."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown option points to the help of the subcommand it was given to
+        (`dawnbench run --help`), not to the top level's."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            where = f"{self.prog} {command}" if isinstance(command, str) else self.prog
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)} (see `{where} --help`)")
+        return parsed
+
+
+def reports_errors(prog: str):
+    """Decorate a command's main(argv) -> int: a DawnbenchError (a bad option included) is its one
+    line on stderr and its exit code, never a traceback."""
+    def decorate(main):
+        @functools.wraps(main)
+        def wrapped(*args, **kwargs) -> int:
+            try:
+                return main(*args, **kwargs)
+            except DawnbenchError as e:
+                return report(prog, e)
+        return wrapped
+    return decorate
+
+
+def _range_text(least, most) -> str:
+    return f"{least:,} or more" if most is None else f"from {least:,} to {most:,}"
+
+
+def whole(option: str, least: int, most: int | None, example: int, why: str = ""):
+    """An argparse type for `option`: a whole number in [least, most] (most None: no upper bound).
+    Out of range it raises UsageError, which argparse lets through: the line names the option and
+    the value as given, `--nodes 0: give a whole number from 1 to 10,000, e.g. --nodes 4`."""
+    reason = f" ({why})" if why else ""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < least or (most is not None and value > most):
+            raise UsageError(f"{option} {text}: give a whole number {_range_text(least, most)}{reason}, "
+                             f"e.g. {option} {example}")
+        return value
+    return parse
+
+
+def number(option: str, least: float, most: float | None = None, *, above: bool = False, example: float,
+           why: str = ""):
+    """An argparse type for `option`: a finite number, >= least (> least when `above`), <= most when
+    given. NaN and the infinities are refused: they pass or fail comparisons silently."""
+    low = f"above {least:g}" if above else f"{least:g} or more"
+    span = low if most is None else f"{low} and at most {most:g}"
+    reason = f" ({why})" if why else ""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if (not math.isfinite(value) or value < least or (above and value == least)
+                or (most is not None and value > most)):
+            raise UsageError(f"{option} {text}: give a finite number {span}{reason}, e.g. {option} {example:g}")
+        return value
+    return parse
+
+
+def nonempty_path(text: str) -> Path:
+    """An argparse type: a path, never the empty one (Path('') is the current folder, so `--results ''`
+    would write into wherever the command was started)."""
+    if not text:
+        raise argparse.ArgumentTypeError("'' is an empty path (the current folder): give a file or folder name")
+    return Path(text)
