@@ -319,11 +319,10 @@ def host_has_gpus() -> bool:
 def check_data(spec: registry.ReferenceSpec, data_root: Path | None) -> Path:
     """The host's data root (resolved) holding the reference's dataset folder, or one UsageError line."""
     data_root = Path(data_root or datasets.default_data_root()).resolve()
-    for name in [spec.task.dataset, *datasets.manifest(spec.task.dataset).get("with", [])]:
-        if not datasets.dataset_dir(name, data_root).is_dir():
-            raise UsageError(f"dataset {name!r} not found in {data_root}; run: "
-                             f"{datasets.manifest(name)['fetch_command']} (make data REF={spec.name}), "
-                             f"or give --data DIR")
+    try:
+        datasets.check_present(spec.task.dataset, data_root)
+    except datasets.DatasetError as e:
+        raise UsageError(f"{e}; or give --data DIR") from None
     return data_root
 
 
