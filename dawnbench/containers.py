@@ -396,19 +396,57 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
         environment=environment_vars,
         device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if use_gpus else None,
         labels={"org.dawnbench.run-of": name})
+    said: set[str] = set()      # the host folders the harness's own `results:` lines named
     try:
-        for chunk in container.logs(stream=True, follow=True):
-            sys.stderr.buffer.write(chunk)
-            sys.stderr.flush()
-        status = container.wait()["StatusCode"]
-    except KeyboardInterrupt:
-        container.stop(timeout=30)      # SIGTERM: the harness ends the run as DNC and writes its files
-        status = container.wait()["StatusCode"]
+        try:
+            relay(container.logs(stream=True, follow=True), results, sys.stderr.buffer, said)
+            status = container.wait()["StatusCode"]
+        except KeyboardInterrupt:
+            container.stop(timeout=30)      # SIGTERM: the harness ends the run as DNC and writes its files
+            status = container.wait()["StatusCode"]
     finally:
         container.remove(force=True)
+    # A harness stopped before its last line left a folder it never named.
     for run_dir in sorted(set(runs_dir.iterdir()) - before):
-        _say(f"results on this host: {run_dir}")
+        if str(run_dir) not in said:
+            print(f"results: {run_dir}", file=sys.stderr, flush=True)
     return status
+
+
+RESULTS_MARK = b"results: "    # how the harness's last line names its run folder (harness.runner)
+
+
+def relay(chunks, results: Path, out, said: set[str]) -> None:
+    """Write the container's output to `out` line by line, each `results:` line naming the host
+    folder (:func:`host_results_line`), and add the folders named to `said`. Lines, not chunks:
+    a chunk may end inside a line."""
+    pending = b""
+    try:
+        for chunk in chunks:
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                line = host_results_line(line, results)
+                if line.startswith(RESULTS_MARK):
+                    said.add(line[len(RESULTS_MARK):].rstrip(b"\r").decode(errors="replace"))
+                out.write(line + b"\n")
+            # A line that cannot be a `results:` one goes out at once: a progress bar ends its
+            # updates with \r, not \n.
+            if pending[:len(RESULTS_MARK)] != RESULTS_MARK[:len(pending)]:
+                out.write(pending)
+                pending = b""
+            out.flush()
+    finally:
+        out.write(host_results_line(pending, results))
+        out.flush()
+
+
+def host_results_line(line: bytes, results: Path) -> bytes:
+    """The harness's `results: <folder>` line with the folder as this host sees it: the results
+    mount's host side in place of its path in the container. Any other line as it is."""
+    prefix = f"results: {RESULTS_IN_CONTAINER}".encode()
+    if line.startswith(prefix) and line[len(prefix):len(prefix) + 1] in (b"/", b"\r", b""):
+        return f"results: {results}".encode() + line[len(prefix):]
+    return line
 
 
 def _say(message: str) -> None:

@@ -10,6 +10,7 @@ DAWNBENCH_REQUIRE_DOCKER=1, which turns their absence into a failure instead of 
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -342,6 +343,26 @@ def test_no_engine_is_one_line(monkeypatch, capsys):
     assert "RUNTIME=native" in err[0]
 
 
+def test_the_results_line_names_the_host_folder(tmp_path):
+    """The Docker path names the run folder once, as the host sees it: the harness's `results:`
+    line, read across chunks that split it, names the results mount's host side; every other
+    line passes as it is, and a progress bar's \\r updates go out as they come."""
+    host, run = tmp_path / "results", f"{DEFAULT}/20261126-101010-seed0"
+    out, said = io.BytesIO(), set()
+    inside = f"results: {containers.RESULTS_IN_CONTAINER}/{run}\n".encode()
+
+    def chunks():
+        yield b"epoch 1 10%\r"
+        assert out.getvalue() == b"epoch 1 10%\r"          # not held back for a newline
+        yield b"epoch 1 100%\nconverged: top1 92.50%\nresults: /tmp/other\n" + inside[:12]
+        yield inside[12:]
+    containers.relay(chunks(), host, out, said)
+    assert out.getvalue().decode().split("\n") == ["epoch 1 10%\repoch 1 100%", "converged: top1 92.50%",
+                                                   "results: /tmp/other", f"results: {host}/{run}", ""]
+    assert said == {"/tmp/other", f"{host}/{run}"}
+    assert containers.host_results_line(b"results: /dawnbench-private/results-old/x", host).endswith(b"-old/x")
+
+
 # ------------------------------------------------------------------------------ a real engine
 
 def _missing(reason: str):
@@ -418,7 +439,8 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "runtime: docker (an engine answers" in proc.stdout          # RUNTIME=auto chose docker
     (run_dir,) = (results / DEFAULT).iterdir()
-    assert f"results on this host: {run_dir}" in proc.stderr
+    # the run folder, once and as this host sees it: not the container's /dawnbench-private path
+    assert [line for line in proc.stderr.splitlines() if line.startswith("results: ")] == [f"results: {run_dir}"]
     assert sorted(p.name for p in run_dir.iterdir()) == sorted(
         ["env.json", "events.jsonl", f"{DEFAULT}.tsv", "model", "predictions", "result.json"])
     result = json.loads((run_dir / "result.json").read_text())
