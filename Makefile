@@ -75,8 +75,10 @@ sandbox:
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; \
 	  else echo "note: bubblewrap is not installed, so runs here cannot isolate the reference and are not official (sudo apt-get install bubblewrap)" >&2; fi; }
 
-data: setup
-	$(VENV)/bin/dawnbench data fetch --reference $(REF)
+# From the host tools' environment, as the Docker path does: no framework is needed to fetch or
+# check the data, so a run whose data is missing says so before its environment is installed.
+data: check-ref $(TOOLS_VENV)/.installed
+	$(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
 
 # RUNTIME=auto: docker when an engine answers, else native; either way it says which it chose.
 run: check-ref
@@ -113,7 +115,8 @@ compare: check-ref $(TOOLS_VENV)/.installed
 	@test -n "$(VERSIONS)" || { echo "dawnbench: error: no VERSIONS: give two framework pins, e.g. make compare REF=$(REF) VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }
 	$(TOOLS_VENV)/bin/python -m bench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
 
-run-native: data
+# data before setup: make takes the prerequisites in order.
+run-native: data setup
 ifeq ($(NPROC),1)
 	$(VENV)/bin/dawnbench run $(REF) $(ARGS)
 else
@@ -126,7 +129,7 @@ endif
 list: setup
 	@$(VENV)/bin/dawnbench list
 
-bench: data $(TEST_VENV)/.installed
+bench: data setup $(TEST_VENV)/.installed
 	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
 	$(VENV)/bin/python -m bench.overhead --reference $(REF)
 	# ResNet-50 batch-1 CPU latency: torch eager, onnxruntime, OpenVINO fp32/bf16, int8 (the test env has them all)
