@@ -42,12 +42,13 @@ define venv
 	@touch $(1)/.installed
 endef
 
-.PHONY: run run-native run-docker build compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
+.PHONY: run run-native run-docker build base-image compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
         data help clean check-ref
 
 help:
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] | make compose"
+	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root)"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
 	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
@@ -103,6 +104,11 @@ tools: $(TOOLS_VENV)/.installed
 
 build: check-ref $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers build $(REF) $(IMAGE_OPTS)
+
+# Where no registry answers: Debian bookworm with Python (debootstrap, as root), `docker import`ed
+# as dawnbench/debian-python:bookworm (or BASE_IMAGE), the base the engine tests use too.
+base-image: $(TOOLS_VENV)/.installed
+	$(TOOLS_VENV)/bin/python -m dawnbench.containers base-image $(if $(BASE_IMAGE),--tag $(BASE_IMAGE))
 
 compose: $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers compose

@@ -4,6 +4,7 @@
   python -m dawnbench.containers run REF [--nproc N] [--gpus auto|all|none] [-- DAWNBENCH RUN OPTIONS]
   python -m dawnbench.containers engine                  # does an engine answer? exit 0 / 1
   python -m dawnbench.containers compose                 # write docker-compose.yml for today's references
+  python -m dawnbench.containers base-image [--tag TAG]  # a base image from Debian's packages, no registry
 
 Each reference directory holds its own Dockerfile, written by hand: its base pinned by tag in
 `ARG FROM_IMAGE_NAME=...` (for GPU references, a base that names the CUDA and cuDNN its
@@ -26,6 +27,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -164,6 +166,52 @@ def engine_answers() -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
+# A base image without a registry
+
+DEBIAN_MIRROR_ENV = "DAWNBENCH_DEBIAN_MIRROR"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+
+
+def make_base_image(tag: str = images.LOCAL_BASE_IMAGE, mirror: str | None = None) -> str:
+    """Debian bookworm with Python 3 and venv (debootstrap, minbase), `docker import`ed as `tag`:
+    a base for the CPU references' Dockerfiles (BASE_IMAGE=tag) where no registry can be reached.
+    Needs root, debootstrap and the docker command; takes minutes."""
+    if not images.pinned_image(tag):
+        raise UsageError(f"--tag {tag!r}: pin it by a tag other than latest, e.g. {images.LOCAL_BASE_IMAGE}")
+    if os.geteuid() != 0:
+        raise UsageError("debootstrap needs root: run sudo make base-image")
+    for command, package in (("debootstrap", "debootstrap"), ("docker", "docker.io")):
+        if not shutil.which(command):
+            raise UsageError(f"no {command} command here: install it (sudo apt-get install {package})")
+    engine()
+    mirror = mirror or os.environ.get(DEBIAN_MIRROR_ENV) or DEBIAN_MIRROR
+    with tempfile.TemporaryDirectory(prefix="dawnbench-base-") as tmp:
+        rootfs = Path(tmp) / "debian"
+        _say(f"debootstrap of Debian bookworm with python3 from {mirror} into {rootfs} (minutes)")
+        try:
+            boot = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
+                                   str(rootfs), mirror], capture_output=True, text=True)
+            if boot.returncode:
+                last = [line for line in (boot.stdout + boot.stderr).splitlines() if line.strip()]
+                raise UsageError(f"debootstrap failed: {' '.join(last[-1].split()) if last else boot.returncode}; "
+                                 f"check the mirror ({DEBIAN_MIRROR_ENV}=URL) and the disk")
+            tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+            imported = subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout, capture_output=True, text=True)
+            tar.stdout.close()
+            tar.wait()
+            if imported.returncode or tar.returncode:
+                detail = " ".join(imported.stderr.split())[:300] or f"tar exited {tar.returncode}"
+                raise UsageError(f"docker import of {rootfs} as {tag} failed: {detail}")
+        finally:
+            # A failed debootstrap may leave its chroot's mounts: never delete through them.
+            for mount in ("dev/pts", "proc", "sys"):
+                if os.path.ismount(rootfs / mount):
+                    subprocess.run(["umount", "-l", str(rootfs / mount)], capture_output=True)
+    _say(f"built {tag}; build and run the CPU references on it: make run BASE_IMAGE={tag}")
+    return tag
+
+
+# ----------------------------------------------------------------------------------------------
 # Building
 
 def image_paths(spec: registry.ReferenceSpec) -> list[Path]:
@@ -295,8 +343,9 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
             old.unlink()
     if error:
         pulling = any(s in error for s in ("pull access denied", "not found", "manifest unknown", "registry", "dial tcp"))
-        hint = (f"the base {base} is not on this engine and cannot be pulled: pull or build it, or pass "
-                f"BASE_IMAGE=<a local image>" if pulling else "the lines above say which step")
+        hint = (f"the base {base} is not on this engine and cannot be pulled: pull it, or pass BASE_IMAGE=<a local "
+                f"image>; `make base-image` makes {images.LOCAL_BASE_IMAGE} from Debian's packages, for the CPU "
+                f"references" if pulling else "the lines above say which step")
         raise UsageError(f"building {tag} failed: {error[:300]} ({hint})")
     image = client.images.get(tag)
     done = time.monotonic()
@@ -473,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", type=Path, default=None)
     sub.add_parser("engine", help="exit 0 when a Docker engine answers")
     sub.add_parser("compose", help="write docker-compose.yml: one service per reference there is now")
+    p = sub.add_parser("base-image", help="a base image without a registry: Debian with Python (debootstrap, root)")
+    p.add_argument("--tag", default=images.LOCAL_BASE_IMAGE, help=f"default: {images.LOCAL_BASE_IMAGE}")
+    p.add_argument("--mirror", default=None, help=f"Debian mirror (default: ${DEBIAN_MIRROR_ENV} or {DEBIAN_MIRROR})")
     argv = sys.argv[1:] if argv is None else list(argv)
     forwarded = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -481,6 +533,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if engine_answers() else 1
         if args.command == "compose":
             write_compose()
+            return 0
+        if args.command == "base-image":
+            make_base_image(args.tag, args.mirror)
             return 0
         if args.command == "build":
             image = build(args.reference, args.base_image, args.framework_pin, args.rebuild)
