@@ -250,15 +250,16 @@ def fetch_fix(name: str) -> str:
 
 def _absent(name: str, data_root: str | os.PathLike | None) -> tuple[Path, list[str]]:
     """(the folder, what of dataset `name` is not in it): its files, or for word vectors the file
-    of the default vectors, present once fetch has written their prepared manifest."""
+    of the default vectors."""
     entry = manifest(name)
     if entry.get("format") != "word-vectors":
         directory = files_dir(name, data_root)
         return directory, [f for f in entry["files"] if not (directory / f).is_file()]
     directory = dataset_dir(name, data_root)
-    if (directory / PREPARED_MANIFEST).is_file():
-        return directory, []
     default = entry.get("default", "")
+    # Vectors copied in by hand, without the manifest: check_prepared says what to run.
+    if (directory / PREPARED_MANIFEST).is_file() or (directory / f"{default}.txt").is_file():
+        return directory, []
     archive = next(((a, spec) for a, spec in entry.get("archives", {}).items() if default in spec["vectors"]), None)
     return directory, [f"{default}.txt" + (f" from {archive[0]}, {archive[1]['size'] / 2**20:.0f} MB"
                                            if archive and "size" in archive[1] else "")]

@@ -117,6 +117,12 @@ def test_missing_squad_and_glove_are_named_at_once(http_server, fixture, tmp_pat
         hds.check_all("squad", data_root)
     assert str(err.value).startswith(f"dataset 'glove' not found in {data_root / 'glove'} ({TXT_6B} from {ZIP_6B}, ")
     assert "squad" not in str(err.value).replace(str(data_root), "")
+    # Vectors copied in by hand, without fetch's manifest: the line says that, not that they are absent.
+    (data_root / "glove").mkdir()
+    (data_root / "glove" / TXT_6B).write_bytes(fixture["glove_vectors"])
+    with pytest.raises(DatasetError, match=f"dataset 'glove' is not prepared in .* \\(no {hds.PREPARED_MANIFEST}\\); "
+                                           f"run: dawnbench data fetch glove$"):
+        hds.check_all("squad", data_root)
 
 
 def test_squad_url_from_environment(http_server, registered, data_root, monkeypatch):
