@@ -42,12 +42,13 @@ define venv
 	@touch $(1)/.installed
 endef
 
-.PHONY: run run-native run-docker build compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
+.PHONY: run run-native run-docker build base-image compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
         data help clean check-ref
 
 help:
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] | make compose"
+	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root)"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
 	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
@@ -75,8 +76,10 @@ sandbox:
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; \
 	  else echo "note: bubblewrap is not installed, so runs here cannot isolate the reference and are not official (sudo apt-get install bubblewrap)" >&2; fi; }
 
-data: setup
-	$(VENV)/bin/dawnbench data fetch --reference $(REF)
+# From the host tools' environment, as the Docker path does: no framework is needed to fetch or
+# check the data, so a run whose data is missing says so before its environment is installed.
+data: check-ref $(TOOLS_VENV)/.installed
+	$(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
 
 # RUNTIME=auto: docker when an engine answers, else native; either way it says which it chose.
 run: check-ref
@@ -102,6 +105,11 @@ tools: $(TOOLS_VENV)/.installed
 build: check-ref $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers build $(REF) $(IMAGE_OPTS)
 
+# Where no registry answers: Debian bookworm with Python (debootstrap, as root), `docker import`ed
+# as dawnbench/debian-python:bookworm (or BASE_IMAGE), the base the engine tests use too.
+base-image: $(TOOLS_VENV)/.installed
+	$(TOOLS_VENV)/bin/python -m dawnbench.containers base-image $(if $(BASE_IMAGE),--tag $(BASE_IMAGE))
+
 compose: $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers compose
 
@@ -113,7 +121,8 @@ compare: check-ref $(TOOLS_VENV)/.installed
 	@test -n "$(VERSIONS)" || { echo "dawnbench: error: no VERSIONS: give two framework pins, e.g. make compare REF=$(REF) VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }
 	$(TOOLS_VENV)/bin/python -m bench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
 
-run-native: data
+# data before setup: make takes the prerequisites in order.
+run-native: data setup
 ifeq ($(NPROC),1)
 	$(VENV)/bin/dawnbench run $(REF) $(ARGS)
 else
@@ -126,7 +135,7 @@ endif
 list: setup
 	@$(VENV)/bin/dawnbench list
 
-bench: data $(TEST_VENV)/.installed
+bench: data setup $(TEST_VENV)/.installed
 	$(VENV)/bin/python -m bench.tta $(REF) --runs $(RUNS)
 	$(VENV)/bin/python -m bench.overhead $(REF)
 	# ResNet-50 batch-1 CPU latency: torch eager, onnxruntime, OpenVINO fp32/bf16, int8 (the test env has them all)

@@ -4,6 +4,7 @@
   python -m dawnbench.containers run REF [--nproc N] [--gpus auto|all|none] [-- DAWNBENCH RUN OPTIONS]
   python -m dawnbench.containers engine                  # does an engine answer? exit 0 / 1
   python -m dawnbench.containers compose                 # write docker-compose.yml for today's references
+  python -m dawnbench.containers base-image [--tag TAG]  # a base image from Debian's packages, no registry
 
 Each reference directory holds its own Dockerfile, written by hand: its base pinned by tag in
 `ARG FROM_IMAGE_NAME=...` (for GPU references, a base that names the CUDA and cuDNN its
@@ -25,6 +26,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -164,6 +166,52 @@ def engine_answers() -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
+# A base image without a registry
+
+DEBIAN_MIRROR_ENV = "DAWNBENCH_DEBIAN_MIRROR"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+
+
+def make_base_image(tag: str = images.LOCAL_BASE_IMAGE, mirror: str | None = None) -> str:
+    """Debian bookworm with Python 3 and venv (debootstrap, minbase), `docker import`ed as `tag`:
+    a base for the CPU references' Dockerfiles (BASE_IMAGE=tag) where no registry can be reached.
+    Needs root, debootstrap and the docker command; takes minutes."""
+    if not images.pinned_image(tag):
+        raise UsageError(f"--tag {tag!r}: pin it by a tag other than latest, e.g. {images.LOCAL_BASE_IMAGE}")
+    if os.geteuid() != 0:
+        raise UsageError("debootstrap needs root: run sudo make base-image")
+    for command, package in (("debootstrap", "debootstrap"), ("docker", "docker.io")):
+        if not shutil.which(command):
+            raise UsageError(f"no {command} command here: install it (sudo apt-get install {package})")
+    engine()
+    mirror = mirror or os.environ.get(DEBIAN_MIRROR_ENV) or DEBIAN_MIRROR
+    with tempfile.TemporaryDirectory(prefix="dawnbench-base-") as tmp:
+        rootfs = Path(tmp) / "debian"
+        _say(f"debootstrap of Debian bookworm with python3 from {mirror} into {rootfs} (minutes)")
+        try:
+            boot = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
+                                   str(rootfs), mirror], capture_output=True, text=True)
+            if boot.returncode:
+                last = [line for line in (boot.stdout + boot.stderr).splitlines() if line.strip()]
+                raise UsageError(f"debootstrap failed: {' '.join(last[-1].split()) if last else boot.returncode}; "
+                                 f"check the mirror ({DEBIAN_MIRROR_ENV}=URL) and the disk")
+            tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+            imported = subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout, capture_output=True, text=True)
+            tar.stdout.close()
+            tar.wait()
+            if imported.returncode or tar.returncode:
+                detail = " ".join(imported.stderr.split())[:300] or f"tar exited {tar.returncode}"
+                raise UsageError(f"docker import of {rootfs} as {tag} failed: {detail}")
+        finally:
+            # A failed debootstrap may leave its chroot's mounts: never delete through them.
+            for mount in ("dev/pts", "proc", "sys"):
+                if os.path.ismount(rootfs / mount):
+                    subprocess.run(["umount", "-l", str(rootfs / mount)], capture_output=True)
+    _say(f"built {tag}; build and run the CPU references on it: make run BASE_IMAGE={tag}")
+    return tag
+
+
+# ----------------------------------------------------------------------------------------------
 # Building
 
 def image_paths(spec: registry.ReferenceSpec) -> list[Path]:
@@ -295,8 +343,9 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
             old.unlink()
     if error:
         pulling = any(s in error for s in ("pull access denied", "not found", "manifest unknown", "registry", "dial tcp"))
-        hint = (f"the base {base} is not on this engine and cannot be pulled: pull or build it, or pass "
-                f"BASE_IMAGE=<a local image>" if pulling else "the lines above say which step")
+        hint = (f"the base {base} is not on this engine and cannot be pulled: pull it, or pass BASE_IMAGE=<a local "
+                f"image>; `make base-image` makes {images.LOCAL_BASE_IMAGE} from Debian's packages, for the CPU "
+                f"references" if pulling else "the lines above say which step")
         raise UsageError(f"building {tag} failed: {error[:300]} ({hint})")
     image = client.images.get(tag)
     done = time.monotonic()
@@ -319,11 +368,10 @@ def host_has_gpus() -> bool:
 def check_data(spec: registry.ReferenceSpec, data_root: Path | None) -> Path:
     """The host's data root (resolved) holding the reference's dataset folder, or one UsageError line."""
     data_root = Path(data_root or datasets.default_data_root()).resolve()
-    for name in [spec.task.dataset, *datasets.manifest(spec.task.dataset).get("with", [])]:
-        if not datasets.dataset_dir(name, data_root).is_dir():
-            raise UsageError(f"dataset {name!r} not found in {data_root}; run: "
-                             f"{datasets.manifest(name)['fetch_command']} (make data REF={spec.name}), "
-                             f"or give --data DIR")
+    try:
+        datasets.check_present(spec.task.dataset, data_root)
+    except datasets.DatasetError as e:
+        raise UsageError(f"{e}; or give --data DIR") from None
     return data_root
 
 
@@ -397,19 +445,57 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
         environment=environment_vars,
         device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if use_gpus else None,
         labels={"org.dawnbench.run-of": name})
+    said: set[str] = set()      # the host folders the harness's own `results:` lines named
     try:
-        for chunk in container.logs(stream=True, follow=True):
-            sys.stderr.buffer.write(chunk)
-            sys.stderr.flush()
-        status = container.wait()["StatusCode"]
-    except KeyboardInterrupt:
-        container.stop(timeout=30)      # SIGTERM: the harness ends the run as DNC and writes its files
-        status = container.wait()["StatusCode"]
+        try:
+            relay(container.logs(stream=True, follow=True), results, sys.stderr.buffer, said)
+            status = container.wait()["StatusCode"]
+        except KeyboardInterrupt:
+            container.stop(timeout=30)      # SIGTERM: the harness ends the run as DNC and writes its files
+            status = container.wait()["StatusCode"]
     finally:
         container.remove(force=True)
+    # A harness stopped before its last line left a folder it never named.
     for run_dir in sorted(set(runs_dir.iterdir()) - before):
-        _say(f"results on this host: {run_dir}")
+        if str(run_dir) not in said:
+            print(f"results: {run_dir}", file=sys.stderr, flush=True)
     return status
+
+
+RESULTS_MARK = b"results: "    # how the harness's last line names its run folder (harness.runner)
+
+
+def relay(chunks, results: Path, out, said: set[str]) -> None:
+    """Write the container's output to `out` line by line, each `results:` line naming the host
+    folder (:func:`host_results_line`), and add the folders named to `said`. Lines, not chunks:
+    a chunk may end inside a line."""
+    pending = b""
+    try:
+        for chunk in chunks:
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                line = host_results_line(line, results)
+                if line.startswith(RESULTS_MARK):
+                    said.add(line[len(RESULTS_MARK):].rstrip(b"\r").decode(errors="replace"))
+                out.write(line + b"\n")
+            # A line that cannot be a `results:` one goes out at once: a progress bar ends its
+            # updates with \r, not \n.
+            if pending[:len(RESULTS_MARK)] != RESULTS_MARK[:len(pending)]:
+                out.write(pending)
+                pending = b""
+            out.flush()
+    finally:
+        out.write(host_results_line(pending, results))
+        out.flush()
+
+
+def host_results_line(line: bytes, results: Path) -> bytes:
+    """The harness's `results: <folder>` line with the folder as this host sees it: the results
+    mount's host side in place of its path in the container. Any other line as it is."""
+    prefix = f"results: {RESULTS_IN_CONTAINER}".encode()
+    if line.startswith(prefix) and line[len(prefix):len(prefix) + 1] in (b"/", b"\r", b""):
+        return f"results: {results}".encode() + line[len(prefix):]
+    return line
 
 
 def _say(message: str) -> None:
@@ -439,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", type=nonempty_path, default=None)
     sub.add_parser("engine", help="exit 0 when a Docker engine answers")
     sub.add_parser("compose", help="write docker-compose.yml: one service per reference there is now")
+    p = sub.add_parser("base-image", help="a base image without a registry: Debian with Python (debootstrap, root)")
+    p.add_argument("--tag", default=images.LOCAL_BASE_IMAGE, help=f"default: {images.LOCAL_BASE_IMAGE}")
+    p.add_argument("--mirror", default=None, help=f"Debian mirror (default: ${DEBIAN_MIRROR_ENV} or {DEBIAN_MIRROR})")
     argv = sys.argv[1:] if argv is None else list(argv)
     forwarded = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -447,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if engine_answers() else 1
         if args.command == "compose":
             write_compose()
+            return 0
+        if args.command == "base-image":
+            make_base_image(args.tag, args.mirror)
             return 0
         if args.command == "build":
             image = build(args.reference, args.base_image, args.framework_pin, args.rebuild)

@@ -6,6 +6,9 @@ A host tool: a reference's base is the `ARG FROM_IMAGE_NAME=` default of its own
 from __future__ import annotations
 
 DEFAULT_BASE_IMAGE = "python:3.11.14-slim-bookworm"
+# What `make base-image` makes where no registry answers: Debian bookworm's Python 3.11, from
+# Debian's packages (dawnbench.containers.make_base_image). No CUDA: for the CPU references.
+LOCAL_BASE_IMAGE = "dawnbench/debian-python:bookworm"
 
 
 def pinned_image(ref: str) -> bool:

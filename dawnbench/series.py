@@ -117,6 +117,7 @@ def run_series(spec: ReferenceSpec, hyperparameters: dict, opts: runner.RunOptio
         raise UsageError(f"--runs under torchrun (WORLD_SIZE={world_size}): start a series from a plain shell, "
                          f"where each run is a fresh process; for multi-process runs launch torchrun once per --seed")
     # A missing dataset fails here, once, before any folder is made (as it does for one run).
+    datasets.check_present(spec.task.dataset, opts.data_root or datasets.default_data_root())
     datasets.verified_checksums(spec.task.dataset, opts.data_root or datasets.default_data_root())
 
     results_root = Path(opts.results_root).resolve()

@@ -61,6 +61,8 @@ __all__ = [
     "load_eval_labels",
     "load_blacklist",
     "check_prepared",
+    "fetch_fix",
+    "check_present",
 ]
 
 CHUNK_SIZE = 1 << 20
@@ -206,7 +208,7 @@ def _verify(name: str, data_root: str | os.PathLike | None, filename: str) -> tu
     """(path, {algorithm: hex digest}) of one file of the dataset, after checking its checksum(s); the
     file is read once, whatever the number of algorithms."""
     entry = manifest(name)
-    fix = f"run: {entry['fetch_command']}"
+    fix = fetch_fix(name)
     if filename not in entry["files"]:
         raise DatasetError(
             f"{filename!r} is not a file of dataset {name!r}; its files are: {', '.join(entry['files'])}"
@@ -258,6 +260,58 @@ def not_regular(path: Path) -> str | None:
     if stat.S_ISDIR(mode):
         return "a folder"
     return "a socket" if stat.S_ISSOCK(mode) else "a special file"
+
+
+def fetch_fix(name: str) -> str:
+    """How to get dataset `name`: its fetch command and, for a tarball the user may hold already
+    (CIFAR-10), the file:// form of its URL variable that the README documents."""
+    entry = manifest(name)
+    fix = f"run: {entry['fetch_command']}"
+    if "archive" in entry and entry.get("url_env"):
+        fix += (f" (or, with the tarball at hand: {entry['url_env']}=file:///path/to/{entry['archive']['name']} "
+                f"{entry['fetch_command']})")
+    return fix
+
+
+def _absent(name: str, data_root: str | os.PathLike | None) -> tuple[Path, list[str]]:
+    """(the folder, what of dataset `name` is not in it): its files, or for word vectors the file
+    of the default vectors."""
+    entry = manifest(name)
+    if entry.get("format") != "word-vectors":
+        directory = files_dir(name, data_root)
+        # A path that is there but no regular file (a FIFO, a link to /dev/zero) is not absent: the
+        # checks after say what it is (not_regular) rather than "not found".
+        return directory, [f for f in entry["files"] if not os.path.lexists(directory / f)]
+    directory = dataset_dir(name, data_root)
+    default = entry.get("default", "")
+    # Vectors copied in by hand, without the manifest: check_prepared says what to run.
+    if (directory / PREPARED_MANIFEST).is_file() or (directory / f"{default}.txt").is_file():
+        return directory, []
+    archive = next(((a, spec) for a, spec in entry.get("archives", {}).items() if default in spec["vectors"]), None)
+    return directory, [f"{default}.txt" + (f" from {archive[0]}, {archive[1]['size'] / 2**20:.0f} MB"
+                                           if archive and "size" in archive[1] else "")]
+
+
+def check_present(name: str, data_root: str | os.PathLike | None = None) -> None:
+    """Raise one DatasetError naming everything a run on `name` lacks, its own files and its
+    companions' (SQuAD's GloVe), each dataset with its fix: a user who fetches what one message
+    names should not fail next on another. Presence only; the checksums are checked after."""
+    problems = []
+    for each in [name, *manifest(name).get("with", [])]:
+        directory, absent = _absent(each, data_root)
+        if not absent:
+            continue
+        # A prepared dataset's few listed files would mislead: it is the whole tree `prepare` makes.
+        entry = manifest(each)
+        prepared = "record" in entry and entry.get("format") != "word-vectors"
+        listed = absent if len(absent) <= 3 and not prepared else []
+        if directory.is_dir():
+            what = f"dataset {each!r} in {directory} lacks {', '.join(absent)}"
+        else:
+            what = f"dataset {each!r} not found in {directory}" + (f" ({', '.join(listed)})" if listed else "")
+        problems.append(f"{what}; {fetch_fix(each)}")
+    if problems:
+        raise DatasetError("; and ".join(problems))
 
 
 def verify_file(name: str, data_root: str | os.PathLike | None, filename: str) -> Path:
@@ -672,6 +726,7 @@ def check_all(name: str, data_root: str | os.PathLike | None = None) -> tuple[di
     """What a run and an inference check of their dataset before any reference code runs: every
     file (:func:`verified_checksums`), the prepared manifest and the companions. Returns the verified
     files and why the data makes the result unofficial; raises DatasetError (one line) when any fails."""
+    check_present(name, data_root)
     files = verified_checksums(name, data_root)
     _, reasons = check_prepared(name, data_root)
     return files, reasons + check_companions(name, data_root)

@@ -12,6 +12,7 @@ import io
 import os
 import pickle
 import pickletools
+import re
 import tarfile
 from pathlib import Path
 
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.2
 
 NAME = "cifar10"
 FETCH_COMMAND = "dawnbench data fetch cifar10"
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 FILES = ["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch", "batches.meta"]
 
 
@@ -237,7 +239,7 @@ def test_missing_dataset_says_how_to_fetch(tmp_path):
             check()
         message = str(err.value)
         assert str(batches_dir(tmp_path)) in message and "not found" in message
-        assert message.endswith(f"run: {FETCH_COMMAND}") and "\n" not in message
+        assert f"run: {FETCH_COMMAND} (or" in message and "file://" in message and "\n" not in message
 
 
 def test_missing_file_is_named(cifar10_root):
@@ -375,6 +377,22 @@ def test_fetch_verify_load(http_server, tarball, data_root, capsys):
     fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME)
     assert requests == [TARBALL_NAME]
     assert "nothing to do" in capsys.readouterr().err
+
+
+def test_missing_dataset_names_the_file_url_form_and_it_works(tarball, data_root, monkeypatch, capsys):
+    """The missing-data line gives the README's file:// form for a tarball at hand; done as the
+    line says, with the tarball's real folder for /path/to, it fetches the dataset."""
+    with pytest.raises(DatasetError) as err:
+        hds.check_all(NAME, data_root)
+    message = str(err.value)
+    match = re.search(r"(\w+)=file:///path/to/(\S+) (dawnbench data fetch \w+)\)$", message)
+    assert match, message
+    variable, name, command = match.groups()
+    assert f"`{variable}`" in README and f"file:///path/to/{name}" in README and command == FETCH_COMMAND
+    monkeypatch.setenv(variable, f"file://{tarball.parent}/{name}")
+    assert cli.main(["data", "fetch", NAME, "--data", str(data_root)]) == 0
+    assert f"source: download file://{tarball}" in capsys.readouterr().err
+    assert hds.check_all(NAME, data_root)[0].keys() == set(FILES)
 
 
 def test_url_sources_in_order(http_server, tarball, data_root, monkeypatch):

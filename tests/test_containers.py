@@ -3,13 +3,15 @@ the comparison's arithmetic, and, on a real Docker engine that the tests start, 
 default reference from its real Dockerfile, a run through `make run`, compose, errors and
 `make compare`.
 
-No registry can be reached here, so the engine tests build their own base image: a minimal
-Debian with Python (debootstrap), `docker import`ed. The engine tests need root, `dockerd` and
-`debootstrap` (Debian's docker.io and debootstrap packages); .ci/run installs them and sets
-DAWNBENCH_REQUIRE_DOCKER=1, which turns their absence into a failure instead of a skip.
+No registry can be reached here, so the engine tests build their own base image as a user
+without one does, with `make base-image`: a minimal Debian with Python (debootstrap), `docker
+import`ed. The engine tests need root, `dockerd` and `debootstrap` (Debian's docker.io and
+debootstrap packages); .ci/run installs them and sets DAWNBENCH_REQUIRE_DOCKER=1, which turns
+their absence into a failure instead of a skip.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -342,6 +344,26 @@ def test_no_engine_is_one_line(monkeypatch, capsys):
     assert "RUNTIME=native" in err[0]
 
 
+def test_the_results_line_names_the_host_folder(tmp_path):
+    """The Docker path names the run folder once, as the host sees it: the harness's `results:`
+    line, read across chunks that split it, names the results mount's host side; every other
+    line passes as it is, and a progress bar's \\r updates go out as they come."""
+    host, run = tmp_path / "results", f"{DEFAULT}/20261126-101010-seed0"
+    out, said = io.BytesIO(), set()
+    inside = f"results: {containers.RESULTS_IN_CONTAINER}/{run}\n".encode()
+
+    def chunks():
+        yield b"epoch 1 10%\r"
+        assert out.getvalue() == b"epoch 1 10%\r"          # not held back for a newline
+        yield b"epoch 1 100%\nconverged: top1 92.50%\nresults: /tmp/other\n" + inside[:12]
+        yield inside[12:]
+    containers.relay(chunks(), host, out, said)
+    assert out.getvalue().decode().split("\n") == ["epoch 1 10%\repoch 1 100%", "converged: top1 92.50%",
+                                                   "results: /tmp/other", f"results: {host}/{run}", ""]
+    assert said == {"/tmp/other", f"{host}/{run}"}
+    assert containers.host_results_line(b"results: /dawnbench-private/results-old/x", host).endswith(b"-old/x")
+
+
 # ------------------------------------------------------------------------------ a real engine
 
 def _missing(reason: str):
@@ -349,7 +371,7 @@ def _missing(reason: str):
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
+def engine():
     """A Docker daemon of our own (data root, socket), with the base image built locally; yields
     the environment that points clients at it. Stopped at the end."""
     if os.geteuid() != 0 or not shutil.which("dockerd") or not shutil.which("debootstrap"):
@@ -372,17 +394,10 @@ def engine(tmp_path_factory):
             time.sleep(0.5)
         else:
             pytest.fail(f"dockerd did not answer: {(root / 'dockerd.log').read_text()[-2000:]}")
-        rootfs = tmp_path_factory.mktemp("rootfs") / "debian"
-        boot = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
-                               str(rootfs), os.environ.get("DAWNBENCH_DEBIAN_MIRROR", "http://deb.debian.org/debian")],
-                              capture_output=True, text=True)
-        assert boot.returncode == 0, boot.stdout[-2000:] + boot.stderr[-2000:]
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        imported = subprocess.run(["docker", "import", "-", BASE_TAG], stdin=tar.stdout, env=env,
-                                  capture_output=True, text=True)
-        tar.wait()
-        assert imported.returncode == 0, imported.stderr
-        shutil.rmtree(rootfs, ignore_errors=True)
+        # What a user without a registry runs (README, "Containers"); the tests' base is that image.
+        made = make(env, "base-image", f"BASE_IMAGE={BASE_TAG}")
+        assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+        assert f"built {BASE_TAG}" in made.stderr
         yield env
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
@@ -418,7 +433,8 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "runtime: docker (an engine answers" in proc.stdout          # RUNTIME=auto chose docker
     (run_dir,) = (results / DEFAULT).iterdir()
-    assert f"results on this host: {run_dir}" in proc.stderr
+    # the run folder, once and as this host sees it: not the container's /dawnbench-private path
+    assert [line for line in proc.stderr.splitlines() if line.startswith("results: ")] == [f"results: {run_dir}"]
     assert sorted(p.name for p in run_dir.iterdir()) == sorted(
         ["env.json", "events.jsonl", f"{DEFAULT}.tsv", "model", "predictions", "result.json"])
     result = json.loads((run_dir / "result.json").read_text())
@@ -475,6 +491,7 @@ def test_failed_build_is_one_line(engine):
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.startswith("dawnbench: error:")]
     assert len(errors) == 1 and "dawnbench-test/no-such-base:1.0 is not on this engine" in errors[0]
+    assert f"`make base-image` makes {images.LOCAL_BASE_IMAGE}" in errors[0]      # the way out without a registry
 
 
 def test_image_tags_of_two_pins_differ():

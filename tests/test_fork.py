@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import cli_env
@@ -42,8 +43,9 @@ def test_fork_runs_natively_through_make(forked, fashion_root):
     results = forked / "results"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["DAWNBENCH_DATA"] = str(fashion_root)
+    # The data is fetched from the tools' environment: the test environment holds their requirements.
     proc = subprocess.run(["make", "--no-print-directory", "run", f"REF={FORK}", "RUNTIME=native",
-                           f"PYTHON={sys.base_prefix}/bin/python3",
+                           f"PYTHON={sys.base_prefix}/bin/python3", f"TOOLS_VENV={Path(sys.executable).parent.parent}",
                            "ARGS=--threshold 0.80 --max-epochs 2 --no-progress --no-save"],
                           cwd=forked, env=env, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

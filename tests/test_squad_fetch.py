@@ -97,6 +97,34 @@ def test_squad_fetch_keep_and_repair(http_server, registered, data_root, capsys)
     assert "ok train-v1.1.json (already present" in err and "dev-v1.1.json is present but its checksum" in err
 
 
+def test_missing_squad_and_glove_are_named_at_once(http_server, fixture, tmp_path, data_root, monkeypatch):
+    """With nothing there, one line names SQuAD's two files and GloVe's vectors (the 822 MB
+    archive they come in), each with its fetch: a user who fetches SQuAD is not stopped next by
+    GloVe. With SQuAD fetched, the line names GloVe alone."""
+    monkeypatch.delenv(hds.MANIFEST_ENV, raising=False)
+    with pytest.raises(DatasetError) as err:
+        hds.check_all("squad", data_root)
+    message = str(err.value)
+    assert "\n" not in message
+    assert (f"dataset 'squad' not found in {data_root / 'squad'} (train-v1.1.json, dev-v1.1.json); "
+            f"run: dawnbench data fetch squad; and ") in message
+    assert message.endswith(f"dataset 'glove' not found in {data_root / 'glove'} ({TXT_6B} from {ZIP_6B}, 822 MB); "
+                            f"run: dawnbench data fetch glove")
+    use_manifest(monkeypatch, tmp_path, fixture)
+    url, _ = http_server(fixture["files"])
+    fetcher.fetch("squad", data_root, url_base=url, progress=False)
+    with pytest.raises(DatasetError) as err:
+        hds.check_all("squad", data_root)
+    assert str(err.value).startswith(f"dataset 'glove' not found in {data_root / 'glove'} ({TXT_6B} from {ZIP_6B}, ")
+    assert "squad" not in str(err.value).replace(str(data_root), "")
+    # Vectors copied in by hand, without fetch's manifest: the line says that, not that they are absent.
+    (data_root / "glove").mkdir()
+    (data_root / "glove" / TXT_6B).write_bytes(fixture["glove_vectors"])
+    with pytest.raises(DatasetError, match=f"dataset 'glove' is not prepared in .* \\(no {hds.PREPARED_MANIFEST}\\); "
+                                           f"run: dawnbench data fetch glove$"):
+        hds.check_all("squad", data_root)
+
+
 def test_squad_url_from_environment(http_server, registered, data_root, monkeypatch):
     url, requests = http_server({f"mirror/{k}": v for k, v in registered["files"].items()})
     monkeypatch.setenv("DAWNBENCH_SQUAD_URL", url + "mirror")   # a base, with or without its /

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
 from leaderboard_fixture import write_entries
+
+from harness import datasets
 
 pytestmark = pytest.mark.second_env     # builds .venv/tools in a copy of the project
 
@@ -54,3 +58,23 @@ def test_make_stops_at_a_failed_step(tmp_path):
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "no-such-package-dawnbench" in proc.stdout + proc.stderr
     assert not (venv / ".installed").exists()
+
+
+def test_native_run_checks_the_data_before_installing_the_framework(tmp_path):
+    """`make run RUNTIME=native` (its run-native) with the data missing stops on the data's one line before the
+    reference's environment is set up (the Docker path already checked first). The test
+    environment stands in for the tools' (it holds their requirements; -o: make never reinstalls
+    it), and PYTHON=false makes any environment install fail at once rather than take minutes."""
+    tools = Path(sys.executable).parent.parent
+    venv = tmp_path / "venv"
+    env = dict(_env(), DAWNBENCH_DATA=str(tmp_path / "empty"))
+    env.pop(datasets.MANIFEST_ENV, None)
+    # run-native itself: `make run` reaches it through a second make, which -o would not reach
+    proc = subprocess.run(["make", "--no-print-directory", "run-native", "REF=imagenet-resnet50-pytorch",
+                           "-o", f"{tools}/.installed", f"TOOLS_VENV={tools}", f"VENV={venv}", "PYTHON=false"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "setting up" not in proc.stdout and not venv.exists(), proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]     # whatever the command's name
+    assert len(errors) == 1 and f"imagenet in {tmp_path / 'empty' / 'imagenet'} is not prepared" in errors[0], proc.stderr
+    assert "data prepare imagenet --from DIR" in errors[0]
