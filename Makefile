@@ -18,9 +18,11 @@ VERSIONS ?=
 
 REFS      := $(notdir $(patsubst %/,%,$(dir $(wildcard references/*/reference.toml))))
 REF_DIR   := references/$(REF)
-VENV      := .venv/$(REF)
+# Where the environments live; `bin/dawnbench` (dawnbench/launcher.py) passes $$DAWNBENCH_VENVS here.
+VENVS     ?= .venv
+VENV      := $(VENVS)/$(REF)
 TEST_VENV := .venv/test
-TOOLS_VENV := .venv/tools
+TOOLS_VENV := $(VENVS)/tools
 NUMPY1_VENV := .venv/harness-numpy1
 IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN),--framework-pin '$(FRAMEWORK_PIN)')
 # pip prints a warning per missing local index folder of PIP_FIND_LINKS; the filter keeps the
@@ -43,7 +45,7 @@ define venv
 endef
 
 .PHONY: run run-native run-docker build compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
-        data help clean check-ref
+        data infer-runtime help clean check-ref
 
 help:
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
@@ -75,8 +77,19 @@ sandbox:
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; \
 	  else echo "note: bubblewrap is not installed, so runs here cannot isolate the reference and are not official (sudo apt-get install bubblewrap)" >&2; fi; }
 
-data: setup
-	$(VENV)/bin/dawnbench data fetch --reference $(REF)
+# Through the one command a user types (bin/dawnbench, dawnbench/launcher.py): it sets up the
+# environment each command needs on first use.
+DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench bin/dawnbench
+
+data: check-ref sandbox
+	$(DAWNBENCH) data fetch --reference $(REF)
+
+# `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into REF's environment.
+INFER_RUNTIME ?=
+infer-runtime: check-ref $(VENV)/.installed
+	@test -f requirements/infer-$(INFER_RUNTIME).txt || { echo "INFER_RUNTIME=$(INFER_RUNTIME): expected onnxruntime or openvino" >&2; exit 2; }
+	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/infer-$(INFER_RUNTIME).txt $(QUIET_PIP)
+	@$(VENV)/bin/pip check >/dev/null || { $(VENV)/bin/pip check; exit 1; }
 
 # RUNTIME=auto: docker when an engine answers, else native; either way it says which it chose.
 run: check-ref
@@ -115,18 +128,20 @@ compare: check-ref $(TOOLS_VENV)/.installed
 
 run-native: data
 ifeq ($(NPROC),1)
-	$(VENV)/bin/dawnbench run $(REF) $(ARGS)
+	$(DAWNBENCH) run $(REF) $(ARGS)
 else
+	$(MAKE) --no-print-directory setup REF=$(REF)
 	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
 TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
 	DAWNBENCH_RUN_TOKEN=$$(od -An -tx1 -N16 /dev/urandom | tr -d " \n") $(VENV)/bin/python -m harness.local_ranks \
 	    $(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m harness run $(REF) $(ARGS)
 endif
 
-list: setup
-	@$(VENV)/bin/dawnbench list
+# No environment: the references are read from a bare python3.
+list:
+	@$(DAWNBENCH) list
 
-bench: data $(TEST_VENV)/.installed
+bench: setup data $(TEST_VENV)/.installed
 	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
 	$(VENV)/bin/python -m bench.overhead --reference $(REF)
 	# ResNet-50 batch-1 CPU latency: torch eager, onnxruntime, OpenVINO fp32/bf16, int8 (the test env has them all)
@@ -146,7 +161,7 @@ else
 	$(BENCH_PYTHON) -m bench.gpu $(ARGS)
 endif
 
-$(TEST_VENV)/.installed: requirements/test.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
+$(TEST_VENV)/.installed: requirements/test.txt requirements/infer-onnxruntime.txt requirements/infer-openvino.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TEST_VENV),requirements/test.txt,harness$(,) common$(,) dawnbench$(,) torch$(,) tensorflow$(,) pytest$(,) jsonschema)
 
 # Every test, spread over TEST_WORKERS xdist workers a module at a time: the modules that wait on

@@ -14,9 +14,9 @@ from pathlib import Path
 from dawnbench import fetch, prepare_imagenet, prices, series
 from harness import cli as harness_cli
 from harness import datasets
-from harness.errors import UsageError
+from harness.errors import UsageError, command
 
-PROG = "dawnbench"
+PROG = command()        # as the user called it (dawnbench.launcher)
 # Subcommands that are modules of their own; everything after the name is theirs to parse.
 TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "validate": "check entry files or trees; exit 0 only when all is valid",
@@ -135,7 +135,12 @@ COMMANDS = {**harness_cli.COMMANDS, "run": cmd_run, "infer": cmd_infer, "data": 
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """The console script's `dawnbench`: dispatched by dawnbench.launcher to the environment each
+    command needs. With `argv` (the launcher, tests): the command, in this process."""
+    if argv is None:
+        from dawnbench import launcher
+        return launcher.main()
+    argv = list(argv)
     if argv and argv[0] in TOOLS:
         return importlib.import_module(f"dawnbench.{argv[0]}").main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from harness import datasets, inference, paths, registry, runner, runtimes
-from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, report
+from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, quiet_on_closed_pipe, report
 
 PROG = "harness"
 PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
@@ -253,13 +253,8 @@ def cmd_infer(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    root = registry.references_root(args.references)
-    if not root.is_dir():
-        raise UsageError(f"no references in {root}: give --references DIR or set {paths.REFERENCES_ENV}, or run from "
-                         f"the folder that holds references/")
-    for name in registry.available(root):
-        spec = registry.load_spec(name, root)
-        print(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
+    for line in registry.listing(args.references):
+        print(line)
     return 0
 
 
@@ -317,7 +312,7 @@ def run_command(handler, args: argparse.Namespace, prog: str = PROG) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    return run_command(COMMANDS[args.command], args)
+    return quiet_on_closed_pipe(lambda: run_command(COMMANDS[args.command], args))
 
 
 if __name__ == "__main__":

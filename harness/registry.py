@@ -167,6 +167,20 @@ def check_entry_class(cls, spec: ReferenceSpec, shown: Path | None = None) -> No
                      f"e.g. 'train:MyNet'")
 
 
+def listing(explicit: str | os.PathLike | None = None) -> list[str]:
+    """`list`: a line per reference (name, task, framework, model). numpy-free, like this whole
+    module: `./dawnbench list` answers from a bare Python (dawnbench.launcher)."""
+    root = references_root(explicit)
+    if not root.is_dir():
+        raise UsageError(f"no references in {root}: give --references DIR or set {paths.REFERENCES_ENV}, or run from "
+                         f"the folder that holds references/")
+    lines = []
+    for name in available(root):
+        spec = load_spec(name, root)
+        lines.append(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
+    return lines
+
+
 def available(root: str | os.PathLike | None = None) -> list[str]:
     """The names of the references under `root` (default: harness.paths.references_root())."""
     root = references_root(root)
