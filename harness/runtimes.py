@@ -20,8 +20,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import UsageError, command
+
+if TYPE_CHECKING:      # numpy is imported where it is used: harness.registry reads RUNTIMES without it
+    import numpy as np
 
 RUNTIMES = ("reference", "torch", "onnxruntime", "openvino")
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -154,7 +158,6 @@ def _scalar_elementwise(graph) -> list[str]:
     (MultiplyPartialTransformation: "index '0' out of range", OpenVINO 2026.4), and quantizing a
     scalar multiply saves nothing."""
     import numpy as np
-
     from onnx import numpy_helper
     scalars = {t.name for t in graph.initializer if int(np.prod(t.dims)) == 1}
     for node in graph.node:

@@ -137,7 +137,7 @@ def test_the_first_screen_works_through_bin_dawnbench(default_run, fashion_root,
     for name in ("tools", REF):
         (venvs / name).symlink_to(Path(sys.prefix))
     assert (Path(sys.prefix) / ".installed").is_file(), "the test environment is made by make"
-    run = Path(shutil.copytree(default_run, tmp_path / "RUN"))
+    shutil.copytree(default_run, tmp_path / "RUN")
     env = _bare_env(DAWNBENCH_DATA=str(fashion_root), **{launcher.VENVS_ENV: str(venvs)})
     bare = shutil.which("python3", path="/usr/bin:/bin") or "python3"
     env["DAWNBENCH_PYTHON"] = bare
