@@ -24,7 +24,10 @@ VENV      := $(VENVS)/$(REF)
 TEST_VENV := .venv/test
 TOOLS_VENV := $(VENVS)/tools
 NUMPY1_VENV := .venv/harness-numpy1
-IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN),--framework-pin '$(FRAMEWORK_PIN)')
+# INFER_RUNTIMES='onnxruntime openvino': an image with the pinned runtimes of `infer --runtime` (none by default)
+INFER_RUNTIMES ?=
+IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN),--framework-pin '$(FRAMEWORK_PIN)') \
+             $(if $(INFER_RUNTIMES),--infer-runtimes '$(INFER_RUNTIMES)')
 # pip prints a warning per missing local index folder of PIP_FIND_LINKS; the filter keeps the
 # output readable and, under pipefail, never hides pip's own exit status.
 PIP_FLAGS := --quiet --disable-pip-version-check
@@ -49,7 +52,7 @@ endef
 
 help:
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
-	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] | make compose"
+	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] [INFER_RUNTIMES=onnxruntime] | make compose"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
 	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
@@ -119,8 +122,8 @@ compose: $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers compose
 
 run-docker: check-ref $(TOOLS_VENV)/.installed
-	$(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
-	$(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
+	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
 
 compare: check-ref $(TOOLS_VENV)/.installed
 	@test -n "$(VERSIONS)" || { echo "dawnbench: error: no VERSIONS: give two framework pins, e.g. make compare REF=$(REF) VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }

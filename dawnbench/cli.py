@@ -41,8 +41,8 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
     prices.add_instance_option(p)
 
 
-FETCH_VECTORS_USAGE = "dawnbench data fetch glove [--vectors glove.6B.100d|glove.840B.300d] [--data ROOT]"
-PREPARE_USAGE = ("dawnbench data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
+FETCH_VECTORS_USAGE = f"{PROG} data fetch glove [--vectors glove.6B.100d|glove.840B.300d] [--data ROOT]"
+PREPARE_USAGE = (f"{PROG} data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
                  "[--python PATH] [--blacklist FILE] [--allow-unverified]")
 
 
@@ -117,7 +117,7 @@ def cmd_data(args: argparse.Namespace) -> int:
                 fetch.fetch(companion, args.data)
         return 0
     if name != prepare_imagenet.NAME:
-        raise UsageError(f"only imagenet is prepared from files you bring; {name} is fetched: dawnbench data fetch {name}")
+        raise UsageError(f"only imagenet is prepared from files you bring; {name} is fetched: {PROG} data fetch {name}")
     fmt = args.format or prepare_imagenet.FOLDERS
     if fmt not in prepare_imagenet.FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(prepare_imagenet.FORMATS)}: {PREPARE_USAGE}")

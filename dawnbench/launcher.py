@@ -1,9 +1,10 @@
 """The one `dawnbench` a user types: `./dawnbench` in the checkout, or any environment's
 `dawnbench` console script. It decides where each subcommand runs and goes there:
 
-    run, infer, data ... --reference REF   REF's environment, .venv/REF (`make setup REF=REF`)
-    the entry tools, data fetch|prepare,   the tools environment, .venv/tools (`make tools`)
-      verify, eval, --help
+    run REF, infer REF                     REF's environment, .venv/REF (`make setup REF=REF`)
+    the entry tools, data prepare          the tools environment, .venv/tools (`make tools`)
+    data fetch|verify, verify, eval,       any environment there is (none: REF's for `data --reference
+      --help                               REF`, else the tools environment)
     list                                   here, whatever Python this is (it reads reference.toml)
 
 Here, in this process, when this Python already has what the subcommand needs (the tests' .venv/test
@@ -48,12 +49,14 @@ SETUP_MINUTES = {TOOLS_ENV: 2, "pytorch": 2, "tensorflow": 3, "mxnet": 2}
 @dataclass(frozen=True)
 class Route:
     """Where a command runs: `env` (a folder under the environments' root), what a Python needs to
-    run it (`needs`), the make target that sets the environment up, the runtime `infer` installs."""
+    run it (`needs`), the make target that sets the environment up, the runtime `infer` installs;
+    `anywhere`: any environment that is set up will do (they all have the command's own needs)."""
     env: str
     needs: tuple[str, ...]
     setup: tuple[str, ...]
     minutes: int
     runtime: str | None = None
+    anywhere: bool = False
 
 
 def prog() -> str:
@@ -116,19 +119,26 @@ def _reference(argv: list[str]) -> tuple[str, dict] | None:
 def route(argv: list[str]) -> Route | None:
     """Where `dawnbench ARGV` runs; None: `list`, which this process answers itself."""
     tools = Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV])
-    if not argv or argv[0] in ("-h", "--help") or argv[0] in ENTRY_TOOLS:
-        return tools
+    light = Route(TOOLS_ENV, BASE, ("tools",), SETUP_MINUTES[TOOLS_ENV], anywhere=True)
+    if argv[:1] in ([], ["-h"], ["--help"]):
+        return light
     command, rest = argv[0], argv[1:]
+    if command in ENTRY_TOOLS:
+        return tools
     if command == "list" and not any(t.startswith("-") and not t.startswith("--references") for t in rest):
         return None
     if command not in REFERENCE_COMMANDS or "-h" in rest or "--help" in rest:
-        return Route(TOOLS_ENV, BASE, ("tools",), SETUP_MINUTES[TOOLS_ENV])
+        return light
+    if command == "data" and rest[:1] == ["prepare"]:
+        return tools        # ImageNet's files are read with scipy and Pillow
     found = _reference(argv)
-    if found is None:
-        # data fetch|verify DATASET: any environment of the command; prepare reads ImageNet's
-        # files with scipy and Pillow, which only the tools environment has.
-        prepare = command == "data" and argv[1:2] == ["prepare"]
-        return Route(TOOLS_ENV, TOOLS if prepare else BASE, ("tools",), SETUP_MINUTES[TOOLS_ENV])
+    if command == "data" or found is None:
+        # fetch and verify need no framework: wherever there is an environment; with none yet,
+        # the reference's, which its run needs next anyway
+        if found is None:
+            return light
+        name, toml = found
+        return Route(name, BASE, ("setup", f"REF={name}"), SETUP_MINUTES.get(toml.get("framework"), 2), anywhere=True)
     name, toml = found
     framework = toml.get("framework", "")
     needs = (*BASE, *FRAMEWORKS.get(framework, ()))
@@ -175,11 +185,18 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+def _installed(env: Path) -> bool:
+    return (env / ".installed").is_file() and (env / "bin" / "python").is_file()
+
+
 def prepare(r: Route) -> Path:
     """The Python of `r`'s environment, set up first (and infer's runtime installed) on first use."""
     env = venvs_root() / r.env
+    if r.anywhere and not _installed(env):
+        others = [venvs_root() / TOOLS_ENV, *sorted(p.parent for p in venvs_root().glob("*/.installed"))]
+        env = next((e for e in others if _installed(e)), env)
     python = env / "bin" / "python"
-    if not (env / ".installed").is_file() or not python.is_file():
+    if not _installed(env):
         print(f"setting up {_shown(env)} (first use, ~{r.minutes} min)...", file=sys.stderr, flush=True)
         _make(*r.setup)
     if r.runtime and not _has_modules(python, RUNTIME_MODULES[r.runtime]):
@@ -213,14 +230,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
+    if os.environ.get(GUARD_ENV) or not (CHECKOUT / "Makefile").is_file():
+        # exec'd here already; or installed with pip, not a checkout: this Python is the environment
+        return main_here(argv)
     r = route(argv)
-    if os.environ.get(GUARD_ENV) or (r is not None and runs_here(r.needs)):
+    if r is not None and runs_here(r.needs):
         return main_here(argv)
     if r is None:
         return list_references(argv) if not runs_here(BASE) else main_here(argv)
     python = prepare(r)
     env = _child_env()
-    env[GUARD_ENV] = r.env
+    env[GUARD_ENV] = python.parent.parent.name
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(python, [str(python), "-m", "dawnbench.launcher", *argv], env)

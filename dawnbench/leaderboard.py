@@ -16,9 +16,9 @@ from pathlib import Path
 
 from dawnbench import entries, ranking, reproduction, site, validate, verification
 from dawnbench.arguments import Parser
-from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
+from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
 
-PROG = "dawnbench leaderboard"
+PROG = command("leaderboard")
 
 
 def build_parser() -> Parser:

@@ -28,10 +28,10 @@ from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas
 from dawnbench.arguments import Parser
-from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, report
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, command, report
 from harness.tasks import Task
 
-PROG = "dawnbench validate"
+PROG = command("validate")
 ACCURACY_FIELDS = ("top1Accuracy", "top5Accuracy", "f1Score")
 PERCENT_FIELDS = ("top1Accuracy", "top5Accuracy")
 REL_TOL = 0.01                  # cost and time consistency: within 1%

@@ -21,15 +21,10 @@ PROG_ENV = "DAWNBENCH_PROG"
 
 
 def command(rest: str = "") -> str:
-    """`<the user's dawnbench> rest`: a command as the user types it here ($DAWNBENCH_PROG, else
-    `dawnbench`; inside an image, where only the harness is, `python -m harness`)."""
-    prog = os.environ.get(PROG_ENV) or ("dawnbench" if _has_dawnbench() else "python -m harness")
+    """`<the user's dawnbench> rest`: a command as the user types it ($DAWNBENCH_PROG, else `dawnbench`).
+    In an image, the host's: dawnbench.containers passes its own in, since the user reads it there."""
+    prog = os.environ.get(PROG_ENV) or "dawnbench"
     return f"{prog} {rest}" if rest else prog
-
-
-def _has_dawnbench() -> bool:
-    import importlib.util
-    return importlib.util.find_spec("dawnbench") is not None
 
 
 class DawnbenchError(Exception):

@@ -26,25 +26,39 @@ def _bare_env(**extra) -> dict:
     return env
 
 
-@pytest.mark.parametrize("argv, env, needed", [
-    (["validate", "entries/"], "tools", "jsonschema"),
-    (["submit", "RUN", "--to", "entries/"], "tools", "jinja2"),
-    (["leaderboard", "--help"], "tools", "jinja2"),
-    (["data", "prepare", "imagenet", "--from", "x"], "tools", "scipy"),
-    (["verify", "RUN"], "tools", "numpy"),
-    (["--help"], "tools", "numpy"),
-    (["run", REF, "--seed", "3"], REF, "torch"),
-    (["run", "--seed", "3", "--set", "lr=0.1", REF], REF, "torch"),
-    (["data", "fetch", "--reference", "squad-bidaf-tensorflow"], "squad-bidaf-tensorflow", "tensorflow"),
-    (["infer", REF, "--model", "m", "--runtime=onnxruntime"], REF, "onnxruntime"),
-    (["infer", "imagenet-resnet50-cpu-inference", "--model", "m"], "imagenet-resnet50-cpu-inference", "openvino"),
+@pytest.mark.parametrize("argv, env, needed, anywhere", [
+    (["validate", "entries/"], "tools", "jsonschema", False),
+    (["submit", "RUN", "--to", "entries/"], "tools", "jinja2", False),
+    (["leaderboard", "--help"], "tools", "jinja2", False),
+    (["data", "prepare", "imagenet", "--from", "x"], "tools", "scipy", False),
+    (["verify", "RUN"], "tools", "numpy", True),
+    (["--help"], "tools", "numpy", True),
+    (["data", "fetch", "cifar10"], "tools", "numpy", True),
+    (["data", "fetch", "--reference", "squad-bidaf-tensorflow"], "squad-bidaf-tensorflow", "numpy", True),
+    (["run", REF, "--seed", "3"], REF, "torch", False),
+    (["run", "--seed", "3", "--set", "lr=0.1", REF], REF, "torch", False),
+    (["infer", REF, "--model", "m", "--runtime=onnxruntime"], REF, "onnxruntime", False),
+    (["infer", "imagenet-resnet50-cpu-inference", "--model", "m"], "imagenet-resnet50-cpu-inference", "openvino", False),
 ])
-def test_each_command_goes_to_its_environment(argv, env, needed):
+def test_each_command_goes_to_its_environment(argv, env, needed, anywhere):
     r = launcher.route(argv)
-    assert r.env == env and needed in r.needs
+    assert (r.env, needed in r.needs, r.anywhere) == (env, True, anywhere)
     assert r.setup == (("tools",) if env == "tools" else ("setup", f"REF={env}"))
-    # help needs no framework
-    assert "torch" not in launcher.route([*argv, "--help"]).needs
+    # only run and infer need the framework; help never does
+    assert ("torch" in r.needs or "tensorflow" in r.needs) == (argv[0] in ("run", "infer"))
+    assert not {"torch", "tensorflow"} & set(launcher.route([*argv, "--help"]).needs)
+
+
+def test_a_light_command_goes_to_any_environment_there_is(tmp_path, monkeypatch):
+    """data fetch --reference REF with no REF environment and no tools environment: the one there is."""
+    monkeypatch.setenv(launcher.VENVS_ENV, str(tmp_path))
+    monkeypatch.setattr(launcher, "_make", lambda *args: pytest.fail(f"set up {args}"))
+    other = tmp_path / "cifar10-fast-pytorch"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "python").touch()
+    (other / ".installed").touch()
+    assert launcher.prepare(launcher.route(["data", "fetch", "--reference", REF])) == other / "bin" / "python"
+    assert launcher.prepare(launcher.route(["verify", "RUN"])) == other / "bin" / "python"
 
 
 def test_list_needs_no_environment_and_help_no_framework():
