@@ -66,6 +66,7 @@ check-ref:
 # pins the `dawnbench` command's PyYAML too; requirements/dawnbench.txt (numpy 2) would conflict.
 REF_EXTRA_REQS = $(if $(shell grep -s -l 'harness-numpy1.txt' $(REF_DIR)/requirements.txt),,-r requirements/dawnbench.txt)
 $(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt \
+                    requirements/infer-onnxruntime.txt requirements/infer-openvino.txt \
                     requirements/harness-numpy1.txt pyproject.toml | check-ref
 	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli)
 
@@ -82,7 +83,7 @@ sandbox:
 
 # Through the one command a user types (bin/dawnbench, dawnbench/launcher.py): it sets up the
 # environment each command needs on first use.
-DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench bin/dawnbench
+DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) bin/dawnbench
 
 data: check-ref sandbox
 	$(DAWNBENCH) data fetch --reference $(REF)

@@ -1,11 +1,11 @@
-"""The one `dawnbench` a user types: `./dawnbench` in the checkout, or any environment's
+"""The one `dawnbench` a user types: `bin/dawnbench` in the checkout, or any environment's
 `dawnbench` console script. It decides where each subcommand runs and goes there:
 
     run REF, infer REF                     REF's environment, .venv/REF (`make setup REF=REF`)
     the entry tools, data prepare          the tools environment, .venv/tools (`make tools`)
     data fetch|verify, verify, eval,       any environment there is (none: REF's for `data --reference
       --help                               REF`, else the tools environment)
-    list                                   here, whatever Python this is (it reads reference.toml)
+    list [--references DIR]                here, whatever Python this is (it reads reference.toml)
 
 Here, in this process, when this Python already has what the subcommand needs (the tests' .venv/test
 has everything); else `os.execv` of the right environment's Python, set up first on first use with
@@ -13,7 +13,7 @@ one progress line. `infer --runtime onnxruntime|openvino` installs the pinned ru
 environment on first use (requirements/infer-<runtime>.txt).
 
 Standard library only, and nothing of the project's that needs more (harness.registry reads the
-references without numpy): `./dawnbench` starts under a bare system python3.
+references without numpy): `bin/dawnbench` starts under a bare system python3.
 """
 from __future__ import annotations
 
@@ -125,29 +125,30 @@ def route(argv: list[str]) -> Route | None:
     command, rest = argv[0], argv[1:]
     if command in ENTRY_TOOLS:
         return tools
-    if command == "list" and not any(t.startswith("-") and not t.startswith("--references") for t in rest):
+    if command == "list" and (not rest or (len(rest) == 2 and rest[0] == "--references")
+                              or (len(rest) == 1 and rest[0].startswith("--references="))):
         return None
     if command not in REFERENCE_COMMANDS or "-h" in rest or "--help" in rest:
         return light
     if command == "data" and rest[:1] == ["prepare"]:
         return tools        # ImageNet's files are read with scipy and Pillow
     found = _reference(argv)
-    if command == "data" or found is None:
-        # fetch and verify need no framework: wherever there is an environment; with none yet,
-        # the reference's, which its run needs next anyway
-        if found is None:
-            return light
-        name, toml = found
-        return Route(name, BASE, ("setup", f"REF={name}"), SETUP_MINUTES.get(toml.get("framework"), 2), anywhere=True)
+    if found is None:
+        return light
     name, toml = found
     framework = toml.get("framework", "")
+    setup, minutes = ("setup", f"REF={name}"), SETUP_MINUTES.get(framework, SETUP_MINUTES["pytorch"])
+    if command == "data":
+        # fetch and verify need no framework: any environment there is; with none yet, the
+        # reference's, which its run needs next anyway
+        return Route(name, BASE, setup, minutes, anywhere=True)
     needs = (*BASE, *FRAMEWORKS.get(framework, ()))
     runtime = None
     if command == "infer":
         runtime = _option(rest, "--runtime") or toml.get("inference", {}).get("runtime")
         runtime = runtime if runtime in RUNTIME_MODULES else None
         needs += RUNTIME_MODULES.get(runtime, ())
-    return Route(name, needs, ("setup", f"REF={name}"), SETUP_MINUTES.get(framework, 2), runtime)
+    return Route(name, needs, setup, minutes, runtime)
 
 
 def runs_here(needed: tuple[str, ...]) -> bool:
@@ -230,14 +231,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
-    if os.environ.get(GUARD_ENV) or not (CHECKOUT / "Makefile").is_file():
+    # Popped: the processes the command starts (a series' runs, a reproduction) dispatch afresh.
+    if os.environ.pop(GUARD_ENV, None) or not (CHECKOUT / "Makefile").is_file():
         # exec'd here already; or installed with pip, not a checkout: this Python is the environment
         return main_here(argv)
     r = route(argv)
-    if r is not None and runs_here(r.needs):
-        return main_here(argv)
     if r is None:
-        return list_references(argv) if not runs_here(BASE) else main_here(argv)
+        return list_references(argv)
+    if runs_here(r.needs):
+        return main_here(argv)
     python = prepare(r)
     env = _child_env()
     env[GUARD_ENV] = python.parent.parent.name

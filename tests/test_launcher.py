@@ -63,6 +63,7 @@ def test_a_light_command_goes_to_any_environment_there_is(tmp_path, monkeypatch)
 
 def test_list_needs_no_environment_and_help_no_framework():
     assert launcher.route(["list"]) is None and launcher.route(["list", "--references", "x"]) is None
+    assert launcher.route(["list", "--bogus"]).needs == launcher.BASE      # the command's own parser says what is wrong
     assert launcher.route(["run", REF]).runtime is None
     assert launcher.route(["infer", "imagenet-resnet50-cpu-inference", "--runtime", "reference"]).runtime is None
 
@@ -104,6 +105,7 @@ def test_the_guard_runs_here_whatever_is_missing(monkeypatch):
     monkeypatch.setattr(launcher, "main_here", lambda argv: ran.append(argv) or 0)
     monkeypatch.setenv(launcher.GUARD_ENV, "tools")
     assert launcher.main(["validate", "x"]) == 0 and ran == [["validate", "x"]]
+    assert launcher.GUARD_ENV not in os.environ      # what the command starts (a series' runs) dispatches afresh
 
 
 def test_list_from_a_python_without_numpy(tmp_path):
