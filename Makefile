@@ -18,7 +18,7 @@ VERSIONS ?=
 
 REFS      := $(notdir $(patsubst %/,%,$(dir $(wildcard references/*/reference.toml))))
 REF_DIR   := references/$(REF)
-# Where the environments live; `bin/dawnbench` (dawnbench/launcher.py) passes $$DAWNBENCH_VENVS here.
+# Where the environments live; `bin/dawnbench` (dawnbench/launcher.py) passes $DAWNBENCH_VENVS here.
 VENVS     ?= .venv
 VENV      := $(VENVS)/$(REF)
 TEST_VENV := .venv/test
@@ -66,7 +66,6 @@ check-ref:
 # pins the `dawnbench` command's PyYAML too; requirements/dawnbench.txt (numpy 2) would conflict.
 REF_EXTRA_REQS = $(if $(shell grep -s -l 'harness-numpy1.txt' $(REF_DIR)/requirements.txt),,-r requirements/dawnbench.txt)
 $(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt \
-                    requirements/infer-onnxruntime.txt requirements/infer-openvino.txt \
                     requirements/harness-numpy1.txt pyproject.toml | check-ref
 	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli)
 
@@ -81,11 +80,11 @@ sandbox:
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; \
 	  else echo "note: bubblewrap is not installed, so runs here cannot isolate the reference and are not official (sudo apt-get install bubblewrap)" >&2; fi; }
 
-# Through the one command a user types (bin/dawnbench, dawnbench/launcher.py): it sets up the
-# environment each command needs on first use.
-DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) bin/dawnbench
+# The one command a user types (bin/dawnbench, dawnbench/launcher.py), started by $(PYTHON): it runs each
+# command in the environment it needs (set up here first, so that make shows the set-up).
+DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_PYTHON=$(PYTHON) bin/dawnbench
 
-data: check-ref sandbox
+data: setup
 	$(DAWNBENCH) data fetch --reference $(REF)
 
 # `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into REF's environment.
@@ -134,7 +133,6 @@ run-native: data
 ifeq ($(NPROC),1)
 	$(DAWNBENCH) run $(REF) $(ARGS)
 else
-	$(MAKE) --no-print-directory setup REF=$(REF)
 	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
 TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
 	DAWNBENCH_RUN_TOKEN=$$(od -An -tx1 -N16 /dev/urandom | tr -d " \n") $(VENV)/bin/python -m harness.local_ranks \
@@ -145,7 +143,7 @@ endif
 list:
 	@$(DAWNBENCH) list
 
-bench: setup data $(TEST_VENV)/.installed
+bench: data $(TEST_VENV)/.installed
 	$(VENV)/bin/python -m bench.tta --reference $(REF) --runs $(RUNS)
 	$(VENV)/bin/python -m bench.overhead --reference $(REF)
 	# ResNet-50 batch-1 CPU latency: torch eager, onnxruntime, OpenVINO fp32/bf16, int8 (the test env has them all)

@@ -42,8 +42,10 @@ FRAMEWORKS = {"pytorch": ("torch",), "tensorflow": ("tensorflow",), "mxnet": ("m
 RUNTIME_MODULES = {"onnxruntime": ("onnx", "onnxruntime"), "openvino": ("onnx", "openvino", "onnxruntime")}
 # Options of run, infer and data that take a value: the token after them is not the reference.
 FLAGS = ("--no-progress", "--no-save", "--allow-unverified")
-# What setting up an environment took on a 2-core VM (see the README, "Running").
-SETUP_MINUTES = {TOOLS_ENV: 2, "pytorch": 2, "tensorflow": 3, "mxnet": 2}
+# The progress line's estimate. Measured on a shared 2-core VM with pip's cache warm: .venv/tools 34 s,
+# .venv/fashion-mnist-cnn-pytorch about 60 s (94 s with a one-epoch run). TensorFlow's and MXNet's are
+# guesses from their wheels' sizes; a cold cache downloads them too.
+SETUP_MINUTES = {TOOLS_ENV: 1, "pytorch": 1, "tensorflow": 3, "mxnet": 2}
 
 
 @dataclass(frozen=True)
