@@ -120,6 +120,20 @@ def test_list_from_a_python_without_numpy(tmp_path):
     assert REF in names and proc.stderr == "" and list(tmp_path.iterdir()) == []
 
 
+def test_make_list_and_a_typo_set_nothing_up(tmp_path):
+    """`make list` lists from a bare python3 (it used to install torch first), and an unknown
+    reference is the registry's one line before any environment is set up."""
+    env = _bare_env()
+    listed = subprocess.run(["make", "--no-print-directory", "list", f"VENVS={tmp_path}"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and REF in listed.stdout.split(), listed.stderr
+    typo = subprocess.run([str(WRAPPER), "run", "fashion-mnist-cnn-pytorh"], cwd=tmp_path,
+                          env=dict(env, **{launcher.VENVS_ENV: str(tmp_path)}), capture_output=True, text=True, timeout=60)
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert typo.stderr.startswith(f"{WRAPPER}: error: unknown reference 'fashion-mnist-cnn-pytorh'")
+    assert len(typo.stderr.splitlines()) == 1 and list(tmp_path.iterdir()) == []
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path):
     """The reader goes away before the first line is written: no traceback, SIGPIPE's status."""
     env = _bare_env(**{launcher.VENVS_ENV: str(tmp_path)})
