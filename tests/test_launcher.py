@@ -72,6 +72,7 @@ def test_first_use_sets_up_then_runs_there(tmp_path, monkeypatch, capsys):
     """A missing environment: one progress line, `make setup REF=...` into $DAWNBENCH_VENVS; an
     infer runtime the environment lacks: one line, `make infer-runtime`; then the exec, guarded."""
     monkeypatch.setenv(launcher.VENVS_ENV, str(tmp_path))
+    monkeypatch.setenv(launcher.PROG_ENV, "dawnbench")
     made, execs = [], []
 
     def make(*args):
@@ -100,12 +101,48 @@ def test_first_use_sets_up_then_runs_there(tmp_path, monkeypatch, capsys):
 def test_the_guard_runs_here_whatever_is_missing(monkeypatch):
     """Exec'd once, the command runs where it landed: no environment can send it on again."""
     ran = []
+    monkeypatch.setenv(launcher.PROG_ENV, "dawnbench")
     monkeypatch.setattr(launcher, "runs_here", lambda needs: False)
     monkeypatch.setattr(launcher, "prepare", lambda r: pytest.fail("sent on again"))
     monkeypatch.setattr(launcher, "main_here", lambda argv: ran.append(argv) or 0)
     monkeypatch.setenv(launcher.GUARD_ENV, "tools")
     assert launcher.main(["validate", "x"]) == 0 and ran == [["validate", "x"]]
     assert launcher.GUARD_ENV not in os.environ      # what the command starts (a series' runs) dispatches afresh
+
+
+def test_any_environments_dawnbench_goes_where_the_command_belongs(tmp_path):
+    """An environment with the command's own dependencies only (numpy, tqdm, PyYAML: what a
+    reference's environment has besides its framework, here without one): its `dawnbench` (the
+    console script calls launcher.main, as `python -m dawnbench` does) sends `validate` to the tools
+    environment and `run` to the reference's, each a stand-in Python that says how it was started."""
+    venv = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    ours = Path(__import__("numpy").__file__).resolve().parent.parent
+    for name in ("numpy", "numpy.libs", "tqdm", "yaml", "_yaml"):
+        if (ours / name).exists():
+            (deps / name).symlink_to(ours / name)
+    (site / "deps.pth").write_text(f"{deps}\n")
+    venvs = tmp_path / "venvs"
+    for name in ("tools", REF):
+        (venvs / name / "bin").mkdir(parents=True)
+        (venvs / name / ".installed").touch()
+        stand_in = venvs / name / "bin" / "python"
+        stand_in.write_text(f'#!/bin/sh\necho "{name}: $* (guard $DAWNBENCH_LAUNCHED)"\n')
+        stand_in.chmod(0o755)
+    env = _bare_env(PYTHONPATH=str(REPO), **{launcher.VENVS_ENV: str(venvs)})
+    for argv, where in ((["validate", "entries/"], "tools"), (["run", REF, "--seed", "3"], REF)):
+        proc = subprocess.run([str(venv / "bin" / "python"), "-m", "dawnbench", *argv], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == f"{where}: -m dawnbench.launcher {' '.join(argv)} (guard {where})"
+    # what needs nothing more it answers itself
+    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "dawnbench", "list"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and REF in listed.stdout, listed.stderr
 
 
 def test_list_from_a_python_without_numpy(tmp_path):
