@@ -135,12 +135,9 @@ COMMANDS = {**harness_cli.COMMANDS, "run": cmd_run, "infer": cmd_infer, "data": 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The console script's `dawnbench`: dispatched by dawnbench.launcher to the environment each
-    command needs. With `argv` (the launcher, tests): the command, in this process."""
-    if argv is None:
-        from dawnbench import launcher
-        return launcher.main()
-    argv = list(argv)
+    """The command, in this process (dawnbench.launcher, the `dawnbench` a user types, decides which
+    process that is)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in TOOLS:
         return importlib.import_module(f"dawnbench.{argv[0]}").main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -106,7 +106,8 @@ def _require(module: str):
         return importlib.import_module(module)
     except ImportError:
         raise DatasetError(f"prepare needs {PINS[module].split('==')[0]}: run it with "
-                           f"{command('data prepare')} from the checkout (the tools environment), or "
+                           f"{command('data prepare')} from the checkout (it runs in the tools environment, "
+                           f"which `make tools` sets up), or "
                            f"pip install {' '.join(PINS.values())}") from None
 
 
