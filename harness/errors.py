@@ -15,7 +15,7 @@ EXIT_USAGE = 2         # the user's input is wrong: nothing was done, nothing wr
 EXIT_CLOSED_PIPE = 128 + 13   # stdout's reader went away (SIGPIPE's status)
 
 
-# How the user called the `dawnbench` command (`./dawnbench`, `.venv/tools/bin/dawnbench`): set by
+# How the user called the `dawnbench` command (`bin/dawnbench`, `.venv/tools/bin/dawnbench`): set by
 # dawnbench.launcher, so that a message naming a command names one that works as printed.
 PROG_ENV = "DAWNBENCH_PROG"
 
