@@ -171,6 +171,21 @@ def test_make_list_and_a_typo_set_nothing_up(tmp_path):
     assert len(typo.stderr.splitlines()) == 1 and list(tmp_path.iterdir()) == []
 
 
+def test_messages_name_the_command_as_typed(monkeypatch):
+    """$DAWNBENCH_PROG names the command in messages, the reference's sandboxed workers' too (the
+    only DAWNBENCH_ variable they see); datasets.toml's fetch commands follow it."""
+    from harness import datasets, provenance, sandbox
+    from harness.errors import command
+    monkeypatch.setenv(launcher.PROG_ENV, "bin/dawnbench")
+    monkeypatch.setenv("DAWNBENCH_DATA", "/secret")
+    assert command("list") == "bin/dawnbench list"
+    assert datasets.manifest("fashion-mnist")["fetch_command"] == "bin/dawnbench data fetch fashion-mnist"
+    env = sandbox._worker_env("/home", "/tmp", {})
+    assert env[launcher.PROG_ENV] == "bin/dawnbench" and "DAWNBENCH_DATA" not in env
+    recorded = provenance.overrides()       # how the command was typed is no override of the run
+    assert recorded["DAWNBENCH_DATA"] == "/secret" and launcher.PROG_ENV not in recorded
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path):
     """The reader goes away before the first line is written: no traceback, SIGPIPE's status."""
     env = _bare_env(**{launcher.VENVS_ENV: str(tmp_path)})
