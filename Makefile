@@ -51,6 +51,7 @@ endef
         data infer-runtime help clean check-ref
 
 help:
+	@echo "bin/dawnbench list|run|infer|submit|validate|leaderboard|analyze|verify|data ...: the one command (README)"
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] [INFER_RUNTIMES=onnxruntime] | make compose"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
