@@ -158,11 +158,13 @@ def runs_here(needed: tuple[str, ...]) -> bool:
 
 
 def _make(*args: str) -> None:
-    """A make target of the checkout, its output on stderr (stdout is the command's own)."""
+    """A make target of the checkout, quietly: the progress line before it says what happens, and
+    its output is shown only when it fails (on stderr: stdout is the command's own)."""
     cmd = ["make", "--no-print-directory", "-C", str(CHECKOUT), *args, f"VENVS={venvs_root()}"]
-    done = subprocess.run(cmd, stdout=sys.stderr, stdin=subprocess.DEVNULL)
+    done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if done.returncode != 0:
-        raise SetupError(f"`{' '.join(cmd)}` failed (exit {done.returncode}); its output is above")
+        sys.stderr.write(done.stdout[-6000:])
+        raise SetupError(f"`{' '.join(cmd)}` failed (exit {done.returncode}); the end of its output is above")
 
 
 class SetupError(DawnbenchError):

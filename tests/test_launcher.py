@@ -98,6 +98,14 @@ def test_first_use_sets_up_then_runs_there(tmp_path, monkeypatch, capsys):
     assert env[launcher.GUARD_ENV] == REF and env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO)
 
 
+def test_a_failed_setup_shows_makes_output_and_stops(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(launcher, "CHECKOUT", tmp_path)
+    (tmp_path / "Makefile").write_text("setup:\n\t@echo pip says no; exit 3\n")
+    with pytest.raises(launcher.SetupError, match=r"failed \(exit 2\)"):
+        launcher._make("setup", f"REF={REF}")
+    assert "pip says no" in capsys.readouterr().err
+
+
 def test_the_guard_runs_here_whatever_is_missing(monkeypatch):
     """Exec'd once, the command runs where it landed: no environment can send it on again."""
     ran = []
