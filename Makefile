@@ -18,11 +18,16 @@ VERSIONS ?=
 
 REFS      := $(notdir $(patsubst %/,%,$(dir $(wildcard references/*/reference.toml))))
 REF_DIR   := references/$(REF)
-VENV      := .venv/$(REF)
+# Where the environments live; `bin/dawnbench` (dawnbench/launcher.py) passes $DAWNBENCH_VENVS here.
+VENVS     ?= .venv
+VENV      := $(VENVS)/$(REF)
 TEST_VENV := .venv/test
-TOOLS_VENV := .venv/tools
+TOOLS_VENV := $(VENVS)/tools
 NUMPY1_VENV := .venv/harness-numpy1
-IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN),--framework-pin '$(FRAMEWORK_PIN)')
+# INFER_RUNTIMES='onnxruntime openvino': an image with the pinned runtimes of `infer --runtime` (none by default)
+INFER_RUNTIMES ?=
+IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN),--framework-pin '$(FRAMEWORK_PIN)') \
+             $(if $(INFER_RUNTIMES),--infer-runtimes '$(INFER_RUNTIMES)')
 # pip prints a warning per missing local index folder of PIP_FIND_LINKS; the filter keeps the
 # output readable and, under pipefail, never hides pip's own exit status.
 PIP_FLAGS := --quiet --disable-pip-version-check
@@ -43,11 +48,12 @@ define venv
 endef
 
 .PHONY: run run-native run-docker build base-image compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
-        data help clean check-ref
+        data infer-runtime help clean check-ref
 
 help:
+	@echo "bin/dawnbench list|run|infer|submit|validate|leaderboard|analyze|verify|data ...: the one command (README)"
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
-	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] | make compose"
+	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] [INFER_RUNTIMES=onnxruntime] | make compose"
 	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root)"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
 	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
@@ -76,10 +82,21 @@ sandbox:
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; \
 	  else echo "note: bubblewrap is not installed, so runs here cannot isolate the reference and are not official (sudo apt-get install bubblewrap)" >&2; fi; }
 
+# The one command a user types (bin/dawnbench, dawnbench/launcher.py), started by $(PYTHON): it runs each
+# command in the environment it needs (set up here first, so that make shows the set-up).
+DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_PYTHON=$(PYTHON) bin/dawnbench
+
 # From the host tools' environment, as the Docker path does: no framework is needed to fetch or
 # check the data, so a run whose data is missing says so before its environment is installed.
 data: check-ref $(TOOLS_VENV)/.installed
-	$(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+
+# `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into REF's environment.
+INFER_RUNTIME ?=
+infer-runtime: check-ref $(VENV)/.installed
+	@test -f requirements/infer-$(INFER_RUNTIME).txt || { echo "INFER_RUNTIME=$(INFER_RUNTIME): expected onnxruntime or openvino" >&2; exit 2; }
+	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/infer-$(INFER_RUNTIME).txt $(QUIET_PIP)
+	@$(VENV)/bin/pip check >/dev/null || { $(VENV)/bin/pip check; exit 1; }
 
 # RUNTIME=auto: docker when an engine answers, else native; either way it says which it chose.
 run: check-ref
@@ -114,8 +131,8 @@ compose: $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers compose
 
 run-docker: check-ref $(TOOLS_VENV)/.installed
-	$(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
-	$(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
+	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
 
 compare: check-ref $(TOOLS_VENV)/.installed
 	@test -n "$(VERSIONS)" || { echo "dawnbench: error: no VERSIONS: give two framework pins, e.g. make compare REF=$(REF) VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }
@@ -124,7 +141,7 @@ compare: check-ref $(TOOLS_VENV)/.installed
 # data before setup: make takes the prerequisites in order.
 run-native: data setup
 ifeq ($(NPROC),1)
-	$(VENV)/bin/dawnbench run $(REF) $(ARGS)
+	$(DAWNBENCH) run $(REF) $(ARGS)
 else
 	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
 TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
@@ -132,8 +149,9 @@ TensorFlow references use every local GPU through MirroredStrategy, run them wit
 	    $(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m harness run $(REF) $(ARGS)
 endif
 
-list: setup
-	@$(VENV)/bin/dawnbench list
+# No environment: the references are read from a bare python3.
+list:
+	@$(DAWNBENCH) list
 
 bench: data setup $(TEST_VENV)/.installed
 	$(VENV)/bin/python -m bench.tta $(REF) --runs $(RUNS)
@@ -155,7 +173,7 @@ else
 	$(BENCH_PYTHON) -m bench.gpu $(ARGS)
 endif
 
-$(TEST_VENV)/.installed: requirements/test.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
+$(TEST_VENV)/.installed: requirements/test.txt requirements/infer-onnxruntime.txt requirements/infer-openvino.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TEST_VENV),requirements/test.txt,harness$(,) common$(,) dawnbench$(,) torch$(,) tensorflow$(,) pytest$(,) jsonschema)
 
 # Every test, spread over TEST_WORKERS xdist workers a module at a time: the modules that wait on

@@ -65,6 +65,7 @@ for _path in (str(REPO), str(REPO / "tests")):
 
 from harness import datasets  # noqa: E402  (after sys.path: this checkout's harness)
 from harness.arguments import MAX_EPOCHS, Parser, nonempty_path, number, reports_errors, whole  # noqa: E402
+from harness.errors import command  # noqa: E402
 from harness.events import read_events  # noqa: E402
 
 DEFAULT_REFERENCES = ["fashion-mnist-cnn-pytorch", "fashion-mnist-cnn-tensorflow", "cifar10-resnet20-pytorch",
@@ -111,7 +112,7 @@ def prepare(dataset: str, work: Path, fashion_data: Path | None, cache: dict) ->
             datasets.verify_dataset("fashion-mnist", root)
         except datasets.DatasetError as exc:
             raise Skip(f"no Fashion-MNIST at {root} ({str(exc).splitlines()[0]}): "
-                       "`dawnbench data fetch fashion-mnist`, or --fashion-data / $DAWNBENCH_DATA") from None
+                       f"`{command('data fetch fashion-mnist')}`, or --fashion-data / $DAWNBENCH_DATA") from None
     elif dataset == "cifar10":
         from cifar10_fixture import fixture_manifest, write_cifar10_batches
         tmp = work / "cifar10"

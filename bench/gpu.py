@@ -413,12 +413,13 @@ def tta_of(result_file: Path) -> tuple[float, dict]:
 
 def part_tta(s: Setting, r: Report, reference: str) -> None:
     from harness import datasets, registry
+    from harness.errors import command
     spec = registry.load_spec(reference)
     root = datasets.default_data_root()
     try:
         datasets.verify_dataset(spec.task.dataset, root)
     except datasets.DatasetError as exc:
-        raise NotMeasured(f"no {spec.task.dataset} data in {root} (dawnbench data fetch {spec.task.dataset}): "
+        raise NotMeasured(f"no {spec.task.dataset} data in {root} ({command(f'data fetch {spec.task.dataset}')}): "
                           f"{one_line(exc)}") from None
     results = Path(tempfile.mkdtemp(prefix="bench-gpu-tta-"))
     smoke = ["--max-epochs", "1", "--threshold", "0.5"] if s.smoke else []     # a code-path check, not a figure

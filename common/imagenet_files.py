@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from harness.datasets import DatasetError, manifest
+from harness.errors import command
 
 DATASET = "imagenet"
 IMAGE_SUFFIXES = (".jpeg", ".jpg")          # prepare writes .JPEG; compared lower-case
-PREPARE_HINT = "prepare it with `dawnbench data prepare imagenet --from DIR`"
+PREPARE_HINT = f"prepare it with `{command('data prepare imagenet --from DIR')}`"
 
 
 def split_dir(data_root: str | os.PathLike, split: str) -> Path:

@@ -1,5 +1,5 @@
 import sys
 
-from dawnbench.cli import main
+from dawnbench.launcher import main
 
 sys.exit(main())

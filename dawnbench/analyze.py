@@ -24,10 +24,10 @@ from dawnbench import entries, safe_read
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
 from harness.arguments import Parser
-from harness.errors import EXIT_OK, DawnbenchError, report
+from harness.errors import EXIT_OK, DawnbenchError, command, report
 from harness.tasks import TASKS, Task
 
-PROG = "dawnbench analyze"
+PROG = command("analyze")
 LABEL_CHARS = 60      # longer labels are cut in the plots (never in the numbers)
 
 # Thresholds `thresholds` also reads a task's logs at, with their source (docs/RULES.md, "Tasks").

@@ -22,6 +22,7 @@ from pathlib import Path
 import jsonschema
 
 from harness.arguments import Parser, reports_errors
+from harness.errors import command
 
 REFERENCES = Path(__file__).resolve().parent.parent / "references"
 SCHEMA = json.loads((Path(__file__).parent / "data" / "schemas" / "anchor.schema.json").read_text(encoding="utf-8"))
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in args.references if name not in known]
     if unknown:
         print(f"dawnbench: error: {unknown[0]}: no training reference of that name under {REFERENCES}: "
-              f"see `dawnbench list`", file=sys.stderr)
+              f"see `{command('list')}`", file=sys.stderr)
         return 2
     failed = 0
     for name in args.references or sorted(known):

@@ -14,9 +14,9 @@ from dawnbench import fetch, prepare_imagenet, prices, series
 from harness import cli as harness_cli
 from harness import datasets
 from harness.arguments import MAX_RUNS, SEED_MAX, Parser, nonempty_path, whole
-from harness.errors import DawnbenchError, UsageError, report
+from harness.errors import DawnbenchError, UsageError, command, report
 
-PROG = "dawnbench"
+PROG = command()        # as the user called it (dawnbench.launcher)
 # Subcommands that are modules of their own; everything after the name is theirs to parse.
 TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "validate": "check entry files or trees; exit 0 only when all is valid",
@@ -41,8 +41,8 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
     prices.add_instance_option(p)
 
 
-FETCH_VECTORS_USAGE = "dawnbench data fetch glove [--vectors glove.6B.100d|glove.840B.300d] [--data ROOT]"
-PREPARE_USAGE = ("dawnbench data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
+FETCH_VECTORS_USAGE = f"{PROG} data fetch glove [--vectors glove.6B.100d|glove.840B.300d] [--data ROOT]"
+PREPARE_USAGE = (f"{PROG} data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
                  "[--python PATH] [--blacklist FILE] [--allow-unverified]")
 
 
@@ -120,7 +120,7 @@ def cmd_data(args: argparse.Namespace) -> int:
                 fetch.fetch(companion, args.data)
         return 0
     if name != prepare_imagenet.NAME:
-        raise UsageError(f"only imagenet is prepared from files you bring; {name} is fetched: dawnbench data fetch {name}")
+        raise UsageError(f"only imagenet is prepared from files you bring; {name} is fetched: {PROG} data fetch {name}")
     fmt = args.format or prepare_imagenet.FOLDERS
     if fmt not in prepare_imagenet.FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(prepare_imagenet.FORMATS)}: {PREPARE_USAGE}")
@@ -138,6 +138,8 @@ COMMANDS = {**harness_cli.COMMANDS, "run": cmd_run, "infer": cmd_infer, "data": 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command, in this process (dawnbench.launcher, the `dawnbench` a user types, decides which
+    process that is)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in TOOLS:
         return importlib.import_module(f"dawnbench.{argv[0]}").main(argv[1:])

@@ -16,10 +16,10 @@ import tempfile
 from pathlib import Path
 
 from harness.arguments import Parser
-from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.events import read_events
 
-PROG = "dawnbench compliance"
+PROG = command("compliance")
 RULESET = "4.0.0"       # the last MLPerf training ruleset with ResNet, the closest to dawnbench's tasks
 CONFIG = Path(__file__).resolve().parent / "data" / "mlperf" / "common.yaml"
 SEPARATOR = "-" * 30    # between the checker's messages
@@ -36,9 +36,8 @@ def events_file(path: str) -> Path:
 
 def checker_version() -> str:
     if importlib.util.find_spec("mlperf_logging") is None:
-        raise UsageError(f"mlperf-logging is not installed in {sys.executable}: run the tools venv "
-                         "(make tools; .venv/tools/bin/python -m dawnbench compliance ...) or "
-                         "pip install -r requirements/tools.txt")
+        raise UsageError(f"mlperf-logging is not installed in {sys.executable}: run {command('compliance')} "
+                         "from the checkout (it goes to the tools environment), or pip install -r requirements/tools.txt")
     return importlib.metadata.version("mlperf-logging")
 
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from dawnbench import images, prices
-from harness import datasets, environment, paths, provenance, registry, sandbox, views
+from harness import datasets, environment, errors, paths, provenance, registry, sandbox, views
 from harness.arguments import Parser, nonempty_path, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
 
@@ -220,7 +220,21 @@ def image_paths(spec: registry.ReferenceSpec) -> list[Path]:
     return [spec.directory, *(root / d for d in ("harness", "common", "docker", "requirements"))]
 
 
-def build_args(spec: registry.ReferenceSpec, base: str, framework_pin: str = "") -> dict[str, str]:
+INFER_RUNTIMES = ("onnxruntime", "openvino")     # requirements/infer-<runtime>.txt
+
+
+def check_infer_runtimes(text: str) -> str:
+    """--infer-runtimes 'onnxruntime openvino' (or comma-separated): the runtimes an image adds for
+    `infer --runtime`; none by default, so what runs in every image stays light."""
+    names = text.replace(",", " ").split()
+    unknown = [n for n in names if n not in INFER_RUNTIMES]
+    if unknown:
+        raise UsageError(f"INFER_RUNTIMES {' '.join(unknown)}: expected some of {', '.join(INFER_RUNTIMES)}, "
+                         f"e.g. INFER_RUNTIMES=onnxruntime")
+    return " ".join(sorted(set(names)))
+
+
+def build_args(spec: registry.ReferenceSpec, base: str, framework_pin: str = "", infer_runtimes: str = "") -> dict[str, str]:
     """The build arguments of the reference's image: its base and reference, and the host's record
     of the code, which the build bakes into /opt/dawnbench/build.json (harness/provenance.py): the
     commit, whether the tree had changes, and the reference directory's hash as it is now."""
@@ -229,25 +243,28 @@ def build_args(spec: registry.ReferenceSpec, base: str, framework_pin: str = "")
         tree = provenance.tree_hash(spec.directory)
     except OSError as e:
         raise UsageError(f"cannot hash {spec.directory} for the image's build record ({e}); make it readable") from None
-    return {BASE_ARG: base, "REFERENCE": spec.name, "FRAMEWORK_PIN": framework_pin,
+    return {BASE_ARG: base, "REFERENCE": spec.name, "FRAMEWORK_PIN": framework_pin, "INFER_RUNTIMES": infer_runtimes,
             "GIT_COMMIT": git["commit"] or "unknown",
             "GIT_DIRTY": {True: "true", False: "false"}.get(git["dirty"], "unknown"),
             "REFERENCE_TREE_SHA256": tree}
 
 
-def image_tag(spec: registry.ReferenceSpec, framework_pin: str = "") -> str:
-    """dawnbench/<reference>:<commit>[-dirty][-<pin>]: the reference, the code, the framework."""
+def image_tag(spec: registry.ReferenceSpec, framework_pin: str = "", infer_runtimes: str = "") -> str:
+    """dawnbench/<reference>:<commit>[-dirty][-<pin>][-<runtime>...]: the reference, the code, the
+    framework, the inference runtimes added."""
     git = environment.git_commit(project_root(), image_paths(spec))
     tag = (git["commit"] or "nogit")[:12] + ("-dirty" if git["dirty"] else "")
     if framework_pin:
         tag += "-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", framework_pin).strip("-")
+    for runtime in infer_runtimes.split():
+        tag += f"-{runtime}"
     return f"dawnbench/{spec.name}:{tag[:128]}"
 
 
 WHEEL_CACHE = "cache"       # docker/wheelhouse/cache/: every wheel downloaded, kept between builds
 
 
-def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str) -> int:
+def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str, infer_runtimes: str = "") -> int:
     """Put exactly the reference's wheels (its requirements with `framework_pin` swapped in) into
     docker/wheelhouse/, which the image installs from offline. The wheels come from
     docker/wheelhouse/cache/ (git- and docker-ignored, kept between builds, so a second build or
@@ -262,7 +279,7 @@ def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str) -> int:
         return 0
     flat = subprocess.run([sys.executable, str(project_root() / "docker" / "requirements.py"), "flatten",
                            str(spec.directory / "requirements.txt"), framework_pin],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=dict(os.environ, INFER_RUNTIMES=infer_runtimes))
     if flat.returncode:
         raise UsageError(flat.stderr.strip() or f"cannot read {spec.directory / 'requirements.txt'}")
     cache = wheelhouse / WHEEL_CACHE
@@ -294,13 +311,14 @@ def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str) -> int:
 
 
 def build(name: str, base_image: str | None = None, framework_pin: str = "", rebuild: bool = False,
-          quiet: bool = False):
+          quiet: bool = False, infer_runtimes: str = ""):
     """Build (or reuse) the image of reference `name`; returns the SDK Image."""
     import docker
 
     spec = registry.load_spec(name)
+    infer_runtimes = check_infer_runtimes(infer_runtimes)
     client = engine()
-    tag = image_tag(spec, framework_pin)
+    tag = image_tag(spec, framework_pin, infer_runtimes)
     base = base_image or default_base(spec)
     if not images.pinned_image(base):
         raise UsageError(f"BASE_IMAGE {base!r}: pin it by a tag other than latest, e.g. {images.DEFAULT_BASE_IMAGE}")
@@ -316,15 +334,16 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
         except docker.errors.ImageNotFound:
             pass
     started = time.monotonic()
-    wheels = fill_wheelhouse(spec, framework_pin)
+    wheels = fill_wheelhouse(spec, framework_pin, infer_runtimes)
     gathered = time.monotonic()
     _say(f"building {tag} from {base}" + (f", {framework_pin}" if framework_pin else "")
+         + (f", with {infer_runtimes}" if infer_runtimes else "")
          + (f", {wheels} wheels from the host's wheelhouse" if wheels else ", packages from the index"))
     last, error, steps = [], None, []     # steps: [Dockerfile step, its start], to say where the time went
     try:
         stream = client.api.build(path=str(root), dockerfile=f"references/{name}/Dockerfile", tag=tag,
                                   rm=True, forcerm=True, decode=True, pull=False,
-                                  buildargs=build_args(spec, base, framework_pin),
+                                  buildargs=build_args(spec, base, framework_pin, infer_runtimes),
                                   labels={"org.dawnbench.base-image": base})
         for chunk in stream:
             if "error" in chunk:
@@ -377,7 +396,7 @@ def check_data(spec: registry.ReferenceSpec, data_root: Path | None) -> Path:
 
 def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_root: Path | None = None,
         results: Path | None = None, base_image: str | None = None, framework_pin: str = "",
-        image=None) -> int:
+        image=None, infer_runtimes: str = "") -> int:
     """`dawnbench run NAME ARGS` in the reference's image; returns its exit status."""
     import docker
 
@@ -402,7 +421,7 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
             paths.check_name(arg.partition("=")[2] if "=" in arg else (args[i + 1] if i + 1 < len(args) else ""),
                              "--run-id")
     client = engine()
-    image = image or build(name, base_image=base_image, framework_pin=framework_pin)
+    image = image or build(name, base_image=base_image, framework_pin=framework_pin, infer_runtimes=infer_runtimes)
     data_root = check_data(spec, data_root)
     results = Path(results or paths.results_root()).resolve()
     runs_dir = results / name
@@ -428,7 +447,9 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
         volumes[str(folder)] = {"bind": str(sandbox.ROLE_MOUNTS / role / relative), "mode": "ro"}
     environment_vars = {"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
                         # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it
-                        "DAWNBENCH_RUN_TOKEN": secrets.token_hex(16)}
+                        "DAWNBENCH_RUN_TOKEN": secrets.token_hex(16),
+                        # the harness's messages name commands the user runs here, on the host
+                        errors.PROG_ENV: errors.command()}
     # A datasets manifest override on the host (the checksums of a fixture, or of a mirror's files)
     # goes along, as in a native run: the harness records it and says the run is unofficial.
     override = os.environ.get(datasets.MANIFEST_ENV)
@@ -513,10 +534,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base-image", default=None, help=f"default: the {BASE_ARG} of the reference's Dockerfile")
     p.add_argument("--framework-pin", default="", help="replace the framework requirement, e.g. tensorflow-cpu==2.20.0")
     p.add_argument("--rebuild", action="store_true")
+    p.add_argument("--infer-runtimes", default="", metavar="|".join(INFER_RUNTIMES),
+                   help="add the pinned runtimes of `infer --runtime` (requirements/infer-<runtime>.txt); default none")
     p = sub.add_parser("run", help="dawnbench run, in the reference's image")
     p.add_argument("reference")
     p.add_argument("--base-image", default=None)
     p.add_argument("--framework-pin", default="")
+    p.add_argument("--infer-runtimes", default="", metavar="|".join(INFER_RUNTIMES))
     # one process a GPU (or a share of the cores): a thousand is beyond any one machine
     p.add_argument("--nproc", type=whole("--nproc", 1, 1024, 2), default=1,
                    help="processes under torchrun (PyTorch references)")
@@ -541,11 +565,13 @@ def main(argv: list[str] | None = None) -> int:
             make_base_image(args.tag, args.mirror)
             return 0
         if args.command == "build":
-            image = build(args.reference, args.base_image, args.framework_pin, args.rebuild)
+            image = build(args.reference, args.base_image, args.framework_pin, args.rebuild,
+                          infer_runtimes=args.infer_runtimes)
             print(json.dumps({"tag": image.tags[0] if image.tags else None, "id": image.id}))
             return 0
         return run(args.reference, forwarded, nproc=args.nproc, gpus=args.gpus, data_root=args.data,
-                   results=args.results, base_image=args.base_image, framework_pin=args.framework_pin)
+                   results=args.results, base_image=args.base_image, framework_pin=args.framework_pin,
+                   infer_runtimes=args.infer_runtimes)
     except DawnbenchError as e:
         return report("dawnbench", e)
 

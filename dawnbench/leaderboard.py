@@ -15,9 +15,9 @@ import sys
 
 from dawnbench import entries, ranking, reproduction, site, validate, verification
 from harness.arguments import Parser, nonempty_path
-from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
+from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
 
-PROG = "dawnbench leaderboard"
+PROG = command("leaderboard")
 
 
 def build_parser() -> Parser:

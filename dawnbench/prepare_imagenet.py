@@ -56,6 +56,7 @@ from harness.datasets import (
     verify_prepared,
     write_prepared_manifest,
 )
+from harness.errors import command
 
 __all__ = ["Devkit", "prepare", "read_devkit", "parse_meta", "parse_ground_truth", "write_label_files",
            "check_blacklist", "PINS"]
@@ -105,8 +106,10 @@ def _require(module: str):
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise DatasetError(f"prepare needs {PINS[module].split('==')[0]}: run `make tools` and use "
-                           f".venv/tools/bin/dawnbench, or pip install {' '.join(PINS.values())}") from None
+        raise DatasetError(f"prepare needs {PINS[module].split('==')[0]}: run it with "
+                           f"{command('data prepare')} from the checkout (it runs in the tools environment, "
+                           f"which `make tools` sets up), or "
+                           f"pip install {' '.join(PINS.values())}") from None
 
 
 # --- the devkit -----------------------------------------------------------------------------------

@@ -41,9 +41,9 @@ from dawnbench import reproduction, safe_read, verification
 from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
 from harness import datasets, outputs, paths, provenance, registry, verify
 from harness.arguments import MAX_RUNS, Parser, nonempty_path, number, whole
-from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
 
-PROG = "dawnbench reproduce"
+PROG = command("reproduce")
 DEFAULT_TIME_TOLERANCE = 0.25   # without a series: a loaded machine's run-to-run spread (docs/RULES.md) with room
 COV_FACTOR = 3.0                # with a series: three of its standard deviations...
 MIN_TIME_TOLERANCE = 0.05       # ...but never under the stability bound itself (dawnbench.series.STABLE_CV)
@@ -92,7 +92,7 @@ def read_original(path: Path, data_root: Path | None) -> Original:
     except verify.VerifyError as e:
         raise ReproduceError(str(e)) from None
     if not checked.verified:
-        raise ReproduceError(f"{run_dir} does not verify ({checked.status}): `dawnbench verify {run_dir}` says "
+        raise ReproduceError(f"{run_dir} does not verify ({checked.status}): `{command(f'verify {run_dir}')}` says "
                              f"why; a run that does not agree with itself is not run again")
     root = run_dir if entry_path is None else entry_path.parent
     try:

@@ -33,10 +33,10 @@ from pathlib import Path
 from dawnbench import entries, prices, safe_read, schemas, validate, verification
 from harness import paths, verify
 from harness.arguments import Parser, nonempty_path, number
-from harness.errors import EXIT_OK, DawnbenchError, UsageError, report
+from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.tasks import TASKS
 
-PROG = "dawnbench submit"
+PROG = command("submit")
 
 
 class SubmitError(DawnbenchError):
@@ -145,7 +145,7 @@ def _check_finished(summary_path: Path, summary: dict, runs: list) -> None:
     else:
         return
     done = f"{len(runs)} of {requested:g} runs" if requested is not None else f"{len(runs)} runs"
-    again = f"dawnbench run {_reference_name(summary)} --runs {f'{requested:g}' if requested is not None else 'N'}"
+    again = f"{command()} run {_reference_name(summary)} --runs {f'{requested:g}' if requested is not None else 'N'}"
     raise SubmitError(f"{summary_path}: the series is unfinished ({done}; {why}): re-run the series ({again}), "
                       f"or submit one finished run on its own ({summary_path.parent}/seed<k>)")
 
@@ -201,7 +201,7 @@ def _verify(folder: Path, data_root: Path | None) -> list[str]:
     failure = checked.first_failure
     if failure is not None:
         raise SubmitError(f"{folder}: does not verify: {failure.name}: {failure.detail} "
-                          f"(`dawnbench verify {folder}` shows every check)")
+                          f"(`{command(f'verify {folder}')}` shows every check)")
     if checked.labels_problem is not None:
         raise SubmitError(f"{folder}: cannot be verified here: {checked.labels_problem}")
     files = ["result.json", "events.jsonl"]
@@ -348,11 +348,11 @@ def _check_scores(path: Path, infer: dict, result: dict, allow_unofficial: bool)
     if infer.get("complete_eval_set") is not True:
         task = TASKS.get(result.get("task"))
         raise SubmitError(f"{path}: timed {validate.show(infer.get('items'))} items, not the whole eval set"
-                          f"{f' of {task.eval_examples}' if task else ''} (rerun `dawnbench infer` on the official "
+                          f"{f' of {task.eval_examples}' if task else ''} (rerun `{command('infer')}` on the official "
                           f"data, without --limit)")
     if infer.get("official_threshold") is not True and not allow_unofficial:
         raise SubmitError(f"{path}: scored against a lowered threshold {validate.show(infer.get('threshold'))}: "
-                          f"a smoke test, not an entry (rerun `dawnbench infer` without --threshold)")
+                          f"a smoke test, not an entry (rerun `{command('infer')}` without --threshold)")
     value, threshold = infer.get("metric_value"), infer.get("threshold")
     if not (validate.is_number(value) and validate.is_number(threshold) and math.isfinite(value)
             and value >= threshold and infer.get("reached_threshold") is True):
@@ -477,7 +477,7 @@ def submit_inference_only(args, given: dict | None) -> list[Path]:
     reference = validate.show(infer.get("reference"))
     if infer.get("infers_only") is not True:
         raise SubmitError(f"{path}: an inference of {reference}, a reference that trains: its entry goes with its "
-                          f"run (dawnbench submit RUN_DIR --inference {args.inference})")
+                          f"run ({command('submit')} RUN_DIR --inference {args.inference})")
     task = TASKS.get(infer.get("task"))
     if task is None:
         raise SubmitError(f"{path}: task is {validate.show(infer.get('task'))}, expected one of {', '.join(sorted(TASKS))}")

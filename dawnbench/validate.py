@@ -28,10 +28,10 @@ from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas
 from harness.arguments import Parser, nonempty_path
-from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, report
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.tasks import Task
 
-PROG = "dawnbench validate"
+PROG = command("validate")
 ACCURACY_FIELDS = ("top1Accuracy", "top5Accuracy", "f1Score")
 PERCENT_FIELDS = ("top1Accuracy", "top5Accuracy")
 REL_TOL = 0.01                  # cost and time consistency: within 1%

@@ -5,6 +5,9 @@ resolve exactly the same list. Standard library only: it runs in a bare base ima
   python3 docker/requirements.py flatten REQUIREMENTS [FRAMEWORK_PIN] > flat.txt
   python3 docker/requirements.py install REQUIREMENTS [FRAMEWORK_PIN]   # into /opt/venv
 
+$INFER_RUNTIMES (the image's build argument: onnxruntime, openvino, or both) adds the pinned
+runtimes of `dawnbench infer --runtime` (requirements/infer-<runtime>.txt); none by default.
+
 FRAMEWORK_PIN (e.g. `tensorflow-cpu==2.20.0`, `torch==2.13.0`, `tensorflow[and-cuda]==2.21.0`)
 replaces the requirement of the reference's framework (the line naming torch or tensorflow*):
 the only difference between the two images of a version-bump comparison.
@@ -49,7 +52,7 @@ def read(path: Path) -> list[str]:
 
 
 def flatten(path: Path, pin: str = "") -> list[str]:
-    lines = read(path)
+    lines = read(path) + infer_runtimes()
     if not pin:
         return lines
     fam = family(pin)
@@ -62,6 +65,18 @@ def flatten(path: Path, pin: str = "") -> list[str]:
     if len(kept) == len(lines):
         sys.exit(f"framework pin {pin!r}: {path} has no {fam} requirement to replace")
     return kept + [pin]
+
+
+def infer_runtimes() -> list[str]:
+    """The pinned requirements of the runtimes $INFER_RUNTIMES names (the image's build argument, e.g.
+    "onnxruntime openvino"): requirements/infer-<runtime>.txt, beside this script's docker/ folder."""
+    requirements = Path(__file__).resolve().parent.parent / "requirements"
+    lines = []
+    for runtime in os.environ.get("INFER_RUNTIMES", "").replace(",", " ").split():
+        if not (requirements / f"infer-{runtime}.txt").is_file():
+            sys.exit(f"INFER_RUNTIMES {runtime!r}: expected onnxruntime, openvino or both")
+        lines += [line for line in read(requirements / f"infer-{runtime}.txt") if line not in lines]
+    return lines
 
 
 def install(path: Path, pin: str = "") -> None:

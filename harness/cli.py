@@ -34,7 +34,7 @@ from harness.arguments import (
     number,
     whole,
 )
-from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, report
+from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, quiet_on_closed_pipe, report
 
 PROG = "harness"
 PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
@@ -240,13 +240,8 @@ def cmd_infer(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    root = registry.references_root(args.references)
-    if not root.is_dir():
-        raise UsageError(f"no references in {root}: give --references DIR or set {paths.REFERENCES_ENV}, or run from "
-                         f"the folder that holds references/")
-    for name in registry.available(root):
-        spec = registry.load_spec(name, root)
-        print(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
+    for line in registry.listing(args.references):
+        print(line)
     return 0
 
 
@@ -307,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     except DawnbenchError as e:
         return report(PROG, e)
-    return run_command(COMMANDS[args.command], args)
+    return quiet_on_closed_pipe(lambda: run_command(COMMANDS[args.command], args))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import metrics, paths
-from harness.errors import DawnbenchError
+from harness.errors import DawnbenchError, command
 
 try:
     import tomllib
@@ -159,7 +159,11 @@ def manifest(name: str) -> dict:
             f"datasets.toml entry [{name}] gives no checksum ({' or '.join(CHECKSUMS)}) for {', '.join(unchecked)}; "
             "fix harness/data/datasets.toml"
         )
-    return copy.deepcopy(entry)
+    entry = copy.deepcopy(entry)
+    # datasets.toml writes `dawnbench data fetch ...`; messages name the command as the user calls it
+    if entry["fetch_command"].startswith("dawnbench "):
+        entry["fetch_command"] = command(entry["fetch_command"].removeprefix("dawnbench "))
+    return entry
 
 
 def dataset_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:

@@ -6,11 +6,25 @@ commands print `<prog>: error: <message>` and exit with the error's code, never 
 """
 from __future__ import annotations
 
+import os
 import sys
 
 EXIT_OK = 0
 EXIT_FAILED = 1        # the command ran and its answer is "no": DNC, an invalid entry, below threshold
 EXIT_USAGE = 2         # the user's input is wrong: nothing was done, nothing written
+EXIT_CLOSED_PIPE = 128 + 13   # stdout's reader went away (SIGPIPE's status)
+
+
+# How the user called the `dawnbench` command (`bin/dawnbench`, `.venv/tools/bin/dawnbench`): set by
+# dawnbench.launcher, so that a message naming a command names one that works as printed.
+PROG_ENV = "DAWNBENCH_PROG"
+
+
+def command(rest: str = "") -> str:
+    """`<the user's dawnbench> rest`: a command as the user types it ($DAWNBENCH_PROG, else `dawnbench`).
+    In an image, the host's: dawnbench.containers passes its own in, since the user reads it there."""
+    prog = os.environ.get(PROG_ENV) or "dawnbench"
+    return f"{prog} {rest}" if rest else prog
 
 
 class DawnbenchError(Exception):
@@ -27,3 +41,17 @@ def report(prog: str, error: DawnbenchError) -> int:
     """Print the error's one line and return its exit code."""
     print(f"{prog}: error: {error}", file=sys.stderr)
     return error.exit_code
+
+
+def quiet_on_closed_pipe(run) -> int:
+    """`dawnbench list | head -1`: a reader that goes away ends the command quietly, with the status
+    a process killed by SIGPIPE has (128 + 13), as the shell's own tools end; never a traceback."""
+    try:
+        status = run()
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # Python flushes stdout again at exit and would report the broken pipe then: point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import datasets, environment, identity, paths, runner, runtimes, sandbox
-from harness.errors import EXIT_FAILED, DawnbenchError
+from harness.errors import EXIT_FAILED, DawnbenchError, command
 from harness.registry import ReferenceSpec, UsageError
 
 
@@ -51,7 +51,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     data_root = Path(data_root or datasets.default_data_root())
     model_path = Path(model_path)
     if not model_path.exists():
-        raise FileNotFoundError(f"model {model_path} not found; a converged `dawnbench run` leaves "
+        raise FileNotFoundError(f"model {model_path} not found; a converged `{command('run')}` leaves "
                                 f"one in results/<reference>/<run id>/model")
     # As a run does: every data file checked and recorded, the labels from the checksummed files
     _, data_reasons = datasets.check_all(task.dataset, data_root)

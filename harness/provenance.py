@@ -29,6 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.errors import PROG_ENV
+
 BUILD_INFO = Path("/opt/dawnbench/build.json")     # written by every reference image's build
 BUILD_INFO_ENV = "DAWNBENCH_BUILD_INFO"            # tests only: another build record (never official)
 GIT_COMMIT_ENV = "DAWNBENCH_GIT_COMMIT"
@@ -185,8 +187,9 @@ def build_state(info_path: Path, spec_name: str, tree: str | None) -> tuple[dict
 # ---------------------------------------------------------------- everything together
 
 def overrides() -> dict[str, str]:
-    """Every DAWNBENCH_* variable in this process's environment: name -> value."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX)}
+    """Every DAWNBENCH_* variable in this process's environment: name -> value. Not $DAWNBENCH_PROG:
+    how the user typed the command (harness.errors.command) changes nothing a run measures."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX) and k != PROG_ENV}
 
 
 def code_dirs() -> list[Path]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths
-from harness.errors import UsageError
+from harness.errors import UsageError, command
 from harness.eval_bound import MAX_EVAL_PASSES
 from harness.tasks import Task, UnknownTaskError, get_task
 
@@ -167,6 +167,20 @@ def check_entry_class(cls, spec: ReferenceSpec, shown: Path | None = None) -> No
                      f"e.g. 'train:MyNet'")
 
 
+def listing(explicit: str | os.PathLike | None = None) -> list[str]:
+    """`list`: a line per reference (name, task, framework, model). numpy-free, like this whole
+    module: `bin/dawnbench list` answers from a bare Python (dawnbench.launcher)."""
+    root = references_root(explicit)
+    if not root.is_dir():
+        raise UsageError(f"no references in {root}: give --references DIR or set {paths.REFERENCES_ENV}, or run from "
+                         f"the folder that holds references/")
+    lines = []
+    for name in available(root):
+        spec = load_spec(name, root)
+        lines.append(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
+    return lines
+
+
 def available(root: str | os.PathLike | None = None) -> list[str]:
     """The names of the references under `root` (default: harness.paths.references_root())."""
     root = references_root(root)
@@ -245,7 +259,7 @@ def check_trains(spec: ReferenceSpec) -> None:
     """A run trains: refused, in one line, for an entry that only infers."""
     if spec.infers_only:
         raise UsageError(f"{spec.name} only infers ([inference] only = true in its reference.toml): it has no "
-                         f"training run; time it with `dawnbench infer {spec.name} --model PATH` (a run's model "
+                         f"training run; time it with `{command(f'infer {spec.name} --model PATH')}` (a run's model "
                          f"folder or a published weights file; its README names the one to use)")
 
 

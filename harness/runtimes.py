@@ -20,10 +20,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+from harness.errors import UsageError, command
 
-from harness.errors import UsageError
+if TYPE_CHECKING:      # numpy is imported where it is used: harness.registry reads RUNTIMES without it
+    import numpy as np
 
 RUNTIMES = ("reference", "torch", "onnxruntime", "openvino")
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -32,7 +34,6 @@ PRECISIONS_OF = {"reference": ("fp32",), "torch": ("fp32",), "onnxruntime": ("fp
 EXPORTED = ("onnxruntime", "openvino")         # the runtimes that run the exported model here
 CALIBRATION_EXAMPLES = 256                     # training examples int8 is calibrated on
 OPSET = 17
-PINS = {"onnx": "onnx==1.23.2", "onnxruntime": "onnxruntime==1.32.0", "openvino": "openvino==2026.4.1"}
 WHY = {"reference": "it runs the reference's own infer(), as the reference wrote it",
        "torch": "it runs the reference's own infer(), as the reference wrote it",
        "onnxruntime": "ONNX Runtime has no bf16 path on CPUs; use --runtime openvino for bf16"}
@@ -56,9 +57,11 @@ def check_options(runtime: str, precision: str, threads: int | None, framework: 
         needed = ["onnx", runtime] + (["onnxruntime"] if precision == "int8" else [])
         missing = [name for name in dict.fromkeys(needed) if importlib.util.find_spec(name) is None]
         if missing:
+            # `dawnbench infer` (dawnbench.launcher) installs them on first use; this Python is not one it set up
             raise UsageError(f"--runtime {runtime}{' --precision int8' if precision == 'int8' else ''} needs "
-                             f"{', '.join(missing)}, not installed here: pip install "
-                             f"{' '.join(PINS[name] for name in missing)}")
+                             f"{', '.join(missing)}, not installed in this Python ({sys.prefix}): run it with "
+                             f"{command('infer')}, which installs requirements/infer-{runtime}.txt into the "
+                             f"reference's environment on first use, or pip install -r requirements/infer-{runtime}.txt")
 
 
 def physical_cores() -> int:
@@ -154,6 +157,7 @@ def _scalar_elementwise(graph) -> list[str]:
     OpenVINO's low-precision transformations fail on such a Mul once its constant is quantized
     (MultiplyPartialTransformation: "index '0' out of range", OpenVINO 2026.4), and quantizing a
     scalar multiply saves nothing."""
+    import numpy as np
     from onnx import numpy_helper
     scalars = {t.name for t in graph.initializer if int(np.prod(t.dims)) == 1}
     for node in graph.node:
@@ -227,6 +231,8 @@ PRECISION_NAMES = {"f32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16":
 
 def run(request: dict) -> dict:
     """Run the model at batch 1 over every input; write outputs.npy and latencies.npy; return the facts."""
+    import numpy as np
+
     out = Path(request["out"])
     runtime, precision, threads = request["runtime"], request["precision"], int(request["threads"])
     model = Path(request["model"])

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import channel
-from harness.errors import DawnbenchError
+from harness.errors import PROG_ENV, DawnbenchError
 
 ISOLATION_ENV = "DAWNBENCH_ISOLATION"      # "none" switches isolation off (never official)
 SANDBOX_UID = 65534                         # nobody: the reference's uid under bwrap-root
@@ -226,11 +226,13 @@ def _python_paths() -> list[str]:
 
 
 def _worker_env(home: str, tmp: str, extra: dict[str, str]) -> dict[str, str]:
-    """The harness's environment without its own variables (DAWNBENCH_*, PYTHON*) and without the
-    run id, the secret of the harness ranks' channel (harness.collective); torchrun's other variables
-    stay, so a trainer joins the launcher's store."""
+    """The harness's environment without its own variables (DAWNBENCH_* but the user's command name,
+    PYTHON*) and without the run id, the secret of the harness ranks' channel (harness.collective);
+    torchrun's other variables stay, so a trainer joins the launcher's store."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("DAWNBENCH_", "PYTHON")) and k != "TORCHELASTIC_RUN_ID"}
+    if os.environ.get(PROG_ENV):      # only how the user types `dawnbench`, for the messages of common/
+        env[PROG_ENV] = os.environ[PROG_ENV]
     import harness
     env.update({"HOME": home, "TMPDIR": tmp, "PYTHONUNBUFFERED": "1",
                 "PYTHONPATH": str(Path(harness.__file__).resolve().parent.parent), **extra})

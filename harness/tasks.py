@@ -8,9 +8,6 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from harness import metrics
 from harness.errors import DawnbenchError
 
 _TASKS_FILE = Path(__file__).parent / "data" / "tasks.toml"
@@ -36,6 +33,10 @@ class Task:
         """Every metric the task logs, as fractions; the harness calls this, never a reference.
         `drop`: indices of eval examples left out of the score (ImageNet's blacklist); the
         predictions still cover every example."""
+        # numpy here, not at the top: `dawnbench list` reads the tasks from a bare Python (dawnbench.launcher)
+        import numpy as np
+
+        from harness import metrics
         if drop is not None and len(drop):
             keep = np.ones(len(labels), dtype=bool)
             keep[np.asarray(drop)] = False
@@ -53,6 +54,8 @@ class Task:
         return scores
 
     def count(self, predictions) -> int:
+        import numpy as np
+
         return len(predictions) if isinstance(predictions, dict) else int(np.shape(predictions)[0])
 
     def tsv_row(self, epoch: int, hours: float, scores: dict[str, float]) -> list[str]:

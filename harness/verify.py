@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import datasets, eval_bound, safe_read, snapshots, stored_predictions
-from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError
+from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command
 from harness.events import PREFIX
 from harness.safe_read import Refused
 from harness.tasks import TASKS, Task
@@ -52,7 +52,7 @@ _TREE, _OWNER = "run folder", "a run"
 EXCLUDED_SPANS = (("eval_start", "eval_stop"), ("checkpoint_start", "checkpoint_stop"))
 # What a verified verdict proves, and what it does not, on the verdict line itself.
 CONSISTENCY = ("consistent: its files agree with each other; that it happened as logged takes running it again: "
-               "dawnbench reproduce")
+               f"{command('reproduce')}")
 
 
 class VerifyError(DawnbenchError):

@@ -33,6 +33,7 @@ from project_copy import FORK, MARKER, copy_project, fork
 from bench import compare
 from dawnbench import containers, images
 from harness import datasets, provenance, registry
+from harness.errors import DawnbenchError
 
 REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
 BASE_TAG = "dawnbench-test/debian-python:bookworm"
@@ -722,3 +723,24 @@ def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path
     assert "1/1" in line
     assert "speedup B/A: time-to-accuracy" in proc.stdout
     assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_infer_runtimes_come_into_an_image_as_a_build_argument():
+    """INFER_RUNTIMES (make build INFER_RUNTIMES=onnxruntime): the pinned runtimes of
+    requirements/infer-<runtime>.txt join what the image installs, in a tag of their own; by
+    default none, so every image stays light."""
+    req = REPO / "references" / DEFAULT / "requirements.txt"
+    plain = flatten(req).stdout.split()
+    with_rt = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "flatten", str(req)], capture_output=True,
+                             text=True, env=dict(os.environ, INFER_RUNTIMES="openvino")).stdout.split()
+    pins = [line for line in (REPO / "requirements" / "infer-onnxruntime.txt").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert not any(p.startswith(("onnx", "openvino")) for p in plain)
+    assert with_rt[:len(plain)] == plain and set(pins) < set(with_rt) and any(p.startswith("openvino==") for p in with_rt)
+    spec = registry.load_spec(DEFAULT)
+    assert containers.build_args(spec, "python:3.11.14-slim-bookworm")["INFER_RUNTIMES"] == ""
+    assert "INFER_RUNTIMES" in containers.dockerfile_args(spec)
+    assert containers.image_tag(spec, "", "onnxruntime").endswith("-onnxruntime") and containers.image_tag(spec) != \
+        containers.image_tag(spec, "", "onnxruntime")
+    with pytest.raises(DawnbenchError, match="INFER_RUNTIMES tensorrt: expected some of onnxruntime, openvino"):
+        containers.check_infer_runtimes("onnxruntime tensorrt")

@@ -244,7 +244,7 @@ def test_the_runtime_process_imports_no_reference_code(fashion, probed, tmp_path
     assert report["latency_ms"]["min"] > 0
     source = (REPO / "harness" / "runtimes.py").read_text()
     imported = set(re.findall(r"^\s*(?:from|import) (\S+)", source, flags=re.M))
-    assert imported <= {"__future__", "hashlib", "importlib.util", "json", "os", "sys", "time", "pathlib", "numpy",
+    assert imported <= {"__future__", "hashlib", "importlib.util", "json", "os", "sys", "time", "pathlib", "typing", "numpy",
                         "harness.errors", "logging", "onnx", "onnxruntime", "onnxruntime.quantization",
                         "openvino"}, imported
 
