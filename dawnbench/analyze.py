@@ -551,9 +551,11 @@ ANALYSES = {
 }
 
 
-def build_parser() -> Parser:
-    p = Parser(prog=PROG, description="The analyses of the DAWNBench papers: each writes "
-                                "<analysis>.png and <analysis>.json into --out.")
+def build_parser(p: Parser | None = None) -> Parser:
+    """The options, on `p` (dawnbench.cli's `analyze`, in the one tree) or on a parser of its own
+    (`python -m dawnbench.analyze`)."""
+    p = p if p is not None else Parser(prog=PROG)
+    p.description = "The analyses of the DAWNBench papers: each writes <analysis>.png and <analysis>.json into --out."
     sub = p.add_subparsers(dest="analysis", required=True)
     for name, (help_text, inputs) in ANALYSES.items():
         a = sub.add_parser(name, help=help_text, description=help_text)
@@ -579,7 +581,11 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except DawnbenchError as e:
         return report(PROG, e)
+    return run(args)
 
+
+def run(args) -> int:
+    """The command on parsed options (dawnbench.cli runs it from the one tree)."""
     def warn(line: str) -> None:
         print(f"{PROG}: skipped: {line}", file=sys.stderr)
 

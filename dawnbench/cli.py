@@ -1,9 +1,10 @@
 """The `dawnbench` command, on the host: run, infer, list, eval and data verify are the harness's
 (harness.cli: its options and its code), with the host's options on top: --instance (priced here,
 dawnbench.prices), --runs (a series, dawnbench.series), data fetch (dawnbench.fetch) and data prepare
-(dawnbench.prepare_imagenet); verify is the harness's as it is. And the
-entry tools, each a module of this package with its own `main(argv)` (also `python -m
-dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance, reproduce."""
+(dawnbench.prepare_imagenet); verify is the harness's as it is. And the entry tools, each a module of
+this package (also `python -m dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance,
+reproduce. One parser tree holds them all: each tool adds its options to its subcommand here
+(`build_parser(p)`) and runs on the parsed options (`run(args)`)."""
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ from harness.arguments import MAX_RUNS, SEED_MAX, Parser, nonempty_path, whole
 from harness.errors import DawnbenchError, UsageError, command, report
 
 PROG = command()        # as the user called it (dawnbench.launcher)
-# Subcommands that are modules of their own; everything after the name is theirs to parse.
+# Subcommands that are modules of their own: their options and their code.
 TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "validate": "check entry files or trees; exit 0 only when all is valid",
          "leaderboard": "rank entries and build the static site",
@@ -75,8 +76,8 @@ def build_parser() -> Parser:
     harness_cli.add_references_option(sub.add_parser("list", help="list the references"))
     harness_cli.add_eval_options(sub.add_parser("eval", help="score a predictions file like the official scripts"))
     for name, text in TOOLS.items():
-        p = sub.add_parser(name, help=text, add_help=False)
-        p.add_argument("args", nargs=argparse.REMAINDER)
+        tool = importlib.import_module(f"dawnbench.{name}")
+        tool.build_parser(sub.add_parser(name, help=text)).set_defaults(tool=tool)
     add_data_options(sub.add_parser("data", help="fetch, prepare (ImageNet) or verify a dataset"))
     harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run offline: its log, stored "
                                                                  "predictions, result.json and TSV agree"))
@@ -141,12 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     """The command, in this process (dawnbench.launcher, the `dawnbench` a user types, decides which
     process that is)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in TOOLS:
-        return importlib.import_module(f"dawnbench.{argv[0]}").main(argv[1:])
     try:
         args = build_parser().parse_args(argv)
     except DawnbenchError as e:
-        return report(PROG, e)
+        # an entry tool's every error line starts with its own name, a bad option's too
+        return report(command(argv[0]) if argv and argv[0] in TOOLS else PROG, e)
+    if args.command in TOOLS:
+        return args.tool.run(args)          # each tool reports its own errors, prefixed with its name
     return harness_cli.run_command(COMMANDS[args.command], args, PROG)
 
 

@@ -83,9 +83,12 @@ def verdict(events: Path, proc: subprocess.CompletedProcess, version: str) -> tu
                          f"first: {first} (--verbose for the checker's report)")
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog=PROG, description="Check a run's events.jsonl with MLPerf's official compliance "
-                                           "checker and dawnbench's ruleset; one line, exit 0 when it passes")
+def build_parser(parser: Parser | None = None) -> Parser:
+    """The options, on `parser` (dawnbench.cli's `compliance`, in the one tree) or on a parser of its
+    own (`python -m dawnbench.compliance`)."""
+    parser = parser if parser is not None else Parser(prog=PROG)
+    parser.description = ("Check a run's events.jsonl with MLPerf's official compliance checker and dawnbench's "
+                          "ruleset; one line, exit 0 when it passes")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (results/<reference>/<run id>/) or its events.jsonl")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the checker's own report first")
     return parser
@@ -95,6 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
+    except DawnbenchError as e:
+        return report(PROG, e)
+    return run(args)
+
+
+def run(args) -> int:
+    """The command on parsed options (dawnbench.cli runs it from the one tree)."""
+    try:
         events = events_file(args.run_dir)
         version = checker_version()
     except DawnbenchError as e:

@@ -4,7 +4,7 @@
     run REF, infer REF                     REF's environment, .venv/REF (`make setup REF=REF`)
     the entry tools, data prepare          the tools environment, .venv/tools (`make tools`)
     data fetch|verify, verify, eval,       any environment there is (none: REF's for `data --reference
-      --help                               REF`, else the tools environment)
+      --help (any subcommand's)            REF`, else the tools environment)
     list [--references DIR]                here, whatever Python this is (it reads reference.toml)
 
 Here, in this process, when this Python already has what the subcommand needs (the tests' .venv/test
@@ -126,7 +126,8 @@ def route(argv: list[str]) -> Route | None:
         return light
     command, rest = argv[0], argv[1:]
     if command in ENTRY_TOOLS:
-        return tools
+        # their options are in dawnbench.cli's one tree, which any environment builds
+        return light if "-h" in rest or "--help" in rest else tools
     if command == "list" and (not rest or (len(rest) == 2 and rest[0] == "--references")
                               or (len(rest) == 1 and rest[0].startswith("--references="))):
         return None

@@ -20,9 +20,11 @@ from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
 PROG = command("leaderboard")
 
 
-def build_parser() -> Parser:
-    p = Parser(prog=PROG, description="Rank entries per task; build the static site (or print the "
-                                      "rankings as JSON).")
+def build_parser(p: Parser | None = None) -> Parser:
+    """The options, on `p` (dawnbench.cli's `leaderboard`, in the one tree) or on a parser of its own
+    (`python -m dawnbench.leaderboard`)."""
+    p = p if p is not None else Parser(prog=PROG)
+    p.description = "Rank entries per task; build the static site (or print the rankings as JSON)."
     p.add_argument("entries", type=nonempty_path, help="an entry tree: <Task>/<train|inference>/<name>.json")
     p.add_argument("--out", type=nonempty_path, default=None, help="the site's folder (for --format html)")
     p.add_argument("--format", choices=["html", "json"], default="html")
@@ -34,8 +36,7 @@ def build_parser() -> Parser:
     return p
 
 
-def _run(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args) -> int:
     if not args.entries.exists():
         raise UsageError(f"{args.entries} does not exist; give an entry tree "
                          f"(entries/<Task>/<train|inference>/*.json)")
@@ -65,7 +66,16 @@ def _run(argv: list[str] | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _run(argv)
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    except DawnbenchError as e:
+        return report(PROG, e)
+    return run(args)
+
+
+def run(args) -> int:
+    """The command on parsed options (dawnbench.cli runs it from the one tree)."""
+    try:
+        return _run(args)
     except DawnbenchError as e:
         return report(PROG, e)
 

@@ -401,9 +401,12 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
-def build_parser() -> Parser:
-    p = Parser(prog=PROG, description="Run an entry again from its run's provenance and compare: converged or "
-                                      "not, the epoch, the metric at each epoch, time-to-accuracy.")
+def build_parser(p: Parser | None = None) -> Parser:
+    """The options, on `p` (dawnbench.cli's `reproduce`, in the one tree) or on a parser of its own
+    (`python -m dawnbench.reproduce`)."""
+    p = p if p is not None else Parser(prog=PROG)
+    p.description = ("Run an entry again from its run's provenance and compare: converged or not, the epoch, "
+                     "the metric at each epoch, time-to-accuracy.")
     p.add_argument("target", type=nonempty_path, metavar="RUN_OR_ENTRY",
                    help="a run folder (results/<reference>/<run id>/) or a training entry JSON with its <stem>.run/")
     p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=1, metavar="N",
@@ -437,8 +440,7 @@ def _check(args) -> tuple[float | None, str | None]:
     return (None if args.tolerance is None else parse_tolerance(args.tolerance)), args.runtime
 
 
-def _run(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args) -> int:
     asked_tolerance, asked_runtime = _check(args)
     data_root = Path(args.data or datasets.default_data_root()).resolve()
     original = read_original(args.target, data_root)
@@ -509,7 +511,16 @@ def _say(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _run(sys.argv[1:] if argv is None else list(argv))
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    except DawnbenchError as e:
+        return report(PROG, e)
+    return run(args)
+
+
+def run(args) -> int:
+    """The command on parsed options (dawnbench.cli runs it from the one tree)."""
+    try:
+        return _run(args)
     except DawnbenchError as e:
         return report(PROG, e)
 

@@ -12,13 +12,13 @@ import json
 import math
 from functools import cache
 from pathlib import Path
-
-import jsonschema
-import referencing
-from referencing.jsonschema import DRAFT202012
+from typing import TYPE_CHECKING
 
 import harness.tasks
 from harness.tasks import RULES_VERSION
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCHEMA_DIR = Path(__file__).parent / "data" / "schemas"
 RESULT_SCHEMA_FILE = Path(harness.tasks.__file__).parent / "data" / "result.schema.json"   # a run's result.json
@@ -57,20 +57,28 @@ def _is_integer(checker, value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-_Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
-        {"number": _is_number, "integer": _is_integer}))
-# A referenced schema that names its $schema would be checked by jsonschema's stock class for that
-# draft (`validator_for`), without the type checker above: the registry holds them without it.
-_REGISTRY = referencing.Registry().with_resources(
-    (schema["$id"], DRAFT202012.create_resource({k: v for k, v in schema.items() if k != "$schema"}))
-    for schema in SCHEMAS.values())
+@cache
+def _validator_class():
+    """Draft 2020-12 with finite numbers and integers that are not booleans. jsonschema is imported
+    here, on first use: dawnbench.cli builds every subcommand's options in environments without it."""
+    import jsonschema
+    return jsonschema.validators.extend(
+        jsonschema.Draft202012Validator,
+        type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+            {"number": _is_number, "integer": _is_integer}))
 
 
 @cache
 def _validator(name: str):
-    return _Validator(SCHEMAS[name], registry=_REGISTRY, format_checker=_Validator.FORMAT_CHECKER)
+    import referencing
+    from referencing.jsonschema import DRAFT202012
+    # A referenced schema that names its $schema would be checked by jsonschema's stock class for that
+    # draft (`validator_for`), without the type checker above: the registry holds them without it.
+    registry = referencing.Registry().with_resources(
+        (schema["$id"], DRAFT202012.create_resource({k: v for k, v in schema.items() if k != "$schema"}))
+        for schema in SCHEMAS.values())
+    cls = _validator_class()
+    return cls(SCHEMAS[name], registry=registry, format_checker=cls.FORMAT_CHECKER)
 
 
 def errors(fields: object, kind: str | None) -> list[jsonschema.ValidationError]:
@@ -81,7 +89,8 @@ def errors(fields: object, kind: str | None) -> list[jsonschema.ValidationError]
 
 def result_errors(result: object) -> list[jsonschema.ValidationError]:
     """Every way a run's result.json breaks harness/data/result.schema.json, the field's first."""
-    found = _Validator(RESULT_SCHEMA, format_checker=_Validator.FORMAT_CHECKER).iter_errors(result)
+    cls = _validator_class()
+    found = cls(RESULT_SCHEMA, format_checker=cls.FORMAT_CHECKER).iter_errors(result)
     return sorted(found, key=lambda e: [str(k) for k in e.path])
 
 
@@ -102,4 +111,5 @@ def example(path: tuple) -> str:
 def conforms(path: tuple, value: object) -> bool:
     """Whether `value` is a valid value of the field at `path` (an unknown field accepts anything)."""
     spec = field(path)
-    return spec is None or _Validator(spec, format_checker=_Validator.FORMAT_CHECKER).is_valid(value)
+    cls = _validator_class()
+    return spec is None or cls(spec, format_checker=cls.FORMAT_CHECKER).is_valid(value)

@@ -15,10 +15,9 @@ import json
 import os
 import shutil
 import tempfile
+from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
-
-import jinja2
 
 from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
@@ -65,15 +64,21 @@ def is_http_url(url) -> bool:
     return parts.scheme.lower() in ("http", "https") and bool(parts.netloc) and not any(c.isspace() for c in url)
 
 
-ENV = jinja2.Environment(loader=jinja2.PackageLoader("dawnbench", "templates"),
-                         autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined,
-                         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-ENV.tests["http_url"] = is_http_url
+@cache
+def templates():
+    """The pages' templates. jinja2 is imported here, on first use: dawnbench.cli builds every
+    subcommand's options (leaderboard's among them) in environments without it."""
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.PackageLoader("dawnbench", "templates"),
+                             autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.tests["http_url"] = is_http_url
+    return env
 
 
 def link(url) -> str:
     """An entry's code URL as the pages show it: a link when `is_http_url`, else text."""
-    return str(ENV.get_template("macros.html").module.code_link(entries.text(url)))
+    return str(templates().get_template("macros.html").module.code_link(entries.text(url)))
 
 
 def commit(fields: dict) -> str:
@@ -124,7 +129,7 @@ def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
                        for table, rows in tables.items()],
             "unranked": [u for u in rankings["unranked"] if u["task"] == task_name],
             "invalid": [u for u in rankings.get("invalid", []) if u["task"] == task_name]})
-    return ENV.get_template("index.html").render(csp=CSP, root="", tasks=tasks, n_entries=n_entries,
+    return templates().get_template("index.html").render(csp=CSP, root="", tasks=tasks, n_entries=n_entries,
                                                  rules_version=RULES_VERSION)
 
 
@@ -170,7 +175,7 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     log = [[format(r.get(c, float("nan")), "g") for c in columns] for r in entry.rows]
     other = {"kind": "inference" if entry.kind == "train" else "training", "href": sibling} if sibling else None
     written = entry.written if entry.written is not None else f
-    return ENV.get_template("entry.html").render(
+    return templates().get_template("entry.html").render(
         csp=CSP, root="../../", task=task, kind=entry.kind, name=entry.name, image=image, fields=rows,
         sibling=other, columns=columns, log=log, notes=[_note(entry, n) for n in entry.notes],
         entry_json=json.dumps(written, indent=2, ensure_ascii=False))
@@ -239,7 +244,7 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
         os.chmod(tmp, 0o755)
         w = _Writer(tmp)
         w.text(MARKER, "built by `dawnbench leaderboard`; the command replaces this folder whole\n")
-        w.text("style.css", ENV.loader.get_source(ENV, "style.css")[0])
+        w.text("style.css", templates().loader.get_source(templates(), "style.css")[0])
 
         numbers = analyze.cost_vs_time_numbers(loaded)
         plots = {}

@@ -562,10 +562,13 @@ def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]
     return finals_and_run
 
 
-def build_parser() -> Parser:
-    p = Parser(prog=PROG, description="Write a converged run (or a series' median run) as DAWNBench v1 "
-                                       "entry files: <Task>/train/<author>_<model>_<hardware>_<framework>"
-                                       ".json + .tsv, and with --inference <Task>/inference/<same>.json.")
+def build_parser(p: Parser | None = None) -> Parser:
+    """The options, on `p` (dawnbench.cli's `submit`, in the one tree) or on a parser of its own
+    (`python -m dawnbench.submit`)."""
+    p = p if p is not None else Parser(prog=PROG)
+    p.description = ("Write a converged run (or a series' median run) as DAWNBench v1 entry files: "
+                     "<Task>/train/<author>_<model>_<hardware>_<framework>.json + .tsv, and with --inference "
+                     "<Task>/inference/<same>.json.")
     p.add_argument("run_dir", type=nonempty_path, metavar="RUN_DIR", nargs="?",
                    help="a run folder (result.json) or a series folder (summary.json); left out, --inference alone "
                         "submits the entry of a reference that only infers")
@@ -596,6 +599,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
+    except DawnbenchError as e:
+        return report(PROG, e)
+    return run(args)
+
+
+def run(args) -> int:
+    """The command on parsed options (dawnbench.cli runs it from the one tree)."""
+    try:
         written = submit(args)
     except DawnbenchError as e:
         return report(PROG, e)

@@ -722,10 +722,12 @@ def _owner_of(log: Path) -> Path | None:
     return None
 
 
-def build_parser() -> Parser:
-    p = Parser(prog=PROG, description="Check DAWNBench v1 entries: one line per problem, "
-                                       "FILE:LINE: FIELD: what is wrong (how to fix); at the v1 level, "
-                                       "FILE:LINE: FIELD: warning: what v1 tolerated (how it is read).")
+def build_parser(p: Parser | None = None) -> Parser:
+    """The options, on `p` (dawnbench.cli's subcommand of this name, in the one tree) or on a parser
+    of its own (`python -m dawnbench.validate`)."""
+    p = p if p is not None else Parser(prog=PROG)
+    p.description = ("Check DAWNBench v1 entries: one line per problem, FILE:LINE: FIELD: what is wrong (how to "
+                     "fix); at the v1 level, FILE:LINE: FIELD: warning: what v1 tolerated (how it is read).")
     p.add_argument("paths", nargs="+", type=nonempty_path, metavar="PATH", help="entry files or trees (entries/)")
     p.add_argument("--level", choices=LEVELS, default="strict",
                    help=f"which rules (default strict): {LEVEL_HELP}")
@@ -757,6 +759,11 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except DawnbenchError as e:
         return report(PROG, e)
+    return run(args)
+
+
+def run(args) -> int:
+    """The command on parsed options (dawnbench.cli runs it from the one tree)."""
     try:
         _check_given(args.paths)
     except DawnbenchError as e:

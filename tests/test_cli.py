@@ -95,3 +95,37 @@ def test_infer_scripted_reports_latency_and_accuracy(capsys, tmp_path):
     assert result["latency"] == lat["mean"]
     assert result["cost_per_10k_items_usd"] == pytest.approx(3.6 * lat["mean"] / 3.6e6 * 1e4)
     assert "p99" in out and "cost per 10,000 items" in out
+
+
+def test_one_parser_tree_holds_every_subcommand_without_the_tools_libraries():
+    """Every subcommand, the entry tools' too, is a real subparser of one tree with its own options
+    (not a pass-through of the words after it), and the tree is built where jsonschema, jinja2 and
+    matplotlib are absent (a reference's environment): `<tool> --help` needs no tools environment."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from dawnbench import cli
+
+    code = ("import sys\n"
+            "for name in ('jsonschema', 'referencing', 'jinja2', 'matplotlib'):\n"
+            "    sys.modules[name] = None      # importing them now fails, as where they are not installed\n"
+            "from dawnbench import cli\n"
+            "for name in cli.TOOLS:\n"
+            "    try:\n"
+            "        cli.main([name, '--help'])\n"
+            "    except SystemExit as e:\n"
+            "        assert e.code == 0, (name, e.code)\n"
+            "    print('@@')\n")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           cwd=Path(__file__).resolve().parent.parent)
+    assert shown.returncode == 0, shown.stderr
+    helps = shown.stdout.split("@@\n")[:-1]
+    assert len(helps) == len(cli.TOOLS)
+    for name, text in zip(cli.TOOLS, helps):
+        assert text.startswith(f"usage: dawnbench {name}"), text
+        assert "--" in text.split("\n\n", 1)[1], text      # its own options are listed
+    subcommands = next(a for a in cli.build_parser()._actions if a.dest == "command").choices
+    assert set(cli.TOOLS) <= set(subcommands)
+    for name in cli.TOOLS:
+        assert all(a.nargs != "..." for a in subcommands[name]._actions), name
