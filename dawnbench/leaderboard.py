@@ -14,8 +14,8 @@ import json
 import sys
 
 from dawnbench import entries, ranking, reproduction, site, validate, verification
-from harness.arguments import Parser, nonempty_path
-from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
+from harness.arguments import Parser, nonempty_path, reports_errors
+from harness.errors import EXIT_OK, UsageError, command
 
 PROG = command("leaderboard")
 
@@ -64,20 +64,13 @@ def _run(args) -> int:
     return EXIT_OK
 
 
+@reports_errors(PROG)
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
+    return _run(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
 
 
-def run(args) -> int:
-    """The command on parsed options (dawnbench.cli runs it from the one tree)."""
-    try:
-        return _run(args)
-    except DawnbenchError as e:
-        return report(PROG, e)
+# The command on parsed options (dawnbench.cli runs it from the one tree).
+run = reports_errors(PROG)(_run)
 
 
 if __name__ == "__main__":

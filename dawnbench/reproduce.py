@@ -40,8 +40,8 @@ from pathlib import Path
 from dawnbench import reproduction, safe_read, verification
 from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
 from harness import datasets, outputs, paths, provenance, registry, verify
-from harness.arguments import MAX_RUNS, Parser, nonempty_path, number, whole
-from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
+from harness.arguments import MAX_RUNS, Parser, nonempty_path, number, reports_errors, whole
+from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command
 
 PROG = command("reproduce")
 DEFAULT_TIME_TOLERANCE = 0.25   # without a series: a loaded machine's run-to-run spread (docs/RULES.md) with room
@@ -509,20 +509,13 @@ def _say(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
+@reports_errors(PROG)
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
+    return _run(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
 
 
-def run(args) -> int:
-    """The command on parsed options (dawnbench.cli runs it from the one tree)."""
-    try:
-        return _run(args)
-    except DawnbenchError as e:
-        return report(PROG, e)
+# The command on parsed options (dawnbench.cli runs it from the one tree).
+run = reports_errors(PROG)(_run)
 
 
 if __name__ == "__main__":
