@@ -300,7 +300,7 @@ def _dawnbench(*args, env=None):
     (["--runtime", "onnxruntime", "--precision", "bf16"], "ONNX Runtime has no bf16 path on CPUs"),
     (["--runtime", "openvino", "--precision", "fp16"], "--precision 'fp16': expected one of fp32, bf16, int8"),
     (["--precision", "int8"], "--precision int8 is not supported by --runtime reference"),
-    (["--runtime", "openvino", "--threads", "0"], "--threads 0: give a whole number, 1 or more"),
+    (["--runtime", "openvino", "--threads", "0"], "--threads 0: give a whole number from 1 to 4,096"),
 ])
 def test_bad_options_are_one_line(options, message, fashion, tmp_path):
     proc = _dawnbench("infer", REF, "--model", str(fashion["model"]), "--data", str(fashion["root"]),
