@@ -29,8 +29,6 @@ NAME = "imagenet-amoebanet-tpu"
 CHECKED_HERE = {"parameters", "schedule", "optimizer", "augmentation", "eval_preprocessing", "config", "test"}
 IMAGENET_TRAIN = 1_281_167
 TEST_DECAY = 0.5            # 4e-5 moves a weight by ~1e-5 of itself a step: the decay raised, so that it shows
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 @functools.cache

@@ -46,7 +46,6 @@ MXNET_PYTHON = REPO / ".venv" / MX_REF / "bin" / "python"
 pytestmark = [
     # MXNet 1.9.1 looks up scipy.sparse.csr.csr_matrix on every mx.nd.array: scipy 1.13 warns each time.
     pytest.mark.filterwarnings("ignore:Please import `csr_matrix`:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning"),
 ]
 
 IMAGENET_TRAIN = 1_281_167          # ImageNet's training images: the schedules' steps an epoch come from it

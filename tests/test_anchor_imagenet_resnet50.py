@@ -48,8 +48,6 @@ SMALL = {"batch_size": 4, "image_size_start": 64, "image_size_end": 64}    # the
 # moves every decayed weight by 0.5% of itself, and a BN scale of 1 that is wrongly decayed by 5e-3,
 # 500 times the tolerance; test_the_optimizer_rows_are_the_configs checks the recipe's own decay.
 TEST_DECAY = 0.05
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 @pytest.fixture(scope="module", autouse=True)

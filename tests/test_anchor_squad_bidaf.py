@@ -30,8 +30,6 @@ CHECKED_HERE = {"parameters", "config", "optimizer", "test"}
 SMALL = {"hidden": 16, "char_filters": 8, "batch_size": 8, "char_min_count": 1, "eval_batch_size": 8}
 LR, BETA1, BETA2, EMA = 0.001, 0.9, 0.999, 0.999          # the tables' Adam and weight average
 EPSILON = {TORCH: 1e-8, KERAS: 1e-7}                       # each framework's default (the tables' optimizer rows)
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -36,10 +36,6 @@ REFERENCES = references("tensorflow")
 # compilation) and train one step of their epoch (an eager step of ResNet-164 takes ~6 s here).
 COMPILED = {"cifar10-resnet20-tensorflow"}
 ONE_STEP = set(REFERENCES) - COMPILED
-# Keras 3.15 saves weights through np.array(variable), which TensorFlow 2.21's variables answer
-# with this numpy 2 deprecation warning; harmless.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 def trainable_count(model) -> int:

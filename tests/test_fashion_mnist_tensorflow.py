@@ -19,10 +19,6 @@ from harness import registry
 from harness.reference import Context
 
 REF = "fashion-mnist-cnn-tensorflow"
-# Keras saves weights through np.array(variable), which TensorFlow 2.21's variables answer with
-# this numpy 2 deprecation warning; harmless.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 def dawnbench(*args, timeout=600):

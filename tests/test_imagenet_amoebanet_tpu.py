@@ -27,8 +27,6 @@ from harness.reference import Context
 NAME = "imagenet-amoebanet-tpu"
 SMALL = {"num_cells": 3, "filters": 16, "image_size": 96, "batch_size": 4, "eval_batch_size": 5,
          "xla_inference": False, "cpu_replicas": 2, "tpu": "none"}
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 # TensorFlow fixes its devices when it first runs an op: the 2 logical CPUs are made at import, before
 # any test of the session runs one (split_cpu would find them made and accept them).

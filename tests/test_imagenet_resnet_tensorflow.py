@@ -36,10 +36,7 @@ REFERENCES = sorted(PARAMETERS)
 R50 = "imagenet-resnet50-tensorflow"
 SMALL = {"image_size_start": 32, "image_size_end": 32, "eval_resize": 40, "eval_crop": 32,
          "batch_size": 4, "eval_batch_size": 5, "xla_inference": False}
-# Keras saves weights through np.array(variable), which TensorFlow 2.21's variables answer with
-# this numpy 2 deprecation warning; harmless.
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning",
     "ignore:Even though the `tf.config.experimental_run_functions_eagerly`:UserWarning")
 
 

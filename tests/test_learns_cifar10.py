@@ -47,10 +47,6 @@ CASES = {
     "cifar10-resnet20-tensorflow": ["depth=8", "lr_boundaries=1,2,3"],
     "cifar10-fast-pytorch": ["batch_size=128", "epochs=4", "widths=16,32,32"],
 }
-# Keras saves weights through np.array(variable), which TensorFlow 2.21's variables answer with
-# this numpy 2 deprecation warning; harmless.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 @pytest.fixture(scope="module")

@@ -30,10 +30,6 @@ SCHEDULE = ["epochs=3"]               # the one-cycle plan over the 3 epochs run
 EPOCHS = 3
 TRAIN, TEST = 5120, 500               # 20 steps an epoch at the recipe's batch of 256
 CHANCE, BAR = 0.1, 0.6
-# Keras saves weights through np.array(variable), which TensorFlow 2.21's variables answer with
-# this numpy 2 deprecation warning; harmless.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 @pytest.fixture(scope="module")

@@ -73,10 +73,8 @@ EPOCHS_OF = {"imagenet-resnet50-tensorflow": 8}
 AMOEBANET = ["num_cells=3", "filters=16", "image_size=96", "batch_size=16", "eval_batch_size=16", "tpu=none",
              "xla_inference=false"]
 COLOURS = np.array([[200, 40, 40], [40, 200, 40], [40, 40, 200], [200, 200, 40]], dtype=np.float32)
-# Each takes 14 to 24 s on the idle 2-core machine: the recipe_run tier. Keras saves weights through np.array(variable),
-# which TensorFlow 2.21's variables answer with this numpy 2 deprecation warning; harmless.
-pytestmark = [pytest.mark.recipe_run, pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")]
+# Each takes 14 to 24 s on the idle 2-core machine: the recipe_run tier.
+pytestmark = pytest.mark.recipe_run
 
 
 def shape(k: int, rng: np.random.Generator, size: int = 64) -> np.ndarray:

@@ -45,10 +45,6 @@ OVERRIDES = ["hidden=32", "ema_decay=0.9"]
 FILLERS = ("river stone north green quiet house early market paper window winter garden silver bridge morning "
            "letter mountain yellow station island forest village summer harbour valley coffee engine lamp cloud").split()
 QUESTION = "Which words stand between alpha and omega?"
-# Keras saves weights through np.array(variable), which TensorFlow 2.21's variables answer with
-# this numpy 2 deprecation warning; harmless.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 def marked_squad(questions: int, seed: int, answers_per_question: int) -> dict:

@@ -28,8 +28,6 @@ from harness.reference import Context
 NAME = "squad-bidaf-tensorflow"
 SMALL = {"hidden": 16, "char_filters": 8, "batch_size": 8, "char_min_count": 1, "eval_batch_size": 8}
 CHARS = list(string.printable.strip())            # 94 characters: a fixed list for the counts
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 
 def recipe():

@@ -16,11 +16,6 @@ from harness import registry
 from harness.errors import UsageError
 from harness.reference import Context
 
-# Keras saves weights through np.array(variable), which TensorFlow 2.21's variables answer with
-# this numpy 2 deprecation warning; harmless.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
-
 
 class Tiny(KerasReference):
     def setup(self, ctx):

@@ -40,8 +40,6 @@ W0 = np.array([[1.0, -0.5], [0.5, 2.0], [-1.0, 0.25]])   # the kernel: decayed
 B0 = np.array([0.5, -1.0])                                 # the bias: not decayed
 SCALES = (2.0 ** 15, 2.0 ** 9)  # LossScaleOptimizer's initial scale, then one set by hand: the decay must not depend on it
 RTOL = 1e-6
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
 
 # TensorFlow fixes its devices when it first runs an op: the 2 logical CPUs are made at import, before
 # any test of the session runs one (tests/test_imagenet_amoebanet_tpu.py makes the same 2).
