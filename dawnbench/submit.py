@@ -259,9 +259,6 @@ def given_price(args) -> dict | None:
     usd = args.cost_per_hour
     if usd is None:
         return None
-    if not (math.isfinite(usd) and usd >= 0):
-        raise UsageError(f"--cost-per-hour {usd}: give the on-demand USD per hour of one node, a finite number "
-                         f">= 0, e.g. 3.06")
     return {"usd_per_hour": usd, "record": None,
             "added": {"by": "submit", "date": today, "option": f"--cost-per-hour {usd:g}", "usd_per_hour": usd,
                       "source": SUBMITTER_SOURCE}}
