@@ -18,9 +18,15 @@ Parts, each printed as name=value lines with its anchors, or as `<part>: not mea
   multi_gpu       NCCL all-reduce bus bandwidth across the GPUs (2 or more)
   steps           each PyTorch reference's own training step at its real batch and input size on
                   synthetic data: ms a step, peak memory, whether the loss falls (bench/reference_steps.py)
-  peer            airbench94 (PyPI airbench 0.1.8) and cifar10-fast-pytorch, the same synthetic
-                  images, the same GPU: seconds for the 9.9-epoch schedule each, their ratio
+  peer            the public frontier side by side: airbench94 (PyPI airbench 0.1.8), airbench94_muon
+                  (the file given by $AIRBENCH94_MUON) and cifar10-fast-pytorch, the same synthetic
+                  images, the same GPU: each whole schedule's seconds, their ratios, held-out top-1
                   (bench/airbench_peer.py)
+  harness_cost    what the harness costs a record-class run: cifar10-fast's whole schedule under
+                  `dawnbench run` against a bare loop, paired repeats; the handover's median and p99
+                  (bench/harness_cost.py)
+  precision       cifar10-fast in bf16, fp16 with a loss scale, and fp32: seconds an epoch and
+                  held-out top-1 on a learnable synthetic CIFAR-10 (bench/cifar_fast_precision.py)
 
 Without CUDA (or with --cpu-smoke) every part runs at tiny sizes on the CPU, labelled cpu, so the
 code paths are exercised; torch.compile there uses the "eager" backend (no C++ toolchain needed).
@@ -43,12 +49,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import airbench_peer, reference_steps
+from bench import airbench_peer, cifar_fast_precision, harness_cost, reference_steps
 from bench.gpu_common import REPO, NotMeasured, Report, Setting, cpu_only, load_reference_module, one_line, reference_defaults
 from harness.arguments import Parser, nonempty_path, reports_errors
 
 BIDAF_DIR = REPO / "references" / "squad-bidaf-pytorch"
-PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu", "steps", "peer")
+PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu", "steps", "peer",
+         "harness_cost", "precision")
 
 # Peak dense bf16 tensor FLOP/s by device name (NVIDIA's data sheets, without sparsity); a device
 # not in the table gets no utilization figure rather than a wrong one. Checked in order.
@@ -529,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         "multi_gpu": lambda: part_multi_gpu(s, r),
         "steps": lambda: reference_steps.part_steps(s, r),
         "peer": lambda: airbench_peer.part_peer(s, r),
+        "harness_cost": lambda: harness_cost.part_harness_cost(s, r),
+        "precision": lambda: cifar_fast_precision.part_precision(s, r),
     }
     for part in parts:
         try:

@@ -6,11 +6,14 @@ before the reference's code is imported. Eval is excluded from both: the bare lo
 evaluates, and the harness's eval spans are off its clock. Each repeat runs both, in fresh
 processes, back to back, alternating which goes first; the overhead is the median of the paired
 ratios, with a bootstrap 95% confidence interval, and the per-epoch handover (freeze, thaw) the
-harness measured.
+harness measured: median, p99 and max. `paired` is the same measurement for other callers
+(bench.harness_cost: cifar10-fast's whole schedule on a GPU).
 """
 from __future__ import annotations
 
 import json
+import math
+import os
 import random
 import statistics
 import subprocess
@@ -26,7 +29,7 @@ from pathlib import Path
 from harness import datasets, registry
 from harness.reference import Context
 spec = registry.load_spec(sys.argv[1]); epochs = int(sys.argv[2]); seed = int(sys.argv[3])
-cfg = registry.resolve_hyperparameters(spec, [])
+cfg = registry.resolve_hyperparameters(spec, sys.argv[4:])
 t0 = time.perf_counter()    # before the import, as the harness's clock
 ref = spec.load_entry_class()()
 ref.setup(Context(config=cfg, data_root=datasets.default_data_root(), seed=seed, task=spec.task, show_progress=False))
@@ -38,22 +41,75 @@ print(time.perf_counter() - t0)
 """
 
 
-def bare(reference: str, epochs: int, seed: int) -> float:
-    out = subprocess.run([sys.executable, "-c", BARE, reference, str(epochs), str(seed)],
-                         capture_output=True, text=True, check=True)
+def bare(reference: str, epochs: int, seed: int, sets: tuple[str, ...] = (), env: dict | None = None) -> float:
+    out = subprocess.run([sys.executable, "-c", BARE, reference, str(epochs), str(seed), *sets],
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"the bare loop failed (exit {out.returncode}): {out.stderr.strip()[-600:]}")
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def harnessed(reference: str, epochs: int, seed: int, results: Path, tag: str) -> dict:
+def harnessed(reference: str, epochs: int, seed: int, results: Path, tag: str, sets: tuple[str, ...] = (),
+              env: dict | None = None) -> dict:
     # threshold 1.0 is never reached, so the run trains exactly `epochs` epochs (DNC on budget)
-    subprocess.run([sys.executable, "-m", "dawnbench", "run", reference, "--seed", str(seed),
-                    "--max-epochs", str(epochs), "--threshold", "1.0", "--no-progress", "--no-save",
-                    "--results", str(results), "--run-id", tag], capture_output=True, text=True)
-    r = json.loads((results / reference / tag / "result.json").read_text())
+    options = [arg for kv in sets for arg in ("--set", kv)]
+    proc = subprocess.run([sys.executable, "-m", "dawnbench", "run", reference, "--seed", str(seed),
+                           "--max-epochs", str(epochs), "--threshold", "1.0", "--no-progress", "--no-save",
+                           "--results", str(results), "--run-id", tag, *options], capture_output=True, text=True, env=env)
+    result = results / reference / tag / "result.json"
+    if not result.is_file():
+        raise RuntimeError(f"the harnessed run left no result (exit {proc.returncode}): {proc.stderr.strip()[-600:]}")
+    r = json.loads(result.read_text())
+    if r.get("epochs") != epochs:
+        raise RuntimeError(f"the harnessed run trained {r.get('epochs')} epochs, not {epochs}: {r.get('dnc_reason')}")
     spans = r["spans_seconds"]
     return {"on_clock": spans["init"] + spans["train"] + spans.get("harness", 0.0),
             "harness_span": spans.get("harness", 0.0),
-            "handover_ms": [row.get("handover_ms", float("nan")) for row in r["history"]]}
+            "handover_ms": [row.get("handover_ms", float("nan")) for row in r["history"]],
+            "isolation": (r.get("isolation") or {}).get("mode", "unknown")}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank q-th percentile (of 40 values, p99 is the largest)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def paired(reference: str, epochs: int, seed: int, repeats: int, sets: tuple[str, ...] = (),
+           env: dict | None = None, log=print) -> dict:
+    """Both sides `repeats` times, back to back, alternating which goes first; the summary figures."""
+    env = {**os.environ, **(env or {})}
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as results:
+        return _paired(reference, epochs, seed, repeats, sets, env, log, Path(results))
+
+
+def _paired(reference, epochs, seed, repeats, sets, env, log, results: Path) -> dict:
+    bares, harnesses, spans, handovers, modes = [], [], [], [], set()
+    for i in range(repeats):
+        # alternate which side goes first, so a machine that speeds up or slows down favours neither
+        if i % 2 == 0:
+            bares.append(bare(reference, epochs, seed, sets, env))
+            h = harnessed(reference, epochs, seed, results, f"overhead-{i}", sets, env)
+        else:
+            h = harnessed(reference, epochs, seed, results, f"overhead-{i}", sets, env)
+            bares.append(bare(reference, epochs, seed, sets, env))
+        harnesses.append(h["on_clock"])
+        handovers.extend(h["handover_ms"])
+        spans.append(h["harness_span"])
+        modes.add(h["isolation"])
+        log(f"repeat_{i}_bare_seconds={bares[-1]:.3f} repeat_{i}_harness_seconds={harnesses[-1]:.3f}")
+    # Each repeat runs bare then harness back to back; the median of the per-pair ratios cancels
+    # slow drift in machine speed better than comparing the two sets as wholes.
+    ratios = [hh / bb for hh, bb in zip(harnesses, bares)]
+    rng = random.Random(0)
+    boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    b, h = statistics.median(bares), statistics.median(harnesses)
+    return {"bare_seconds": b, "harness_seconds": h, "ratio": statistics.median(ratios),
+            "ratio_ci95": (boots[50], boots[1949]), "ratios": ratios,
+            "handover_ms_median": statistics.median(handovers), "handover_ms_p99": percentile(handovers, 99),
+            "handover_ms_max": max(handovers), "handovers": len(handovers),
+            "bare_spread_pct": 100 * (max(bares) - min(bares)) / b,
+            "harness_span_pct": 100 * statistics.median(spans) / h, "isolation": ",".join(sorted(modes))}
 
 
 @reports_errors("python -m bench.overhead")
@@ -68,34 +124,17 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=whole("--seed", 0, SEED_MAX, 0), default=0, metavar="N",
                    help="the seed of every run (default 0)")
     a = p.parse_args(argv)
-    results = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
-    bares, harnesses, spans, handovers = [], [], [], []
-    for i in range(a.repeats):
-        # alternate which side goes first, so a machine that speeds up or slows down favours neither
-        if i % 2 == 0:
-            bares.append(bare(a.reference, a.max_epochs, a.seed))
-            h = harnessed(a.reference, a.max_epochs, a.seed, results, f"overhead-{i}")
-        else:
-            h = harnessed(a.reference, a.max_epochs, a.seed, results, f"overhead-{i}")
-            bares.append(bare(a.reference, a.max_epochs, a.seed))
-        harnesses.append(h["on_clock"])
-        handovers.extend(h["handover_ms"])
-        spans.append(h["harness_span"])
-        print(f"repeat_{i}_bare_seconds={bares[-1]:.3f} repeat_{i}_harness_seconds={harnesses[-1]:.3f}", flush=True)
-    b, h = statistics.median(bares), statistics.median(harnesses)
-    print(f"bare_seconds={b:.3f} harness_seconds={h:.3f}")
-    # Each repeat runs bare then harness back to back; the median of the per-pair ratios cancels
-    # slow drift in machine speed better than comparing the two sets as wholes.
-    ratios = [hh / bb - 1 for hh, bb in zip(harnesses, bares)]
-    print(f"harness_overhead_pct={100 * statistics.median(ratios):.2f}")
-    rng = random.Random(0)
-    boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
-    print(f"harness_overhead_ci95_pct={100 * boots[50]:.2f}..{100 * boots[1949]:.2f}")
-    print(f"handover_ms_median={statistics.median(handovers):.2f} handover_ms_max={max(handovers):.2f}")
-    print(f"harness_overhead_min_pct={100 * (min(harnesses) - min(bares)) / min(bares):.2f}")
+    f = paired(a.reference, a.max_epochs, a.seed, a.repeats, log=lambda line: print(line, flush=True))
+    print(f"bare_seconds={f['bare_seconds']:.3f} harness_seconds={f['harness_seconds']:.3f}")
+    low, high = f["ratio_ci95"]
+    print(f"harness_overhead_pct={100 * (f['ratio'] - 1):.2f}")
+    print(f"harness_overhead_ci95_pct={100 * (low - 1):.2f}..{100 * (high - 1):.2f}")
+    print(f"handover_ms_median={f['handover_ms_median']:.2f} handover_ms_p99={f['handover_ms_p99']:.2f} "
+          f"handover_ms_max={f['handover_ms_max']:.2f}")
     # the run-to-run spread of the bare loop alone: differences below it are the machine, not the harness
-    print(f"bare_spread_pct={100 * (max(bares) - min(bares)) / b:.2f}")
-    print(f"harness_span_pct={100 * statistics.median(spans) / h:.3f}")
+    print(f"bare_spread_pct={f['bare_spread_pct']:.2f}")
+    print(f"harness_span_pct={f['harness_span_pct']:.3f}")
+    print(f"isolation={f['isolation']}")
     return 0
 
 

@@ -40,6 +40,7 @@ from harness.errors import PROG_ENV, DawnbenchError
 ISOLATION_ENV = "DAWNBENCH_ISOLATION"      # "none" switches isolation off (never official)
 SANDBOX_UID = 65534                         # nobody: the reference's uid under bwrap-root
 UID_MODE_UIDS = {"train": 10002, "predict": 10003}
+WORKER_USER = "dawnbench"                   # the user name a worker's environment gives
 VIEW = Path("/dawnbench")                   # where the scratch, data and snapshots appear in a bwrap view
 # Where a container launcher mounts a role's large folders (ImageNet's train/ and val/): one folder
 # per role, which only that role's uid may enter. Docker allows no mount namespaces, and copying
@@ -234,7 +235,9 @@ def _worker_env(home: str, tmp: str, extra: dict[str, str]) -> dict[str, str]:
     if os.environ.get(PROG_ENV):      # only how the user types `dawnbench`, for the messages of common/
         env[PROG_ENV] = os.environ[PROG_ENV]
     import harness
-    env.update({"HOME": home, "TMPDIR": tmp, "PYTHONUNBUFFERED": "1",
+    # USER and LOGNAME: a worker's uid may have no passwd entry (uid mode), and libraries that ask
+    # who runs them (getpass.getuser(): torch's on a CUDA machine) fall back to pwd, which raises.
+    env.update({"HOME": home, "TMPDIR": tmp, "PYTHONUNBUFFERED": "1", "USER": WORKER_USER, "LOGNAME": WORKER_USER,
                 "PYTHONPATH": str(Path(harness.__file__).resolve().parent.parent), **extra})
     return env
 

@@ -104,3 +104,29 @@ def test_bf16_autocast_keeps_float32_weights(spec, cifar10_views, tmp_path):
     assert seen == [torch.bfloat16] and loss.dtype == torch.float32
     assert all(p.dtype == torch.float32 for p in ref.net.parameters())
     assert any(not torch.equal(a, p) for a, p in zip(before, ref.net.parameters()))
+
+
+def test_fp16_autocasts_to_float16_with_a_loss_scale(spec, cifar10_views, tmp_path):
+    """The precision row's other setting (`fp16 = "true"`, measured against bf16 on a GPU in the
+    README): the forward pass runs in float16, the loss is scaled before backward (GradScaler,
+    starting at 2^16), weights stay float32, a step changes them; bf16 is off whatever its switch;
+    a step whose gradients overflow is skipped and lowers the scale."""
+    ref = make(spec, cifar10_views["train"], tmp_path, bf16="true", fp16="true", tta_level=1)
+    assert ref.use_fp16 and not ref.use_bf16 and spec.hyperparameters["fp16"] == "false"
+    assert ref.scaler.is_enabled() and ref.scaler.get_scale() == 2.0 ** 16
+    before = [p.detach().clone() for p in ref.net.parameters()]
+    seen = []
+    hook = ref.net.register_forward_hook(lambda m, args, out: seen.append(out.dtype))
+    x, y = ref.augment(torch.arange(20), torch.full((2, 20), 2), epoch=1), ref.train_y[:20]
+    loss = ref.train_step(x, y)
+    hook.remove()
+    assert seen == [torch.float16] and loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert all(p.dtype == torch.float32 for p in ref.net.parameters())
+    assert any(not torch.equal(a, p) for a, p in zip(before, ref.net.parameters()))
+    # an overflow: inf in the input makes every gradient non-finite; the weights stay, the scale halves
+    after = [p.detach().clone() for p in ref.net.parameters()]
+    ref.train_step(torch.full_like(x, float("inf")), y)
+    assert all(torch.equal(a, p) for a, p in zip(after, ref.net.parameters()))
+    assert ref.scaler.get_scale() == 2.0 ** 15
+    # the default trains without a scaler: the scale is never consulted
+    assert not make(spec, cifar10_views["train"], tmp_path, tta_level=1).scaler.is_enabled()

@@ -61,6 +61,16 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
                 "cifar10_fast", "fashion_mnist_cnn", "imagenet_resnet50", "squad_bidaf"):
         assert figures[f"steps_{key}_step_ms"] > 0 and figures[f"steps_{key}_loss_falls"] in ("yes", "no"), key
         assert f"steps_{key}_step_ms" in report["notes"], key
+    # the harness's cost: cifar10-fast under `dawnbench run` and a bare loop, one pair, named by the isolation
+    (ratio,) = [name for name in figures if name.startswith("harness_cost_") and name.endswith("_ratio")]
+    key = ratio[:-len("_ratio")]
+    assert key.removeprefix("harness_cost_") in ("bwrap_root", "bwrap", "uid", "none")
+    assert figures[ratio] > 0 and figures[f"{key}_bare_s"] > 0 and figures[f"{key}_harness_s"] > 0
+    assert 0 < figures[f"{key}_handover_ms_median"] <= figures[f"{key}_handover_ms_p99"] <= figures[f"{key}_handover_ms_max"]
+    # the precisions: each trained, timed and scored on the held-out synthetic images
+    for precision in ("bf16", "fp16", "fp32"):
+        assert figures[f"precision_{precision}_epoch_s"] > 0 and 0 <= figures[f"precision_{precision}_top1"] <= 1
+    assert figures["precision_epoch_ratio_fp16_over_bf16"] > 0
     assert report["not_measured"]["peer"].startswith("airbench94 runs on CUDA only")
     assert set(report["not_measured"]) <= {"multi_gpu", "mfu_peak", "dali", "bidaf_tensorflow", "peer"}, report["not_measured"]
     assert "Traceback" not in proc.stdout + proc.stderr

@@ -40,7 +40,7 @@ def test_a_figure_typed_by_hand_is_found(tmp_path):
     readme = tmp_path / "references" / "cifar10-fast-pytorch" / "README.md"
     text = readme.read_text()
     data = gpu_figures.load(gpu_figures.latest())
-    measured = gpu_figures.cell(data, "peer_ratio_cifar10_fast_eager_over_airbench94")
+    measured = gpu_figures.cell(data, "peer_ratio_cifar10_fast_over_airbench94")
     assert f"| {measured} |" in text
     readme.write_text(text.replace(f"| {measured} |", "| 0.95 |", 1))
     with pytest.raises(gpu_figures.FiguresError, match="cifar10-fast-pytorch/README.md: the GPU figures block"):

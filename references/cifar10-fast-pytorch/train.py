@@ -26,7 +26,8 @@ written afresh; README.md maps every technique to the anchor's lines and lists e
     them translated by one pixel up-left and down-right (1/8 each), in `predict` and in `infer`;
   - on a CUDA GPU: bf16 autocast (weights and batch-norm statistics stay float32),
     channels_last and torch.compile. Each is a switch in reference.toml: "auto" turns it on
-    with CUDA and off on the CPU; "true" / "false" force it.
+    with CUDA and off on the CPU; "true" / "false" force it. `fp16 = "true"` autocasts to float16
+    instead, with a dynamic loss scale (airbench94's own precision is float16).
 The harness times and scores everything; this file never sees the test labels.
 """
 from __future__ import annotations
@@ -208,7 +209,12 @@ class CifarFast(TorchReference):
         if cfg["tta_level"] not in TTA_WEIGHTS:
             raise ValueError(f"tta_level {cfg['tta_level']}: expected 0, 1 or 2")
         self.use_compile = resolve_switch(cfg["compile"], self.device)
-        self.use_bf16 = resolve_switch(cfg["bf16"], self.device)
+        self.use_fp16 = resolve_switch(cfg["fp16"], self.device)
+        # fp16 replaces bf16: float16's narrow range needs the loss scaled (GradScaler skips a step
+        # whose gradients overflowed and lowers the scale); bf16 has float32's range and needs none.
+        self.use_bf16 = resolve_switch(cfg["bf16"], self.device) and not self.use_fp16
+        self.amp_dtype = torch.float16 if self.use_fp16 else torch.bfloat16
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.use_fp16)
         self.memory_format = (torch.channels_last if resolve_switch(cfg["channels_last"], self.device)
                               else torch.contiguous_format)
         if self.device.type == "cuda":
@@ -282,12 +288,13 @@ class CifarFast(TorchReference):
         lr = self.lr_at(self.step)
         for group in self.opt.param_groups:
             group["lr"] = lr * group["lr_scale"]
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_bf16 or self.use_fp16):
             logits = self.model(x)
         loss = F.cross_entropy(logits.float(), y, label_smoothing=cfg["label_smoothing"])
         self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.opt.step()
+        self.scaler.scale(loss).backward()      # with fp16 off, the scaler passes everything through
+        self.scaler.step(self.opt)
+        self.scaler.update()
         self.step += 1
         if self.step % cfg["lookahead_every"] == 0:
             self.lookahead.update(self.lookahead_decay(self.step))
@@ -332,7 +339,7 @@ class CifarFast(TorchReference):
         # (unflatten with -1, not split(len(x)): the ONNX export keeps the batch size free.)
         level = self.ctx.config["tta_level"]
         weights = TTA_WEIGHTS[level]
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_bf16 or self.use_fp16):
             logits = self.net(torch.cat(tta_views(x, level))).float()
         w = torch.tensor(weights, device=logits.device).view(-1, 1, 1)
         return (w * logits.unflatten(0, (len(weights), -1))).sum(0)

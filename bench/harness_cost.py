@@ -1,0 +1,64 @@
+"""The `harness_cost` part of `python -m bench.gpu`: what the harness costs a record-class run.
+
+cifar10-fast-pytorch trains its whole schedule (10 epochs, the last partial) on a synthetic
+CIFAR-10 written in the official format (bench/synthetic_cifar.py), driven twice per repeat, in
+fresh processes, back to back, alternating which goes first: by the harness as a user runs it
+(`dawnbench run`: sandboxed trainer, an eval and a freeze/thaw handover every epoch) and by a bare
+in-process loop (setup, train_epoch x 10, no eval). Both clocks start before the reference's code is
+imported. Figures (bench/overhead.py's `paired`): the median of the paired ratios of the harness's
+on-clock time (init + train + its own spans) over the bare loop's, a bootstrap 95% interval, and the
+handover's median, p99 and max over every epoch of every repeat. The harness's threshold is 1.0, never
+met on this data, so both sides train the same epochs. The figures are named by the isolation the
+harness chose (`harness_cost_bwrap_root_ratio`, `harness_cost_uid_ratio`, ...).
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from bench import overhead, synthetic_cifar
+from bench.gpu_common import REPO, Report, Setting
+
+REFERENCE = "cifar10-fast-pytorch"
+EPOCHS = 10                         # ceil(9.9): the schedule's epochs, the 10th partial
+REPEATS = 4
+# The CPU smoke: the same path at a size a CPU finishes in seconds an epoch (the eval set stays
+# CIFAR-10's 10,000 images: the harness wants a prediction for each).
+SMOKE_SETS = ("batch_size=64", "widths=8,16,16", "tta_level=0", "epochs=2", "eval_batch_size=2500")
+SMOKE_TRAIN, SMOKE_EPOCHS, SMOKE_REPEATS = 640, 2, 1
+
+
+def part_harness_cost(s: Setting, r: Report) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-harness-cost-") as folder:     # 180 MB of images
+        measure(s, r, Path(folder))
+
+
+def measure(s: Setting, r: Report, root: Path) -> None:
+    manifest = synthetic_cifar.write_cifar10(root / "data", n_train=SMOKE_TRAIN if s.smoke else 50_000)
+    # this checkout's reference, whatever $DAWNBENCH_REFERENCES names
+    env = {"DAWNBENCH_DATA": str(root / "data"), "DAWNBENCH_DATASETS_MANIFEST": str(manifest),
+           "DAWNBENCH_REFERENCES": str(REPO / "references")}
+    if s.smoke:
+        env["CUDA_VISIBLE_DEVICES"] = ""        # --cpu-smoke on a GPU machine stays on the CPU
+    epochs, repeats = (SMOKE_EPOCHS, SMOKE_REPEATS) if s.smoke else (EPOCHS, REPEATS)
+    f = overhead.paired(REFERENCE, epochs, 0, repeats, SMOKE_SETS if s.smoke else (), env,
+                        log=lambda line: print(line, flush=True))
+    # the isolation names the figures: a container's uid mode and bubblewrap cost differently
+    key = "harness_cost_" + f["isolation"].replace("-", "_").replace(",", "_")
+    what = (f"{REFERENCE}, {epochs} epochs of synthetic CIFAR-10 (official format), {repeats} paired repeats; "
+            f"isolation {f['isolation']}")
+    r.figure(f"{key}_bare_s", f["bare_seconds"], "median; setup + the schedule, in one process, no eval")
+    r.figure(f"{key}_harness_s", f["harness_seconds"], "median; init + train + harness spans of `dawnbench run`")
+    low, high = f["ratio_ci95"]
+    r.figure(f"{key}_ratio", f["ratio"], f"median of paired harness/bare ratios, 95% CI {low:.3f}..{high:.3f}; "
+             + what)
+    r.figure(f"{key}_ratio_ci95_low", low)
+    r.figure(f"{key}_ratio_ci95_high", high)
+    r.figure(f"{key}_handover_ms_median", f["handover_ms_median"], f"per epoch, {f['handovers']} handovers")
+    r.figure(f"{key}_handover_ms_p99", f["handover_ms_p99"], "nearest rank")
+    r.figure(f"{key}_handover_ms_max", f["handover_ms_max"])
+    r.figure(f"{key}_bare_spread_pct", f["bare_spread_pct"], "the bare loop's own run-to-run spread")
+    if not s.smoke:
+        r.goal("handover_2ms", f["handover_ms_median"] <= 2.0 and f["handover_ms_p99"] <= 10.0,
+               f"median {f['handover_ms_median']:.1f} ms, p99 {f['handover_ms_p99']:.1f} ms a handover "
+               "(issue 37's goal: median <= 2 ms, p99 <= 10 ms)")
