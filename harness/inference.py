@@ -64,7 +64,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     # whether it can be an official entry.
     eval_set = runner.EvalSet(task, len(labels), dropped)
     prov = runner.official_verdict(spec, threshold, data_reasons, eval_set, isolation,
-                                   _inference_reasons(limit, len(labels), model_record))
+                                   _inference_reasons(limit, len(labels), model_record), data_root=data_root)
     sandbox.protect_harness()
     work = sandbox.private_dir("infer")
     os.chmod(work, 0o755)

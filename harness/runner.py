@@ -103,7 +103,7 @@ class EvalSet:
 
 
 def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[str], eval_set: EvalSet, isolation,
-                     reasons: list[str] | tuple = ()) -> dict:
+                     reasons: list[str] | tuple = (), data_root: Path | None = None) -> dict:
     """git, provenance, official and unofficial_reasons (harness.provenance.collect) of a run or of
     an inference on this eval set: the harness's reasons first, then the caller's `reasons`."""
     task = spec.task
@@ -116,6 +116,14 @@ def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[s
                      f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
     if not isolation.isolated:
         found.append(isolation.reason)
+    if isolation.mode == "uid":
+        # uid mode has no mount namespace: the workers see the host's files as any other user does, so
+        # the eval labels are out of their reach only where the folders holding them are private.
+        for folder in views.label_folders(task.dataset, data_root):
+            if sandbox.reachable_by_others(folder):
+                found.append(f"uid mode: other users can reach {folder}, which holds the {task.dataset} eval labels, "
+                             f"so the sandboxed workers could read them; make it private (chmod o-rwx {folder}) "
+                             f"or run where bubblewrap works")
     return provenance.collect(spec, datasets.verified_files(), found)
 
 
@@ -176,7 +184,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     labels = datasets.load_eval_labels(task.dataset, data_root)
     eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
     isolation = sandbox.probe()
-    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation)
+    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root)
     return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,
                 isolation, prov, rank, world_size, local_rank)
 

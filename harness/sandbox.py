@@ -27,6 +27,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -195,6 +196,19 @@ def _argv(mode: str, view: View, command: list[str], chdir: str = "/", network: 
                    "--pdeathsig=SIGKILL", "--"]
         return [*outer, "--", *setpriv, *inner, "--", *command]
     return list(command)
+
+
+def reachable_by_others(path: str | os.PathLike) -> bool:
+    """Whether a uid that owns no folder on the way and is in none of their groups (uid mode's
+    workers) can reach `path`: every folder from / down to it, itself included, lets others pass (o+x)."""
+    target = Path(path).resolve()
+    for folder in [*reversed(target.parents), target]:
+        try:
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def _child_setup(uid: int | None):

@@ -125,6 +125,16 @@ def system_copies() -> list[str]:
                    if "debian_dir" in datasets.manifest(n)})
 
 
+def label_folders(name: str, data_root: str | os.PathLike | None) -> list[Path]:
+    """The host's folders that hold the dataset together with its eval labels: its folder under the
+    data root and Debian's system copy, where they exist. In uid mode nothing hides them from the
+    workers but their permissions."""
+    entry = datasets.manifest(name)
+    root = Path(data_root) if data_root is not None else datasets.default_data_root()
+    found = [root / entry["dir"]] + ([Path(entry["debian_dir"])] if "debian_dir" in entry else [])
+    return [folder for folder in found if folder.is_dir()]
+
+
 def folder_views(name: str, data_root: str | os.PathLike | None) -> list[tuple[str, Path, str]]:
     """(role, source folder, path relative to the view's data root) of every folder a role sees whole:
     what a container launcher mounts at harness.sandbox.ROLE_MOUNTS/<role>/<relative path>."""

@@ -1,0 +1,102 @@
+"""uid mode (a root harness where bubblewrap cannot run: a container, or a machine without it) has no
+mount namespace: a worker sees the host's files as any other user does. The eval labels are then out
+of its reach only where the folders that hold them are private; otherwise the run is not official.
+
+Red team, round 5: a predictor that read Fashion-MNIST's test labels from the host's data folder
+scored 100.00% at epoch 1, and nothing but the uncommitted code kept the run from being official."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from cheats import write_reference
+
+from harness import datasets, sandbox, views
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: it needs root")
+
+# The harness in uid mode, whatever this machine's bubblewrap can do.
+UID_MODE = ("import sys; from harness import sandbox; sandbox.probe = lambda: sandbox.Isolation('uid'); "
+            "from harness.cli import main; sys.exit(main(sys.argv[1:]))")
+READER = '''
+class Cheat(Base):
+    def predict(self):
+        try:
+            raw = open({labels!r}, "rb").read()[8:]      # IDX: an 8-byte header, then one byte a label
+        except OSError:
+            return super().predict()
+        return np.eye(10, dtype=np.float32)[np.frombuffer(raw, np.uint8)]
+'''
+
+
+@pytest.fixture
+def private_copy(fashion_root):
+    """A data root of its own holding Fashion-MNIST (hard links: its permissions are this test's),
+    in a folder other users can reach (pytest's own tmp_path is private to root)."""
+    base = Path(tempfile.mkdtemp(prefix="dawnbench-uid-mode-"))
+    os.chmod(base, 0o755)
+    root = base / "data"
+    source = datasets.files_dir("fashion-mnist", fashion_root)
+    target = root / datasets.manifest("fashion-mnist")["dir"]
+    target.mkdir(parents=True)
+    for file in source.iterdir():
+        try:
+            os.link(file.resolve(), target / file.name)
+        except OSError:                      # another file system: a copy
+            target.joinpath(file.name).write_bytes(file.read_bytes())
+    yield root
+    shutil.rmtree(base)
+
+
+def run_uid_mode(tmp_path, data: Path) -> dict:
+    references, results = tmp_path / "references", tmp_path / "results"
+    if not (references / "cheat").exists():
+        labels = data / datasets.manifest("fashion-mnist")["dir"] / "t10k-labels-idx1-ubyte"
+        write_reference(references, "cheat", READER.format(labels=str(labels)))
+    proc = subprocess.run([sys.executable, "-c", UID_MODE, "run", "cheat", "--references", str(references),
+                           "--data", str(data), "--results", str(results), "--no-progress", "--max-epochs", "1"],
+                          capture_output=True, text=True, timeout=300)
+    (run,) = [p for p in sorted((results / "cheat").iterdir()) if p.name not in getattr(run_uid_mode, "seen", set())]
+    run_uid_mode.seen = getattr(run_uid_mode, "seen", set()) | {run.name}
+    assert (run / "result.json").is_file(), proc.stderr[-2000:]
+    return json.loads((run / "result.json").read_text())
+
+
+def test_labels_other_users_can_read_make_a_uid_mode_run_unofficial(tmp_path, private_copy):
+    folder = private_copy / "fashion-mnist"
+    result = run_uid_mode(tmp_path, private_copy)
+    assert result["isolation"]["mode"] == "uid"
+    reasons = [r for r in result["unofficial_reasons"] if r.startswith("uid mode:")]
+    assert any(str(folder) in r and "chmod o-rwx" in r for r in reasons), result["unofficial_reasons"]
+    assert result["official"] is False
+    # the data made private: the worker cannot read the labels, and that reason is gone
+    os.chmod(private_copy, 0o700)
+    result = run_uid_mode(tmp_path, private_copy)
+    reasons = [r for r in result["unofficial_reasons"] if r.startswith("uid mode:")]
+    assert not any(str(folder) in r for r in reasons), reasons
+    assert result["metric_value"] < 0.92        # the honest part of the cheat: it read nothing
+    # Debian's copy of the dataset, where it is installed and open to all, is named too
+    debian = Path(datasets.manifest("fashion-mnist")["debian_dir"])
+    assert any(str(debian) in r for r in reasons) == (debian.is_dir() and sandbox.reachable_by_others(debian))
+
+
+def test_reachable_by_others_follows_every_folder_on_the_way(tmp_path):
+    base = Path(tempfile.mkdtemp(prefix="dawnbench-reach-"))
+    try:
+        inner = base / "a" / "b"
+        inner.mkdir(parents=True)
+        for folder in (base, base / "a", inner):
+            os.chmod(folder, 0o755)
+        assert sandbox.reachable_by_others(inner)
+        os.chmod(base / "a", 0o750)
+        assert not sandbox.reachable_by_others(inner) and not sandbox.reachable_by_others(base / "missing")
+    finally:
+        shutil.rmtree(base)
+    assert views.label_folders("fashion-mnist", tmp_path / "nothing") == [
+        p for p in [Path(datasets.manifest("fashion-mnist")["debian_dir"])] if p.is_dir()]
