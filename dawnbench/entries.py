@@ -27,6 +27,15 @@ KINDS = ("train", "inference")
 METRIC_COLUMNS = {"top1": "top1Accuracy", "top5": "top5Accuracy", "f1": "f1Score"}
 TASK_BY_DIR = {task.display_name: task for task in TASKS.values()}     # "CIFAR10" -> cifar10
 ITEMS = 10_000   # inference cost is quoted per 10,000 items, as DAWNBench did
+RUN_SUFFIX = ".run"     # <stem>.run/ beside an entry: the run (or inference) it came from, as submit verified it
+RUN_RECORD = {"train": "result.json", "inference": "inference.json"}    # the record in it an entry's figures are
+
+
+def run_folder(entry_json: Path) -> Path:
+    """Where an entry's run lives: <stem>.run/ next to its JSON (a training entry's run; an inference
+    entry's `dawnbench infer` record)."""
+    entry_json = Path(entry_json)
+    return entry_json.with_name(entry_json.stem + RUN_SUFFIX)
 
 
 class EntryError(DawnbenchError):

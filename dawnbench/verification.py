@@ -23,15 +23,10 @@ from harness import datasets, verify
 from harness.errors import DawnbenchError
 from harness.tasks import Task
 
-RUN_SUFFIX = ".run"
+RUN_SUFFIX = entries.RUN_SUFFIX
+run_folder = entries.run_folder
 VERIFIED = "verified"
 NO_RUN = "not verified: no run folder with stored predictions"
-
-
-def run_folder(entry_json: Path) -> Path:
-    """Where a training entry's run lives: <stem>.run/ next to its JSON."""
-    entry_json = Path(entry_json)
-    return entry_json.with_name(entry_json.stem + RUN_SUFFIX)
 
 
 class Labels:

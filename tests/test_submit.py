@@ -388,7 +388,9 @@ def test_an_inference_only_reference_submits_without_a_run(tmp_path, capsys):
     assert submit.main(["--inference", str(infer), "--out", str(out)]) == 0
     stem = "dawnbench_ResNet-56_1-x-NVIDIA-T4_PyTorch-2.13.0"
     path = out / "CIFAR10" / "inference" / f"{stem}.json"
-    assert capsys.readouterr().out.split() == [str(path)]
+    record = out / "CIFAR10" / "inference" / f"{stem}.run"       # the inference's record, beside its entry
+    assert capsys.readouterr().out.split() == [str(path), str(record)]
+    assert (record / "inference.json").read_bytes() == (infer / "inference.json").read_bytes()
     assert not (out / "CIFAR10" / "train").exists()          # no run, no training entry
     fields = json.loads(path.read_text())
     assert fields["reference"] == INFER_ONLY and fields["top1Accuracy"] == 94.97
@@ -418,7 +420,7 @@ def test_an_inference_only_entry_is_refused_when_it_is_not_one(tmp_path, capsys)
     assert not out.exists()
     assert submit.main(["--inference", str(dirty), "--out", str(out), "--allow-unofficial"]) == 0
     capsys.readouterr()
-    (written,) = (out / "CIFAR10" / "inference").iterdir()
+    (written,) = (out / "CIFAR10" / "inference").glob("*.json")
     assert (json.loads(written.read_text())["official"], json.loads(written.read_text())["unofficial_reasons"]) == (
         False, [DIRTY])
 
@@ -516,7 +518,7 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
     edit_json(only / "inference.json", reference=INFER_ONLY, infers_only=True)
     out = tmp_path / "only-entries"
     assert submit.main(["--inference", str(only), "--out", str(out), "--cost-per-hour", "0.5"]) == 0
-    (path,) = (out / "CIFAR10" / "inference").iterdir()
+    (path,) = (out / "CIFAR10" / "inference").glob("*.json")
     fields = json.loads(path.read_text())
     assert fields["costPerHour"] == 0.5 and fields["price_added"]["source"] == submit.SUBMITTER_SOURCE
     assert fields["cost"] == pytest.approx(0.5 * fields["latency"] / 3.6e6)
