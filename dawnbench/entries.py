@@ -268,6 +268,25 @@ def latency_ms(entry: Entry) -> float | None:
     return value if value is not None and value >= 0 else None
 
 
+TABLE_PRICE = "prices table"
+GIVEN_PRICE = "submitter-given price"
+
+
+def table_price(entry: Entry) -> float | None:
+    """USD per hour for all the entry's nodes at the prices table's price (dawnbench/data/prices.yaml,
+    or $DAWNBENCH_PRICES) of the instance the entry records; None when it records none, or one the
+    table does not know. The entry's own `costPerHour` and `price` are not read: a price is the
+    table's, never the entrant's."""
+    from dawnbench import prices      # the host's prices table (PyYAML), read only to price an entry
+    instance, nodes = entry.fields.get("instance"), entry.fields.get("nodes", 1)
+    if not isinstance(instance, str) or isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        return None
+    try:
+        return prices.lookup(instance).usd_per_hour * nodes
+    except prices.PriceError:
+        return None
+
+
 def inference_cost(entry: Entry) -> float | None:
     """USD per 10,000 items: the entry's own per-item `cost`, else costPerHour x latency."""
     per_item = number(entry.fields.get("cost"))

@@ -402,7 +402,10 @@ def test_an_inference_only_reference_submits_without_a_run(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "1 file checked: all valid"
     assert cli_main(["leaderboard", str(out), "--format", "json"]) == 0
     ranked = json.loads(capsys.readouterr().out)
-    assert [e["entry"] for e in ranked["tasks"]["CIFAR10"]["inference_latency"]] == [stem]
+    # its model is a published file, no verified run's: ranked apart, and said so
+    [row] = ranked["tasks"]["CIFAR10"]["inference_latency_unverified_model"]
+    assert (row["entry"], row["verification"], row["model_provenance"]) == (stem, "verified", "model provenance unverified")
+    assert ranked["tasks"]["CIFAR10"]["inference_latency"] == []
     assert ranked["invalid"] == [] and ranked["tasks"]["CIFAR10"]["train_time"] == []
 
 
@@ -500,7 +503,7 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
     assert inference["cost_per_10k_items_usd"] == pytest.approx(inference["cost"] * 1e4)
     assert validate.main([str(out)]) == 0
     capsys.readouterr()
-    [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_cost"]
+    [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_cost_given"]
     assert row["cost_usd"] == pytest.approx(train["cost_usd"], rel=0.01)      # the leaderboard ranks it by cost
 
     out = tmp_path / "table"
