@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import harness.tasks
-from dawnbench import safe_read
+from dawnbench import prices, safe_read
 from harness.errors import DawnbenchError
 from harness.tasks import TASKS, Task
 
@@ -277,7 +277,6 @@ def table_price(entry: Entry) -> float | None:
     or $DAWNBENCH_PRICES) of the instance the entry records; None when it records none, or one the
     table does not know. The entry's own `costPerHour` and `price` are not read: a price is the
     table's, never the entrant's."""
-    from dawnbench import prices      # the host's prices table (PyYAML), read only to price an entry
     instance, nodes = entry.fields.get("instance"), entry.fields.get("nodes", 1)
     if not isinstance(instance, str) or isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         return None

@@ -182,6 +182,7 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(result, path, field, str, "a string")
     _need(result, path, "tta_seconds", (int, float), "a number of seconds")
+    _check_price(path, result)
     problems = schemas.result_errors(result)
     if problems:
         first = problems[0]
@@ -340,8 +341,19 @@ def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bo
     _check_scores(path, infer, result, allow_unofficial)
 
 
+def _check_price(path: Path, record: dict) -> None:
+    """A run (or inference) whose price record names an instance of the prices table at another price
+    (`harness run --price-record`, which has no table to check it against) is refused."""
+    problem = prices.table_disagreement(record.get("price"))
+    if problem:
+        raise SubmitError(f"{path}: price: {problem}: a named instance is priced from the table; run it again "
+                          f"with --instance {record['price']['instance']} (or --cost-per-hour USD for a price of "
+                          f"your own)")
+
+
 def _check_scores(path: Path, infer: dict, result: dict, allow_unofficial: bool) -> None:
     """The whole eval set, at the official threshold, reached, with a latency; and official."""
+    _check_price(path, infer)
     if infer.get("complete_eval_set") is not True:
         task = TASKS.get(result.get("task"))
         raise SubmitError(f"{path}: timed {validate.show(infer.get('items'))} items, not the whole eval set"

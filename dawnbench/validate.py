@@ -300,6 +300,10 @@ def _check_tsv(report: _Report, log: Path, task: Task, threshold: float, root: P
             if column == entries.METRIC_COLUMNS[task.metric]:
                 units_ok = False
     column = entries.METRIC_COLUMNS[task.metric]
+    reached = next(((line, row) for line, row in rows if row[column] >= threshold), None)
+    if units_ok and reached is not None and reached[1]["hours"] == 0:
+        report.at("hours", "0 is not positive on the row that reaches the threshold (it would rank in no time; "
+                           "hours are on-clock time since the start of the run)", reached[0])
     if units_ok and rows and not any(row[column] >= threshold for _, row in rows):
         best = max(row[column] for _, row in rows)
         report.at(column, f"the threshold {threshold:g} is never reached (best {best:g}) "
@@ -424,6 +428,9 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None, level: str =
     value, keys, problems = read_json(path, root)
     report = _Report(path, keys, level)
     report.problems.extend(problems)
+    if CONTROL.search(Path(path).name):     # at both levels: a name is shown on every line and page
+        report.at("path", f"the file name {show(Path(path).name)} holds a control character (a newline, a tab, "
+                          f"an escape): rename the entry with letters, digits, '-', '.' and '_'", 1)
     try:
         task, kind = entries.locate(path)
     except entries.EntryError:
