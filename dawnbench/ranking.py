@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dawnbench import entries, validate
 from dawnbench.entries import Entry, number
-from dawnbench.reproduction import NOT_TRIED
+from dawnbench.reproduction import NOT_TRIED, is_reproduced
 from dawnbench.verification import MODEL_UNVERIFIED, VERIFIED
 from harness.tasks import TASKS, Task
 
@@ -112,6 +112,7 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                     "accuracy": row[entry.metric_column], "costPerHour": price, "price_basis": basis,
                     "cost_usd": hours * price if price is not None else None,
                     "verification": status, "reproduction": reproduction.get(str(entry.path), NOT_TRIED)}
+            base["reproduced"] = is_reproduced(base["reproduction"])     # "accuracy ... time not compared": no
             tables["train_time"].append((hours, entry, base))
             if price is not None:
                 table = "train_cost" if basis == entries.TABLE_PRICE else "train_cost_given"

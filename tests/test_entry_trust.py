@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 from pathlib import Path
 
 import pytest
 from leaderboard_fixture import cifar10_labels, edit_json, make_run, train
 from test_submit import make_inference
 
-from dawnbench import entries, prices, ranking, site, submit, validate
+from dawnbench import entries, prices, ranking, reproduce, reproduction, site, submit, validate
 from dawnbench.cli import main as cli_main
 from harness import datasets
 
@@ -235,3 +236,88 @@ def test_an_entry_page_says_where_its_figures_come_from(tmp_path, capsys):
     (entry,) = [e for e in loaded if e.path == path]
     page = site.entry_page(entry, [], None, None, "verified", None, "model provenance unverified")
     assert "<th>Verification</th><td>verified</td>" in page
+
+
+# ---------------------------------------------------------------- reproduce: nothing of the entry sets a tolerance
+
+def test_reproduce_takes_no_tolerance_from_the_entry(tmp_path):
+    """Attack 3: `"runs": {"n": 3, "converged": 3, "cv": 10.0}` added to a forged entry set reproduce's
+    time tolerance (+3000%), and a run forged to 0.2x its time was "reproduced"."""
+    run = make_run(tmp_path / "run")
+    original = reproduce.Original(run, json.loads((run / "result.json").read_text()), {},
+                                  {"runs": {"n": 3, "converged": 3, "cv": 10.0}})
+    tolerance, source = reproduce.time_tolerance(original, None)
+    assert tolerance == reproduce.DEFAULT_TIME_TOLERANCE and "runs statistics are not read" in source
+    # and so the forged time is a difference
+    claimed, env = reproduce.figures(original.result), reproduce.environment(original.result, {})
+    again = {**claimed, "tta_seconds": claimed["tta_seconds"] * 5}
+    verdict, differences, _ = reproduce.compare(claimed, env, [(again, env)], tolerance, 0.005)
+    assert verdict == "not reproduced" and differences[0].startswith("time-to-accuracy: ")
+
+
+def test_a_series_spread_is_recomputed_from_its_verified_runs(tmp_path):
+    series = tmp_path / "series"
+    runs = [make_run(series / f"seed{k}", seed=k, hours_per_epoch=h) for k, h in enumerate((0.0030, 0.0031, 0.0032))]
+    (series / "summary.json").write_text(json.dumps({"tta_seconds": {"cv": 10.0}, "runs": []}))   # the entrant's
+    times = [json.loads((r / "result.json").read_text())["tta_seconds"] for r in runs]
+    expected = statistics.stdev(times) / statistics.mean(times)
+    original = reproduce.Original(runs[1], json.loads((runs[1] / "result.json").read_text()), {}, None)
+    assert reproduce.series_cv(original, None) == (pytest.approx(expected), 3)
+    (runs[2] / "predictions" / "epoch-002.npz").unlink()          # a run that does not verify does not count
+    assert reproduce.series_cv(original, None) == (pytest.approx(statistics.stdev(times[:2]) / statistics.mean(times[:2])), 2)
+
+
+# ---------------------------------------------------------------- reproduce: what the harness saw
+
+def test_a_node_count_the_harness_never_saw_does_not_make_other_hardware(tmp_path):
+    """Attack 6: `--nodes 2` claimed on a native run of one process turned the verdict into "reproduced:
+    accuracy only", which the leaderboard showed as a pass."""
+    def figs(tta):
+        return {"status": "converged", "epochs": 3, "metric": "top1", "tta_seconds": tta,
+                "curve": [{"epoch": n, "top1": v, "tta_seconds": None} for n, v in enumerate((0.5, 0.8, 0.95), 1)]}
+    claimed = {"hardware": "2 x NVIDIA H100 80GB HBM3 (2 nodes)", "nodes": 2, "world_size": 1}
+    here = {"hardware": "1 x NVIDIA H100 80GB HBM3", "nodes": 1, "world_size": 1}
+    verdict, differences, _ = reproduce.compare(figs(2.0), claimed, [(figs(10.0), here)], 0.25, 0.005)
+    assert verdict == "not reproduced" and differences[0].startswith("time-to-accuracy: 2.000 s claimed")
+    # truly other hardware: the accuracy only, and it reads as such, not as reproduced
+    elsewhere = {"hardware": "8 x NVIDIA Tesla V100-SXM2-16GB", "nodes": 1, "world_size": 1}
+    verdict, _, _ = reproduce.compare(figs(2.0), elsewhere, [(figs(10.0), here)], 0.25, 0.005)
+    assert verdict == reproduction.ACCURACY_ONLY == "accuracy reproduced, time not compared (other hardware)"
+    assert not reproduction.is_reproduced(verdict) and reproduction.is_reproduced("reproduced")
+
+
+def test_accuracy_only_is_not_counted_as_reproduced_on_the_board(tmp_path, capsys):
+    tree = tmp_path / "entries"
+    assert submit.main([str(make_run(tmp_path / "run")), "--out", str(tree)]) == 0
+    capsys.readouterr()
+    run = tree / "CIFAR10" / "train" / f"{STEM}.run"
+    result = json.loads((run / "result.json").read_text())
+    (run / reproduction.RECORD).write_text(json.dumps({"verdict": "reproduced: accuracy only",      # an older record
+                                                       "log_sha256": reproduction.log_sha256(run, result)}))
+    (row,) = board(tree, capsys)["tasks"]["CIFAR10"]["train_time"]
+    assert row["reproduction"] == "accuracy reproduced, time not compared (other hardware)"
+    assert row["reproduced"] is False
+
+
+def test_a_multi_rank_run_is_tried_where_the_ranks_are(tmp_path, monkeypatch, capsys):
+    """Attack 6, second half: reproduce refused every run of several processes, so a forged NPROC=2
+    folder stayed "not tried" forever. It is run with its ranks where the machine has them; elsewhere
+    the record says what it needs."""
+    tree = tmp_path / "entries"
+    assert submit.main([str(make_run(tmp_path / "run")), "--out", str(tree)]) == 0
+    capsys.readouterr()
+    path = tree / "CIFAR10" / "train" / f"{STEM}.json"
+    run = entries.run_folder(path)
+    edit_json(run / "result.json", world_size=2)
+    original = reproduce.read_original(path, None)            # no longer refused
+    code = reproduce.Code(tmp_path / "references", tmp_path, "here")
+    command = reproduce.run_command(original, code, "native", tmp_path, tmp_path / "results", ["--seed", "0"], None)
+    assert command[1:5] == ["-m", "harness.local_ranks", command[0], "-m"]
+    assert command[5:9] == ["torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    monkeypatch.setattr(reproduce, "available_processes", lambda env: 8)
+    assert reproduce.ranks_here(original, "docker", "", None)[0] == "native"
+    monkeypatch.setattr(reproduce, "available_processes", lambda env: 1)
+    with pytest.raises(reproduce.ReproduceError, match="not tried: .*needs 2 processes"):
+        reproduce.ranks_here(original, "native", "", None)
+    (row,) = board(tree, capsys)["tasks"]["CIFAR10"]["train_time"]
+    assert row["reproduction"].startswith("not tried: needs 2 processes (the run's world size), this machine has 1")
