@@ -685,6 +685,10 @@ def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, roo
     try:
         present = run.exists() or run.is_symlink()
         if not present:
+            if "rules_version" in fields:       # written by `dawnbench submit`, which puts its run beside it
+                report.at("rules_version", f"the entry is one `dawnbench submit` wrote, but its run {run.name}/ is "
+                                           f"not beside it: its figures have no file behind them (submit the run "
+                                           f"again, or copy {run.name}/ with the entry)")
             return
         folder_ok = not run.is_symlink() and run.is_dir() and safe_read.inside(run, root)
     except (OSError, ValueError):

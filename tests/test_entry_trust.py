@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import statistics
 from pathlib import Path
 
@@ -126,12 +127,19 @@ def test_an_inference_entry_agrees_with_its_record(tmp_path, capsys, field, valu
     assert any(f": {field}: " in line and "is not what its run recorded" in line for line in problems(path, capsys))
 
 
-def test_deleting_an_inference_record_unverifies_it(tmp_path, capsys):
+def test_removing_the_files_behind_an_entry_makes_it_invalid(tmp_path, capsys):
+    """The files behind a submitted entry cannot be taken away to leave its figures unchecked."""
     tree, path = inference_tree(tmp_path)
     capsys.readouterr()
-    for name in ("inference.json",):
-        (entries.run_folder(path) / name).unlink()
+    (entries.run_folder(path) / "inference.json").unlink()
     assert any(".run/inference.json" in line for line in problems(path, capsys))
+    shutil.rmtree(entries.run_folder(path))
+    train_json = tree / "CIFAR10" / "train" / f"{STEM}.json"
+    shutil.rmtree(entries.run_folder(train_json))
+    for entry in (path, train_json):
+        assert any(": rules_version: the entry is one `dawnbench submit` wrote, but its run" in line
+                   for line in problems(entry, capsys))
+    assert ranked_names(board(tree, capsys)) == set()
 
 
 def test_a_model_from_a_file_is_ranked_apart_and_said_so(tmp_path, capsys):
