@@ -521,7 +521,8 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("--tolerance", default=None, metavar="T",
                    # argparse %-formats help: every % is written %%, the computed ones too
                    help=f"time-to-accuracy at most T over the claim (0.25 or 25%%; default {COV_FACTOR:g} x the cv of "
-                        f"the entry's series, at least {MIN_TIME_TOLERANCE:.0%}%, else {DEFAULT_TIME_TOLERANCE:.0%}%)")
+                        f"the run's series (its runs that verify), at least {MIN_TIME_TOLERANCE:.0%}%, else "
+                        f"{DEFAULT_TIME_TOLERANCE:.0%}%; never from the entry)")
     p.add_argument("--metric-tolerance", type=number("--metric-tolerance", 0, example=0.01),
                    default=DEFAULT_METRIC_TOLERANCE, metavar="D",
                    help=f"the metric at each epoch within D, absolute (default {DEFAULT_METRIC_TOLERANCE:g})")
