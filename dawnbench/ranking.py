@@ -59,7 +59,7 @@ def _ordered(rows: list[tuple[float, Entry, dict]]) -> list[dict]:
     return ranked
 
 
-def _priced(entry: Entry, status: str) -> tuple[float | None, str | None]:
+def price_of(entry: Entry, status: str) -> tuple[float | None, str | None]:
     """(USD per hour for all nodes, where the price comes from). The prices table's price of the
     instance the entry's run recorded, for its nodes, when the run verifies (`prices table`); else the
     entry's own costPerHour (`submitter-given price`: typed, given at submit, or of a run not verified
@@ -89,7 +89,7 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
     threshold = entries.log_threshold(task_entries[0].task) if task_entries else None
     for entry in task_entries:
         status = verification.get(str(entry.path), "not checked")
-        price, basis = _priced(entry, status)
+        price, basis = price_of(entry, status)
         if entry.fields.get("official_threshold") is False:
             # `dawnbench submit --allow-unofficial`: a smoke test at a lowered threshold, not an entry
             unranked.append({**_common(entry), "kind": entry.kind,

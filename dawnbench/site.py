@@ -161,13 +161,13 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         ("Hardware", entries.text(f.get("hardware"))), ("Framework", entries.text(f.get("framework"))),
         ("Code", entries.text(f.get("codeURL"))), ("Commit", commit(f)),
         ("Timestamp", entries.text(f.get("timestamp"))),
-        ("Cost per hour", usd(entries.cost_per_hour(entry)) or "not given"),
     ]
+    price, basis = ranking.price_of(entry, verification or "")
+    rows.append(("Cost per hour", f"{usd(price)} ({basis})" if price is not None else "not given"))
     if price_source(f):
         rows.append(("Price source", price_source(f)))
     if entry.kind == "train":
         row = entries.training_row(entry)
-        price = entries.cost_per_hour(entry)
         if row:
             epoch = number(row.get("epoch"))
             rows.append(("Time to threshold", f"{entries.hms(row['hours'])} ({row['hours']:.4g} hours"
@@ -181,7 +181,9 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
                  ("Accuracy", f"{entry.metric_column} {accuracy:g}" if accuracy is not None else "not given"),
-                 ("Cost per 10,000 items", usd(entries.inference_cost(entry)) or "not given"),
+                 ("Cost per 10,000 items", usd(price * entries.latency_ms(entry) / 3.6e6 * entries.ITEMS)
+                  if basis == entries.TABLE_PRICE and entries.latency_ms(entry) is not None
+                  else usd(entries.inference_cost(entry)) or "not given"),
                  ("Verification", verification or "not checked"),
                  ("Model provenance", model or MODEL_UNVERIFIED)]
     columns = list(entry.rows[0]) if entry.rows else []

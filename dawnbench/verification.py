@@ -63,10 +63,12 @@ def status(entry: Entry, labels: Labels, root: Path | None = None) -> str:
         return f"failed: {_short(str(e), run)}"
     except (OSError, ValueError) as e:
         return f"failed: {run.name} cannot be read ({type(e).__name__})"
-    if not report.verified:
+    if report.first_failure is not None:
         return _short(report.status, run)
-    problem = _tied(entry, run, root)
-    return f"failed: {problem}" if problem else VERIFIED
+    problem = _tied(entry, run, root)       # without the labels too: the entry must be its run's
+    if problem:
+        return f"failed: {problem}"
+    return _short(report.status, run) if not report.verified else VERIFIED
 
 
 def _tied(entry: Entry, run: Path, root: Path) -> str | None:

@@ -332,3 +332,32 @@ def test_a_multi_rank_run_is_tried_where_the_ranks_are(tmp_path, monkeypatch, ca
         reproduce.ranks_here(original, "native", "", None)
     (row,) = board(tree, capsys)["tasks"]["CIFAR10"]["train_time"]
     assert row["reproduction"].startswith("not tried: needs 2 processes (the run's world size), this machine has 1")
+
+
+def test_an_entry_is_its_runs_even_where_the_labels_are_not(tmp_path, capsys):
+    """Without the eval labels a run cannot be re-scored ("not verified"), but the entry's log must still
+    be its run's: a log edited to a faster time is invalid, not "not verified" and ranked."""
+    tree = tmp_path / "entries"
+    assert submit.main([str(make_run(tmp_path / "run")), "--out", str(tree)]) == 0
+    capsys.readouterr()
+    log = tree / "CIFAR10" / "train" / f"{STEM}.tsv"
+    rows = log.read_text().splitlines()
+    epoch, hours, accuracy = rows[-1].split("\t")
+    log.write_text("\n".join(rows[:-1] + [f"{epoch}\t{float(hours) * 0.995:.6f}\t{accuracy}"]) + "\n")
+    assert cli_main(["leaderboard", str(tree), "--format", "json", "--data", str(tmp_path / "nowhere")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert ranked_names(result) == set()
+    (invalid,) = result["invalid"]
+    assert "the entry's log is not the run's" in invalid["reason"]
+
+
+def test_an_entry_page_shows_the_price_it_is_ranked_by(tmp_path, capsys):
+    tree = tmp_path / "entries"
+    assert submit.main([str(make_run(tmp_path / "run", cost_per_hour=None)), "--out", str(tree),
+                        "--instance", "aws:p3.2xlarge"]) == 0
+    capsys.readouterr()
+    site_dir = tmp_path / "site"
+    assert cli_main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
+    page = (site_dir / "CIFAR10" / "train" / f"{STEM}.html").read_text()
+    usd = prices.lookup("aws:p3.2xlarge").usd_per_hour
+    assert f"<th>Cost per hour</th><td>${usd:.2f} (prices table)</td>" in page
