@@ -320,7 +320,9 @@ def run_once(original: Original, code: Code, runtime: str, data_root: Path, resu
     env = {**os.environ, paths.REFERENCES_ENV: str(code.references),
            "PYTHONPATH": os.pathsep.join([str(code.root), *filter(None, [os.environ.get("PYTHONPATH")])])}
     command = run_command(original, code, runtime, data_root, results, run_args, python)
-    _say(f"run {run_id}: {' '.join(command[1:4])} {name} (seed {r['seed']}, threshold {r['threshold']}, "
+    ranks = processes(r)
+    how = " ".join(command[1:4]) if ranks == 1 else f"-m harness run (torchrun, {ranks} local ranks)"
+    _say(f"run {run_id}: {how} {name} (seed {r['seed']}, threshold {r['threshold']}, "
          f"at most {run_args[5]} epochs)")
     with subprocess.Popen(command, cwd=code.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, errors="replace") as proc:

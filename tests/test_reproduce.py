@@ -6,6 +6,7 @@ input, is one line."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -239,3 +240,28 @@ def test_the_real_default_is_reproduced(default_run, fashion_root, tmp_path, cap
     claimed, again = row(out, "top1 at epoch 1")
     assert abs(float(claimed) - float(again)) <= 0.005
     assert record(run)["reproduced"][0]["environment"]["framework"].startswith("PyTorch")
+
+
+def test_a_run_of_two_processes_is_run_again_with_two_ranks(fashion_root, tmp_path, capsys):
+    """A run of NPROC=2 was refused outright, so a forged one stayed "not tried" forever (issue 33).
+    Where the machine has the ranks it is run again with them (torchrun, local ranks), and a copy
+    whose clock was scaled by 0.2 is not reproduced."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("two ranks need two usable CPUs")
+    results = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "harness.local_ranks", sys.executable, "-m", "torch.distributed.run",
+                           "--standalone", "--nproc-per-node", "2", "-m", "harness", "run", "fashion-mnist-cnn-pytorch",
+                           "--data", str(fashion_root), "--results", str(results), "--threshold", "0.5",
+                           "--max-epochs", "1", "--run-id", "claimed", "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    claimed = results / "fashion-mnist-cnn-pytorch" / "claimed"
+    assert json.loads((claimed / "result.json").read_text())["world_size"] == 2
+    forged = Path(shutil.copytree(claimed, tmp_path / "forged"))
+    speed_up(forged, 0.2)
+    code, out, err = run_reproduce(forged, fashion_root, tmp_path, capsys, "--python", sys.executable)
+    assert code == 1, out + err
+    assert any("torchrun with 2 local ranks" in line for line in err), err
+    rec = record(forged)
+    assert rec["verdict"] == "not reproduced" and rec["reproduced"][0]["environment"]["world_size"] == 2
+    assert rec["differences"][0].startswith("time-to-accuracy: ")
