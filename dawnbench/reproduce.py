@@ -401,6 +401,17 @@ def series_cv(original: Original, data_root: Path | None) -> tuple[float | None,
     return statistics.stdev(times) / statistics.mean(times), len(times)
 
 
+def logged_hardware(run_dir: Path, recorded: object) -> object:
+    """The hardware the harness saw, as its own log says it (`submission_platform`, written before the
+    reference's code ran), rather than result.json's field, which is a copy of it; the field when the
+    log has none (a run of an older harness)."""
+    try:
+        logged = [e["value"] for e in verify.read_events(run_dir) if e.get("key") == "submission_platform"]
+    except (verify.VerifyError, OSError, ValueError):
+        return recorded
+    return logged[0] if len(logged) == 1 and isinstance(logged[0], str) else recorded
+
+
 NODES_IN_LABEL = re.compile(r"(, \d+ nodes| \(\d+ nodes\))")
 
 
@@ -573,6 +584,7 @@ def _run(args) -> int:
         env = safe_read.read_json(folder / "env.json", folder) if (folder / "env.json").is_file() else {}
         runs.append((figures(result), {**environment(result, env), "runtime": runtime}))
     claimed, claimed_env = figures(original.result), environment(original.result, original.env)
+    claimed_env["hardware"] = logged_hardware(original.run_dir, claimed_env["hardware"])
     verdict, differences, notes = compare(claimed, claimed_env, runs, tolerance, args.metric_tolerance)
     record = {
         "verdict": verdict, "differences": differences, "notes": notes,

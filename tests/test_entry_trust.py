@@ -361,3 +361,17 @@ def test_an_entry_page_shows_the_price_it_is_ranked_by(tmp_path, capsys):
     page = (site_dir / "CIFAR10" / "train" / f"{STEM}.html").read_text()
     usd = prices.lookup("aws:p3.2xlarge").usd_per_hour
     assert f"<th>Cost per hour</th><td>${usd:.2f} (prices table)</td>" in page
+
+
+def test_reproduce_reads_the_hardware_from_the_harness_log(tmp_path):
+    """result.json's hardware edited alone (to claim other hardware, where time is not compared) is not
+    what reproduce compares: the harness's own log says what it ran on."""
+    run = make_run(tmp_path / "run")
+    log = run / "events.jsonl"
+    lines = log.read_text().splitlines()
+    point = json.loads(lines[0].split(" ", 1)[1])
+    lines.insert(1, ":::MLLOG " + json.dumps({**point, "key": "submission_platform",
+                                              "value": "1 x NVIDIA H100 80GB HBM3", "metadata": {"clock_s": 0.0}}))
+    log.write_text("\n".join(lines) + "\n")
+    assert reproduce.logged_hardware(run, "8 x NVIDIA Tesla V100-SXM2-16GB") == "1 x NVIDIA H100 80GB HBM3"
+    assert reproduce.logged_hardware(tmp_path / "nowhere", "as recorded") == "as recorded"
