@@ -262,7 +262,8 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
         w.text(MARKER, "built by `dawnbench leaderboard`; the command replaces this folder whole\n")
         w.text("style.css", templates().loader.get_source(templates(), "style.css")[0])
 
-        numbers = analyze.cost_vs_time_numbers(loaded)
+        numbers = analyze.cost_vs_time_numbers(       # the prices the tables rank by, not the entries' own
+            loaded, lambda e: ranking.price_of(e, verification.get(str(e.path), ""))[0])
         plots = {}
         for task in numbers["tasks"]:
             plots[task] = f"{task}/cost-vs-time.png"
