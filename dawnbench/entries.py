@@ -281,9 +281,36 @@ def table_price(entry: Entry) -> float | None:
     if not isinstance(instance, str) or isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         return None
     try:
-        return prices.lookup(instance).usd_per_hour * nodes
+        price = prices.lookup(instance)
     except prices.PriceError:
         return None
+    return price.usd_per_hour * nodes if fits(price, recorded_hardware(entry), nodes) else None
+
+
+def recorded_hardware(entry: Entry) -> str | None:
+    """The hardware the harness recorded for the entry's run (or inference): its record's `hardware`
+    in <stem>.run/, which `dawnbench submit --hardware` does not rename; None without one."""
+    try:
+        record = safe_read.read_json(run_folder(entry.path) / RUN_RECORD[entry.kind], tree_root(entry.path))
+    except (safe_read.Refused, OSError, ValueError):
+        return None
+    hardware = record.get("hardware") if isinstance(record, dict) else None
+    return hardware if isinstance(hardware, str) else None
+
+
+def fits(price: prices.Price, hardware: str | None, nodes: int) -> bool:
+    """Whether an instance of the prices table could be the hardware the harness recorded: a CPU
+    instance for a run without accelerators; else the same accelerator model (V100, A100, H100, ...)
+    and no more of them than the instance has, on every node. An entry cannot take a cheaper
+    instance's price than the machine it ran on."""
+    if not hardware:
+        return False
+    counted = re.match(r"(\d+) x (.*)", hardware)
+    if price.accelerator_count == 0 or not price.accelerator:
+        return counted is None
+    model = re.search(r"\b([A-Z]+\d+[A-Z]?)\b", price.accelerator)
+    return (counted is not None and model is not None and re.search(rf"\b{model[1]}\b", counted[2], re.I) is not None
+            and int(counted[1]) <= price.accelerator_count * nodes)
 
 
 def inference_cost(entry: Entry) -> float | None:

@@ -35,6 +35,17 @@ def labels_here(cifar10_eval, monkeypatch) -> Path:
     return data
 
 
+V100 = "1 x Tesla V100-SXM2-16GB"     # what an aws:p3.2xlarge run's harness records
+
+
+def v100_run(folder: Path, **kw) -> Path:
+    """make_run's run, as the harness records it on a p3.2xlarge; submitted under STEM's hardware name
+    (`submit --hardware`), which renames the entry, not its run."""
+    run = make_run(folder, **kw)
+    edit_json(run / "result.json", hardware=V100)
+    return run
+
+
 def board(tree: Path, capsys) -> dict:
     assert cli_main(["leaderboard", str(tree), "--format", "json"]) == 0
     return json.loads(capsys.readouterr().out)
@@ -197,9 +208,10 @@ def test_a_price_is_the_tables_never_the_entrants(tmp_path, capsys):
     assert code == 2 and len(err) == 1 and "aws:p3.2xlarge" in err[0] and "3.06" in err[0], err
     assert not (tmp_path / "nothing").exists()
     # and an entry carrying it, consistent with its run, is priced from the table anyway
-    honest = make_run(tmp_path / "honest", cost_per_hour=None)
+    honest = v100_run(tmp_path / "honest", cost_per_hour=None)
     tree = tmp_path / "entries"
-    assert submit.main([str(honest), "--out", str(tree), "--instance", "aws:p3.2xlarge"]) == 0
+    assert submit.main([str(honest), "--out", str(tree), "--instance", "aws:p3.2xlarge",
+                        "--hardware", "1 x NVIDIA H100 80GB HBM3"]) == 0
     capsys.readouterr()
     path = tree / "CIFAR10" / "train" / f"{STEM}.json"
     result = board(tree, capsys)
@@ -221,7 +233,7 @@ def test_a_submitter_given_price_ranks_apart_from_the_table(tmp_path, capsys):
     tree = tmp_path / "entries"
     assert submit.main([str(make_run(tmp_path / "given", cost_per_hour=None)), "--out", str(tree),
                         "--cost-per-hour", "0.0001", "--author", "Given"]) == 0
-    assert submit.main([str(make_run(tmp_path / "table", cost_per_hour=None)), "--out", str(tree),
+    assert submit.main([str(v100_run(tmp_path / "table", cost_per_hour=None)), "--out", str(tree),
                         "--instance", "aws:p3.2xlarge", "--author", "Table"]) == 0
     capsys.readouterr()
     cifar = board(tree, capsys)["tasks"]["CIFAR10"]
@@ -353,8 +365,8 @@ def test_an_entry_is_its_runs_even_where_the_labels_are_not(tmp_path, capsys):
 
 def test_an_entry_page_shows_the_price_it_is_ranked_by(tmp_path, capsys):
     tree = tmp_path / "entries"
-    assert submit.main([str(make_run(tmp_path / "run", cost_per_hour=None)), "--out", str(tree),
-                        "--instance", "aws:p3.2xlarge"]) == 0
+    assert submit.main([str(v100_run(tmp_path / "run", cost_per_hour=None)), "--out", str(tree),
+                        "--instance", "aws:p3.2xlarge", "--hardware", "1 x NVIDIA H100 80GB HBM3"]) == 0
     capsys.readouterr()
     site_dir = tmp_path / "site"
     assert cli_main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
@@ -375,3 +387,19 @@ def test_reproduce_reads_the_hardware_from_the_harness_log(tmp_path):
     log.write_text("\n".join(lines) + "\n")
     assert reproduce.logged_hardware(run, "8 x NVIDIA Tesla V100-SXM2-16GB") == "1 x NVIDIA H100 80GB HBM3"
     assert reproduce.logged_hardware(tmp_path / "nowhere", "as recorded") == "as recorded"
+
+
+def test_a_table_price_is_for_the_hardware_the_run_recorded(tmp_path, capsys):
+    """An instance priced from the table must be able to be the machine the harness recorded: an H100
+    run (or 8 GPUs, or a CPU) submitted as a one-V100 aws:p3.2xlarge is not priced from the table."""
+    tree = tmp_path / "entries"
+    for author, hardware in (("H100", "1 x NVIDIA H100 80GB HBM3"), ("Eight", "8 x Tesla V100-SXM2-16GB"),
+                             ("Cpu", "AMD EPYC (2 cores)"), ("Fits", V100)):
+        run = make_run(tmp_path / author, cost_per_hour=None)
+        edit_json(run / "result.json", hardware=hardware)
+        assert submit.main([str(run), "--out", str(tree), "--instance", "aws:p3.2xlarge", "--author", author,
+                            "--hardware", "same name"]) == 0
+    capsys.readouterr()
+    cifar = board(tree, capsys)["tasks"]["CIFAR10"]
+    assert [r["author"] for r in cifar["train_cost"]] == ["Fits"]
+    assert sorted(r["author"] for r in cifar["train_cost_given"]) == ["Cpu", "Eight", "H100"]
