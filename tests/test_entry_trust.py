@@ -14,7 +14,7 @@ import pytest
 from leaderboard_fixture import cifar10_labels, edit_json, make_run, train
 from test_submit import make_inference
 
-from dawnbench import entries, prices, ranking, reproduce, reproduction, site, submit, validate
+from dawnbench import prices, ranking, reproduce, reproduction, site, submit, validate, verification
 from dawnbench.cli import main as cli_main
 from harness import datasets
 
@@ -145,11 +145,11 @@ def test_removing_the_files_behind_an_entry_makes_it_invalid(tmp_path, capsys):
     """The files behind a submitted entry cannot be taken away to leave its figures unchecked."""
     tree, path = inference_tree(tmp_path)
     capsys.readouterr()
-    (entries.run_folder(path) / "inference.json").unlink()
+    (verification.run_folder(path) / "inference.json").unlink()
     assert any(".run/inference.json" in line for line in problems(path, capsys))
-    shutil.rmtree(entries.run_folder(path))
+    shutil.rmtree(verification.run_folder(path))
     train_json = tree / "CIFAR10" / "train" / f"{STEM}.json"
-    shutil.rmtree(entries.run_folder(train_json))
+    shutil.rmtree(verification.run_folder(train_json))
     for entry in (path, train_json):
         assert any(": rules_version: the entry is one `dawnbench submit` wrote, but its run" in line
                    for line in problems(entry, capsys))
@@ -179,7 +179,7 @@ def test_a_model_from_a_file_is_ranked_apart_and_said_so(tmp_path, capsys):
     # the run's own model (its result.json's hash, as `infer --model <run>/model` records it) ranks
     tree2, path2 = inference_tree(tmp_path / "again")
     capsys.readouterr()
-    record = entries.run_folder(path2) / "inference.json"
+    record = verification.run_folder(path2) / "inference.json"
     source = run_model(tree2)
     edit_json(record, model_source=source)
     edit_json(path2, misc={**json.loads(path2.read_text())["misc"], "model_source": source})
@@ -219,7 +219,7 @@ def test_a_price_is_the_tables_never_the_entrants(tmp_path, capsys):
     hours = json.loads(path.read_text())["tta_seconds"] / 3600
     assert row["price_basis"] == "prices table" and row["cost_usd"] == pytest.approx(hours * table.usd_per_hour)
     for name in ("result.json",):          # the run's record edited too, consistently
-        edit_json(entries.run_folder(path) / name, costPerHour=0.03, cost_usd=hours * 0.03, instance="aws:p3.2xlarge",
+        edit_json(verification.run_folder(path) / name, costPerHour=0.03, cost_usd=hours * 0.03, instance="aws:p3.2xlarge",
                   price=cheap)
     fields = json.loads(path.read_text())
     edit_json(path, costPerHour=0.03, cost_usd=hours * 0.03, price=cheap, price_added=None)
@@ -330,7 +330,7 @@ def test_a_multi_rank_run_is_tried_where_the_ranks_are(tmp_path, monkeypatch, ca
     assert submit.main([str(make_run(tmp_path / "run")), "--out", str(tree)]) == 0
     capsys.readouterr()
     path = tree / "CIFAR10" / "train" / f"{STEM}.json"
-    run = entries.run_folder(path)
+    run = verification.run_folder(path)
     edit_json(run / "result.json", world_size=2)
     original = reproduce.read_original(path, None)            # no longer refused
     code = reproduce.Code(tmp_path / "references", tmp_path, "here")
