@@ -295,16 +295,19 @@ def stability_numbers(series: list[dict]) -> dict:
     return {"analysis": "stability", "series": out}
 
 
-def cost_vs_time_numbers(loaded: list[Entry]) -> dict:
+def cost_vs_time_numbers(loaded: list[Entry], price_of=None) -> dict:
     """Per task: training hours at the threshold vs training cost (DAWNBench figure 7), and training
-    hours vs inference latency for a training and an inference entry of the same name (figure 5)."""
+    hours vs inference latency for a training and an inference entry of the same name (figure 5).
+    `price_of(entry)` gives the USD per hour to plot (the leaderboard's: the prices table's for a
+    verified run); by default the entry's own costPerHour."""
+    price_of = price_of or entries.cost_per_hour
     tasks: dict[str, dict] = {}
     for task in TASKS.values():
         train = {e.name: e for e in loaded if e.task is task and e.kind == "train"}
         infer = {e.name: e for e in loaded if e.task is task and e.kind == "inference"}
         cost_rows, pairs = [], []
         for name, e in sorted(train.items()):
-            hours, price = entries.training_hours(e), entries.cost_per_hour(e)
+            hours, price = entries.training_hours(e), price_of(e)
             if hours is not None and price is not None:
                 cost_rows.append({"entry": name, "model": entries.text(e.fields.get("model")),
                                   "hardware": entries.text(e.fields.get("hardware")),

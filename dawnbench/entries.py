@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import harness.tasks
-from dawnbench import safe_read
+from dawnbench import prices, safe_read
 from harness.errors import DawnbenchError
 from harness.tasks import TASKS, Task
 
@@ -27,6 +27,15 @@ KINDS = ("train", "inference")
 METRIC_COLUMNS = {"top1": "top1Accuracy", "top5": "top5Accuracy", "f1": "f1Score"}
 TASK_BY_DIR = {task.display_name: task for task in TASKS.values()}     # "CIFAR10" -> cifar10
 ITEMS = 10_000   # inference cost is quoted per 10,000 items, as DAWNBench did
+RUN_SUFFIX = ".run"     # <stem>.run/ beside an entry: the run (or inference) it came from, as submit verified it
+RUN_RECORD = {"train": "result.json", "inference": "inference.json"}    # the record in it an entry's figures are
+
+
+def run_folder(entry_json: Path) -> Path:
+    """Where an entry's run lives: <stem>.run/ next to its JSON (a training entry's run; an inference
+    entry's `dawnbench infer` record)."""
+    entry_json = Path(entry_json)
+    return entry_json.with_name(entry_json.stem + RUN_SUFFIX)
 
 
 class EntryError(DawnbenchError):
@@ -257,6 +266,51 @@ def latency_ms(entry: Entry) -> float | None:
     if value is None and isinstance(entry.fields.get("latency_ms"), dict):
         value = number(entry.fields["latency_ms"].get("mean"))
     return value if value is not None and value >= 0 else None
+
+
+TABLE_PRICE = "prices table"
+GIVEN_PRICE = "submitter-given price"
+
+
+def table_price(entry: Entry) -> float | None:
+    """USD per hour for all the entry's nodes at the prices table's price (dawnbench/data/prices.yaml,
+    or $DAWNBENCH_PRICES) of the instance the entry records; None when it records none, or one the
+    table does not know. The entry's own `costPerHour` and `price` are not read: a price is the
+    table's, never the entrant's."""
+    instance, nodes = entry.fields.get("instance"), entry.fields.get("nodes", 1)
+    if not isinstance(instance, str) or isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        return None
+    try:
+        price = prices.lookup(instance)
+    except prices.PriceError:
+        return None
+    return price.usd_per_hour * nodes if fits(price, recorded_hardware(entry), nodes) else None
+
+
+def recorded_hardware(entry: Entry) -> str | None:
+    """The hardware the harness recorded for the entry's run (or inference): its record's `hardware`
+    in <stem>.run/, which `dawnbench submit --hardware` does not rename; None without one."""
+    try:
+        record = safe_read.read_json(run_folder(entry.path) / RUN_RECORD[entry.kind], tree_root(entry.path))
+    except (safe_read.Refused, OSError, ValueError):
+        return None
+    hardware = record.get("hardware") if isinstance(record, dict) else None
+    return hardware if isinstance(hardware, str) else None
+
+
+def fits(price: prices.Price, hardware: str | None, nodes: int) -> bool:
+    """Whether an instance of the prices table could be the hardware the harness recorded: a CPU
+    instance for a run without accelerators; else the same accelerator model (V100, A100, H100, ...)
+    and no more of them than the instance has, on every node. An entry cannot take a cheaper
+    instance's price than the machine it ran on."""
+    if not hardware:
+        return False
+    counted = re.match(r"(\d+) x (.*)", hardware)
+    if price.accelerator_count == 0 or not price.accelerator:
+        return counted is None
+    model = re.search(r"\b([A-Z]+\d+[A-Z]?)\b", price.accelerator)
+    return (counted is not None and model is not None and re.search(rf"\b{model[1]}\b", counted[2], re.I) is not None
+            and int(counted[1]) <= price.accelerator_count * nodes)
 
 
 def inference_cost(entry: Entry) -> float | None:

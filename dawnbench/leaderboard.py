@@ -49,14 +49,18 @@ def _run(args) -> int:
                                        report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr),
                                        level=args.level,
                                        warn=lambda line: print(f"{PROG}: {line}", file=sys.stderr))
-    statuses = verification.statuses(loaded, args.data, args.entries if args.entries.is_dir() else None)
-    reproduced = reproduction.statuses(loaded, args.entries if args.entries.is_dir() else None)
-    rankings = ranking.rank(loaded, invalid, statuses, reproduced)
+    tree = args.entries if args.entries.is_dir() else None
+    statuses = verification.statuses(loaded, args.data, tree)
+    loaded, invalid = ranking.drop_failed(loaded, invalid, statuses,
+                                          report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr))
+    models = verification.model_provenances(loaded, statuses, tree)
+    reproduced = reproduction.statuses(loaded, tree)
+    rankings = ranking.rank(loaded, invalid, statuses, reproduced, models)
     if args.format == "json":
         json.dump(rankings, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
-    index = site.build(loaded, rankings, args.out, statuses, reproduced)
+    index = site.build(loaded, rankings, args.out, statuses, reproduced, models)
     ranked = sum(len(rows) for tables in rankings["tasks"].values() for rows in tables.values())
     warnings = len(rankings["warnings"])
     print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid, "

@@ -204,6 +204,39 @@ def instance_price_record(instance: str, price_given: bool = False) -> str:
     return json.dumps(lookup(instance).record(), separators=(",", ":"))
 
 
+def table_disagreement(record: object) -> str | None:
+    """Why a price record (`price` of result.json or inference.json, or --price-record's JSON) names an
+    instance of the prices table at another price than the table's, or None. A named instance is
+    priced from the table, never by whoever wrote the record; an instance the table does not know is
+    the recorder's own price (shown as such)."""
+    if not isinstance(record, dict) or not isinstance(record.get("instance"), str):
+        return None
+    try:
+        listed = load().get(record["instance"].strip().lower())
+    except PriceError:
+        return None
+    usd = record.get("usd_per_hour")
+    if listed is None or (type(usd) in (int, float) and math.isclose(usd, listed.usd_per_hour, rel_tol=1e-9)):
+        return None
+    return (f"{listed.key} at {usd!r} USD per hour is not the prices table's {listed.usd_per_hour:g} "
+            f"({listed.date}, {listed.source}; {prices_file()})")
+
+
+def check_price_record(text: str) -> None:
+    """Refuse (one line) a --price-record that prices an instance of the table at another price: such a
+    record is what `--instance` passes, and any other figure for that instance is not its price. A
+    record that is not JSON is left to the harness's parser, which says what is wrong with it."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return
+    problem = table_disagreement(record)
+    if problem:
+        instance = record["instance"]
+        raise PriceError(f"--price-record: {problem}: give --instance {instance} (the table's price), or "
+                         f"--cost-per-hour USD for a price of your own (ranked as submitter-given)")
+
+
 def add_instance_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(INSTANCE_OPTION, default=None, metavar="PROVIDER:INSTANCE",
                    help="the cloud instance it runs on, priced from dawnbench/data/prices.yaml (e.g. aws:p3.2xlarge); "
@@ -213,6 +246,8 @@ def add_instance_option(p: argparse.ArgumentParser) -> None:
 def apply_instance(args: argparse.Namespace) -> None:
     """Turn the parsed --instance into the harness's --price-record (and clear it), in place."""
     if args.instance is None:
+        if getattr(args, "price_record", None) is not None:
+            check_price_record(args.price_record)
         return
     given = args.cost_per_hour is not None or args.price_record is not None
     args.price_record = instance_price_record(args.instance, given)
@@ -247,9 +282,14 @@ def resolve_instance_args(args: list[str]) -> list[str]:
             continue
         out.append(arg)
         i += 1
+    options = out[:out.index("--")] if "--" in out else out
+    for k, arg in enumerate(options):           # a record of the caller's: the table's price or refused
+        if arg == "--price-record" and k + 1 < len(options):
+            check_price_record(options[k + 1])
+        elif arg.startswith("--price-record="):
+            check_price_record(arg.partition("=")[2])
     if instance is None:
         return list(args)
-    options = out[:out.index("--")] if "--" in out else out
     given = any(a in PRICE_OPTIONS or a.partition("=")[0] in PRICE_OPTIONS for a in options)
     out[at:at] = ["--price-record", instance_price_record(instance, given)]
     return out

@@ -17,10 +17,12 @@ from pathlib import Path
 
 from dawnbench import entries, validate
 from dawnbench.entries import Entry, number
-from dawnbench.reproduction import NOT_TRIED
+from dawnbench.reproduction import NOT_TRIED, is_reproduced
+from dawnbench.verification import MODEL_UNVERIFIED, VERIFIED
 from harness.tasks import TASKS, Task
 
-TABLES = ("train_time", "train_cost", "inference_latency", "inference_cost")
+TABLES = ("train_time", "train_cost", "train_cost_given", "inference_latency", "inference_cost",
+          "inference_cost_given", "inference_latency_unverified_model")
 
 
 def safe_stem(stem: str) -> str:
@@ -57,19 +59,37 @@ def _ordered(rows: list[tuple[float, Entry, dict]]) -> list[dict]:
     return ranked
 
 
+def price_of(entry: Entry, status: str) -> tuple[float | None, str | None]:
+    """(USD per hour for all nodes, where the price comes from). The prices table's price of the
+    instance the entry's run recorded, for its nodes, when the run verifies (`prices table`); else the
+    entry's own costPerHour (`submitter-given price`: typed, given at submit, or of a run not verified
+    here), ranked in tables of its own, never mixed with the table's."""
+    listed = entries.table_price(entry) if status == VERIFIED else None
+    if listed is not None:
+        return listed, entries.TABLE_PRICE
+    given = entries.cost_per_hour(entry)
+    return given, (entries.GIVEN_PRICE if given is not None else None)
+
+
 def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = None,
-              reproduction: dict[str, str] | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
-    """The four tables of one task, and the entries that rank in none of them (with the reason).
+              reproduction: dict[str, str] | None = None,
+              models: dict[str, str] | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
+    """The tables of one task, and the entries that rank in none of them (with the reason).
     Valid entries all rank; the reasons are a second line of defence for entries built in code.
-    Training rows carry their `verification` status ({entry path: status}, dawnbench.verification)
-    and their `reproduction` ({entry path: words}, dawnbench.reproduction; "not tried" when absent)."""
+    Rows carry their `verification` status ({entry path: status}, dawnbench.verification), training
+    rows their `reproduction` ({entry path: words}, dawnbench.reproduction; "not tried" when absent)
+    and inference rows their model's provenance (`models`, dawnbench.verification.model_provenances).
+    Costs priced from the prices table and costs at a price the entrant gave rank in separate tables;
+    an inference entry whose record says its model is no verified run's ranks apart."""
     verification = verification or {}
     reproduction = reproduction or {}
+    models = models or {}
     tables: dict[str, list] = {name: [] for name in TABLES}
     unranked = []
     threshold = entries.log_threshold(task_entries[0].task) if task_entries else None
     for entry in task_entries:
-        price = entries.cost_per_hour(entry)
+        status = verification.get(str(entry.path), "not checked")
+        price, basis = price_of(entry, status)
         if entry.fields.get("official_threshold") is False:
             # `dawnbench submit --allow-unofficial`: a smoke test at a lowered threshold, not an entry
             unranked.append({**_common(entry), "kind": entry.kind,
@@ -89,13 +109,14 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                 continue
             hours = row["hours"]
             base = {"hours": hours, "hms": entries.hms(hours), "epoch": number(row.get("epoch")),
-                    "accuracy": row[entry.metric_column], "costPerHour": price,
+                    "accuracy": row[entry.metric_column], "costPerHour": price, "price_basis": basis,
                     "cost_usd": hours * price if price is not None else None,
-                    "verification": verification.get(str(entry.path), "not checked"),
-                    "reproduction": reproduction.get(str(entry.path), NOT_TRIED)}
+                    "verification": status, "reproduction": reproduction.get(str(entry.path), NOT_TRIED)}
+            base["reproduced"] = is_reproduced(base["reproduction"])     # "accuracy ... time not compared": no
             tables["train_time"].append((hours, entry, base))
             if price is not None:
-                tables["train_cost"].append((hours * price, entry, base))
+                table = "train_cost" if basis == entries.TABLE_PRICE else "train_cost_given"
+                tables[table].append((hours * price, entry, base))
         else:
             accuracy, latency = entries.inference_accuracy(entry), entries.latency_ms(entry)
             if accuracy is None or accuracy < threshold or latency is None:
@@ -104,12 +125,22 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                           if accuracy < threshold else "no latency")
                 unranked.append({**_common(entry), "kind": entry.kind, "reason": reason})
                 continue
-            cost = entries.inference_cost(entry)
-            base = {"latency_ms": latency, "accuracy": accuracy, "costPerHour": price,
-                    "cost_per_10000_usd": cost}
+            if basis == entries.TABLE_PRICE:
+                cost = price * latency / 3.6e6 * entries.ITEMS
+            else:
+                cost = entries.inference_cost(entry)
+                basis = entries.GIVEN_PRICE if cost is not None else None
+            model = models.get(str(entry.path), MODEL_UNVERIFIED)
+            base = {"latency_ms": latency, "accuracy": accuracy, "costPerHour": price, "price_basis": basis,
+                    "cost_per_10000_usd": cost, "verification": status, "model_provenance": model}
+            if status == VERIFIED and model == MODEL_UNVERIFIED:
+                # its own record says the model is no verified run's (`infer --model FILE`): apart
+                tables["inference_latency_unverified_model"].append((latency, entry, base))
+                continue
             tables["inference_latency"].append((latency, entry, base))
             if cost is not None:
-                tables["inference_cost"].append((cost, entry, base))
+                table = "inference_cost" if basis == entries.TABLE_PRICE else "inference_cost_given"
+                tables[table].append((cost, entry, base))
     return {name: _ordered(rows) for name, rows in tables.items()}, unranked
 
 
@@ -134,17 +165,38 @@ def load_all(root: Path, report=None, level: str = "v1", warn=None) -> tuple[lis
     return loaded, invalid
 
 
+def drop_failed(loaded: list[Entry], invalid: list[dict], statuses: dict[str, str] | None,
+                report=None) -> tuple[list[Entry], list[dict]]:
+    """(the entries whose run or record does not fail verification, `invalid` with the others added):
+    an entry whose files disagree with themselves is not ranked, it is invalid, the reason listed."""
+    statuses = statuses or {}
+    kept, invalid = [], list(invalid)
+    for entry in loaded:
+        status = statuses.get(str(entry.path), "")
+        if not status.startswith("failed"):
+            kept.append(entry)
+            continue
+        invalid.append({"task": entry.task.display_name, "kind": entry.kind, "entry": entry.name,
+                        "file": str(entry.path),
+                        "reason": f"{entry.path}:1: {entries.run_folder(entry.path).name}: verification {status} "
+                                  f"(only an entry whose files verify is ranked)"})
+        if report:
+            report(invalid[-1]["reason"])
+    return kept, invalid
+
+
 def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, str] | None = None,
-         reproduction: dict[str, str] | None = None) -> dict:
+         reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None) -> dict:
     """The rankings of every task: {"tasks": {display name: {table: [rows]}}, "unranked": [...],
     "invalid": [...], "warnings": [...]} (`invalid` as load_all lists them; `warnings` the ranked
     entries' v1 quirks, one line each; `verification` as dawnbench.verification.statuses gives it, and
     `reproduction` as dawnbench.reproduction.statuses does, shown on training rows)."""
-    result: dict = {"tasks": {}, "unranked": [], "invalid": list(invalid),
+    loaded, invalid = drop_failed(loaded, list(invalid), verification)
+    result: dict = {"tasks": {}, "unranked": [], "invalid": invalid,
                     "warnings": [{"task": e.task.display_name, "kind": e.kind, "entry": e.name, "file": str(e.path),
                                   "warning": note} for e in loaded for note in e.notes]}
     for task in TASKS.values():
-        tables, unranked = rank_task([e for e in loaded if e.task is task], verification, reproduction)
+        tables, unranked = rank_task([e for e in loaded if e.task is task], verification, reproduction, models)
         result["tasks"][task.display_name] = tables
         result["unranked"] += [{"task": task.display_name, **u} for u in unranked]
     return result

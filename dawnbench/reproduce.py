@@ -13,21 +13,28 @@ entry again shows that the figures are the entry's. This command:
    run had, `--runs N` times: in its image where a Docker engine answers, else natively (it says which);
 4. compares: converged or not, the epoch of convergence, the metric at each epoch (within
    --metric-tolerance), and time-to-accuracy within the time tolerance over the claim: 3 x the
-   coefficient of variation of the entry's own series where it has one (at least 5%), else a stated
-   25%, or --tolerance. The tolerance is one-sided: a claimed time the code does not reach is the
+   coefficient of variation of the run's series, recomputed from the series' runs that verify (at
+   least 5%), else a stated 25%, or --tolerance; never from what an entry says of itself (`runs`).
+   The tolerance is one-sided: a claimed time the code does not reach is the
    question; a reproduction faster than the claim (a less loaded machine) is reported, not held against
-   it. On other hardware time is not comparable: only the epochs and the metric curve are, and the
-   verdict is "reproduced: accuracy only";
+   it. On other hardware (the hardware and the nodes the harness saw: a node count is never more than
+   the run's processes) time is not comparable: only the epochs and the metric curve are, and the
+   verdict is "accuracy reproduced, time not compared (other hardware)", which the leaderboard does not
+   count as reproduced. A run of N processes is run again with N local ranks (torchrun) where this
+   machine has them; otherwise the record says "not tried: needs N processes";
 5. prints both figures side by side and a verdict line, and writes reproduction.json into the run
    folder (dawnbench.reproduction), which the leaderboard shows.
 
-Exit status 0: reproduced (or accuracy only); 1: not reproduced; 2: a bad input, one line.
+Exit status 0: reproduced, or accuracy reproduced with time not compared (no difference found); 1: not
+reproduced; 2: a bad input, or not tried (needs more processes than here), one line.
 """
 from __future__ import annotations
 
 import io
 import math
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +56,7 @@ COV_FACTOR = 3.0                # with a series: three of its standard deviation
 MIN_TIME_TOLERANCE = 0.05       # ...but never under the stability bound itself (dawnbench.series.STABLE_CV)
 DEFAULT_METRIC_TOLERANCE = 0.005  # the same seed and code: the metric of each epoch within half a point
 RUNTIMES = ("docker", "native")
+MAX_PROCESSES = 1024            # a world size beyond any machine's is not a run of this harness
 
 
 class ReproduceError(UsageError):
@@ -101,9 +109,10 @@ def read_original(path: Path, data_root: Path | None) -> Original:
         entry = safe_read.read_json(entry_path, root) if entry_path else None
     except safe_read.Refused as e:
         raise ReproduceError(f"{run_dir}: {e.reason}") from None
-    if result.get("world_size") not in (None, 1):
-        raise ReproduceError(f"{run_dir}: a run of {result.get('world_size')} processes: reproduce it by hand, one "
-                             f"torchrun with its --seed (this command runs one process)")
+    world = result.get("world_size", 1)
+    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_PROCESSES:
+        raise ReproduceError(f"{run_dir}/result.json: world_size is {world!r}, not a number of processes from 1 to "
+                             f"{MAX_PROCESSES}: not a run of this harness")
     for name in ("reference", "seed", "threshold", "hyperparameters"):
         if name not in result:
             raise ReproduceError(f"{run_dir}/result.json has no {name}: not a run of this harness")
@@ -238,6 +247,68 @@ def _python(name: str, asked: Path | None) -> str:
     return str(venv) if venv is not None and venv.is_file() else sys.executable
 
 
+def processes(result: dict) -> int:
+    """The number of processes (ranks) the run had: its world size."""
+    world = result.get("world_size", 1)
+    return world if isinstance(world, int) and not isinstance(world, bool) and world >= 1 else 1
+
+
+def available_processes(env: dict) -> int:
+    """How many ranks this machine can run as the run ran them: one per GPU where the run had GPUs
+    (`nvidia-smi -L` counts them), else one per CPU this process may use."""
+    if env.get("gpus"):
+        smi = shutil.which("nvidia-smi")
+        if smi is None:
+            return 0
+        try:
+            listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return 0
+        return sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU ")) if listed.returncode == 0 else 0
+    return len(os.sched_getaffinity(0))
+
+
+def ranks_here(original: Original, runtime: str, said: str, asked: str | None) -> tuple[str, str]:
+    """(runtime, its line) for the run's ranks: a run of N processes is reproduced natively with N
+    local ranks when this machine has them; otherwise reproduction.json records "not tried: needs N
+    processes" and the command stops with that line (exit 2)."""
+    needed = processes(original.result)
+    if needed == 1:
+        return runtime, said
+    if asked == "docker":
+        raise ReproduceError(f"{original.run_dir}: a run of {needed} processes is reproduced natively (torchrun "
+                             f"with {needed} local ranks): leave out --runtime docker")
+    have = available_processes(original.env)
+    if have < needed:
+        what = "GPUs" if original.env.get("gpus") else "CPUs this process may use"
+        reason = f"needs {needed} processes (the run's world size), this machine has {have} {what}"
+        written = write_record(original.run_dir, {
+            "verdict": reproduction.NOT_TRIED, "reason": reason, "differences": [], "notes": [],
+            "reproduced_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "log_sha256": reproduction.log_sha256(original.run_dir, original.result), "reproduced": []})
+        raise ReproduceError(f"{reproduction.NOT_TRIED}: {original.run_dir}: {reason}; run it where it has them "
+                             f"({written} says so)")
+    return "native", f"runtime: native, torchrun with {needed} local ranks (the run's world size)"
+
+
+def run_command(original: Original, code: Code, runtime: str, data_root: Path, results: Path, run_args: list[str],
+                python: Path | None) -> list[str]:
+    """The command line of one reproduction: the harness, or for a run of N ranks torchrun starting N
+    local ranks (`harness.local_ranks`: one loopback-only network for them), as `make run NPROC=N` does."""
+    name = original.result["reference"]
+    if runtime == "docker":
+        return [sys.executable, "-m", "dawnbench.containers", "run", name, "--data", str(data_root),
+                "--results", str(results), "--", *run_args]
+    interpreter = _python(name, python)
+    harness_args = ["-m", "harness", "run", name, "--references", str(code.references), "--data", str(data_root),
+                    "--results", str(results), *run_args]
+    ranks = processes(original.result)
+    if ranks == 1:
+        return [interpreter, *harness_args]
+    return [interpreter, "-m", "harness.local_ranks", interpreter, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", str(ranks), *harness_args]
+
+
 def run_once(original: Original, code: Code, runtime: str, data_root: Path, results: Path, run_id: str,
              python: Path | None) -> Path:
     """One run of the reference as the original ran; its run folder."""
@@ -248,13 +319,10 @@ def run_once(original: Original, code: Code, runtime: str, data_root: Path, resu
                 *overrides(r, code)]
     env = {**os.environ, paths.REFERENCES_ENV: str(code.references),
            "PYTHONPATH": os.pathsep.join([str(code.root), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    if runtime == "docker":
-        command = [sys.executable, "-m", "dawnbench.containers", "run", name, "--data", str(data_root),
-                   "--results", str(results), "--", *run_args]
-    else:
-        command = [_python(name, python), "-m", "harness", "run", name, "--references", str(code.references),
-                   "--data", str(data_root), "--results", str(results), *run_args]
-    _say(f"run {run_id}: {' '.join(command[1:4])} {name} (seed {r['seed']}, threshold {r['threshold']}, "
+    command = run_command(original, code, runtime, data_root, results, run_args, python)
+    ranks = processes(r)
+    how = " ".join(command[1:4]) if ranks == 1 else f"-m harness run (torchrun, {ranks} local ranks)"
+    _say(f"run {run_id}: {how} {name} (seed {r['seed']}, threshold {r['threshold']}, "
          f"at most {run_args[5]} epochs)")
     with subprocess.Popen(command, cwd=code.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, errors="replace") as proc:
@@ -295,26 +363,77 @@ def environment(result: dict, env: dict) -> dict:
             "packages": env.get("packages")}
 
 
-def time_tolerance(original: Original, asked: float | None) -> tuple[float, str]:
-    """(relative tolerance, where it comes from): --tolerance, else the entry's series, else the default."""
+def time_tolerance(original: Original, asked: float | None, data_root: Path | None = None) -> tuple[float, str]:
+    """(relative tolerance, where it comes from): --tolerance, else the spread of the run's series
+    recomputed from the series' own runs that verify, else the stated default. Never from what the
+    entry says (its `runs`) nor from the series' summary.json: both are the entrant's to write."""
     if asked is not None:
         return asked, "--tolerance"
-    cv, source = None, None
-    runs = _dict(original.entry).get("runs")
-    if isinstance(runs, dict) and _finite(runs.get("cv")):
-        cv, source = runs["cv"], "the entry's series (runs.cv)"
-    summary = original.run_dir.parent / "summary.json"
-    if cv is None and summary.is_file():
-        try:
-            stats = safe_read.read_json(summary, summary.parent).get("tta_seconds") or {}
-        except (safe_read.Refused, AttributeError):
-            stats = {}
-        if isinstance(stats, dict) and _finite(stats.get("cv")):
-            cv, source = stats["cv"], f"its series ({summary})"
+    cv, used = series_cv(original, data_root)
     if cv is None:
-        return DEFAULT_TIME_TOLERANCE, "the stated default (no series gives the entry's spread)"
+        return DEFAULT_TIME_TOLERANCE, ("the stated default (no verified series gives the run's spread; an entry's "
+                                        "own runs statistics are not read)")
     tolerance = max(COV_FACTOR * cv, MIN_TIME_TOLERANCE)
-    return tolerance, f"{COV_FACTOR:g} x the cv {cv:.3f} of {source}, at least {MIN_TIME_TOLERANCE:.0%}"
+    return tolerance, (f"{COV_FACTOR:g} x the cv {cv:.3f} of its series' {used} verified converged runs "
+                       f"({original.run_dir.parent}), at least {MIN_TIME_TOLERANCE:.0%}")
+
+
+def series_cv(original: Original, data_root: Path | None) -> tuple[float | None, int]:
+    """(the coefficient of variation of the time-to-accuracy of the converged runs of the series the
+    run belongs to, how many), from each run folder's result.json where `dawnbench verify` passes it;
+    (None, n) with fewer than two. An entry's run (<stem>.run/) belongs to no series."""
+    if original.entry is not None or not (original.run_dir.parent / "summary.json").is_file():
+        return None, 0
+    times = []
+    for folder in sorted(original.run_dir.parent.iterdir()):
+        if folder.is_symlink() or not (folder / "result.json").is_file():
+            continue
+        try:
+            result = safe_read.read_json(folder / "result.json", folder)
+            if not (isinstance(result, dict) and result.get("status") == "converged"
+                    and _finite(result.get("tta_seconds")) and verify.verify(folder, data_root).verified):
+                continue
+        except (safe_read.Refused, DawnbenchError, OSError, ValueError):
+            continue
+        times.append(float(result["tta_seconds"]))
+    if len(times) < 2 or not statistics.mean(times):
+        return None, len(times)
+    return statistics.stdev(times) / statistics.mean(times), len(times)
+
+
+def logged_hardware(run_dir: Path, recorded: object) -> object:
+    """The hardware the harness saw, as its own log says it (`submission_platform`, written before the
+    reference's code ran), rather than result.json's field, which is a copy of it; the field when the
+    log has none (a run of an older harness)."""
+    try:
+        logged = [e["value"] for e in verify.read_events(run_dir) if e.get("key") == "submission_platform"]
+    except (verify.VerifyError, OSError, ValueError):
+        return recorded
+    return logged[0] if len(logged) == 1 and isinstance(logged[0], str) else recorded
+
+
+NODES_IN_LABEL = re.compile(r"(, \d+ nodes| \(\d+ nodes\))")
+
+
+def seen_nodes(env: dict) -> int:
+    """The machines a run had, as far as the harness saw: no more than its processes (a claim of
+    `--nodes 2` on a run of one process is a claim, never checked on a native run)."""
+    nodes, world = env.get("nodes"), env.get("world_size")
+    nodes = nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes >= 1 else 1
+    world = world if isinstance(world, int) and not isinstance(world, bool) and world >= 1 else 1
+    return min(nodes, world)
+
+
+def machine(env: dict) -> tuple:
+    """What a run's time depends on: its hardware (the label without the node count it was given)
+    and the nodes the harness saw."""
+    label = env.get("hardware") if isinstance(env.get("hardware"), str) else ""
+    label = NODES_IN_LABEL.sub("", label)
+    claimed, seen = env.get("nodes"), seen_nodes(env)
+    counted = re.fullmatch(r"(\d+) x (.*)", label)       # "2 x NVIDIA H100": every node's accelerators
+    if counted and isinstance(claimed, int) and not isinstance(claimed, bool) and claimed > seen:
+        label = f"{int(counted[1]) // claimed * seen} x {counted[2]}"
+    return label, seen, env.get("world_size") or 1
 
 
 def _finite(value) -> bool:
@@ -340,8 +459,7 @@ def compare(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]], tol
             if _finite(value) and _finite(again) and abs(again - value) > metric_tolerance:
                 differences.append(f"{metric} at epoch {row['epoch']}: {value:.4f} claimed, {again:.4f} reproduced"
                                    f"{which} (tolerance {metric_tolerance:g})")
-    other = [env["hardware"] for _, env in runs if (env["hardware"], env["nodes"]) !=
-             (claimed_env["hardware"], claimed_env["nodes"])]
+    other = [env["hardware"] for _, env in runs if machine(env) != machine(claimed_env)]
     converged = claimed["status"] == "converged" and all(f["status"] == "converged" for f, _ in runs)
     if other:
         notes.append(f"hardware: {claimed_env['hardware']} claimed, {other[0]} here: time is not comparable; "
@@ -416,7 +534,8 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("--tolerance", default=None, metavar="T",
                    # argparse %-formats help: every % is written %%, the computed ones too
                    help=f"time-to-accuracy at most T over the claim (0.25 or 25%%; default {COV_FACTOR:g} x the cv of "
-                        f"the entry's series, at least {MIN_TIME_TOLERANCE:.0%}%, else {DEFAULT_TIME_TOLERANCE:.0%}%)")
+                        f"the run's series (its runs that verify), at least {MIN_TIME_TOLERANCE:.0%}%, else "
+                        f"{DEFAULT_TIME_TOLERANCE:.0%}%; never from the entry)")
     p.add_argument("--metric-tolerance", type=number("--metric-tolerance", 0, example=0.01),
                    default=DEFAULT_METRIC_TOLERANCE, metavar="D",
                    help=f"the metric at each epoch within D, absolute (default {DEFAULT_METRIC_TOLERANCE:g})")
@@ -447,13 +566,14 @@ def _run(args) -> int:
     if not os.access(original.run_dir, os.W_OK):
         raise UsageError(f"{original.run_dir} is not writable: {reproduction.RECORD} goes there (copy the run "
                          f"folder, or fix its permissions)")
-    tolerance, tolerance_source = time_tolerance(original, asked_tolerance)
+    tolerance, tolerance_source = time_tolerance(original, asked_tolerance, data_root)
     results = Path(args.results or paths.results_root()).resolve()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="dawnbench-reproduce-") as workdir:
         code = find_code(original.result, args.references, Path(workdir))
         overrides(original.result, code)             # a hyperparameter that cannot be given: before any run
         runtime, said = choose_runtime(asked_runtime)
+        runtime, said = ranks_here(original, runtime, said, asked_runtime)
         _say(f"code: {code.source}")
         _say(said)
         folders = [run_once(original, code, runtime, data_root, results, f"reproduce-{stamp}-{k}", args.python)
@@ -464,6 +584,7 @@ def _run(args) -> int:
         env = safe_read.read_json(folder / "env.json", folder) if (folder / "env.json").is_file() else {}
         runs.append((figures(result), {**environment(result, env), "runtime": runtime}))
     claimed, claimed_env = figures(original.result), environment(original.result, original.env)
+    claimed_env["hardware"] = logged_hardware(original.run_dir, claimed_env["hardware"])
     verdict, differences, notes = compare(claimed, claimed_env, runs, tolerance, args.metric_tolerance)
     record = {
         "verdict": verdict, "differences": differences, "notes": notes,

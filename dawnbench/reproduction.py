@@ -5,10 +5,11 @@
 side by side, the environment of each, the tolerances and the verdict. The leaderboard reads it
 back, as untrusted input (harness.safe_read), and shows one of
 
-    reproduced
-    reproduced: accuracy only                     (other hardware: time not comparable)
+    reproduced                                    (the same curve, and the time within the tolerance)
+    accuracy reproduced, time not compared (other hardware)    (not counted as reproduced: is_reproduced)
     not reproduced: <the first difference, with both figures>
     not tried                                     (no record, or a record of another log)
+    not tried: needs N processes, ...             (the machine that tried lacked the run's ranks)
 
 The record names the sha256 of the run's DAWNBench log, so a record left behind by an earlier
 version of the entry is not shown as this version's.
@@ -22,10 +23,18 @@ from dawnbench import entries, safe_read, verification
 
 RECORD = "reproduction.json"
 REPRODUCED = "reproduced"
-ACCURACY_ONLY = "reproduced: accuracy only"
+ACCURACY_ONLY = "accuracy reproduced, time not compared (other hardware)"
+OLD_ACCURACY_ONLY = "reproduced: accuracy only"     # the same verdict, as records written before said it
 NOT_REPRODUCED = "not reproduced"
 NOT_TRIED = "not tried"
-VERDICTS = (REPRODUCED, ACCURACY_ONLY, NOT_REPRODUCED)
+VERDICTS = (REPRODUCED, ACCURACY_ONLY, OLD_ACCURACY_ONLY, NOT_REPRODUCED, NOT_TRIED)
+
+
+def is_reproduced(words: str | None) -> bool:
+    """Whether the leaderboard's words for a reproduction count as reproduced, where anything sorts or
+    filters on it: only `reproduced` (time compared too). "accuracy reproduced, time not compared" is
+    not: the claimed time was never run again."""
+    return words == REPRODUCED
 
 
 def log_sha256(run_dir: Path, result: dict) -> str | None:
@@ -57,6 +66,11 @@ def status(run_dir: Path, root: Path) -> str:
         first = record.get("differences")
         first = first[0] if isinstance(first, list) and first and isinstance(first[0], str) else "differs"
         return f"{NOT_REPRODUCED}: {_line(first)}"
+    if record["verdict"] == NOT_TRIED:      # e.g. a run of more processes than the machine that tried had
+        reason = record.get("reason")
+        return f"{NOT_TRIED}: {_line(reason)}" if isinstance(reason, str) and reason else NOT_TRIED
+    if record["verdict"] == OLD_ACCURACY_ONLY:
+        return ACCURACY_ONLY
     return record["verdict"]
 
 

@@ -22,13 +22,19 @@ from urllib.parse import urlsplit
 from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
 from dawnbench.reproduction import NOT_TRIED
+from dawnbench.verification import MODEL_UNVERIFIED
 from harness.errors import DawnbenchError
 from harness.tasks import RULES_VERSION
 
 MARKER = ".dawnbench-site"     # says a folder is a site this module built, so it may replace it
 CSP = "default-src 'none'; img-src 'self'; style-src 'self'"
-TABLE_TITLES = {"train_time": "Training time", "train_cost": "Training cost",
-                "inference_latency": "Inference latency", "inference_cost": "Inference cost (10,000 items)"}
+TABLE_TITLES = {"train_time": "Training time", "train_cost": "Training cost (prices table)",
+                "train_cost_given": "Training cost (submitter-given price)",
+                "inference_latency": "Inference latency",
+                "inference_cost": "Inference cost (10,000 items, prices table)",
+                "inference_cost_given": "Inference cost (10,000 items, submitter-given price)",
+                "inference_latency_unverified_model": "Inference latency (model provenance unverified)"}
+MAIN_TABLES = ("train_time", "train_cost", "inference_latency", "inference_cost")   # shown even when empty
 
 
 class SiteError(DawnbenchError):
@@ -113,6 +119,10 @@ COLUMNS = {      # each table's own columns, before the ones all tables share
     "inference_cost": [("Cost per 10,000 items", lambda r: usd(r["cost_per_10000_usd"])),
                        ("Latency", lambda r: ms(r["latency_ms"]))],
 }
+COLUMNS["train_cost_given"] = COLUMNS["train_cost"]
+COLUMNS["inference_cost_given"] = COLUMNS["inference_cost"]
+COLUMNS["inference_latency_unverified_model"] = COLUMNS["inference_latency"] + [
+    ("Cost per 10,000 items", lambda r: usd(r["cost_per_10000_usd"]))]
 
 
 def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
@@ -124,9 +134,10 @@ def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
             "name": task_name, "threshold": ranking.threshold_label(entries.TASK_BY_DIR[task_name]),
             "plot": plots.get(task_name),
             "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": [c[0] for c in COLUMNS[table]],
-                        "verified": table.startswith("train"),
+                        "verified": True, "reproduced": table.startswith("train"),
+                        "model": table.startswith("inference"),
                         "rows": [{**r, "cells": [fn(r) for _, fn in COLUMNS[table]]} for r in rows]}
-                       for table, rows in tables.items()],
+                       for table, rows in tables.items() if rows or table in MAIN_TABLES],
             "unranked": [u for u in rankings["unranked"] if u["task"] == task_name],
             "invalid": [u for u in rankings.get("invalid", []) if u["task"] == task_name]})
     return templates().get_template("index.html").render(csp=CSP, root="", tasks=tasks, n_entries=n_entries,
@@ -140,7 +151,7 @@ def _ordinal(n: int) -> str:
 
 
 def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None,
-               verification: str | None = None, reproduction: str | None = None) -> str:
+               verification: str | None = None, reproduction: str | None = None, model: str | None = None) -> str:
     f = entry.fields
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
@@ -150,13 +161,13 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         ("Hardware", entries.text(f.get("hardware"))), ("Framework", entries.text(f.get("framework"))),
         ("Code", entries.text(f.get("codeURL"))), ("Commit", commit(f)),
         ("Timestamp", entries.text(f.get("timestamp"))),
-        ("Cost per hour", usd(entries.cost_per_hour(entry)) or "not given"),
     ]
+    price, basis = ranking.price_of(entry, verification or "")
+    rows.append(("Cost per hour", f"{usd(price)} ({basis})" if price is not None else "not given"))
     if price_source(f):
         rows.append(("Price source", price_source(f)))
     if entry.kind == "train":
         row = entries.training_row(entry)
-        price = entries.cost_per_hour(entry)
         if row:
             epoch = number(row.get("epoch"))
             rows.append(("Time to threshold", f"{entries.hms(row['hours'])} ({row['hours']:.4g} hours"
@@ -170,7 +181,11 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
                  ("Accuracy", f"{entry.metric_column} {accuracy:g}" if accuracy is not None else "not given"),
-                 ("Cost per 10,000 items", usd(entries.inference_cost(entry)) or "not given")]
+                 ("Cost per 10,000 items", usd(price * entries.latency_ms(entry) / 3.6e6 * entries.ITEMS)
+                  if basis == entries.TABLE_PRICE and entries.latency_ms(entry) is not None
+                  else usd(entries.inference_cost(entry)) or "not given"),
+                 ("Verification", verification or "not checked"),
+                 ("Model provenance", model or MODEL_UNVERIFIED)]
     columns = list(entry.rows[0]) if entry.rows else []
     log = [[format(r.get(c, float("nan")), "g") for c in columns] for r in entry.rows]
     other = {"kind": "inference" if entry.kind == "train" else "training", "href": sibling} if sibling else None
@@ -225,18 +240,19 @@ def _swap(tmp: Path, out: Path) -> None:
 
 
 def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str] | None = None,
-          reproduction: dict[str, str] | None = None) -> Path:
-    """Write the site for `loaded` (ranked as `rankings`; training entries' `verification` statuses and
-    `reproduction` words by path) into `out`; returns the index's path."""
+          reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None) -> Path:
+    """Write the site for `loaded` (ranked as `rankings`; entries' `verification` statuses, training
+    entries' `reproduction` words and inference entries' model provenance (`models`), by path) into
+    `out`; returns the index's path."""
     try:
-        return _build(loaded, rankings, Path(out), verification or {}, reproduction or {})
+        return _build(loaded, rankings, Path(out), verification or {}, reproduction or {}, models or {})
     except OSError as e:
         raise SiteError(f"cannot write the site at {out} ({e.strerror or type(e).__name__}: {e.filename}) "
                         f"(check the folder and its permissions)") from None
 
 
 def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str],
-           reproduction: dict[str, str]) -> Path:
+           reproduction: dict[str, str], models: dict[str, str]) -> Path:
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
@@ -246,7 +262,8 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
         w.text(MARKER, "built by `dawnbench leaderboard`; the command replaces this folder whole\n")
         w.text("style.css", templates().loader.get_source(templates(), "style.css")[0])
 
-        numbers = analyze.cost_vs_time_numbers(loaded)
+        numbers = analyze.cost_vs_time_numbers(       # the prices the tables rank by, not the entries' own
+            loaded, lambda e: ranking.price_of(e, verification.get(str(e.path), ""))[0])
         plots = {}
         for task in numbers["tasks"]:
             plots[task] = f"{task}/cost-vs-time.png"
@@ -274,7 +291,8 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
             sibling = pages.get((entry.task.display_name, other_kind, entry.name))
             sibling = f"../{other_kind}/{Path(sibling).name}" if sibling else None
             w.text(relative, entry_page(entry, ranks.get(relative, []), image, sibling,
-                                        verification.get(str(entry.path)), reproduction.get(str(entry.path))))
+                                        verification.get(str(entry.path)), reproduction.get(str(entry.path)),
+                                        models.get(str(entry.path))))
 
         w.text("index.html", index_page(rankings, plots, len(loaded)))
         _swap(tmp, out)

@@ -182,6 +182,7 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(result, path, field, str, "a string")
     _need(result, path, "tta_seconds", (int, float), "a number of seconds")
+    _check_price(path, result)
     problems = schemas.result_errors(result)
     if problems:
         first = problems[0]
@@ -340,8 +341,19 @@ def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bo
     _check_scores(path, infer, result, allow_unofficial)
 
 
+def _check_price(path: Path, record: dict) -> None:
+    """A run (or inference) whose price record names an instance of the prices table at another price
+    (`harness run --price-record`, which has no table to check it against) is refused."""
+    problem = prices.table_disagreement(record.get("price"))
+    if problem:
+        raise SubmitError(f"{path}: price: {problem}: a named instance is priced from the table; run it again "
+                          f"with --instance {record['price']['instance']} (or --cost-per-hour USD for a price of "
+                          f"your own)")
+
+
 def _check_scores(path: Path, infer: dict, result: dict, allow_unofficial: bool) -> None:
     """The whole eval set, at the official threshold, reached, with a latency; and official."""
+    _check_price(path, infer)
     if infer.get("complete_eval_set") is not True:
         task = TASKS.get(result.get("task"))
         raise SubmitError(f"{path}: timed {validate.show(infer.get('items'))} items, not the whole eval set"
@@ -457,11 +469,18 @@ def submit(args) -> list[Path]:
     stem = entries.entry_stem(train["author"], train["model"], train["hardware"], train["framework"])
     train["logFilename"] = f"{stem}.tsv"
     targets = {("train", f"{stem}.tsv"): log, ("train", f"{stem}.json"): train}
+    runs = [(folder, run_files, f"{stem}{verification.RUN_SUFFIX}", "train")]
     if infer is not None:
         targets[("inference", f"{stem}.json")] = add_price(inference_entry(infer, result, args), infer_path, given,
                                                           "inference", _inference_cost)
-    run = (folder, run_files, f"{stem}{verification.RUN_SUFFIX}")
-    return _place(Path(args.out), task, targets, run, args)
+        runs.append(_inference_run(infer_path, stem))
+    return _place(Path(args.out), task, targets, runs, args)
+
+
+def _inference_run(infer_path: Path, stem: str) -> tuple:
+    """The inference's record, as `dawnbench infer` wrote it, to go beside its entry as
+    <stem>.run/inference.json: the file the entry's latency, accuracy and cost are checked against."""
+    return (infer_path.parent, [infer_path.name], f"{stem}{verification.RUN_SUFFIX}", "inference")
 
 
 def submit_inference_only(args, given: dict | None) -> list[Path]:
@@ -483,7 +502,7 @@ def submit_inference_only(args, given: dict | None) -> list[Path]:
     _check_scores(path, infer, infer, args.allow_unofficial)
     entry = add_price(inference_entry(infer, infer, args), path, given, "inference", _inference_cost)
     stem = entries.entry_stem(entry["author"], entry["model"], entry["hardware"], entry["framework"])
-    return _place(Path(args.out), task, {("inference", f"{stem}.json"): entry}, None, args)
+    return _place(Path(args.out), task, {("inference", f"{stem}.json"): entry}, [_inference_run(path, stem)], args)
 
 
 def _check_out(out: Path) -> None:
@@ -508,13 +527,13 @@ def _os_error(e: OSError, to: Path) -> SubmitError:
     return SubmitError(f"cannot read {where}: {problem} (nothing was written)")    # a file of the run
 
 
-def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]:
-    """Write `targets` ({(kind, name): entry dict, or the log file to copy}) and the verified run
-    (folder, its files, the name it takes) into the entries tree `to`: staged, validated, then moved
-    into place, so that nothing is written when anything is wrong."""
+def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]:
+    """Write `targets` ({(kind, name): entry dict, or the log file to copy}) and the verified runs
+    (folder, its files, the name it takes, the entry kind it goes with) into the entries tree `to`:
+    staged, validated, then moved into place, so that nothing is written when anything is wrong."""
     finals = [to / task.display_name / kind / name for kind, name in targets]
-    run_final = to / task.display_name / "train" / run[2] if run else None
-    finals_and_run = finals + ([run_final] if run else [])
+    run_finals = [to / task.display_name / run[3] / run[2] for run in runs]
+    finals_and_run = finals + run_finals
     if not args.force:
         existing = [str(p) for p in finals_and_run if p.exists() or p.is_symlink()]
         if existing:
@@ -533,10 +552,9 @@ def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]
                 shutil.copyfile(entry, path)        # the log exactly as the harness wrote it
             else:
                 _dump(entry, path)
-        if run:
-            folder, run_files, run_name = run
+        for folder, run_files, run_name, kind in runs:
             for name in run_files:       # the run, as verified: what the leaderboard verifies again
-                path = staging / task.display_name / "train" / run_name / name
+                path = staging / task.display_name / kind / run_name / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(folder / name, path)
         problems, _ = validate.check([staging], allow_unofficial=args.allow_unofficial)
@@ -545,13 +563,14 @@ def _place(to: Path, task, targets: dict, run: tuple | None, args) -> list[Path]
             where = Path(first.file).relative_to(staging)
             raise SubmitError(f"the entry would not pass `dawnbench validate`: {to / where}:{first.line}: "
                               f"{first.field}: {first.message}")
-        if run and (run_final.exists() or run_final.is_symlink()):      # --force: the old run goes with the old entry
-            os.replace(run_final, staging / "replaced.run")
+        for k, run_final in enumerate(run_finals):    # --force: the old run goes with the old entry
+            if run_final.exists() or run_final.is_symlink():
+                os.replace(run_final, staging / f"replaced-{k}.run")
         for (kind, name), final in zip(targets, finals):
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / task.display_name / kind / name, final)
-        if run:
-            os.replace(staging / task.display_name / "train" / run[2], run_final)
+        for (_, _, run_name, kind), run_final in zip(runs, run_finals):
+            os.replace(staging / task.display_name / kind / run_name, run_final)
     except OSError as e:
         raise _os_error(e, to) from None
     finally:

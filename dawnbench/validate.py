@@ -300,6 +300,10 @@ def _check_tsv(report: _Report, log: Path, task: Task, threshold: float, root: P
             if column == entries.METRIC_COLUMNS[task.metric]:
                 units_ok = False
     column = entries.METRIC_COLUMNS[task.metric]
+    reached = next(((line, row) for line, row in rows if row[column] >= threshold), None)
+    if units_ok and reached is not None and reached[1]["hours"] == 0:
+        report.at("hours", "0 is not positive on the row that reaches the threshold (it would rank in no time; "
+                           "hours are on-clock time since the start of the run)", reached[0])
     if units_ok and rows and not any(row[column] >= threshold for _, row in rows):
         best = max(row[column] for _, row in rows)
         report.at(column, f"the threshold {threshold:g} is never reached (best {best:g}) "
@@ -424,6 +428,9 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None, level: str =
     value, keys, problems = read_json(path, root)
     report = _Report(path, keys, level)
     report.problems.extend(problems)
+    if CONTROL.search(Path(path).name):     # at both levels: a name is shown on every line and page
+        report.at("path", f"the file name {show(Path(path).name)} holds a control character (a newline, a tab, "
+                          f"an escape): rename the entry with letters, digits, '-', '.' and '_'", 1)
     try:
         task, kind = entries.locate(path)
     except entries.EntryError:
@@ -452,6 +459,8 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None, level: str =
         else:
             _check_inference(report, task, fields, valid, threshold)
     _check_runs(report, valid)
+    if kind in entries.KINDS:
+        _check_against_run(report, path, kind, fields, root)
     return _finish(report, problems), log, fields, rows, task, kind, {**fields, **report.fixes}
 
 
@@ -621,6 +630,101 @@ def _check_runs(report: _Report, valid: dict) -> None:
                                     f"(converged counts runs, at most n)")
 
 
+# ---------------------------------------------------------------- the entry against the files behind it
+
+def _same(a: object, b: object) -> bool:
+    """Two figures of an entry and of its record agree: numbers within rounding, anything else equal."""
+    if is_number(a) and is_number(b):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def backed_fields(kind: str, record: dict, fields: dict) -> dict[str, object]:
+    """{entry field: the value its run's record gives it} for every field of an entry that has a file
+    behind it: the training run's result.json, or the inference's inference.json (`dawnbench submit`
+    copies either into <stem>.run/). A price given at submit time (`price_added`) stands for the
+    record's missing price, for as many nodes as the record ran on."""
+    nodes = record.get("nodes", 1)
+    backed: dict[str, object] = {"nodes": nodes, "reference": record.get("reference")}
+    if kind == "train":
+        backed.update({name: record.get(name) for name in ("tta_seconds", "threshold", "eval_examples")})
+    else:
+        backed.update({"latency": record.get("latency"), "eval_examples": record.get("items"),
+                       "threshold": record.get("threshold")})
+        stats = record.get("latency_ms")
+        if isinstance(stats, dict):
+            backed["latency_ms"] = {k: stats.get(k) for k in ("mean", "p50", "p90", "p99")}
+        for metric, column in entries.METRIC_COLUMNS.items():
+            if is_number(record.get(metric)):
+                backed[column] = record[metric] if metric == "f1" else round(100 * record[metric], 4)
+        if isinstance(record.get("model_source"), dict):
+            backed["misc.model_source"] = record["model_source"]
+    per_hour = record.get("costPerHour")
+    added = fields.get("price_added")
+    if per_hour is None and isinstance(added, dict) and is_number(added.get("usd_per_hour")) and is_number(nodes):
+        per_hour = added["usd_per_hour"] * nodes          # priced at submit: that price, for the run's nodes
+    else:
+        backed.update(instance=record.get("instance"), price=record.get("price"))
+    backed["costPerHour"] = per_hour
+    if kind == "train" and is_number(per_hour) and is_number(record.get("tta_seconds")):
+        backed["cost_usd"] = per_hour * record["tta_seconds"] / 3600.0
+    elif kind == "inference" and is_number(per_hour) and is_number(record.get("latency")):
+        backed["cost"] = per_hour * record["latency"] / 3.6e6
+        backed["cost_per_10k_items_usd"] = backed["cost"] * 1e4
+    return backed
+
+
+def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, root: Path) -> None:
+    """An entry with its run folder beside it says what its run's record says: every field with a file
+    behind it (time, cost, price, nodes, latency, accuracy, the model's source, the verdict) agrees
+    with that file, or the entry is invalid, the file and both values named. Nothing an entrant edits
+    in the entry JSON alone sets a figure the leaderboard ranks."""
+    run = entries.run_folder(path)
+    try:
+        present = run.exists() or run.is_symlink()
+        if not present:
+            if "rules_version" in fields:       # written by `dawnbench submit`, which puts its run beside it
+                report.at("rules_version", f"the entry is one `dawnbench submit` wrote, but its run {run.name}/ is "
+                                           f"not beside it: its figures have no file behind them (submit the run "
+                                           f"again, or copy {run.name}/ with the entry)")
+            return
+        folder_ok = not run.is_symlink() and run.is_dir() and safe_read.inside(run, root)
+    except (OSError, ValueError):
+        folder_ok = False
+    name = entries.RUN_RECORD[kind]
+    if not folder_ok:
+        report.at("path", f"{run.name} is not a folder of the entries tree (the run `dawnbench submit` put "
+                          f"beside the entry; submit the run again)", 1)
+        return
+    try:
+        record = safe_read.read_json(run / name, root)
+    except safe_read.Refused as e:
+        report.at("path", f"{run.name}/{name}: {e.reason} (the entry's figures are that record's; submit the "
+                          f"run again)", 1)
+        return
+    if not isinstance(record, dict):
+        report.at("path", f"{run.name}/{name} is not a JSON object (submit the run again)", 1)
+        return
+    where = f"{run.name}/{name}"
+    for field, expected in backed_fields(kind, record, fields).items():
+        head, _, sub = field.partition(".")
+        given = fields.get(head)
+        given = given.get(sub) if sub and isinstance(given, dict) else given
+        if given is None and expected is None:
+            continue
+        if (given is None or expected is None) and field in ("nodes", "eval_examples", "threshold", "reference",
+                                                             "misc.model_source"):
+            continue            # left out of one of them (an older harness's record): the other stands
+        if not _same(given, expected):
+            report.at(field, f"{show(given)} is not what its run recorded, {show(expected)} ({where}): an "
+                             f"entry's figures are its run's (submit the run again; do not edit the entry)")
+    if fields.get("official") is True and record.get("official") is not True:
+        report.at("official", f"true, but {where} records official {show(record.get('official'))}: the "
+                              f"verdict is the run's (submit the run again)")
+
+
 # ---------------------------------------------------------------- files and trees
 
 def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
@@ -633,10 +737,10 @@ def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
                                 f"(check its permissions)"))
 
     for folder, dirs, files in os.walk(root, onerror=onerror):
-        if Path(folder).name == "train":
-            # <stem>.run/: the run behind a training entry (dawnbench submit), checked by
-            # `dawnbench verify` and the leaderboard, not an entry of its own
-            dirs[:] = [d for d in dirs if not d.endswith(".run")]
+        if Path(folder).name in entries.KINDS:
+            # <stem>.run/: the run behind a training entry, or the inference record behind an inference
+            # entry (dawnbench submit): what the entry's figures are checked against, not an entry of its own
+            dirs[:] = [d for d in dirs if not d.endswith(entries.RUN_SUFFIX)]
         for name in files:
             p = Path(folder) / name
             if name.endswith(".json"):

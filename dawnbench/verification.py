@@ -15,6 +15,7 @@ Everything is read as untrusted (harness.safe_read); nothing here raises on a ho
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from dawnbench import entries, safe_read
@@ -23,15 +24,10 @@ from harness import datasets, verify
 from harness.errors import DawnbenchError
 from harness.tasks import Task
 
-RUN_SUFFIX = ".run"
+RUN_SUFFIX = entries.RUN_SUFFIX
+run_folder = entries.run_folder
 VERIFIED = "verified"
 NO_RUN = "not verified: no run folder with stored predictions"
-
-
-def run_folder(entry_json: Path) -> Path:
-    """Where a training entry's run lives: <stem>.run/ next to its JSON."""
-    entry_json = Path(entry_json)
-    return entry_json.with_name(entry_json.stem + RUN_SUFFIX)
 
 
 class Labels:
@@ -67,10 +63,12 @@ def status(entry: Entry, labels: Labels, root: Path | None = None) -> str:
         return f"failed: {_short(str(e), run)}"
     except (OSError, ValueError) as e:
         return f"failed: {run.name} cannot be read ({type(e).__name__})"
-    if not report.verified:
+    if report.first_failure is not None:
         return _short(report.status, run)
-    problem = _tied(entry, run, root)
-    return f"failed: {problem}" if problem else VERIFIED
+    problem = _tied(entry, run, root)       # without the labels too: the entry must be its run's
+    if problem:
+        return f"failed: {problem}"
+    return _short(report.status, run) if not report.verified else VERIFIED
 
 
 def _tied(entry: Entry, run: Path, root: Path) -> str | None:
@@ -95,7 +93,63 @@ def _short(text: str, run: Path) -> str:
     return text.replace(str(run) + "/", "").replace(str(run), run.name)
 
 
+NO_RECORD = "not verified: no inference record beside the entry"
+MODEL_VERIFIED = "verified: the model of this entry's verified training run"
+MODEL_UNVERIFIED = "model provenance unverified"
+
+
+def inference_status(entry: Entry, root: Path | None = None) -> str:
+    """An inference entry's status: `verified` when its record (`<stem>.run/inference.json`, what
+    `dawnbench infer` wrote) is beside it, which validate has already tied every figure of the entry to
+    (latency, accuracy, cost, price, nodes); else not verified. The latency is the record's: no file
+    lets it be measured again here (`dawnbench reproduce` is for runs)."""
+    root = entries.tree_root(entry.path) if root is None else Path(root)
+    run = run_folder(entry.path)
+    try:
+        if not (run.exists() or run.is_symlink()):
+            return NO_RECORD
+        if run.is_symlink() or not run.is_dir() or not safe_read.inside(run, root):
+            return f"failed: {run.name} is not a folder of the entries tree"
+        record = safe_read.read_json(run / entries.RUN_RECORD["inference"], root)
+    except safe_read.Refused as e:
+        return f"failed: {run.name}/{entries.RUN_RECORD['inference']} cannot be read: {e.reason}"
+    except (OSError, ValueError) as e:
+        return f"failed: {run.name} cannot be read ({type(e).__name__})"
+    return VERIFIED if isinstance(record, dict) else f"failed: {run.name}/inference.json is not a JSON object"
+
+
+def model_provenance(entry: Entry, statuses_: dict[str, str], root: Path | None = None) -> str:
+    """Whether an inference entry's model is shown to be a run's: its record's `model_source` names a
+    run (`dawnbench infer --model <run>/model`) whose result.json is, byte for byte (sha256), the
+    result.json of the verified training entry of the same name. Anything else (`infer --model FILE`,
+    a folder, an inference-only reference's published weights, a run not submitted) is unverified:
+    the model could have been trained on anything, the eval labels included."""
+    if statuses_.get(str(entry.path)) != VERIFIED:
+        return MODEL_UNVERIFIED
+    root = entries.tree_root(entry.path) if root is None else Path(root)
+    train_json = entry.path.parent.parent / "train" / entry.path.name
+    if statuses_.get(str(train_json)) != VERIFIED:
+        return MODEL_UNVERIFIED
+    try:
+        record = safe_read.read_json(run_folder(entry.path) / entries.RUN_RECORD["inference"], root)
+        result = safe_read.read_bytes(run_folder(train_json) / "result.json", root, safe_read.MAX_JSON_BYTES)
+    except (safe_read.Refused, OSError, ValueError):
+        return MODEL_UNVERIFIED
+    source = record.get("model_source") if isinstance(record, dict) else None
+    run = source.get("run") if isinstance(source, dict) and source.get("kind") == "run" else None
+    if isinstance(run, dict) and run.get("result_sha256") == hashlib.sha256(result).hexdigest():
+        return MODEL_VERIFIED
+    return MODEL_UNVERIFIED
+
+
 def statuses(loaded: list[Entry], data_root: Path | None, root: Path | None = None) -> dict[str, str]:
-    """{entry JSON path: status} of every training entry."""
+    """{entry JSON path: status} of every entry: a training entry's run verified again, an inference
+    entry's record."""
     labels = Labels(data_root)
-    return {str(e.path): status(e, labels, root) for e in loaded if e.kind == "train"}
+    return {str(e.path): status(e, labels, root) if e.kind == "train" else inference_status(e, root)
+            for e in loaded}
+
+
+def model_provenances(loaded: list[Entry], statuses_: dict[str, str], root: Path | None = None) -> dict[str, str]:
+    """{inference entry JSON path: model_provenance}."""
+    return {str(e.path): model_provenance(e, statuses_, root) for e in loaded if e.kind == "inference"}

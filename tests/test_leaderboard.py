@@ -61,9 +61,12 @@ def by_name(rows):
 def test_tables_rank_in_the_known_order(rankings):
     cifar = rankings["tasks"]["CIFAR10"]
     assert names(cifar["train_time"]) == TRAIN_TIME_ORDER
-    assert names(cifar["train_cost"]) == TRAIN_COST_ORDER
+    # hand-typed v1 entries: their prices are the submitter's, ranked apart from the prices table's
+    assert names(cifar["train_cost_given"]) == TRAIN_COST_ORDER and cifar["train_cost"] == []
     assert names(cifar["inference_latency"]) == LATENCY_ORDER
-    assert names(cifar["inference_cost"]) == INFERENCE_COST_ORDER
+    assert names(cifar["inference_cost_given"]) == INFERENCE_COST_ORDER and cifar["inference_cost"] == []
+    assert {r["price_basis"] for r in cifar["train_cost_given"] + cifar["inference_cost_given"]} == \
+        {entries.GIVEN_PRICE}
     for rows in cifar.values():
         assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
     assert set(rankings["tasks"]) == {"CIFAR10", "ImageNet", "SQuAD", "FashionMNIST"}
@@ -100,7 +103,7 @@ def test_ties_go_to_the_earlier_timestamp_then_the_name(rankings):
 
 
 def test_training_cost_is_hours_times_cost_per_hour(rankings):
-    cost = by_name(rankings["tasks"]["CIFAR10"]["train_cost"])
+    cost = by_name(rankings["tasks"]["CIFAR10"]["train_cost_given"])
     assert cost["alice_resnet18_p3.2xlarge_pytorch"]["cost_usd"] == pytest.approx(0.5 * 3.06)
     assert cost["bob_resnet50_k80_tensorflow"]["cost_usd"] == pytest.approx(3.0 * 0.9)
     # no price: ranked by time, absent from the cost table
@@ -110,7 +113,7 @@ def test_training_cost_is_hours_times_cost_per_hour(rankings):
 
 
 def test_inference_cost_per_10000_items(rankings, tmp_path):
-    rows = by_name(rankings["tasks"]["CIFAR10"]["inference_cost"])
+    rows = by_name(rankings["tasks"]["CIFAR10"]["inference_cost_given"])
     # costPerHour only: 3.06 $/h x 10 ms / 3.6e6 ms/h x 10,000 items
     assert rows["alice_resnet18_p3.2xlarge_pytorch"]["cost_per_10000_usd"] == pytest.approx(3.06 * 10 / 3.6e6 * 1e4)
     assert rows["old_resnet_k80_caffe"]["cost_per_10000_usd"] == pytest.approx(2e-5 * 1e4)   # the v1 `cost` only
@@ -275,7 +278,7 @@ def test_entries_validate_rejects_are_listed_never_ranked(tmp_path, capsys):
     out = tmp_path / "site"
     assert main(["leaderboard", str(tmp_path), "--out", str(out)]) == 0
     result = ranking.rank(*ranking.load_all(tmp_path))
-    assert [names(rows) for rows in result["tasks"]["CIFAR10"].values()] == [["ok_m_h_f"], [], [], []]
+    assert [names(rows) for rows in result["tasks"]["CIFAR10"].values()] == [["ok_m_h_f"]] + [[]] * (len(ranking.TABLES) - 1)
     reasons = {u["entry"]: u["reason"] for u in result["invalid"]}
     assert set(reasons) == {"t_m_h_f", "u_m_h_f", "v_m_h_f", "w_m_h_f"}
     assert reasons["w_m_h_f"].endswith('w_m_h_f.json:1: model: required field missing (add "model": "ResNet-56")')
@@ -322,7 +325,7 @@ def test_a_hostile_tree_is_listed_invalid_and_the_rest_ranked(tmp_path):
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     result = json.loads(done.stdout)
     tables = result["tasks"]["CIFAR10"]
-    assert names(tables["train_time"]) == names(tables["train_cost"]) == ["good_net_gpu_pytorch"]
+    assert names(tables["train_time"]) == names(tables["train_cost_given"]) == ["good_net_gpu_pytorch"]
     assert names(tables["inference_latency"]) == ["good_net_gpu_pytorch"]
     reasons = {u["entry"]: u["reason"] for u in result["invalid"]}
     assert set(reasons) == {"zero_x_y_z", "fifo_x_y_z", "deep_x_y_z", "big_x_y_z", "negative_x_y_z"}
@@ -362,28 +365,34 @@ def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsy
 
     def statuses(*extra):
         assert main(["leaderboard", str(tree), "--format", "json", *extra]) == 0
-        table = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]["train_time"]
-        return {r["entry"]: r["verification"] for r in table}
+        printed = json.loads(capsys.readouterr().out)
+        table = printed["tasks"]["CIFAR10"]["train_time"]
+        failed = {u["entry"]: u["reason"] for u in printed["invalid"] if ".run: verification failed" in u["reason"]}
+        return {r["entry"]: r["verification"] for r in table}, failed
 
-    got = statuses()
+    # an entry whose run fails verification is invalid, never ranked: the reason is listed
+    got, failed = statuses()
     assert got[stems["Honest"]] == "verified"
-    assert got[stems["Tampered"]] == "failed: predictions: epoch 2: predictions/epoch-002.npz is missing " \
-                                     "(a run keeps every evaluated epoch's predictions)"
-    assert got[stems["Relogged"]] == "failed: the entry's log is not the run's (its TSV must be the run's, byte for byte)"
+    assert stems["Tampered"] not in got and stems["Relogged"] not in got
+    assert failed[stems["Tampered"]].endswith(
+        f"{stems['Tampered']}.run: verification failed: predictions: epoch 2: predictions/epoch-002.npz is missing "
+        f"(a run keeps every evaluated epoch's predictions) (only an entry whose files verify is ranked)")
+    assert "failed: the entry's log is not the run's (its TSV must be the run's, byte for byte)" in \
+        failed[stems["Relogged"]]
     assert got["alice_resnet18_p3.2xlarge_pytorch"] == verification.NO_RUN
 
-    no_labels = statuses("--data", str(tmp_path / "nowhere"))
+    no_labels, failed = statuses("--data", str(tmp_path / "nowhere"))
     assert no_labels[stems["Honest"]] == "not verified: no eval labels on this machine"
-    assert no_labels[stems["Tampered"]].startswith("failed: predictions: epoch 2")    # found without labels too
+    assert "verification failed: predictions: epoch 2" in failed[stems["Tampered"]]    # found without labels too
 
     site_dir = tmp_path / "site"
     assert main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
     index = (site_dir / "index.html").read_text()
     assert '<th>Verification</th>' in index
     assert f'<tr data-entry="{stems["Honest"]}">' in index and '<td class="verification">verified</td>' in index
-    cells = re.findall(r'<td class="verification">([^<]*)</td>', index)
-    assert "failed: predictions: epoch 2: predictions/epoch-002.npz is missing (a run keeps every evaluated " \
-           "epoch&#39;s predictions)" in cells and not any(str(tmp_path) in c for c in cells)
+    reasons = re.findall(r'<span class="reason">([^<]*)</span>', index)
+    assert any("verification failed: predictions: epoch 2: predictions/epoch-002.npz is missing (a run keeps every "
+               "evaluated epoch&#39;s predictions)" in r for r in reasons)
     page = (site_dir / ranking.page(entries.load(train_dir / f"{stems['Honest']}.json"))).read_text()
     assert "<th>Verification</th><td>verified</td>" in page
     # the runs inside the tree are not entries: validate passes over them
@@ -418,7 +427,7 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
     assert faked["differences"] == [f"time-to-accuracy: {claimed:.3f} s claimed, {5 * claimed:.3f} s reproduced "
                                     f"(+400%, tolerance +25%)"]
     assert {author: got[stem[author]] for author in runs} == {
-        "Same": "reproduced", "Elsewhere": "reproduced: accuracy only",
+        "Same": "reproduced", "Elsewhere": "accuracy reproduced, time not compared (other hardware)",
         "Faked": f"not reproduced: {faked['differences'][0]}",
         "Stale": "not tried: reproduction.json is of another log than this entry's (reproduce it again)",
         "Hostile": "not tried: reproduction.json holds no verdict of `dawnbench reproduce`",
@@ -430,7 +439,7 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
     index = (site_dir / "index.html").read_text()
     assert "<th>Verification</th><th>Reproduction</th>" in index
     cells = re.findall(r'<td class="reproduction">([^<]*)</td>', index)
-    assert "reproduced: accuracy only" in cells and str(escape(got[stem["Faked"]])) in cells
+    assert "accuracy reproduced, time not compared (other hardware)" in cells and str(escape(got[stem["Faked"]])) in cells
     assert "&lt;b&gt;" not in index and "<b>reproduced" not in index
     page = (site_dir / ranking.page(entries.load(train_dir / f"{stem['Faked']}.json"))).read_text()
     assert f"<th>Reproduction</th><td>{escape(got[stem['Faked']])}</td>" in page
@@ -441,7 +450,7 @@ def test_a_task_without_ranked_entries_is_one_line_not_empty_tables(tmp_path):
     train(tmp_path, "ImageNet", "bad_m_h_f", [(1, 0.5, 95.0)], costPerHour=True)      # invalid: listed, not ranked
     loaded, invalid = ranking.load_all(tmp_path)
     index = site.index_page(ranking.rank(loaded, invalid), {}, len(loaded))
-    assert index.count("<table") == 4 and 'id="CIFAR10-train_time"' in index     # CIFAR10's four tables only
+    assert index.count("<table") == 5 and 'id="CIFAR10-train_time"' in index     # CIFAR10's tables only
     for task in ("SQuAD", "FashionMNIST"):
         assert f'<p class="muted no-entries">No entries for {task} yet.</p>' in index
         assert f'id="{task}-' not in index.split(f'<section id="{task}">')[1].split("</section>")[0]

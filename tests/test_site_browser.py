@@ -74,8 +74,8 @@ def test_site_in_chromium(browser, tmp_path):
 
     browser.get((site / "index.html").as_uri())
     assert browser.title == "dawnbench leaderboard"
-    for table, order in (("train_time", TRAIN_TIME_ORDER), ("train_cost", TRAIN_COST_ORDER),
-                         ("inference_latency", LATENCY_ORDER), ("inference_cost", INFERENCE_COST_ORDER)):
+    for table, order in (("train_time", TRAIN_TIME_ORDER), ("train_cost_given", TRAIN_COST_ORDER),
+                         ("inference_latency", LATENCY_ORDER), ("inference_cost_given", INFERENCE_COST_ORDER)):
         rows = browser.find_elements(By.CSS_SELECTOR, f"#CIFAR10-{table} tbody tr")
         assert [r.get_attribute("data-entry") for r in rows] == order, table
         assert [r.find_element(By.CSS_SELECTOR, "td").text for r in rows] == [str(k) for k in range(1, len(order) + 1)]

@@ -388,7 +388,9 @@ def test_an_inference_only_reference_submits_without_a_run(tmp_path, capsys):
     assert submit.main(["--inference", str(infer), "--out", str(out)]) == 0
     stem = "dawnbench_ResNet-56_1-x-NVIDIA-T4_PyTorch-2.13.0"
     path = out / "CIFAR10" / "inference" / f"{stem}.json"
-    assert capsys.readouterr().out.split() == [str(path)]
+    record = out / "CIFAR10" / "inference" / f"{stem}.run"       # the inference's record, beside its entry
+    assert capsys.readouterr().out.split() == [str(path), str(record)]
+    assert (record / "inference.json").read_bytes() == (infer / "inference.json").read_bytes()
     assert not (out / "CIFAR10" / "train").exists()          # no run, no training entry
     fields = json.loads(path.read_text())
     assert fields["reference"] == INFER_ONLY and fields["top1Accuracy"] == 94.97
@@ -400,7 +402,10 @@ def test_an_inference_only_reference_submits_without_a_run(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "1 file checked: all valid"
     assert cli_main(["leaderboard", str(out), "--format", "json"]) == 0
     ranked = json.loads(capsys.readouterr().out)
-    assert [e["entry"] for e in ranked["tasks"]["CIFAR10"]["inference_latency"]] == [stem]
+    # its model is a published file, no verified run's: ranked apart, and said so
+    [row] = ranked["tasks"]["CIFAR10"]["inference_latency_unverified_model"]
+    assert (row["entry"], row["verification"], row["model_provenance"]) == (stem, "verified", "model provenance unverified")
+    assert ranked["tasks"]["CIFAR10"]["inference_latency"] == []
     assert ranked["invalid"] == [] and ranked["tasks"]["CIFAR10"]["train_time"] == []
 
 
@@ -418,7 +423,7 @@ def test_an_inference_only_entry_is_refused_when_it_is_not_one(tmp_path, capsys)
     assert not out.exists()
     assert submit.main(["--inference", str(dirty), "--out", str(out), "--allow-unofficial"]) == 0
     capsys.readouterr()
-    (written,) = (out / "CIFAR10" / "inference").iterdir()
+    (written,) = (out / "CIFAR10" / "inference").glob("*.json")
     assert (json.loads(written.read_text())["official"], json.loads(written.read_text())["unofficial_reasons"]) == (
         False, [DIRTY])
 
@@ -498,7 +503,7 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
     assert inference["cost_per_10k_items_usd"] == pytest.approx(inference["cost"] * 1e4)
     assert validate.main([str(out)]) == 0
     capsys.readouterr()
-    [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_cost"]
+    [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_cost_given"]
     assert row["cost_usd"] == pytest.approx(train["cost_usd"], rel=0.01)      # the leaderboard ranks it by cost
 
     out = tmp_path / "table"
@@ -516,7 +521,7 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
     edit_json(only / "inference.json", reference=INFER_ONLY, infers_only=True)
     out = tmp_path / "only-entries"
     assert submit.main(["--inference", str(only), "--out", str(out), "--cost-per-hour", "0.5"]) == 0
-    (path,) = (out / "CIFAR10" / "inference").iterdir()
+    (path,) = (out / "CIFAR10" / "inference").glob("*.json")
     fields = json.loads(path.read_text())
     assert fields["costPerHour"] == 0.5 and fields["price_added"]["source"] == submit.SUBMITTER_SOURCE
     assert fields["cost"] == pytest.approx(0.5 * fields["latency"] / 3.6e6)

@@ -124,7 +124,7 @@ def test_count_line_names_the_files(tmp_path, capsys):
 def test_new_entry_with_explicit_units_is_valid(tmp_path, capsys):
     tta = 181 * 0.0725 * 3600
     fields = {**OLD_TRAIN, "logFilename": "me_resnet9_1-x-V100_pytorch.tsv", "commitHash": "3f2a9c1",
-              "reference": "cifar10-resnet9-pytorch", "rules_version": "dawnbench-1.0",
+              "reference": "cifar10-resnet9-pytorch",
               "tta_seconds": round(tta, 3), "cost_usd": 0.9 * tta / 3600, "nodes": 1, "instance": "aws:p2.xlarge",
               "price": {"instance": "aws:p2.xlarge", "usd_per_hour": 0.9, "source": "https://aws.amazon.com/ec2/pricing/",
                         "date": "2026-11-01"},
@@ -136,6 +136,11 @@ def test_new_entry_with_explicit_units_is_valid(tmp_path, capsys):
                                "latency_ms": {"mean": 28.688002700200006, "p50": 28.1, "p90": 30.2, "p99": 35.0},
                                "cost_per_10k_items_usd": 7.172000675050001e-02})
     assert problems_of(capsys, tmp_path) == []
+    # `rules_version` says `dawnbench submit` wrote it: then its run must be beside it (tests/test_entry_trust.py)
+    train_entry(tmp_path, {**fields, "rules_version": "dawnbench-1.0"}, stem="me_resnet9_1-x-V100_pytorch")
+    (problem,) = problems_of(capsys, tmp_path)
+    assert problem["field"] == "rules_version" and "its run me_resnet9_1-x-V100_pytorch.run/ is not beside it" \
+        in problem["message"]
 
 
 def test_consistent_v1_inference_cost(tmp_path, capsys):
