@@ -21,6 +21,13 @@ from harness.clock import Clock
 from harness.events import EventLog
 from harness.stop_rules import CONVERGED, Outcome
 
+# The names the harness writes beside a trainer's stats: in epoch_stop's metadata, and in a history row of
+# result.json (the scores of every task, the times). A trainer's stat of one of these names would stand
+# in for the harness's figure (a "tta_seconds" in train_epoch's dict was result.json's time, issue 33),
+# so the runner refuses it (harness.runner._check_stats).
+HARNESS_KEYS = frozenset({"clock_s", "epoch_num", "samples_all_ranks", "epoch", "tta_seconds", "wall_seconds",
+                          "handover_ms", "top1", "top5", "f1", "exact_match"})
+
 
 class RunRecord:
     def __init__(self, run_dir: Path | None, spec, clock: Clock):
@@ -63,7 +70,7 @@ class RunRecord:
         t = self.clock.elapsed()
         if epoch == 1:  # MLPerf: exactly once, the whole run's (every rank's); each epoch's is in epoch_stop
             self.log.point("train_samples", int(samples_all_ranks), t, epoch_num=epoch)
-        self.log.end("epoch_stop", t, epoch_num=epoch, **stats,
+        self.log.end("epoch_stop", t, **stats, epoch_num=epoch,
                      **({"samples_all_ranks": samples_all_ranks} if world_size > 1 else {}))
 
     def eval_started(self, epoch: int) -> None:
@@ -93,8 +100,8 @@ class RunRecord:
                           if stored else {}),
                        **({"snapshot_sha256": snapshot.sha256, "snapshot_bytes": snapshot.bytes} if snapshot else {}))
         self.log.end("eval_stop", t, epoch_num=epoch, **(eval_cost or {}))
-        row = {"epoch": epoch, "tta_seconds": round(on_clock, 3), "wall_seconds": round(t, 3), **scores, **stats,
-               "handover_ms": round(1000 * handover_s, 3)}
+        row = {**stats, "epoch": epoch, "tta_seconds": round(on_clock, 3), "wall_seconds": round(t, 3), **scores,
+               "handover_ms": round(1000 * handover_s, 3)}     # the harness's figures last: they win
         self.history.append(row)
         if self.tsv:
             self.tsv.write("\t".join(task.tsv_row(epoch, on_clock / 3600.0, scores)) + "\n")
