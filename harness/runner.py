@@ -380,8 +380,8 @@ class _Run:
     def _take_snapshot(self, epoch: int) -> snapshots.Taken:
         """The frozen trainer's snapshot, copied and hashed where it cannot reach; its own copy removed."""
         name = _snapshot_name(epoch)
-        cap_mib = self.spec.max_snapshot_mib or self.task.max_snapshot_mib
-        taken = snapshots.take(self.work / "snapshots" / name, self.work / "scored" / name, int(cap_mib * 2**20))
+        taken = snapshots.take(self.work / "snapshots" / name, self.work / "scored" / name,
+                               int(self.task.max_snapshot_mib * 2**20))    # the task's cap, never the reference's
         shutil.rmtree(self.work / "snapshots" / name, ignore_errors=True)
         if self.last_snapshot is not None:      # only the last scored snapshot can become the model
             shutil.rmtree(self.last_snapshot, ignore_errors=True)

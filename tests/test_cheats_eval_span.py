@@ -62,7 +62,7 @@ def test_training_moved_into_the_eval_span_is_dnc_at_the_bound(world, where):
 def test_a_snapshot_that_carries_the_training_set_is_refused(world):
     proc, result, run_dir = run_cheat(world, SMUGGLE.format(n=60000, where="load"), "--max-epochs", "2")
     assert proc.returncode == 1 and result["status"] == "DNC", proc.stderr[-2000:]
-    assert "the snapshot is over its cap of 16 MiB" in result["dnc_reason"], result["dnc_reason"]
+    assert "the snapshot is over its task's cap of 16 MiB" in result["dnc_reason"], result["dnc_reason"]
     assert [e["key"] for e in events(run_dir)].count("eval_accuracy") == 0
 
 
