@@ -41,7 +41,7 @@ class RunRecord:
     # --- the log, in the order a run writes it ------------------------------------------------
 
     def header(self, *, hardware: str, seed: int, eval_set, threshold: float, hyperparameters: dict,
-               isolation, dataset_files: list) -> None:
+               isolation, dataset_files: list, train_examples: tuple[int, str] | None = None) -> None:
         """What the run is, before any of the reference's code runs; then init_start at 0."""
         task, log = self.task, self.log
         log.point("submission_benchmark", task.name)
@@ -53,6 +53,8 @@ class RunRecord:
         log.point("dawnbench_hyperparameters", hyperparameters)
         log.point("dawnbench_isolation", isolation.mode, reason=isolation.reason)
         log.point("dawnbench_dataset", task.dataset, files=dataset_files)
+        if train_examples is not None:      # the eval bound's training set, and where the harness took it from
+            log.point("dawnbench_train_examples", train_examples[0], source=train_examples[1])
         log.point("submission_division", "open")        # docs/RULES.md "The MLPerf reading"
         log.point("submission_status", "research")
         log.point("cache_clear", False)                 # logged as MLPerf requires; the OS cache is not dropped

@@ -164,6 +164,8 @@ class Plan:
     rank: int
     world_size: int
     local_rank: int
+    train_examples: int = 0     # the eval bound's training set: the task's, or counted on disk for unofficial data
+    train_examples_source: str = "task"
 
 
 def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> Plan:
@@ -180,8 +182,15 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
     isolation = sandbox.probe()
     prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation)
+    # The eval bound's denominator: the task's training set (tasks.toml) on the official data. Data that
+    # are not (a fixture, a subset: the run is unofficial for it) have the size the harness counts on
+    # disk, so their bound stays what training on them cost. Never the trainer's own count (issue 33).
+    if data_reasons or os.environ.get(datasets.MANIFEST_ENV):
+        train_examples, source = max(datasets.count_train_examples(task.dataset, data_root), 1), "counted on disk"
+    else:
+        train_examples, source = task.train_examples, "task"
     return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,
-                isolation, prov, rank, world_size, local_rank)
+                isolation, prov, rank, world_size, local_rank, train_examples, source)
 
 
 def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
@@ -319,7 +328,8 @@ class _Run:
         self.clock.start()
         self.record.header(hardware=self._hardware(), seed=self.opts.seed, eval_set=p.eval_set,
                            threshold=p.budget.threshold, hyperparameters=p.hyperparameters, isolation=p.isolation,
-                           dataset_files=p.dataset_files)
+                           dataset_files=p.dataset_files,
+                           train_examples=(p.train_examples, p.train_examples_source))
         try:
             _, self.seen = self._start_worker("train", timeout=p.budget.max_seconds)
         except sandbox.CallTimeout:
@@ -396,7 +406,7 @@ class _Run:
         file and the eval's cost."""
         p, task = self.plan, self.task
         bound = eval_bound.EvalBound.of(train_s=trained.train_s, eval_examples=p.eval_set.examples,
-                                        train_examples=task.train_examples, ranks=p.world_size,
+                                        train_examples=p.train_examples, ranks=p.world_size,
                                         start_s=self.init_s, passes=self.spec.eval_passes)
         began = time.perf_counter()
 
