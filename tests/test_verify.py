@@ -144,6 +144,21 @@ def test_a_bound_made_of_a_forged_samples_does_not_verify_a_long_eval(run_copy, 
     assert "10000 eval / 60000 training examples x" in verdict and "never the trainer's count" in verdict
 
 
+def test_the_bound_s_training_set_is_the_task_s_for_an_official_run(default_run):
+    """The count a run took from unofficial data on disk stands only in a run that is not official;
+    an official run's bound is the task's training set, and a log of an earlier harness names none."""
+    from harness.tasks import get_task
+    task = get_task("fashion-mnist")
+    events = [json.loads(line.split(" ", 1)[1]) for line in (default_run / "events.jsonl").read_text().splitlines()]
+    (logged,) = [e for e in events if e["key"] == "dawnbench_train_examples"]
+    assert logged["value"] == 60_000 and logged["metadata"]["source"] == "task"
+    forged = [e for e in events if e["key"] != "dawnbench_train_examples"] + [{**logged, "value": 40}]
+    assert verify._train_examples(forged, task, official=False) == 40
+    with pytest.raises(verify.Disagreement, match="must use the fashion-mnist training set of 60000 examples"):
+        verify._train_examples(forged, task, official=True)
+    assert verify._train_examples([e for e in events if e["key"] != "dawnbench_train_examples"], task, True) == 60_000
+
+
 def test_a_changed_prediction_is_caught_by_its_sha256_and_by_its_score(run_copy, fashion_root, capsys):
     stored = run_copy / "predictions" / "epoch-001.npz"
     ids = np.load(stored, allow_pickle=False)["ids"]
