@@ -24,7 +24,9 @@ from harness.errors import DawnbenchError, UsageError, report
 
 
 def throughput(result: dict) -> float | None:
-    """Training samples per second of training time (the clock's train span)."""
+    """Training samples per second of training time (the clock's train span). The samples are the
+    trainer's own count, so this is a systems figure read as claimed, never ranked or bounded on
+    (docs/RULES.md, "The eval span")."""
     samples = sum(row.get("samples") or 0 for row in result.get("history", []))
     train = (result.get("spans_seconds") or {}).get("train")
     return samples / train if samples and train else None

@@ -10,8 +10,9 @@ events.jsonl gives, per epoch:
 
 - init:  init_start .. init_stop (the trainer's start and `setup()`; first epoch only);
 - train: epoch_start .. epoch_stop (`train_epoch()`, `save()` and the freeze);
-- eval:  eval_start .. eval_stop (the first one also starts the predictor: framework imports and
-  its `setup()`; then `load()`, `predict()`, the harness's scoring and storing, the thaw);
+- eval:  eval_start .. eval_stop (each starts a fresh predictor: framework imports and its
+  `setup()`; then `load()`, `predict()`, the harness's scoring and storing, the thaw; a harness
+  before issue 33 started it in the first eval only);
 - eval/train: the ratio of the two spans;
 - k: the smallest k under which the epoch's eval fits the issue's example bound,
   eval <= k x (eval examples / train examples) x train, i.e. eval seconds per eval example

@@ -726,6 +726,41 @@ def check_companions(name: str, data_root: str | os.PathLike | None = None) -> l
     return reasons
 
 
+def count_train_examples(name: str, data_root: str | os.PathLike | None = None) -> int:
+    """The training examples of the dataset on disk, counted by the harness from files it checked: the
+    eval bound's denominator where the data are not the official ones (a fixture, a subset), whose
+    size tasks.toml does not give. Never a count a reference reports (docs/RULES.md, "The eval span")."""
+    entry = manifest(name)
+    directory = files_dir(name, data_root)
+    train = entry.get("splits", {}).get("train")
+    file_format = entry.get("format", "idx")
+    try:
+        if file_format == "idx":     # the header: magic, then the count, big-endian
+            with open(directory / train["images"], "rb") as f:
+                header = f.read(8)
+            if len(header) < 8:
+                raise DatasetError(f"{directory / train['images']}: not an idx file (no header)")
+            return struct.unpack(">I", header[4:8])[0]
+        if file_format == "cifar-pickle":
+            return sum(len(read_cifar_batch(directory / f)[1]) for f in _names(train))
+        if file_format == "imagenet-folders":
+            return sum(len(files) for _, _, files in os.walk(directory / train["dir"]))
+        if file_format == "squad-json":
+            count = 0
+            for f in _names(train):
+                with open(directory / f, encoding="utf-8") as fh:
+                    data = json.load(fh)["data"]
+                count += sum(len(p["qas"]) for article in data for p in article["paragraphs"])
+            return count
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DatasetError(f"{name}: its training examples cannot be counted: {exc}") from None
+    raise DatasetError(f"datasets.toml entry [{name}] has no training split the harness can count ({file_format!r})")
+
+
+def _names(split) -> list[str]:
+    return [split] if isinstance(split, str) else list(split)
+
+
 def check_all(name: str, data_root: str | os.PathLike | None = None) -> tuple[dict[str, dict], list[str]]:
     """What a run and an inference check of their dataset before any reference code runs: every
     file (:func:`verified_checksums`), the prepared manifest and the companions. Returns the verified

@@ -4,15 +4,18 @@ The eval span is off the DAWNBench clock, and the reference's own code runs in i
 start, `load`, `predict`). The harness cannot tell an inference pass from training done there, so
 it bounds the span's wall time by what training on as many examples cost the trainer that epoch:
 
-    bound = passes x (eval examples / examples trained this epoch) x that epoch's train span + PER_EVAL_S
-            (+ the trainer's init span at the first eval, when the predictor starts)
+    bound = passes x eval examples / (training examples / ranks) x that epoch's train span + PER_EVAL_S
+            + the trainer's init span (the predictor starts afresh in every eval)
 
 An inference pass over an example costs at most what training on it did (a forward pass against a
 forward, a backward and an update: about a third), so `passes` is 1 unless the reference declares
 more in reference.toml (`[budget] eval_passes`, at most MAX_EVAL_PASSES), visibly: test-time
 augmentation over many views runs as many forward passes per example (cifar10-fast's six views cost
-3.2 training examples each on a CPU). The examples trained are the trainer's own
-count, capped at the task's official training set, so a reference that claims more gains nothing.
+3.2 training examples each on a CPU). The examples trained are the task's official training set
+(tasks.toml), split over the ranks, never the trainer's own count: a trainer that said it trained on
+one example would otherwise make the bound thousands of seconds (issue 33). A fresh predictor starts
+in every eval (no state carried from one eval to the next), so every bound adds the trainer's init
+span, which the harness measured, for that start.
 Past the bound the run is DNC with the figures (docs/RULES.md, "The eval span"), and the predictor
 is stopped there rather than waited for.
 """
@@ -36,17 +39,22 @@ class EvalBound:
     formula: str        # the bound with its figures, for the log and the DNC reason
 
     @classmethod
-    def of(cls, *, train_s: float, samples: float | None, eval_examples: int, train_examples: int,
-           first_start_s: float | None = None, passes: float = 1.0) -> EvalBound:
-        """The bound of one eval; `first_start_s` (the trainer's init span) when the predictor starts in it;
-        `passes` the reference's declared eval cost per example, in training examples."""
-        trained = min(samples or train_examples, train_examples)
+    def of(cls, *, train_s: float, eval_examples: int, train_examples: int, ranks: int = 1,
+           start_s: float | None = None, passes: float = 1.0) -> EvalBound:
+        """The bound of one eval. `train_examples`: the task's official training set (tasks.toml), of
+        which each of `ranks` trains its share in an epoch; `start_s` (the trainer's init span) where
+        the predictor starts in the eval; `passes` the reference's declared eval cost per example, in
+        training examples. Nothing the trainer reports (its `samples`) enters it."""
+        trained = train_examples / max(ranks, 1)
         share = passes * eval_examples / max(trained, 1.0) * train_s
-        seconds = share + PER_EVAL_S + (first_start_s or 0.0)
+        seconds = share + PER_EVAL_S + (start_s or 0.0)
+        examples = (f"({train_examples} training examples / {ranks} ranks)" if ranks > 1
+                    else f"{train_examples} training examples")
         formula = ((f"{passes:g} passes x " if passes != 1 else "") +
-                   f"{eval_examples} eval / {trained:g} trained examples x {train_s:.2f} s train span "
-                   f"+ {PER_EVAL_S:g} s" + (f" + {first_start_s:.2f} s for the predictor's start (the trainer's "
-                                             f"init span)" if first_start_s is not None else ""))
+                   f"{eval_examples} eval / {examples} x {train_s:.2f} s "
+                   f"train span + {PER_EVAL_S:g} s" +
+                   (f" + {start_s:.2f} s for the predictor's start (the trainer's init span)"
+                    if start_s is not None else ""))
         return cls(seconds, formula)
 
     def over(self, epoch: int, wall_s: float) -> EvalOverBound:

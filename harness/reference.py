@@ -65,20 +65,23 @@ class Reference(abc.ABC):
         """Build the model, and the data of the instance's role. On the clock in the trainer: init
         and data loading count.
 
-        A run makes two instances, each in its own process. The trainer (`ctx.trains`, role
-        "train") sees the training files only, not the eval images: it loads them and builds what
+        A run makes a trainer for the run and a predictor for each eval, each in its own process.
+        The trainer (`ctx.trains`, role "train") sees the training files only, not the eval images: it loads them and builds what
         training needs (optimizer, schedule, augmentation); the harness then calls `train_epoch`
         and, after each epoch, `save`. The predictor (role "predict") sees the eval inputs only, no
         training data and no labels: it loads the eval images; the harness then calls `load` with
-        what the trainer saved, and `predict` (or `eval_inputs` and `infer` for inference)."""
+        what the trainer saved at that epoch, and `predict` (or `eval_inputs` and `infer` for
+        inference), and kills it: no state of one eval reaches the next."""
 
     @abc.abstractmethod
     def train_epoch(self, epoch: int) -> dict[str, float]:
         """One pass over the training data (epochs count from 1). On the clock.
 
         Returns at least {"loss": mean training loss, "samples": examples seen on this rank};
-        "lr" and anything else numeric are logged too. A return without a numeric "loss" is
-        refused as a mistake; a NaN or infinite loss ends the run as diverged.
+        "lr" and anything else numeric are logged too, as information: no bound, time or score is
+        read from them. A return without a numeric "loss", or with a name of a figure the harness
+        writes (run_record.HARNESS_KEYS: "tta_seconds", "top1", ...), is refused as a mistake; a
+        NaN or infinite loss ends the run as diverged.
         """
 
     @abc.abstractmethod

@@ -43,7 +43,6 @@ class ReferenceSpec:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     max_epochs: int = 100
     max_seconds: float = 24 * 3600.0
-    max_snapshot_mib: float | None = None     # None: the task's cap (harness/data/tasks.toml)
     eval_passes: float = 1.0                  # the eval bound's allowance per example (harness/eval_bound.py)
     gpus: bool = False                      # [container] gpus: the reference is meant for GPUs
     container: dict[str, Any] = field(default_factory=dict)   # the raw [container] table, for host tools
@@ -216,12 +215,14 @@ def _check_budget(toml_path: Path, budget: dict) -> tuple[int, float]:
     return epochs, float(seconds)
 
 
-def _check_snapshot_cap(toml_path: Path, budget: dict) -> float | None:
-    cap = budget.get("max_snapshot_mib")
-    if cap is not None and (type(cap) not in (int, float) or not math.isfinite(cap) or cap <= 0):
-        raise UsageError(f"{toml_path}: field 'budget.max_snapshot_mib' = {cap!r} must be a positive number of "
-                         f"MiB, the largest model snapshot the reference writes, e.g. max_snapshot_mib = 256")
-    return None if cap is None else float(cap)
+def _check_snapshot_cap(toml_path: Path, budget: dict) -> None:
+    """The snapshot's cap is the task's (tasks.toml), never the reference's: a bound that the entrant
+    raised, in reference.toml, let a snapshot carry a third of the training set (issue 33). Named here,
+    rather than left an unknown field, so that a reference that used to raise it is told why."""
+    if "max_snapshot_mib" in budget:
+        raise UsageError(f"{toml_path}: field 'budget.max_snapshot_mib' is not a reference's to set: a snapshot's "
+                         f"cap is its task's (harness/data/tasks.toml; docs/RULES.md, \"Snapshots and the model "
+                         f"that is scored\"); remove the field")
 
 
 def _check_eval_passes(toml_path: Path, budget: dict) -> float:
@@ -300,6 +301,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
     hyperparameters = _check_table(toml_path, raw, "hyperparameters", None)
     budget = _check_table(toml_path, raw, "budget", BUDGET_KEYS)
     max_epochs, max_seconds = _check_budget(toml_path, budget)
+    _check_snapshot_cap(toml_path, budget)
     container = _check_table(toml_path, raw, "container", CONTAINER_KEYS)
     if not isinstance(container.get("gpus", False), bool):
         raise UsageError(f"{toml_path}: field 'container.gpus' must be true or false")
@@ -310,7 +312,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         author_email=raw.get("author_email", ""), code_url=raw.get("code_url", f"references/{name}"),
         description=raw.get("description", ""),
         hyperparameters=dict(hyperparameters), max_epochs=max_epochs, max_seconds=max_seconds,
-        max_snapshot_mib=_check_snapshot_cap(toml_path, budget), eval_passes=_check_eval_passes(toml_path, budget),
+        eval_passes=_check_eval_passes(toml_path, budget),
         gpus=container.get("gpus", False), container=dict(container),
         infers_only=only, inference_runtime=runtime, inference_precision=precision,
     )

@@ -32,6 +32,7 @@ from harness import (
     outputs,
     paths,
     provenance,
+    run_record,
     sandbox,
     snapshots,
     stop_rules,
@@ -139,15 +140,17 @@ def _say(msg: str, rank: int) -> None:
 
 
 def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, derived: Path,
-                 snapshots: Path | None, env: dict[str, str] | None = None, network: bool = False):
-    """A sandboxed worker of `role`, with the role's data; returns it and the paths it sees."""
+                 snapshots: Path | None, env: dict[str, str] | None = None, network: bool = False,
+                 data_files: list | None = None):
+    """A sandboxed worker of `role`, with the role's data (`data_files`: the view's files as an earlier
+    start of the role found them); returns it and the paths it sees."""
     env, copies = dict(env or {}), []
     override = os.environ.get(datasets.MANIFEST_ENV)
     if override:   # the fixture checksums an unofficial run was started with, for the worker's own checks
         copies.append(Path(override))
         env[datasets.MANIFEST_ENV] = "{scratch}/" + Path(override).name
     return sandbox.start(role, isolation, reference_dir=spec.directory,
-                         data_files=views.view_files(spec.task.dataset, data_root, role, derived),
+                         data_files=data_files or views.view_files(spec.task.dataset, data_root, role, derived),
                          snapshots=snapshots, copies=copies, env=env, hidden=views.system_copies(),
                          network=network)
 
@@ -169,6 +172,8 @@ class Plan:
     rank: int
     world_size: int
     local_rank: int
+    train_examples: int = 0     # the eval bound's training set: the task's, or counted on disk for unofficial data
+    train_examples_source: str = "task"
 
 
 def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> Plan:
@@ -185,8 +190,15 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
     isolation = sandbox.probe()
     prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root)
+    # The eval bound's denominator: the task's training set (tasks.toml) on the official data. Data that
+    # are not (a fixture, a subset: the run is unofficial for it) have the size the harness counts on
+    # disk, so their bound stays what training on them cost. Never the trainer's own count (issue 33).
+    if data_reasons or os.environ.get(datasets.MANIFEST_ENV):
+        train_examples, source = max(datasets.count_train_examples(task.dataset, data_root), 1), "counted on disk"
+    else:
+        train_examples, source = task.train_examples, "task"
     return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,
-                isolation, prov, rank, world_size, local_rank)
+                isolation, prov, rank, world_size, local_rank, train_examples, source)
 
 
 def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
@@ -249,10 +261,11 @@ class _Run:
         self.trainer = self.predictor = None
         self.seen: dict = {}
         self.predictor_seen: dict = {}
+        self.view_files: dict[str, list] = {}     # each role's data files, as its first start found them
         self.last_snapshot: Path | None = None
         self.reached_at: dict | None = None
         self.framework_extra: dict = {}
-        self.init_s = 0.0                   # the trainer's init span: the predictor's start allowance
+        self.init_s = 0.0                   # the trainer's init span: each eval's allowance for its predictor's start
         self.trainer_cpu = 0.0              # the trainer's CPU seconds at its last freeze
         self.survivors: list[int] = []      # processes the final kill could not end
         # One trainer needs no network. Several ranks keep their harness's for the collective: the host's,
@@ -286,10 +299,13 @@ class _Run:
     def _start_worker(self, role: str, timeout: float):
         """A worker of `role` through its init; CallTimeout when init takes longer than `timeout`."""
         trains = role == "train"
+        if role not in self.view_files:     # derived once: a predictor starts in every eval
+            self.view_files[role] = views.view_files(self.task.dataset, self.plan.data_root, role,
+                                                     self.work / "derived")
         worker, seen = start_worker(role, self.spec, self.plan.isolation, data_root=self.plan.data_root,
                                     derived=self.work / "derived",
                                     snapshots=self.work / ("snapshots" if trains else "scored"),
-                                    network=trains and self.network)
+                                    network=trains and self.network, data_files=self.view_files[role])
         if trains:
             self.trainer = worker
         else:
@@ -320,7 +336,8 @@ class _Run:
         self.clock.start()
         self.record.header(hardware=self._hardware(), seed=self.opts.seed, eval_set=p.eval_set,
                            threshold=p.budget.threshold, hyperparameters=p.hyperparameters, isolation=p.isolation,
-                           dataset_files=p.dataset_files)
+                           dataset_files=p.dataset_files,
+                           train_examples=(p.train_examples, p.train_examples_source))
         try:
             _, self.seen = self._start_worker("train", timeout=p.budget.max_seconds)
         except sandbox.CallTimeout:
@@ -381,8 +398,8 @@ class _Run:
     def _take_snapshot(self, epoch: int) -> snapshots.Taken:
         """The frozen trainer's snapshot, copied and hashed where it cannot reach; its own copy removed."""
         name = _snapshot_name(epoch)
-        cap_mib = self.spec.max_snapshot_mib or self.task.max_snapshot_mib
-        taken = snapshots.take(self.work / "snapshots" / name, self.work / "scored" / name, int(cap_mib * 2**20))
+        taken = snapshots.take(self.work / "snapshots" / name, self.work / "scored" / name,
+                               int(self.task.max_snapshot_mib * 2**20))    # the task's cap, never the reference's
         shutil.rmtree(self.work / "snapshots" / name, ignore_errors=True)
         if self.last_snapshot is not None:      # only the last scored snapshot can become the model
             shutil.rmtree(self.last_snapshot, ignore_errors=True)
@@ -390,14 +407,15 @@ class _Run:
         return taken
 
     def _score(self, epoch: int, trained: Trained) -> tuple[float, dict, dict, dict]:
-        """The predictor (started at the first eval) loads the epoch's snapshot and predicts every
-        eval example within the eval bound, and is frozen again; the harness counts, scores and
-        stores the predictions. Returns the metric, the scores, the stored file and the eval's cost."""
+        """A fresh predictor loads the epoch's snapshot and predicts every eval example within the
+        eval bound, and is killed with its scratch: no state of one eval reaches the next (a predictor
+        that lived for the run kept each epoch's snapshot and trained on them all, issue 33). The
+        harness counts, scores and stores the predictions. Returns the metric, the scores, the stored
+        file and the eval's cost."""
         p, task = self.plan, self.task
-        bound = eval_bound.EvalBound.of(train_s=trained.train_s, samples=trained.stats.get("samples"),
-                                        eval_examples=p.eval_set.examples, train_examples=task.train_examples,
-                                        first_start_s=self.init_s if self.predictor is None else None,
-                                        passes=self.spec.eval_passes)
+        bound = eval_bound.EvalBound.of(train_s=trained.train_s, eval_examples=p.eval_set.examples,
+                                        train_examples=p.train_examples, ranks=p.world_size,
+                                        start_s=self.init_s, passes=self.spec.eval_passes)
         began = time.perf_counter()
 
         def left() -> float:
@@ -406,23 +424,21 @@ class _Run:
                 raise bound.over(epoch, time.perf_counter() - began)
             return over
         try:
-            if self.predictor is None:
-                _, self.predictor_seen = self._start_worker("predict", timeout=left())
+            _, self.predictor_seen = self._start_worker("predict", timeout=left())
+            if epoch == 1:
                 self.record.eval_inputs(views.derived_files(self.work / "derived"))
-                cpu_before = 0.0
-            else:
-                cpu_before = self.predictor.cpu_seconds()
-                self.predictor.thaw()
             self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{_snapshot_name(epoch)}",
                                 timeout=left())
             answer, array = self.predictor.call("predict", timeout=left())
         except sandbox.CallTimeout:
             raise bound.over(epoch, time.perf_counter() - began) from None
         wall_s = time.perf_counter() - began
-        self.predictor.freeze()          # nothing of it runs outside its eval spans
-        cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(self.predictor.cpu_seconds() - cpu_before, 3),
+        self.predictor.freeze()          # nothing of it runs outside its eval span
+        cpu_s = self.predictor.cpu_seconds()
+        self._end_predictor()
+        cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(cpu_s, 3),
                 "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.eval_passes,
-                "train_s": round(trained.train_s, 3),
+                "fresh_predictor": True, "train_s": round(trained.train_s, 3),
                 "train_cpu_s": round(trained.cpu_s, 3)}
         predictions = answer["answers"] if "answers" in answer else array
         count = task.count(predictions) if predictions is not None else 0
@@ -433,6 +449,12 @@ class _Run:
         scores = task.score(predictions, p.labels, p.eval_set.dropped_indices)
         stored = self.record.store_predictions(epoch, predictions)     # in the eval span, off the clock
         return scores[task.metric], scores, stored, cost
+
+    def _end_predictor(self) -> None:
+        """The eval's predictor killed, every process of it, and its scratch (HOME, TMPDIR) removed."""
+        predictor, self.predictor = self.predictor, None
+        if predictor is not None:
+            self.survivors += predictor.kill()
 
     def keep_model(self, outcome: Outcome) -> None:
         """After the last epoch: the framework's versions, and the model of the last scored epoch as
@@ -491,6 +513,14 @@ class _Run:
 
 
 def _check_stats(raw: dict) -> dict[str, float]:
+    """train_epoch's numeric stats, as the harness logs them (informational: no bound, time or score
+    is read from them). A stat named as a figure the harness writes is the entrant's mistake, or a
+    forgery: refused in one line."""
+    taken = sorted(set(map(str, raw)) & run_record.HARNESS_KEYS)
+    if taken:
+        raise sandbox.WorkerError(f"train_epoch returned {', '.join(map(repr, taken))}, a name of a figure only the "
+                                  f"harness writes (docs/RULES.md, \"Stopping and DNC\"); give your own stats other "
+                                  f"names", usage=True)
     return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 

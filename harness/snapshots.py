@@ -81,9 +81,9 @@ def take(source: Path, target: Path, cap_bytes: int) -> Taken:
                     total += len(chunk)
                     if total > cap_bytes:
                         raise SnapshotRefused(
-                            f"the snapshot is over its cap of {cap_bytes / 2**20:g} MiB; a snapshot is the model, "
-                            f"not data or caches (raise [budget] max_snapshot_mib in reference.toml if the model "
-                            f"itself is larger)")
+                            f"the snapshot is over its task's cap of {cap_bytes / 2**20:g} MiB; a snapshot is the "
+                            f"model, not data or caches (the cap is harness/data/tasks.toml's max_snapshot_mib: "
+                            f"docs/RULES.md, \"Snapshots and the model that is scored\")")
                     digest.update(chunk)
                     dst.write(chunk)
             os.chmod(out, 0o644)

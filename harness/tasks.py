@@ -27,7 +27,7 @@ class Task:
     eval_examples: int
     tsv_columns: tuple[str, ...]
     train_examples: int = 0         # the official training set's size (the eval bound's denominator)
-    max_snapshot_mib: float = 0.0   # the default cap on a snapshot (docs/RULES.md, "The eval span")
+    max_snapshot_mib: float = 0.0   # the cap on a snapshot, the task's alone (docs/RULES.md, "Snapshots ...")
 
     def score(self, predictions, labels, drop=None) -> dict[str, float]:
         """Every metric the task logs, as fractions; the harness calls this, never a reference.

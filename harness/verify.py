@@ -610,28 +610,35 @@ def verify(run_dir: Path, data_root: Path | None = None,
         name, lines = _tsv(run_dir, result)
         return _tsv_check(name, lines, task, state["epochs"], events, lower_bound)
     check("tsv", tsv_check, "events")
-    check("eval bound", lambda: _eval_bound_check(events, task), "events")
+    check("eval bound", lambda: _eval_bound_check(events, task, result.get("world_size", 1),
+                                                  result.get("official") is True), "events")
     check("model", lambda: _model_check(run_dir, events), "events")
 
     report.summary = _summary(run_dir, result, task, state)
     return report
 
 
-def _eval_bound_check(events: list[dict], task: Task) -> str:
+def _eval_bound_check(events: list[dict], task: Task, world_size: object = 1, official: bool = True) -> str:
     """Every eval span's reference code took no longer than its bound, and each logged bound is the
-    formula's (harness/eval_bound.py) recomputed from the log: the eval examples, the trainer's init
-    span, and each epoch's examples and train span, which is no longer than the epoch's logged span."""
+    formula's (harness/eval_bound.py) recomputed from what the harness owns: the task's training-set
+    size and the run's ranks, the eval examples, the trainer's init span, and each epoch's train
+    span, which is no longer than the epoch's logged span. Never from the trainer's `samples`: a log
+    whose bound was made of them (one example claimed, a bound of thousands of seconds) does not
+    verify. The predictor's start counts in every eval logged `fresh_predictor`, else in the first.
+    A run on data other than the official ones (never official) logs the training set the harness
+    counted on disk (`dawnbench_train_examples`); an official run's must be the task's."""
     costs = [(_epoch_num(e), e.get("metadata") or {}) for e in events if e["key"] == "eval_stop"]
     measured = [(n, m) for n, m in costs if "predictor_s" in m]
     if not measured:
         return "no eval cost logged (a run of a harness before the eval bound, or no eval)"
     clock = {(e["key"], _epoch_num(e)): _number((e.get("metadata") or {}).get("clock_s")) for e in events}
-    trained = {_epoch_num(e): (e.get("metadata") or {}).get("samples") for e in events if e["key"] == "epoch_stop"}
     counted = [e for e in events if e["key"] == "eval_samples"]
     if len(counted) != 1 or not isinstance(counted[0].get("value"), int):
         raise Disagreement("the log must have one eval_samples event to recompute the eval bound from")
     dropped = (counted[0].get("metadata") or {}).get("dropped", 0)
     examples = counted[0]["value"] + (dropped if isinstance(dropped, int) and not isinstance(dropped, bool) else 0)
+    train_examples = _train_examples(events, task, official)
+    ranks = world_size if isinstance(world_size, int) and not isinstance(world_size, bool) and world_size >= 1 else 1
     init_s = (clock.get(("init_stop", None)) or 0.0) - (clock.get(("init_start", None)) or 0.0)
     for i, (n, m) in enumerate(measured):
         took, bound, train_s = _number(m.get("predictor_s")), _number(m.get("eval_bound_s")), _number(m.get("train_s"))
@@ -646,18 +653,34 @@ def _eval_bound_check(events: list[dict], task: Task) -> str:
         if passes is None or not 1 <= passes <= eval_bound.MAX_EVAL_PASSES:
             raise Disagreement(f"epoch {n}: eval_passes {_shown(m.get('eval_passes'))} is not a number from 1 to "
                                f"{eval_bound.MAX_EVAL_PASSES}")
-        expected = eval_bound.EvalBound.of(train_s=train_s, samples=_number(trained.get(n)), eval_examples=examples,
-                                           train_examples=task.train_examples,
-                                           first_start_s=init_s if i == 0 else None, passes=passes)
+        fresh = m.get("fresh_predictor") is True
+        expected = eval_bound.EvalBound.of(train_s=train_s, eval_examples=examples,
+                                           train_examples=train_examples, ranks=ranks,
+                                           start_s=init_s if fresh or i == 0 else None, passes=passes)
         # train_s is logged to the millisecond, and the formula multiplies it by E/N: allow that rounding
-        counted = min(_number(trained.get(n)) or task.train_examples, task.train_examples)
-        rounding = 0.01 + passes * examples / max(counted, 1.0) * 5e-4
+        rounding = 0.01 + passes * examples * ranks / max(train_examples, 1) * 5e-4
         if abs(expected.seconds - bound) > rounding:
             raise Disagreement(f"epoch {n}: the logged eval bound {bound:.3f} s is not the formula's "
-                               f"{expected.seconds:.3f} s = {expected.formula}")
+                               f"{expected.seconds:.3f} s = {expected.formula} (the task's training set, never "
+                               f"the trainer's count)")
     worst = max(measured, key=lambda nm: nm[1]["predictor_s"] / max(nm[1]["eval_bound_s"], 1e-9))
-    return (f"{len(measured)} evals within their bounds, each recomputed from the log; the closest, epoch "
-            f"{worst[0]}: {worst[1]['predictor_s']:.2f} s of {worst[1]['eval_bound_s']:.2f} s")
+    return (f"{len(measured)} evals within their bounds, each recomputed from the task's sizes and the log; the "
+            f"closest, epoch {worst[0]}: {worst[1]['predictor_s']:.2f} s of {worst[1]['eval_bound_s']:.2f} s")
+
+
+def _train_examples(events: list[dict], task: Task, official: bool) -> int:
+    """The eval bound's training set as the log gives it: the task's unless a run that is not official
+    logged the count it took from its data on disk; a log of an earlier harness names none."""
+    logged = [e.get("value") for e in events if e["key"] == "dawnbench_train_examples"]
+    if not logged:
+        return task.train_examples
+    (count,) = logged if len(logged) == 1 else (None,)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise Disagreement(f"the log's dawnbench_train_examples {_shown(logged)} is not one whole number of examples")
+    if official and count != task.train_examples:
+        raise Disagreement(f"an official run's eval bound must use the {task.name} training set of "
+                           f"{task.train_examples} examples, not the {count} its log names")
+    return count
 
 
 def _model_check(run_dir: Path, events: list[dict]) -> str:

@@ -186,6 +186,7 @@ def speed_up(run_dir: Path, factor: float) -> None:
     clock = {(r["key"], r["metadata"].get("epoch_num")): r["metadata"]["clock_s"] for r in records}
     trained = {r["metadata"].get("epoch_num"): r["metadata"].get("samples") for r in records if r["key"] == "epoch_stop"}
     (examples,) = [r["value"] for r in records if r["key"] == "eval_samples"]
+    train_examples = next((r["value"] for r in records if r["key"] == "dawnbench_train_examples"), task.train_examples)
     init_s = clock[("init_stop", None)] - clock[("init_start", None)]
     for i, r in enumerate(e for e in records if e["key"] == "eval_stop"):
         m = r["metadata"]
@@ -193,8 +194,8 @@ def speed_up(run_dir: Path, factor: float) -> None:
             if name in m:
                 m[name] = round(m[name] * factor, 3)
         m["eval_bound_s"] = round(eval_bound.EvalBound.of(
-            train_s=m["train_s"], samples=trained.get(m.get("epoch_num")), eval_examples=examples,
-            train_examples=task.train_examples, first_start_s=init_s if i == 0 else None,
+            train_s=m["train_s"], eval_examples=examples, train_examples=train_examples,
+            ranks=result.get("world_size", 1), start_s=init_s if i == 0 or m.get("fresh_predictor") else None,
             passes=m.get("eval_passes", 1.0)).seconds, 3)
     path.write_text("".join(f"{PREFIX}{json.dumps(r)}\n" for r in records))
 

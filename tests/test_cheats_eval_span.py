@@ -62,8 +62,100 @@ def test_training_moved_into_the_eval_span_is_dnc_at_the_bound(world, where):
 def test_a_snapshot_that_carries_the_training_set_is_refused(world):
     proc, result, run_dir = run_cheat(world, SMUGGLE.format(n=60000, where="load"), "--max-epochs", "2")
     assert proc.returncode == 1 and result["status"] == "DNC", proc.stderr[-2000:]
-    assert "the snapshot is over its cap of 16 MiB" in result["dnc_reason"], result["dnc_reason"]
+    assert "the snapshot is over its task's cap of 16 MiB" in result["dnc_reason"], result["dnc_reason"]
     assert [e["key"] for e in events(run_dir)].count("eval_accuracy") == 0
+
+
+# Issue 33's attack, rebuilt: the trainer says it trained on one example (the old bound's denominator:
+# 10000 eval / 1 x the train span, thousands of seconds); each epoch's "model" is a third of the
+# training set as raw images (15 MiB, under the 16 MiB cap); the predictor keeps every chunk it loads
+# (in memory, HOME and /tmp) and, at the third eval, trains on what it holds, off the clock. On c855ded
+# this converges at epoch 3 in a few seconds of time-to-accuracy; now the predictor of each eval is a
+# fresh process that holds one chunk, and the bound is the task's: past it, the run is DNC.
+KEEPER = '''
+import glob
+import time
+from pathlib import Path
+
+from common.datasets import load_fashion_mnist
+
+KEPT = []       # lives as long as the predictor's process
+
+
+class Cheat(Base):
+    def setup(self, ctx):
+        super().setup(ctx)
+        if ctx.trains:
+            images, _ = load_fashion_mnist(ctx.data_root, "train")
+            self.raw = images.reshape(len(images), -1).astype(np.uint8)
+
+    def train_epoch(self, epoch):
+        self.epoch = epoch
+        return {"loss": 1.0, "samples": 1}           # trains nothing, says it trained on one example
+
+    def save(self, path):
+        super().save(path)
+        chunk = slice(20000 * (self.epoch - 1), 20000 * self.epoch)
+        np.save(Path(path) / "x.npy", self.raw[chunk])  # a third of the training set: 15 MiB
+        np.save(Path(path) / "y.npy", self.y[chunk].astype(np.uint8))
+
+    def load(self, path):
+        super().load(path)
+        x, y = np.load(Path(path) / "x.npy"), np.load(Path(path) / "y.npy")
+        KEPT.append((x, y))
+        for keep in (os.environ["HOME"], "/tmp"):
+            np.save(f"{keep}/chunk-{len(glob.glob(keep + '/chunk-*'))}.npy", x)
+        if Path(path).name == "epoch-003":
+            self.train_on_what_was_kept()
+
+    def train_on_what_was_kept(self):
+        x = np.concatenate([features(c) for c, _ in KEPT])
+        y = np.concatenate([t for _, t in KEPT]).astype(np.int64)
+        end = time.monotonic() + 20                     # the real recipe, off the clock
+        while time.monotonic() < end:
+            for i in range(0, len(x), 500):
+                z = x[i:i + 500] @ self.w
+                p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)
+                p[np.arange(len(p)), y[i:i + 500]] -= 1
+                self.w -= 0.5 * x[i:i + 500].T @ p / len(p)
+'''
+
+
+def test_issue_33_samples_of_one_and_a_predictor_that_keeps_every_chunk_is_dnc_at_the_tasks_bound(world):
+    proc, result, run_dir = run_cheat(world, KEEPER, "--max-epochs", "3",
+                                      "--threshold", "0.5")
+    assert proc.returncode == 1 and result["status"] == "DNC", proc.stderr[-2000:]
+    reason = result["dnc_reason"]
+    assert reason.startswith("the eval span of epoch 3 took over"), reason
+    assert "= 10000 eval / 60000 training examples x" in reason and "for the predictor's start" in reason, reason
+    assert result.get("official") is not True and "Traceback" not in proc.stderr
+    for stop in eval_stops(run_dir):        # each bound the task's, whatever the trainer said
+        assert stop["metadata"]["eval_bound_s"] < 60 and stop["metadata"]["fresh_predictor"] is True
+    assert_verifies(run_dir, world[1])
+
+
+def test_no_state_of_one_eval_reaches_the_next(world):
+    """The predictor of each eval is a new process with a new scratch: what the last one kept in
+    memory, in HOME or in /tmp is gone. On c855ded the second eval found all three."""
+    code = '''
+    import glob
+
+    KEPT = []
+
+    class Cheat(Base):
+        def load(self, path):
+            super().load(path)
+            found = [f"memory:{len(KEPT)}"] if KEPT else []
+            found += glob.glob(os.environ["HOME"] + "/kept-*") + glob.glob("https://rp2.alfred511.top/hf/tmp/kept-*")
+            if found:
+                raise RuntimeError(f"CARRIED {found}")
+            KEPT.append(Path(path).name)
+            for keep in (os.environ["HOME"], "/tmp"):
+                Path(keep, "kept-" + Path(path).name).write_text("state")
+    '''
+    proc, result, run_dir = run_cheat(world, code, "--max-epochs", "3")
+    assert result["dnc_reason"].startswith("budget: max_epochs=3"), result["dnc_reason"]
+    assert "CARRIED" not in proc.stderr and len(eval_stops(run_dir)) == 3
 
 
 def test_a_snapshot_with_a_link_is_refused(world):

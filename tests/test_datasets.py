@@ -445,3 +445,26 @@ def test_extending_a_prepared_manifest_hashes_only_new_or_changed_files(tmp_path
     assert sorted(read) == ["y.bin", "z.bin"]
     monkeypatch.setattr(hds, "sha256_file", real)
     assert hds.verify_prepared(root, full=True)["count"] == 3     # every recorded hash is the file's
+
+
+# --- count_train_examples: the eval bound's training set on data that are not the official ones ---
+
+def test_the_training_examples_are_counted_from_the_files_on_disk(tmp_path, monkeypatch, fashion_root):
+    """Issue 33: the eval bound never takes the trainer's count; on a fixture or a subset (an unofficial
+    run) it takes the harness's own count of the training files, format by format."""
+    from cifar10_fixture import TRAIN_BATCHES, write_cifar10_batches
+    from cifar10_fixture import fixture_manifest as cifar_manifest
+    from squad_fixture import fixture_manifest as squad_manifest
+    from squad_fixture import write_squad_fixture
+
+    assert hds.count_train_examples("fashion-mnist", fashion_root) == 60_000      # the idx header
+    batches = tmp_path / "data" / "cifar10" / "cifar-10-batches-py"
+    write_cifar10_batches(batches, per_batch=7, n_test=5)
+    monkeypatch.setenv(hds.MANIFEST_ENV, str(cifar_manifest(tmp_path / "cifar.toml", batches_dir=batches)))
+    assert hds.count_train_examples("cifar10", tmp_path / "data") == 7 * len(TRAIN_BATCHES)
+    fixture = write_squad_fixture(tmp_path / "data" / "squad")
+    monkeypatch.setenv(hds.MANIFEST_ENV, str(squad_manifest(tmp_path / "squad.toml", fixture)))
+    assert hds.count_train_examples("squad", tmp_path / "data") == fixture["train_questions"]
+    (tmp_path / "data" / "squad" / "train-v1.1.json").write_text("{}")
+    with pytest.raises(DatasetError, match="squad: its training examples cannot be counted"):
+        hds.count_train_examples("squad", tmp_path / "data")

@@ -5,22 +5,39 @@ from harness.eval_bound import MAX_EVAL_PASSES, PER_EVAL_S, EvalBound
 
 
 def test_the_bound_is_the_eval_share_of_the_train_span_plus_the_allowance():
-    bound = EvalBound.of(train_s=60.0, samples=60_000, eval_examples=10_000, train_examples=60_000)
+    bound = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000)
     assert bound.seconds == pytest.approx(10.0 + PER_EVAL_S)
-    assert bound.formula == "10000 eval / 60000 trained examples x 60.00 s train span + 5 s"
+    assert bound.formula == "10000 eval / 60000 training examples x 60.00 s train span + 5 s"
 
 
-def test_claimed_examples_are_capped_at_the_training_set_and_the_first_eval_adds_the_start():
-    claimed = EvalBound.of(train_s=60.0, samples=10**9, eval_examples=10_000, train_examples=60_000,
-                           first_start_s=3.0)
-    assert claimed.seconds == pytest.approx(10.0 + PER_EVAL_S + 3.0)
-    assert "3.00 s for the predictor's start" in claimed.formula
+def test_the_bound_takes_no_count_from_the_trainer():
+    """Issue 33: a trainer that said it trained on 1 example made the bound thousands of seconds. The
+    bound's denominator is the task's training set (tasks.toml); there is no parameter a trainer's
+    `samples` could reach."""
+    import inspect
+
+    from harness.tasks import get_task
+    assert "samples" not in inspect.signature(EvalBound.of).parameters
+    task = get_task("fashion-mnist")
+    bound = EvalBound.of(train_s=16.12, eval_examples=task.eval_examples, train_examples=task.train_examples)
+    assert bound.seconds == pytest.approx(10_000 / 60_000 * 16.12 + PER_EVAL_S)
+    assert bound.seconds < 10       # with `samples: 1` the old formula gave 10000 x 16.12 s + 5 s
+
+
+def test_the_predictor_start_and_the_ranks_show_in_the_formula():
+    started = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000, start_s=3.0)
+    assert started.seconds == pytest.approx(10.0 + PER_EVAL_S + 3.0)
+    assert "3.00 s for the predictor's start" in started.formula
+    # two ranks each train half the set in the span: an example cost the span / 30000
+    split = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000, ranks=2)
+    assert split.seconds == pytest.approx(20.0 + PER_EVAL_S)
+    assert "(60000 training examples / 2 ranks)" in split.formula
 
 
 def test_declared_eval_passes_multiply_the_share_and_show_in_the_formula():
-    bound = EvalBound.of(train_s=50.0, samples=50_000, eval_examples=10_000, train_examples=50_000, passes=5)
+    bound = EvalBound.of(train_s=50.0, eval_examples=10_000, train_examples=50_000, passes=5)
     assert bound.seconds == pytest.approx(5 * 10.0 + PER_EVAL_S)
-    assert bound.formula.startswith("5 passes x 10000 eval / 50000 trained examples")
+    assert bound.formula.startswith("5 passes x 10000 eval / 50000 training examples")
     assert MAX_EVAL_PASSES == 8
 
 

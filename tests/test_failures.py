@@ -181,6 +181,9 @@ BAD_TOML = [
     ('max_epochs = 3', 'max_epochs = 3\neval_passes = 0.5', "'budget.eval_passes' = 0.5", "from 1 to 8"),
     ('max_epochs = 3', 'max_epochs = 3\neval_passes = 9', "'budget.eval_passes' = 9", "from 1 to 8"),
     ('max_epochs = 3', 'max_epochs = 3\neval_passes = "3"', "'budget.eval_passes' = '3'", "eval_passes = 3"),
+    # issue 33: the snapshot's cap is the task's; a reference that raised it let a third of the training set through
+    ('max_epochs = 3', 'max_epochs = 3\nmax_snapshot_mib = 64', "'budget.max_snapshot_mib' is not a reference's to set",
+     "remove the field"),
     ('[hyperparameters]\ntrain_sleep = 0.0', 'hyperparameters = 1\n[x]\ntrain_sleep = 0.0', "unknown field 'x'",
      "valid: task, framework"),
     ('author = "tests"', 'author = 3', "field 'author' = 3 must be a string", 'author = "..."'),
@@ -312,6 +315,24 @@ def test_train_epoch_without_a_numeric_loss_is_a_usage_error_not_a_divergence(re
         [f"steady-test: train train: UsageError: {message}"], proc.stderr
     # the run folder is whole: a DNC with the reason, which verify reads back
     assert result["status"] == "DNC" and result["dnc_reason"] == f"error: train train: UsageError: {message}"
+    assert harness_cli.main(["verify", str(run_dir), "--data", str(fashion_root)]) == 0
+
+
+@pytest.mark.parametrize("name", ["tta_seconds", "top1", "clock_s"])
+def test_a_stat_named_as_a_harness_figure_is_refused_not_written(refs, tmp_path, fashion_root, name):
+    """Issue 33: train_epoch's dict went into result.json's history row after the harness's own
+    figures, so {"tta_seconds": 0.001} stood as the epoch's time (and "top1" as its score, "clock_s"
+    as epoch_stop's clock reading). On c855ded this run ends "budget" with the forged figure written."""
+    (refs / "steady-test" / "steady.py").write_text(
+        STEADY.replace('return {"loss": 1.0 / epoch, "samples": 100, "lr": 0.1}',
+                       f'return {{"loss": 1.0 / epoch, "samples": 100, "{name}": 0.001}}'))
+    proc, result, run_dir = run_steady(tmp_path, fashion_root)
+    says = f"train_epoch returned '{name}', a name of a figure only the harness writes"
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert result["status"] == "DNC" and says in result["dnc_reason"], result["dnc_reason"]
+    assert [line for line in proc.stderr.splitlines() if line.startswith("steady-test: ")] == \
+        [f"steady-test: {result['dnc_reason'][len('error: '):]}"], proc.stderr
+    assert all(row.get(name) != 0.001 for row in result["history"])
     assert harness_cli.main(["verify", str(run_dir), "--data", str(fashion_root)]) == 0
 
 

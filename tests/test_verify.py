@@ -118,6 +118,47 @@ def test_an_eval_over_its_bound_or_a_forged_bound_is_caught(run_copy, fashion_ro
     disagreement(run_copy, fashion_root, capsys, "eval_passes 9 is not a number from 1 to 8")
 
 
+def test_a_bound_made_of_a_forged_samples_does_not_verify_a_long_eval(run_copy, fashion_root, capsys):
+    """Issue 33: the old bound took its denominator from the trainer's `samples`, and verify recomputed
+    it from the same logged figure, so a log of a trainer that said 1 (a bound of 10000 x the train span)
+    verified an eval of 500 s. Written here as a harness of c855ded wrote it (no `fresh_predictor`,
+    the start in the first eval only): on c855ded this verifies; now the bound comes from the task."""
+    path = run_copy / "events.jsonl"
+    records = [json.loads(line.split(" ", 1)[1]) for line in path.read_text().splitlines()]
+    clock = {r["key"]: r["metadata"]["clock_s"] for r in records}
+    for r in records:
+        if r["key"] == "epoch_stop":
+            r["metadata"]["samples"] = 1.0
+        if r["key"] == "train_samples":
+            r["value"] = 1
+        if r["key"] == "eval_stop":
+            m = r["metadata"]
+            m.pop("fresh_predictor", None)
+            m["eval_bound_s"] = round(10_000 / 1 * m["train_s"] + 5.0 + clock["init_stop"] - clock["init_start"], 3)
+            m["predictor_s"] = 500.0
+    path.write_text("".join(":::MLLOG " + json.dumps(r) + "\n" for r in records))
+    result = json.loads((run_copy / "result.json").read_text())
+    result["history"][0]["samples"] = 1.0
+    (run_copy / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    verdict = disagreement(run_copy, fashion_root, capsys, "eval bound: epoch 1: the logged eval bound")
+    assert "10000 eval / 60000 training examples x" in verdict and "never the trainer's count" in verdict
+
+
+def test_the_bound_s_training_set_is_the_task_s_for_an_official_run(default_run):
+    """The count a run took from unofficial data on disk stands only in a run that is not official;
+    an official run's bound is the task's training set, and a log of an earlier harness names none."""
+    from harness.tasks import get_task
+    task = get_task("fashion-mnist")
+    events = [json.loads(line.split(" ", 1)[1]) for line in (default_run / "events.jsonl").read_text().splitlines()]
+    (logged,) = [e for e in events if e["key"] == "dawnbench_train_examples"]
+    assert logged["value"] == 60_000 and logged["metadata"]["source"] == "task"
+    forged = [e for e in events if e["key"] != "dawnbench_train_examples"] + [{**logged, "value": 40}]
+    assert verify._train_examples(forged, task, official=False) == 40
+    with pytest.raises(verify.Disagreement, match="must use the fashion-mnist training set of 60000 examples"):
+        verify._train_examples(forged, task, official=True)
+    assert verify._train_examples([e for e in events if e["key"] != "dawnbench_train_examples"], task, True) == 60_000
+
+
 def test_a_changed_prediction_is_caught_by_its_sha256_and_by_its_score(run_copy, fashion_root, capsys):
     stored = run_copy / "predictions" / "epoch-001.npz"
     ids = np.load(stored, allow_pickle=False)["ids"]
