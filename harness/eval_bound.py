@@ -8,10 +8,10 @@ it bounds the span's wall time by what training on as many examples cost the tra
             + the trainer's init span (the predictor starts afresh in every eval)
 
 An inference pass over an example costs at most what training on it did (a forward pass against a
-forward, a backward and an update: about a third), so `passes` is 1 unless the reference declares
-more in reference.toml (`[budget] eval_passes`, at most MAX_EVAL_PASSES), visibly: test-time
-augmentation over many views runs as many forward passes per example (cifar10-fast's six views cost
-3.2 training examples each on a CPU). The examples trained are the task's official training set
+forward, a backward and an update: about a third), so `passes` is 1 unless the task allows more
+(tasks.toml's `eval_passes`, the same for every entry of the task and never a reference's to set):
+test-time augmentation over many views runs as many forward passes per example (cifar10-fast's six
+views cost 3.2 training examples each on a CPU, so CIFAR-10 allows 5). The examples trained are the task's official training set
 (tasks.toml), split over the ranks, never the trainer's own count: a trainer that said it trained on
 one example would otherwise make the bound thousands of seconds (issue 33). A fresh predictor starts
 in every eval (no state carried from one eval to the next), so every bound adds the trainer's init
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from harness.errors import DawnbenchError
 
 PER_EVAL_S = 5.0     # an honest eval's fixed costs (a snapshot's load, a first trace), on a loaded machine too
-MAX_EVAL_PASSES = 8  # the most a reference may declare: a TTA of ~20 views; more would hide epochs of training
 
 
 class EvalOverBound(DawnbenchError):

@@ -20,7 +20,6 @@ from typing import Any
 
 from harness import paths
 from harness.errors import UsageError, command
-from harness.eval_bound import MAX_EVAL_PASSES
 from harness.tasks import Task, UnknownTaskError, get_task
 
 
@@ -43,7 +42,6 @@ class ReferenceSpec:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     max_epochs: int = 100
     max_seconds: float = 24 * 3600.0
-    eval_passes: float = 1.0                  # the eval bound's allowance per example (harness/eval_bound.py)
     gpus: bool = False                      # [container] gpus: the reference is meant for GPUs
     container: dict[str, Any] = field(default_factory=dict)   # the raw [container] table, for host tools
     # [inference]: an entry that only infers (no training run; its model comes from elsewhere), and
@@ -225,13 +223,13 @@ def _check_snapshot_cap(toml_path: Path, budget: dict) -> None:
                          f"that is scored\"); remove the field")
 
 
-def _check_eval_passes(toml_path: Path, budget: dict) -> float:
-    passes = budget.get("eval_passes", 1.0)
-    if type(passes) not in (int, float) or not math.isfinite(passes) or not 1 <= passes <= MAX_EVAL_PASSES:
-        raise UsageError(f"{toml_path}: field 'budget.eval_passes' = {passes!r} must be a number from 1 to "
-                         f"{MAX_EVAL_PASSES:g}: what one eval example may cost, in training examples (test-time "
-                         f"augmentation with many views needs more than 1), e.g. eval_passes = 3")
-    return float(passes)
+def _check_eval_passes(toml_path: Path, budget: dict) -> None:
+    """What an eval example may cost in the eval bound is the task's (tasks.toml), never the reference's:
+    a bound the entrant raises is time moved off the clock (issue 33)."""
+    if "eval_passes" in budget:
+        raise UsageError(f"{toml_path}: field 'budget.eval_passes' is not a reference's to set: the eval bound's "
+                         f"passes are its task's (harness/data/tasks.toml; docs/RULES.md, \"The eval span\"); "
+                         f"remove the field")
 
 
 def _check_entry(toml_path: Path, entry: str) -> None:
@@ -302,6 +300,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
     budget = _check_table(toml_path, raw, "budget", BUDGET_KEYS)
     max_epochs, max_seconds = _check_budget(toml_path, budget)
     _check_snapshot_cap(toml_path, budget)
+    _check_eval_passes(toml_path, budget)
     container = _check_table(toml_path, raw, "container", CONTAINER_KEYS)
     if not isinstance(container.get("gpus", False), bool):
         raise UsageError(f"{toml_path}: field 'container.gpus' must be true or false")
@@ -312,7 +311,6 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         author_email=raw.get("author_email", ""), code_url=raw.get("code_url", f"references/{name}"),
         description=raw.get("description", ""),
         hyperparameters=dict(hyperparameters), max_epochs=max_epochs, max_seconds=max_seconds,
-        eval_passes=_check_eval_passes(toml_path, budget),
         gpus=container.get("gpus", False), container=dict(container),
         infers_only=only, inference_runtime=runtime, inference_precision=precision,
     )

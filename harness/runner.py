@@ -415,7 +415,7 @@ class _Run:
         p, task = self.plan, self.task
         bound = eval_bound.EvalBound.of(train_s=trained.train_s, eval_examples=p.eval_set.examples,
                                         train_examples=p.train_examples, ranks=p.world_size,
-                                        start_s=self.init_s, passes=self.spec.eval_passes)
+                                        start_s=self.init_s, passes=self.spec.task.eval_passes)
         began = time.perf_counter()
 
         def left() -> float:
@@ -437,7 +437,7 @@ class _Run:
         cpu_s = self.predictor.cpu_seconds()
         self._end_predictor()
         cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(cpu_s, 3),
-                "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.eval_passes,
+                "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.task.eval_passes,
                 "fresh_predictor": True, "train_s": round(trained.train_s, 3),
                 "train_cpu_s": round(trained.cpu_s, 3)}
         predictions = answer["answers"] if "answers" in answer else array

@@ -28,6 +28,7 @@ class Task:
     tsv_columns: tuple[str, ...]
     train_examples: int = 0         # the official training set's size (the eval bound's denominator)
     max_snapshot_mib: float = 0.0   # the cap on a snapshot, the task's alone (docs/RULES.md, "Snapshots ...")
+    eval_passes: float = 1.0        # what an eval example may cost in the eval bound, the task's alone
 
     def score(self, predictions, labels, drop=None) -> dict[str, float]:
         """Every metric the task logs, as fractions; the harness calls this, never a reference.
@@ -84,6 +85,7 @@ def _load() -> tuple[str, dict[str, Task]]:
             tsv_columns=tuple(t["tsv_columns"]),
             train_examples=int(t["train_examples"]),
             max_snapshot_mib=float(t["max_snapshot_mib"]),
+            eval_passes=float(t.get("eval_passes", 1.0)),
         )
         for name, t in raw["tasks"].items()
     }

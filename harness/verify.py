@@ -621,7 +621,7 @@ def verify(run_dir: Path, data_root: Path | None = None,
 def _eval_bound_check(events: list[dict], task: Task, world_size: object = 1, official: bool = True) -> str:
     """Every eval span's reference code took no longer than its bound, and each logged bound is the
     formula's (harness/eval_bound.py) recomputed from what the harness owns: the task's training-set
-    size and the run's ranks, the eval examples, the trainer's init span, and each epoch's train
+    size, eval passes and the run's ranks, the eval examples, the trainer's init span, and each epoch's train
     span, which is no longer than the epoch's logged span. Never from the trainer's `samples`: a log
     whose bound was made of them (one example claimed, a bound of thousands of seconds) does not
     verify. The predictor's start counts in every eval logged `fresh_predictor`, else in the first.
@@ -650,9 +650,9 @@ def _eval_bound_check(events: list[dict], task: Task, world_size: object = 1, of
             raise Disagreement(f"epoch {n}: the eval bound's train span {_shown(m.get('train_s'))} s is not within "
                                f"the epoch's logged span ({_shown(start)} to {_shown(stop)} s on the clock)")
         passes = _number(m.get("eval_passes", 1.0))
-        if passes is None or not 1 <= passes <= eval_bound.MAX_EVAL_PASSES:
-            raise Disagreement(f"epoch {n}: eval_passes {_shown(m.get('eval_passes'))} is not a number from 1 to "
-                               f"{eval_bound.MAX_EVAL_PASSES}")
+        if passes != task.eval_passes:       # the task's, never a reference's (tasks.toml)
+            raise Disagreement(f"epoch {n}: eval_passes {_shown(m.get('eval_passes'))} is not the {task.name} task's "
+                               f"{task.eval_passes:g}")
         fresh = m.get("fresh_predictor") is True
         expected = eval_bound.EvalBound.of(train_s=train_s, eval_examples=examples,
                                            train_examples=train_examples, ranks=ranks,

@@ -1,7 +1,7 @@
 """harness/eval_bound.py: the bound of an eval span, as docs/RULES.md ("The eval span") writes it."""
 import pytest
 
-from harness.eval_bound import MAX_EVAL_PASSES, PER_EVAL_S, EvalBound
+from harness.eval_bound import PER_EVAL_S, EvalBound
 
 
 def test_the_bound_is_the_eval_share_of_the_train_span_plus_the_allowance():
@@ -34,15 +34,26 @@ def test_the_predictor_start_and_the_ranks_show_in_the_formula():
     assert "(60000 training examples / 2 ranks)" in split.formula
 
 
-def test_declared_eval_passes_multiply_the_share_and_show_in_the_formula():
+def test_the_task_s_eval_passes_multiply_the_share_and_show_in_the_formula():
     bound = EvalBound.of(train_s=50.0, eval_examples=10_000, train_examples=50_000, passes=5)
     assert bound.seconds == pytest.approx(5 * 10.0 + PER_EVAL_S)
     assert bound.formula.startswith("5 passes x 10000 eval / 50000 training examples")
-    assert MAX_EVAL_PASSES == 8
 
 
-def test_the_fast_reference_declares_what_its_tta_costs():
+def test_the_passes_are_the_task_s_never_a_reference_s(tmp_path):
+    """Issue 33: nothing an entrant controls sets a bound. CIFAR-10 allows the frontier's 6-view TTA
+    (5 passes) to every entry alike; reference.toml's [budget] eval_passes (it raised the bound up to
+    8x at c855ded) is refused in one line."""
     from harness import registry
-    spec = registry.load_spec("cifar10-fast-pytorch")
-    assert spec.hyperparameters["tta_level"] == 2 and spec.eval_passes == 5
-    assert registry.load_spec("fashion-mnist-cnn-pytorch").eval_passes == 1
+    from harness.errors import UsageError
+    from harness.tasks import TASKS
+    assert TASKS["cifar10"].eval_passes == 5 and TASKS["fashion-mnist"].eval_passes == 1
+    assert TASKS["imagenet"].eval_passes == 1 and TASKS["squad"].eval_passes == 1
+    assert registry.load_spec("cifar10-fast-pytorch").hyperparameters["tta_level"] == 2
+    folder = tmp_path / "raised"
+    folder.mkdir()
+    (folder / "train.py").write_text("")
+    (folder / "reference.toml").write_text('task = "fashion-mnist"\nframework = "numpy"\nmodel = "m"\n'
+                                           'entry = "train:R"\n[budget]\neval_passes = 8\n')
+    with pytest.raises(UsageError, match="'budget.eval_passes' is not a reference's to set"):
+        registry.load_spec("raised", tmp_path)
