@@ -68,7 +68,10 @@ check-ref:
 # pins the `dawnbench` command's PyYAML too; requirements/dawnbench.txt (numpy 2) would conflict.
 REF_EXTRA_REQS = $(if $(shell grep -s -l 'harness-numpy1.txt' $(REF_DIR)/requirements.txt),,-r requirements/dawnbench.txt)
 $(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt \
-                    requirements/harness-numpy1.txt pyproject.toml | check-ref
+                    requirements/harness-numpy1.txt docker/requirements.py pyproject.toml | check-ref
+	@# Refused before anything is installed: only exact pins of the index, hashed wheel URLs and the shared
+	@# files (docker/requirements.py; docs/RULES.md "The harness's environment").
+	@$(PYTHON) docker/requirements.py check $(REF_DIR)/requirements.txt
 	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli)
 
 setup: check-ref $(VENV)/.installed sandbox
