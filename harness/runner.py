@@ -36,6 +36,7 @@ from harness import (
     snapshots,
     stop_rules,
     views,
+    worker_env,
 )
 from harness.clock import Clock
 from harness.errors import DawnbenchError
@@ -103,9 +104,10 @@ class EvalSet:
 
 
 def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[str], eval_set: EvalSet, isolation,
-                     reasons: list[str] | tuple = ()) -> dict:
+                     reasons: list[str] | tuple = (), worker: dict | None = None) -> dict:
     """git, provenance, official and unofficial_reasons (harness.provenance.collect) of a run or of
-    an inference on this eval set: the harness's reasons first, then the caller's `reasons`."""
+    an inference on this eval set: the harness's reasons first, then the caller's `reasons`.
+    `worker`: the workers' environment (harness.worker_env.describe), whose hash provenance records."""
     task = spec.task
     found = [] if threshold == task.threshold else [
         f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
@@ -116,7 +118,11 @@ def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[s
                      f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
     if not isolation.isolated:
         found.append(isolation.reason)
-    return provenance.collect(spec, datasets.verified_files(), found)
+    worker = worker if worker is not None else worker_env.describe()
+    found += worker_env.reasons(worker)
+    prov = provenance.collect(spec, datasets.verified_files(), found)
+    prov["provenance"]["worker_environment_sha256"] = worker["sha256"]
+    return prov
 
 
 def dist_env() -> tuple[int, int, int]:
@@ -161,6 +167,7 @@ class Plan:
     rank: int
     world_size: int
     local_rank: int
+    worker_env: dict            # what the workers' environment holds (harness.worker_env), for env.json
 
 
 def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> Plan:
@@ -176,9 +183,10 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     labels = datasets.load_eval_labels(task.dataset, data_root)
     eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
     isolation = sandbox.probe()
-    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation)
+    worker = worker_env.describe()
+    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, worker=worker)
     return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,
-                isolation, prov, rank, world_size, local_rank)
+                isolation, prov, rank, world_size, local_rank, worker)
 
 
 def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
@@ -234,7 +242,7 @@ class _Run:
         self.group = collective.Group(plan.rank, plan.world_size)
         run_dir = outputs.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
                                       self.opts.series_id) if plan.rank == 0 else None
-        self.system = environment.describe_system(plan.data_root)
+        self.system = environment.describe_system(plan.data_root, plan.worker_env)
         sandbox.protect_harness()
         self.clock = Clock()      # the workers synchronize their device before they answer
         self.record = RunRecord(run_dir, self.spec, self.clock)
