@@ -89,16 +89,23 @@ def worker_python() -> str:
     return asked
 
 
+def _pth_content(pth: dict) -> str | None:
+    """What is compared of a start-up file: its sha256, but for the expected ones (an editable install's
+    names the checkout's path, which differs from machine to machine)."""
+    return "expected" if expected(pth) else pth.get("sha256")
+
+
 def digest(record: dict) -> str:
     """The sha256 of what an environment holds: its distributions and its .pth files, in a canonical form."""
     held = {"distributions": sorted(f"{d.get('name', '')}=={d.get('version', '')}".lower()
                                     for d in record.get("distributions") or ()),
-            "pth": sorted(f"{Path(str(p.get('file', ''))).name}:{p.get('owner')}:{p.get('sha256')}"
-                          for p in record.get("pth") or ())}
+            "pth": sorted(f"{Path(str(p.get('file', ''))).name}:{p.get('owner')}:{_pth_content(p)}"
+                          for p in record.get("pth") or () if isinstance(p, dict))}
     return hashlib.sha256(json.dumps(held, sort_keys=True).encode()).hexdigest()
 
 
-def _expected(pth: dict) -> bool:
+def expected(pth: dict) -> bool:
+    """A start-up file of EXPECTED_PTH, owned by the distribution expected to carry it."""
     name = Path(str(pth.get("file", ""))).name
     return any(name.startswith(pattern) and pth.get("owner") == owner for pattern, owner in EXPECTED_PTH)
 
@@ -114,7 +121,9 @@ def describe(python: str | None = None) -> dict:
         record = None
     if not isinstance(record, dict):
         raise UsageError(f"cannot read the workers' environment with {python} -I -S (is it a Python 3.11+?)")
-    record["pth_unexpected"] = [p["file"] for p in record["pth"] if not _expected(p)]
+    record["pth_unexpected"] = [p["file"] for p in record["pth"] if not expected(p)]
+    # whose side this is: the harness's reading of the workers' interpreter, not a claim of theirs
+    record["read_by"] = "python -I -S (no site, no .pth run), importlib.metadata over its site-packages"
     # The harness's own environment is not the workers' one unless nobody named another interpreter:
     # then the reference's requirements could have run code in the harness's process too.
     record["shared_with_harness"] = os.path.realpath(record["prefix"]) == os.path.realpath(sys.prefix)
@@ -136,12 +145,13 @@ def reasons(record: dict) -> list[str]:
 def differences(a: dict, b: dict) -> list[str]:
     """The distributions (and .pth files) that differ between two records, one phrase each."""
     def held(record):
-        return {str(d.get("name", "")).lower(): str(d.get("version")) for d in record.get("distributions") or ()}
+        return {str(d.get("name", "")).lower(): str(d.get("version"))
+                for d in record.get("distributions") or () if isinstance(d, dict)}
     first, second = held(a), held(b)
     found = [f"{name} {first.get(name, 'absent')} vs {second.get(name, 'absent')}"
              for name in sorted(first.keys() | second.keys()) if first.get(name) != second.get(name)]
-    pth_a = {Path(str(p.get("file"))).name: p.get("sha256") for p in a.get("pth") or ()}
-    pth_b = {Path(str(p.get("file"))).name: p.get("sha256") for p in b.get("pth") or ()}
+    pth_a = {Path(str(p.get("file"))).name: _pth_content(p) for p in a.get("pth") or () if isinstance(p, dict)}
+    pth_b = {Path(str(p.get("file"))).name: _pth_content(p) for p in b.get("pth") or () if isinstance(p, dict)}
     for name in sorted(pth_a.keys() | pth_b.keys()):
         if name not in pth_a or name not in pth_b:
             found.append(f"{name} {'present' if name in pth_a else 'absent'} vs {'present' if name in pth_b else 'absent'}")
