@@ -559,7 +559,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     bubblewrap worker has a loopback of its own only (a container has no network at all)."""
     uid = UID_MODE_UIDS[role] if isolation.mode == "uid" else None
     # The reference's interpreter, never the harness's own environment (harness.worker_env).
-    python = worker_env.worker_python()
+    python = worker_env.resolved(worker_env.worker_python())
     owner = SANDBOX_UID if isolation.mode == "bwrap-root" else uid
     scratch = make_scratch(role, owner)
     bwrap = isolation.mode.startswith("bwrap")

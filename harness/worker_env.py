@@ -95,6 +95,13 @@ def _pth_content(pth: dict) -> str | None:
     return "expected" if expected(pth) else pth.get("sha256")
 
 
+def resolved(python: str) -> str:
+    """`python` with its folder's links resolved but not its own (a venv's bin/python links to the
+    base interpreter, and it is the venv's only when started from the venv): the path a sandboxed
+    worker's view holds, whatever link (an environments folder under /tmp, say) named it."""
+    return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(python))), os.path.basename(python))
+
+
 def digest(record: dict) -> str:
     """The sha256 of what an environment holds: its distributions and its .pth files, in a canonical form."""
     held = {"distributions": sorted(f"{d.get('name', '')}=={d.get('version', '')}".lower()
