@@ -4,7 +4,12 @@ resolve exactly the same list. Standard library only: it runs in a bare base ima
 
   python3 docker/requirements.py check REQUIREMENTS                     # the one-line refusal, or nothing
   python3 docker/requirements.py flatten REQUIREMENTS [FRAMEWORK_PIN] > flat.txt
-  python3 docker/requirements.py install REQUIREMENTS [FRAMEWORK_PIN]   # into /opt/venv
+  python3 docker/requirements.py install REQUIREMENTS [FRAMEWORK_PIN]   # into /opt/venv, and /opt/harness
+
+/opt/venv is the reference's environment, where only the sandboxed workers run; /opt/harness holds
+the harness's own requirements (the shared file the reference includes: requirements/harness.txt, or
+harness-numpy1.txt), which nothing of the reference's reaches, and the image's entrypoint runs the
+harness from it (docker/entrypoint.sh; docs/RULES.md, "The harness's environment").
 
 A reference's requirements are checked before anything is installed (`check`, and `flatten` and
 `install` first): only pinned releases from the package index (`name[extras]==version[; marker]`,
@@ -30,6 +35,8 @@ import sys
 from pathlib import Path
 
 VENV = Path("/opt/venv")
+HARNESS_VENV = Path("/opt/harness")
+HARNESS_FILES = ("harness-numpy1.txt", "harness.txt")   # the shared harness pins a reference may include
 WHEELHOUSE = Path("/wheelhouse")
 FRAMEWORK_FAMILIES = ("torch", "tensorflow", "mxnet", "jax")   # a pin replaces its family's line
 NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -171,18 +178,31 @@ def infer_runtimes() -> list[str]:
     return lines
 
 
-def install(path: Path, pin: str = "") -> None:
-    flat = Path("/tmp/requirements.flat.txt")
-    flat.write_text("\n".join(flatten(path, pin)) + "\n", encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+def harness_requirements(path: Path) -> Path:
+    """The shared harness pins `path` includes (the MXNet reference's numpy 1 ones, else
+    requirements/harness.txt): what the harness's own environment is made of."""
+    included = {file.name: file for file, _, _ in check(path) if file.parent == _shared_root(path).resolve()}
+    return next((included[name] for name in HARNESS_FILES if name in included), _shared_root(path) / "harness.txt")
+
+
+def _venv(venv: Path, requirements: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     # A filled wheelhouse is the only source (offline builds); an empty one means the index.
     source = ["--no-index", "--find-links", str(WHEELHOUSE)] if any(WHEELHOUSE.glob("*.whl")) else []
     # A Dockerfile declares PIP_EXTRA_INDEX_URL= (empty) where PyPI's default build is the one it
     # wants; an empty setting is no setting.
     env = {k: v for k, v in os.environ.items() if not (k.startswith("PIP_") and not v.strip())}
-    subprocess.run([str(VENV / "bin" / "pip"), "install", "--no-cache-dir", "--disable-pip-version-check",
-                    *source, "-r", str(flat)], check=True, env=env)
-    subprocess.run([str(VENV / "bin" / "pip"), "check"], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--no-cache-dir", "--disable-pip-version-check",
+                    *source, "-r", str(requirements)], check=True, env=env)
+    subprocess.run([str(venv / "bin" / "pip"), "check"], check=True)
+
+
+def install(path: Path, pin: str = "") -> None:
+    flat = Path("/tmp/requirements.flat.txt")
+    flat.write_text("\n".join(flatten(path, pin)) + "\n", encoding="utf-8")
+    _venv(VENV, flat)
+    # The harness's own environment: its pins only, never the reference's requirements
+    _venv(HARNESS_VENV, harness_requirements(path))
 
 
 def main(argv: list[str]) -> None:
