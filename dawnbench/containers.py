@@ -434,7 +434,9 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     command = ["run", name, "--results", RESULTS_IN_CONTAINER, *args]
     entrypoint = None
     if nproc > 1:
-        entrypoint = ["/opt/venv/bin/torchrun", "--standalone", "--nproc-per-node", str(nproc), "-m", "harness"]
+        # each rank's harness from the image's harness environment, as the entrypoint runs it (issue 33)
+        entrypoint = ["/opt/venv/bin/torchrun", "--standalone", "--nproc-per-node", str(nproc), "--no-python",
+                      "/opt/harness/bin/python", "-m", "harness"]
     tag = image.tags[0] if image.tags else image.id
     before = set(runs_dir.iterdir())
     _say(f"runtime: docker, image {tag}, {'GPUs: all' if use_gpus else 'no GPUs'}, data {data_root} (read-only), "
