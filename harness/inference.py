@@ -342,10 +342,11 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
                        "sha256": hashlib.sha256(np.ascontiguousarray(examples).tobytes()).hexdigest()}
     (folder / "request.json").write_text(json.dumps(request), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)     # the harness's own code, nothing else
     # The exported runtimes are the reference environment's requirements (requirements/infer-*.txt
-    # installed there), so this process runs its interpreter; it never imports the reference's code.
-    proc = subprocess.run([worker_env.worker_python(), "-m", "harness.runtimes", str(folder / "request.json")], cwd=folder,
+    # installed there), so this process runs its interpreter, but as `python -I -S` with the harness's
+    # code and that environment's site-packages on its path: no start-up file of it runs here, and it
+    # never imports the reference's code.
+    proc = subprocess.run(worker_env.isolated_command("harness.runtimes", str(folder / "request.json")), cwd=folder,
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]

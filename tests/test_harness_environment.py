@@ -191,3 +191,19 @@ def test_a_harness_sharing_an_environment_with_start_up_code_is_not_official(pla
     result = json.loads((run_dir / "result.json").read_text())
     assert result["official"] is False
     assert any("clock.pth ran in the harness's process" in r for r in result["unofficial_reasons"])
+
+
+def test_the_exported_runtimes_process_imports_the_environment_without_its_start_up_files(planted_env, tmp_path,
+                                                                                          monkeypatch):
+    """`infer --runtime onnxruntime|openvino` times the exported model in a harness process that needs
+    the reference environment's packages: started as `python -I -S` with its site-packages on the path,
+    those import and clock.pth does not run."""
+    from harness import worker_env
+    marker = tmp_path / "ran.txt"
+    python = str(planted_env / "bin" / "python")
+    monkeypatch.setenv("PTH_MARKER", str(marker))
+    proc = subprocess.run(worker_env.isolated_command("tqdm", "--version", python=python),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip()[:1].isdigit(), proc.stderr
+    assert worker_env.missing_modules(["numpy", "tqdm", "no_such_runtime"], python) == ["no_such_runtime"]
+    assert not marker.exists()
