@@ -104,8 +104,9 @@ def resolved(python: str) -> str:
 
 def digest(record: dict) -> str:
     """The sha256 of what an environment holds: its distributions and its .pth files, in a canonical form."""
+    # a record read back from env.json (verify, reproduce) may hold anything: what is not a dict is skipped
     held = {"distributions": sorted(f"{d.get('name', '')}=={d.get('version', '')}".lower()
-                                    for d in record.get("distributions") or ()),
+                                    for d in record.get("distributions") or () if isinstance(d, dict)),
             "pth": sorted(f"{Path(str(p.get('file', ''))).name}:{p.get('owner')}:{_pth_content(p)}"
                           for p in record.get("pth") or () if isinstance(p, dict))}
     return hashlib.sha256(json.dumps(held, sort_keys=True).encode()).hexdigest()
@@ -127,7 +128,7 @@ def describe(python: str | None = None) -> dict:
     except (OSError, subprocess.TimeoutExpired, ValueError):
         record = None
     if not isinstance(record, dict):
-        raise UsageError(f"cannot read the workers' environment with {python} -I -S (is it a Python 3.11+?)")
+        raise UsageError(f"cannot read the workers' environment with {python} -I -S (is it a Python 3 interpreter?)")
     record["pth_unexpected"] = [p["file"] for p in record["pth"] if not expected(p)]
     # whose side this is: the harness's reading of the workers' interpreter, not a claim of theirs
     record["read_by"] = "python -I -S (no site, no .pth run), importlib.metadata over its site-packages"
