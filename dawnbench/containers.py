@@ -264,6 +264,15 @@ def image_tag(spec: registry.ReferenceSpec, framework_pin: str = "", infer_runti
 WHEEL_CACHE = "cache"       # docker/wheelhouse/cache/: every wheel downloaded, kept between builds
 
 
+def check_requirements(spec: registry.ReferenceSpec) -> None:
+    """The reference's requirements refused in one line before anything is built (docker/requirements.py
+    check: exact pins, hashed wheels and the shared files only), as `make setup` refuses them natively."""
+    done = subprocess.run([sys.executable, str(project_root() / "docker" / "requirements.py"), "check",
+                           str(spec.directory / "requirements.txt")], capture_output=True, text=True)
+    if done.returncode:
+        raise UsageError(done.stderr.strip() or f"cannot read {spec.directory / 'requirements.txt'}")
+
+
 def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str, infer_runtimes: str = "") -> int:
     """Put exactly the reference's wheels (its requirements with `framework_pin` swapped in) into
     docker/wheelhouse/, which the image installs from offline. The wheels come from
@@ -317,6 +326,7 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
 
     spec = registry.load_spec(name)
     infer_runtimes = check_infer_runtimes(infer_runtimes)
+    check_requirements(spec)
     client = engine()
     tag = image_tag(spec, framework_pin, infer_runtimes)
     base = base_image or default_base(spec)

@@ -207,3 +207,20 @@ def test_the_exported_runtimes_process_imports_the_environment_without_its_start
     assert proc.returncode == 0 and proc.stdout.strip()[:1].isdigit(), proc.stderr
     assert worker_env.missing_modules(["numpy", "tqdm", "no_such_runtime"], python) == ["no_such_runtime"]
     assert not marker.exists()
+
+
+def test_an_image_build_refuses_the_requirements_before_it_asks_the_engine(tmp_path, monkeypatch):
+    """`make build` (dawnbench.containers.build): the same one line, before any engine is asked."""
+    from types import SimpleNamespace
+
+    from dawnbench import containers
+    path = _requirements(tmp_path, "-r ../../requirements/harness.txt", "./clock-1.0-py3-none-any.whl")
+    (tmp_path / "docker").mkdir()
+    shutil.copy(REQUIREMENTS_TOOL, tmp_path / "docker" / "requirements.py")
+    monkeypatch.setattr(containers, "project_root", lambda: tmp_path)
+    monkeypatch.setattr(containers.registry, "load_spec", lambda name: SimpleNamespace(name=name, directory=path.parent))
+    monkeypatch.setattr(containers, "engine", lambda: pytest.fail("the engine was asked"))
+    with pytest.raises(containers.UsageError) as caught:
+        containers.build("evil")
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"requirements refused: {path}:2: ./clock-1.0-py3-none-any.whl: ")
