@@ -165,7 +165,7 @@ def describe_system(data_root: Path | None = None, worker: dict | None = None) -
         "cuda": cuda_stack(gpus),
         "packages": package_versions(worker),
         "worker_environment": worker,
-        "harness_environment": {"python": sys.executable, "prefix": sys.prefix, "packages": package_versions()},
+        "harness_environment": {**worker_env.harness_record(worker), "packages": package_versions()},
         "image_digest": os.environ.get("DAWNBENCH_IMAGE_DIGEST"),
         "container": os.environ.get("DAWNBENCH_IMAGE"),
         # As the process saw them: a container's user and whether its data mount was read-only.

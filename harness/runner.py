@@ -119,7 +119,7 @@ def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[s
     if not isolation.isolated:
         found.append(isolation.reason)
     worker = worker if worker is not None else worker_env.describe()
-    found += worker_env.reasons(worker)
+    found += worker_env.reasons(worker, worker_env.harness_record(worker))
     prov = provenance.collect(spec, datasets.verified_files(), found)
     prov["provenance"]["worker_environment_sha256"] = worker["sha256"]
     return prov

@@ -139,14 +139,25 @@ def describe(python: str | None = None) -> dict:
     return record
 
 
-def reasons(record: dict) -> list[str]:
-    """Why a run whose workers ran in `record`'s environment is not official: the harness shared that
-    environment (nobody named another, $DAWNBENCH_WORKER_PYTHON) and it holds start-up code that is not
-    a known package's, which then ran in the harness's process too."""
+def harness_record(worker: dict) -> dict:
+    """The harness's own environment, read as the workers' is: env.json's `harness_environment`."""
+    record = worker if worker.get("shared_with_harness") else describe(sys.executable)
+    return {k: record.get(k) for k in ("python", "prefix", "pth_unexpected", "sha256")}
+
+
+def reasons(record: dict, harness: dict | None = None) -> list[str]:
+    """Why a run whose workers ran in `record`'s environment (and whose harness ran in `harness`'s,
+    harness_record) is not official: start-up code of no known package in the harness's environment,
+    which ran in the harness's process: the workers' one when the harness shared it (nobody named
+    another, $DAWNBENCH_WORKER_PYTHON), or its own when something put one there."""
     if record.get("shared_with_harness") and record.get("pth_unexpected"):
         return [f"the harness ran in the workers' environment ({record.get('prefix')}), whose start-up files "
                 f"{', '.join(Path(p).name for p in record['pth_unexpected'])} ran in the harness's process; run "
                 f"through bin/dawnbench or make run (the harness from its own environment)"]
+    if harness and not record.get("shared_with_harness") and harness.get("pth_unexpected"):
+        return [f"the harness's environment ({harness.get('prefix')}) holds start-up files of no known package "
+                f"({', '.join(Path(p).name for p in harness['pth_unexpected'])}), which ran in the harness's "
+                f"process; set that environment up again (make tools)"]
     return []
 
 

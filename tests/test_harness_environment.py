@@ -175,12 +175,16 @@ def test_a_pth_in_the_reference_environment_never_runs_in_the_harness(planted_en
     assert check.ok is False and "not its recorded sha256" in check.detail
 
 
-def test_a_harness_sharing_an_environment_with_start_up_code_is_not_official(planted_env, references_root, tmp_path,
-                                                                              fashion_root):
-    """Run by hand in the reference's environment (`.venv/REF/bin/python -m harness run`): the planted
-    file ran in the harness's process, which the run cannot undo; it says so and is never official."""
+@pytest.mark.parametrize("workers", ["shared", "apart"])
+def test_a_harness_whose_environment_holds_start_up_code_is_not_official(planted_env, references_root, tmp_path,
+                                                                         fashion_root, workers):
+    """The harness run by hand in the reference's environment (`.venv/REF/bin/python -m harness run`),
+    or from an environment something planted clock.pth in: that file ran in the harness's process,
+    which the run cannot undo; it says so and is never official."""
     env = {k: v for k, v in os.environ.items() if k not in ("DAWNBENCH_WORKER_PYTHON",)}
     env.update(DAWNBENCH_DATA=str(fashion_root), PYTHONPATH=str(REPO))
+    if workers == "apart":
+        env["DAWNBENCH_WORKER_PYTHON"] = sys.executable
     results = tmp_path / "results"
     proc = subprocess.run([str(planted_env / "bin" / "python"), "-m", "harness", "run", "scripted-test",
                            "--references", str(references_root), "--results", str(results), "--no-progress",
@@ -189,8 +193,12 @@ def test_a_harness_sharing_an_environment_with_start_up_code_is_not_official(pla
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = (results / "scripted-test").iterdir()
     result = json.loads((run_dir / "result.json").read_text())
+    system = json.loads((run_dir / "env.json").read_text())
     assert result["official"] is False
-    assert any("clock.pth ran in the harness's process" in r for r in result["unofficial_reasons"])
+    said = "the harness ran in the workers' environment" if workers == "shared" else "the harness's environment"
+    assert any(r.startswith(said) and "clock.pth" in r and "ran in the harness's process" in r
+               for r in result["unofficial_reasons"]), result["unofficial_reasons"]
+    assert [Path(p).name for p in system["harness_environment"]["pth_unexpected"]] == ["clock.pth"]
 
 
 def test_the_exported_runtimes_process_imports_the_environment_without_its_start_up_files(planted_env, tmp_path,
