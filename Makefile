@@ -68,7 +68,10 @@ check-ref:
 # pins the `dawnbench` command's PyYAML too; requirements/dawnbench.txt (numpy 2) would conflict.
 REF_EXTRA_REQS = $(if $(shell grep -s -l 'harness-numpy1.txt' $(REF_DIR)/requirements.txt),,-r requirements/dawnbench.txt)
 $(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt \
-                    requirements/harness-numpy1.txt pyproject.toml | check-ref
+                    requirements/harness-numpy1.txt docker/requirements.py pyproject.toml | check-ref
+	@# Refused before anything is installed: only exact pins of the index, hashed wheel URLs and the shared
+	@# files (docker/requirements.py; docs/RULES.md "The harness's environment").
+	@$(PYTHON) docker/requirements.py check $(REF_DIR)/requirements.txt
 	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli)
 
 setup: check-ref $(VENV)/.installed sandbox
@@ -145,8 +148,11 @@ ifeq ($(NPROC),1)
 else
 	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
 TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
-	DAWNBENCH_RUN_TOKEN=$$(od -An -tx1 -N16 /dev/urandom | tr -d " \n") $(VENV)/bin/python -m harness.local_ranks \
-	    $(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) -m harness run $(REF) $(ARGS)
+	@# Each rank's harness runs the tools environment's Python (--no-python: torchrun starts the command as
+	@# given); only the workers run REF's (docs/RULES.md, "The harness's environment").
+	DAWNBENCH_RUN_TOKEN=$$(od -An -tx1 -N16 /dev/urandom | tr -d " \n") DAWNBENCH_WORKER_PYTHON=$(VENV)/bin/python \
+	    $(TOOLS_VENV)/bin/python -m harness.local_ranks $(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) \
+	    --no-python $(TOOLS_VENV)/bin/python -m harness run $(REF) $(ARGS)
 endif
 
 # No environment: the references are read from a bare python3.

@@ -264,6 +264,15 @@ def image_tag(spec: registry.ReferenceSpec, framework_pin: str = "", infer_runti
 WHEEL_CACHE = "cache"       # docker/wheelhouse/cache/: every wheel downloaded, kept between builds
 
 
+def check_requirements(spec: registry.ReferenceSpec) -> None:
+    """The reference's requirements refused in one line before anything is built (docker/requirements.py
+    check: exact pins, hashed wheels and the shared files only), as `make setup` refuses them natively."""
+    done = subprocess.run([sys.executable, str(project_root() / "docker" / "requirements.py"), "check",
+                           str(spec.directory / "requirements.txt")], capture_output=True, text=True)
+    if done.returncode:
+        raise UsageError(done.stderr.strip() or f"cannot read {spec.directory / 'requirements.txt'}")
+
+
 def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str, infer_runtimes: str = "") -> int:
     """Put exactly the reference's wheels (its requirements with `framework_pin` swapped in) into
     docker/wheelhouse/, which the image installs from offline. The wheels come from
@@ -317,6 +326,7 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
 
     spec = registry.load_spec(name)
     infer_runtimes = check_infer_runtimes(infer_runtimes)
+    check_requirements(spec)
     client = engine()
     tag = image_tag(spec, framework_pin, infer_runtimes)
     base = base_image or default_base(spec)
@@ -434,7 +444,9 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     command = ["run", name, "--results", RESULTS_IN_CONTAINER, *args]
     entrypoint = None
     if nproc > 1:
-        entrypoint = ["/opt/venv/bin/torchrun", "--standalone", "--nproc-per-node", str(nproc), "-m", "harness"]
+        # each rank's harness from the image's harness environment, as the entrypoint runs it (issue 33)
+        entrypoint = ["/opt/venv/bin/torchrun", "--standalone", "--nproc-per-node", str(nproc), "--no-python",
+                      "/opt/harness/bin/python", "-m", "harness"]
     tag = image.tags[0] if image.tags else image.id
     before = set(runs_dir.iterdir())
     _say(f"runtime: docker, image {tag}, {'GPUs: all' if use_gpus else 'no GPUs'}, data {data_root} (read-only), "

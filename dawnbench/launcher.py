@@ -1,11 +1,19 @@
 """The one `dawnbench` a user types: `bin/dawnbench` in the checkout, or any environment's
 `dawnbench` console script. It decides where each subcommand runs and goes there:
 
-    run REF, infer REF                     REF's environment, .venv/REF (`make setup REF=REF`)
+    run REF, infer REF                     the harness in the tools environment, .venv/tools; its sandboxed
+                                           workers in REF's, .venv/REF (`make setup REF=REF`), named to it
+                                           by $DAWNBENCH_WORKER_PYTHON
     the entry tools, data prepare          the tools environment, .venv/tools (`make tools`)
-    data fetch|verify, verify, eval,       any environment there is (none: REF's for `data --reference
-      --help (any subcommand's)            REF`, else the tools environment)
+    verify, eval, --help (any subcommand's)  any environment there is but a reference's (none: the tools one)
+    data fetch|verify                      any environment there is (none: REF's for `data --reference
+                                           REF`, else the tools environment)
     list [--references DIR]                here, whatever Python this is (it reads reference.toml)
+
+The harness (clock, scoring, files) never runs in a reference's environment: what its requirements
+install there (a `.pth` file runs in every interpreter of the environment) would run in the harness's
+process. So run and infer run here only when this Python is no reference's environment, and
+`verify` and `eval` never go to one (docs/RULES.md, "The harness's environment").
 
 Here, in this process, when this Python already has what the subcommand needs (the tests' .venv/test
 has everything); else `os.execv` of the right environment's Python, set up first on first use with
@@ -27,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import EXIT_USAGE, PROG_ENV, DawnbenchError, quiet_on_closed_pipe, report
+from harness.worker_env import WORKER_PYTHON_ENV
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 VENVS_ENV = "DAWNBENCH_VENVS"       # where the environments are (default <checkout>/.venv)
@@ -59,6 +68,8 @@ class Route:
     minutes: int
     runtime: str | None = None
     anywhere: bool = False
+    workers: bool = False       # run, infer: `env` is the workers' environment; the harness runs in the tools one
+    trusted: bool = False       # anywhere, but never in a reference's environment (it checks or scores)
 
 
 def prog() -> str:
@@ -121,7 +132,7 @@ def _reference(argv: list[str]) -> tuple[str, dict] | None:
 def route(argv: list[str]) -> Route | None:
     """Where `dawnbench ARGV` runs; None: `list`, which this process answers itself."""
     tools = Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV])
-    light = Route(TOOLS_ENV, BASE, ("tools",), SETUP_MINUTES[TOOLS_ENV], anywhere=True)
+    light = Route(TOOLS_ENV, BASE, ("tools",), SETUP_MINUTES[TOOLS_ENV], anywhere=True, trusted=True)
     if argv[:1] in ([], ["-h"], ["--help"]):
         return light
     command, rest = argv[0], argv[1:]
@@ -151,7 +162,13 @@ def route(argv: list[str]) -> Route | None:
         runtime = _option(rest, "--runtime") or toml.get("inference", {}).get("runtime")
         runtime = runtime if runtime in RUNTIME_MODULES else None
         needs += RUNTIME_MODULES.get(runtime, ())
-    return Route(name, needs, setup, minutes, runtime)
+    return Route(name, needs, setup, minutes, runtime, workers=True)
+
+
+def reference_environment(prefix: str | Path) -> bool:
+    """Whether `prefix` (an environment's folder) is a reference's environment: <environments>/<a reference>."""
+    prefix = Path(prefix).resolve()
+    return prefix.parent == venvs_root().resolve() and (CHECKOUT / "references" / prefix.name / "reference.toml").is_file()
 
 
 def runs_here(needed: tuple[str, ...]) -> bool:
@@ -200,7 +217,7 @@ def prepare(r: Route) -> Path:
     env = venvs_root() / r.env
     if r.anywhere and not _installed(env):
         others = [venvs_root() / TOOLS_ENV, *sorted(p.parent for p in venvs_root().glob("*/.installed"))]
-        env = next((e for e in others if _installed(e)), env)
+        env = next((e for e in others if _installed(e) and not (r.trusted and reference_environment(e))), env)
     python = env / "bin" / "python"
     if not _installed(env):
         print(f"setting up {_shown(env)} (first use, ~{r.minutes} min)...", file=sys.stderr, flush=True)
@@ -243,10 +260,15 @@ def _dispatch(argv: list[str]) -> int:
     r = route(argv)
     if r is None:
         return list_references(argv)
-    if runs_here(r.needs):
+    if runs_here(r.needs) and not ((r.workers or r.trusted) and reference_environment(sys.prefix)):
         return main_here(argv)
     python = prepare(r)
     env = _child_env()
+    if r.workers:
+        # the workers run REF's interpreter; the harness, the tools environment's, which no reference's
+        # requirements reach
+        env[WORKER_PYTHON_ENV] = str(python)
+        python = prepare(Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV]))
     env[GUARD_ENV] = python.parent.parent.name
     sys.stdout.flush()
     sys.stderr.flush()

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from dawnbench import reproduction, safe_read, verification
 from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
-from harness import datasets, outputs, paths, provenance, registry, verify
+from harness import datasets, outputs, paths, provenance, registry, verify, worker_env
 from harness.arguments import MAX_RUNS, Parser, nonempty_path, number, reports_errors, whole
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command
 
@@ -239,7 +239,9 @@ def overrides(result: dict, code: Code) -> list[str]:
 
 
 def _python(name: str, asked: Path | None) -> str:
-    """The interpreter of a native run: --python, else the reference's environment (make setup), else this one."""
+    """The workers' interpreter of a native run: --python, else the reference's environment (make
+    setup), else this one. The harness itself runs this process's (the tools environment's), which no
+    reference's requirements reach (issue 33)."""
     if asked is not None:
         return str(asked)
     checkout = paths.checkout_root()
@@ -293,20 +295,22 @@ def ranks_here(original: Original, runtime: str, said: str, asked: str | None) -
 
 def run_command(original: Original, code: Code, runtime: str, data_root: Path, results: Path, run_args: list[str],
                 python: Path | None) -> list[str]:
-    """The command line of one reproduction: the harness, or for a run of N ranks torchrun starting N
-    local ranks (`harness.local_ranks`: one loopback-only network for them), as `make run NPROC=N` does."""
+    """The command line of one reproduction: the harness in this (the tools) Python, whose workers run
+    the reference's environment ($DAWNBENCH_WORKER_PYTHON, run_once); for a run of N ranks, torchrun
+    starting N local ranks of that harness (`harness.local_ranks`: one loopback-only network for them),
+    as `make run NPROC=N` does."""
     name = original.result["reference"]
     if runtime == "docker":
         return [sys.executable, "-m", "dawnbench.containers", "run", name, "--data", str(data_root),
                 "--results", str(results), "--", *run_args]
-    interpreter = _python(name, python)
     harness_args = ["-m", "harness", "run", name, "--references", str(code.references), "--data", str(data_root),
                     "--results", str(results), *run_args]
     ranks = processes(original.result)
     if ranks == 1:
-        return [interpreter, *harness_args]
-    return [interpreter, "-m", "harness.local_ranks", interpreter, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", str(ranks), *harness_args]
+        return [sys.executable, *harness_args]
+    interpreter = _python(name, python)     # torchrun is the reference's; --no-python: it starts the harness as given
+    return [sys.executable, "-m", "harness.local_ranks", interpreter, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", str(ranks), "--no-python", sys.executable, *harness_args]
 
 
 def run_once(original: Original, code: Code, runtime: str, data_root: Path, results: Path, run_id: str,
@@ -319,6 +323,8 @@ def run_once(original: Original, code: Code, runtime: str, data_root: Path, resu
                 *overrides(r, code)]
     env = {**os.environ, paths.REFERENCES_ENV: str(code.references),
            "PYTHONPATH": os.pathsep.join([str(code.root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    if runtime != "docker":
+        env[worker_env.WORKER_PYTHON_ENV] = _python(name, python)
     command = run_command(original, code, runtime, data_root, results, run_args, python)
     ranks = processes(r)
     how = " ".join(command[1:4]) if ranks == 1 else f"-m harness run (torchrun, {ranks} local ranks)"
@@ -360,7 +366,9 @@ def environment(result: dict, env: dict) -> dict:
             "reference_tree_sha256": _dict(result.get("provenance")).get("reference_tree_sha256"),
             "isolation": isolation.get("mode"), "hostname": env.get("hostname"), "platform": env.get("platform"),
             "python": env.get("python"), "cpu": env.get("cpu"), "gpus": env.get("gpus"),
-            "packages": env.get("packages")}
+            "packages": env.get("packages"),
+            # what the workers' environment held (harness.worker_env), compared distribution by distribution
+            "worker_environment": _dict(env.get("worker_environment")) or None}
 
 
 def time_tolerance(original: Original, asked: float | None, data_root: Path | None = None) -> tuple[float, str]:
@@ -459,6 +467,7 @@ def compare(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]], tol
             if _finite(value) and _finite(again) and abs(again - value) > metric_tolerance:
                 differences.append(f"{metric} at epoch {row['epoch']}: {value:.4f} claimed, {again:.4f} reproduced"
                                    f"{which} (tolerance {metric_tolerance:g})")
+    differences += _environment_differences(claimed_env, runs, notes)
     other = [env["hardware"] for _, env in runs if machine(env) != machine(claimed_env)]
     converged = claimed["status"] == "converged" and all(f["status"] == "converged" for f, _ in runs)
     if other:
@@ -479,6 +488,29 @@ def compare(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]], tol
     if differences:
         return NOT_REPRODUCED, differences, notes
     return (ACCURACY_ONLY if other else REPRODUCED), differences, notes
+
+
+def _environment_differences(claimed_env: dict, runs: list[tuple[dict, dict]], notes: list[str]) -> list[str]:
+    """The distributions (and start-up files) by which each reproduction's workers' environment differs
+    from the claim's, one difference per run; a note where they cannot be compared."""
+    claimed = claimed_env.get("worker_environment")
+    if not claimed:
+        notes.append("workers' environment: the claim records none (a run before issue 33); not compared")
+        return []
+    found = []
+    for k, (_, env) in enumerate(runs, start=1):
+        which = f" (run {k})" if len(runs) > 1 else ""
+        again = env.get("worker_environment")
+        if env.get("runtime") != claimed_env.get("runtime"):
+            notes.append(f"workers' environment{which}: {claimed_env.get('runtime')} claimed, {env.get('runtime')} "
+                         f"here: an image and a native environment hold different tools; not compared")
+        elif not again:
+            found.append(f"workers' environment{which}: the reproduction recorded none")
+        elif again.get("sha256") != claimed.get("sha256"):
+            differ = worker_env.differences(claimed, again)
+            found.append(f"workers' environment{which}: claimed vs reproduced: "
+                         f"{'; '.join(differ) if differ else 'the recorded hashes differ'}")
+    return found
 
 
 def side_by_side(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]]) -> list[str]:

@@ -2,8 +2,22 @@
 (to fill the wheelhouse with `pip download`) and inside the image build (to install), so both
 resolve exactly the same list. Standard library only: it runs in a bare base image.
 
+  python3 docker/requirements.py check REQUIREMENTS                     # the one-line refusal, or nothing
   python3 docker/requirements.py flatten REQUIREMENTS [FRAMEWORK_PIN] > flat.txt
-  python3 docker/requirements.py install REQUIREMENTS [FRAMEWORK_PIN]   # into /opt/venv
+  python3 docker/requirements.py install REQUIREMENTS [FRAMEWORK_PIN]   # into /opt/venv, and /opt/harness
+
+/opt/venv is the reference's environment, where only the sandboxed workers run; /opt/harness holds
+the harness's own requirements (the shared file the reference includes: requirements/harness.txt, or
+harness-numpy1.txt), which nothing of the reference's reaches, and the image's entrypoint runs the
+harness from it (docker/entrypoint.sh; docs/RULES.md, "The harness's environment").
+
+A reference's requirements are checked before anything is installed (`check`, and `flatten` and
+`install` first): only pinned releases from the package index (`name[extras]==version[; marker]`,
+optionally with `--hash=sha256:...`), wheels by https URL with their sha256 (`name @ https://...whl
+--hash=sha256:...`), and `-r` of the repository's shared files under requirements/. A local path, a URL
+without its hash, `-e`, an index or find-links option, an unpinned name: each can bring code (a `.pth`
+file runs in every interpreter of the environment) that nobody reviewed from the pins, so each is
+refused in one line naming the line and the fix.
 
 $INFER_RUNTIMES (the image's build argument: onnxruntime, openvino, or both) adds the pinned
 runtimes of `dawnbench infer --runtime` (requirements/infer-<runtime>.txt); none by default.
@@ -21,6 +35,8 @@ import sys
 from pathlib import Path
 
 VENV = Path("/opt/venv")
+HARNESS_VENV = Path("/opt/harness")
+HARNESS_FILES = ("harness-numpy1.txt", "harness.txt")   # the shared harness pins a reference may include
 WHEELHOUSE = Path("/wheelhouse")
 FRAMEWORK_FAMILIES = ("torch", "tensorflow", "mxnet", "jax")   # a pin replaces its family's line
 NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -37,18 +53,101 @@ def family(requirement: str) -> str | None:
     return None
 
 
-def read(path: Path) -> list[str]:
-    """The requirement lines of `path`, with `-r` includes inlined (relative to the including file)."""
-    lines = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+# name[extras]==version[; marker]: one exact release of the index (no wildcard, no `===`).
+PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]*\])?\s*==\s*[A-Za-z0-9.+!_-]+\s*(;.+)?$")
+# name[extras] @ https://.../file.whl[; marker]: a wheel by URL, allowed only with its --hash.
+WHEEL_URL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]*\])?\s*@\s*https://\S+\.whl\s*(;.+)?$")
+COMMENT = re.compile(r"(^|\s)#.*$")     # pip's: a # at the start or after white space
+HASH = re.compile(r"^--hash[= ]sha256:[0-9a-f]{64}$")
+INCLUDE = ("-r", "--requirement")
+SHARED = "requirements"     # the repository's shared requirement files (beside references/ and docker/)
+
+
+class Refused(ValueError):
+    """A requirement line that could bring unreviewed code into the environment; its one-line reason."""
+
+
+def _logical_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) without comments and blank lines, a trailing backslash joining the next."""
+    found, pending, start = [], "", 0
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        text = COMMENT.sub("", raw)
+        if not pending:
+            start = number
+        if text.rstrip().endswith("\\"):
+            pending += text.rstrip()[:-1] + " "
             continue
-        if line.startswith(("-r ", "--requirement ")):
-            lines += read((path.parent / line.split(None, 1)[1]).resolve())
+        line = (pending + text).strip()
+        pending = ""
+        if line:
+            found.append((start, line))
+    return found
+
+
+def _shared_root(path: Path) -> Path:
+    """The shared requirements folder a file may include from: <root>/requirements, where a reference's
+    file is <root>/references/<name>/requirements.txt and a shared file is <root>/requirements/<file>."""
+    path = path.resolve()
+    root = path.parent.parent if path.parent.name == SHARED else path.parent.parent.parent
+    return root / SHARED
+
+
+def check_line(line: str) -> None:
+    """Nothing, or Refused with what is wrong with `line` and how to fix it."""
+    words = line.split()
+    if words[0] in INCLUDE or words[0].startswith("--requirement="):
+        return
+    first = words[0]
+    hashes = [w for w in words if w.startswith("--hash")]
+    requirement = " ".join(w for w in words if not w.startswith("--hash"))
+    if first.startswith("-"):
+        option = first.split("=", 1)[0]
+        raise Refused(f"option {option} is not allowed: packages come from the index by exact pin "
+                      f"(name==version), or from an https wheel URL with --hash=sha256:...")
+    bad_hash = [w for w in hashes if not HASH.match(w)]
+    if bad_hash:
+        raise Refused(f"{bad_hash[0]}: give the wheel's sha256 as --hash=sha256:<64 hex digits>")
+    if PINNED.match(requirement):
+        return
+    if WHEEL_URL.match(requirement):
+        if hashes:
+            return
+        raise Refused("a wheel URL without its sha256: add --hash=sha256:<the wheel's sha256>")
+    if requirement.startswith("https://") and requirement.split(";")[0].strip().endswith(".whl"):
+        raise Refused("name the wheel's project: name @ https://.../file.whl --hash=sha256:<the wheel's sha256>")
+    if "://" in requirement or requirement.startswith((".", "/", "~")) or "/" in requirement.split(";")[0] \
+            or requirement.split(";")[0].strip().endswith((".whl", ".tar.gz", ".zip")):
+        raise Refused("a local path or URL is not allowed: publish the package and pin it (name==version), or "
+                      "name an https wheel URL with --hash=sha256:...")
+    raise Refused("not pinned: name one release exactly, name==version (e.g. numpy==2.4.6)")
+
+
+def check(path: Path, shared: Path | None = None) -> list[tuple[Path, int, str]]:
+    """Every requirement line of `path` and of the shared files it includes, checked: (file, line
+    number, text) in order; Refused, naming the file and line, at the first that is not allowed."""
+    shared = (shared or _shared_root(path)).resolve()
+    found = []
+    for number, line in _logical_lines(path):
+        where = f"{path}:{number}: {line}"
+        try:
+            check_line(line)
+        except Refused as e:
+            raise Refused(f"{where}: {e}") from None
+        words = line.split(None, 1)
+        if words[0] in INCLUDE or words[0].startswith("--requirement="):
+            target = words[1].strip() if words[0] in INCLUDE and len(words) > 1 else words[0].partition("=")[2]
+            included = (path.parent / target).resolve()
+            if included.parent != shared or not included.is_file():
+                raise Refused(f"{where}: -r may include only the repository's shared files ({shared}/*.txt)")
+            found += check(included, shared)
         else:
-            lines.append(line)
-    return lines
+            found.append((path, number, line))
+    return found
+
+
+def read(path: Path) -> list[str]:
+    """The requirement lines of `path`, checked (`check`), with `-r` includes inlined."""
+    return [line for _, _, line in check(path)]
 
 
 def flatten(path: Path, pin: str = "") -> list[str]:
@@ -79,24 +178,43 @@ def infer_runtimes() -> list[str]:
     return lines
 
 
-def install(path: Path, pin: str = "") -> None:
-    flat = Path("/tmp/requirements.flat.txt")
-    flat.write_text("\n".join(flatten(path, pin)) + "\n", encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+def harness_requirements(path: Path) -> Path:
+    """The shared harness pins `path` includes (the MXNet reference's numpy 1 ones, else
+    requirements/harness.txt): what the harness's own environment is made of."""
+    included = {file.name: file for file, _, _ in check(path) if file.parent == _shared_root(path).resolve()}
+    return next((included[name] for name in HARNESS_FILES if name in included), _shared_root(path) / "harness.txt")
+
+
+def _venv(venv: Path, requirements: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     # A filled wheelhouse is the only source (offline builds); an empty one means the index.
     source = ["--no-index", "--find-links", str(WHEELHOUSE)] if any(WHEELHOUSE.glob("*.whl")) else []
     # A Dockerfile declares PIP_EXTRA_INDEX_URL= (empty) where PyPI's default build is the one it
     # wants; an empty setting is no setting.
     env = {k: v for k, v in os.environ.items() if not (k.startswith("PIP_") and not v.strip())}
-    subprocess.run([str(VENV / "bin" / "pip"), "install", "--no-cache-dir", "--disable-pip-version-check",
-                    *source, "-r", str(flat)], check=True, env=env)
-    subprocess.run([str(VENV / "bin" / "pip"), "check"], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--no-cache-dir", "--disable-pip-version-check",
+                    *source, "-r", str(requirements)], check=True, env=env)
+    subprocess.run([str(venv / "bin" / "pip"), "check"], check=True)
+
+
+def install(path: Path, pin: str = "") -> None:
+    flat = Path("/tmp/requirements.flat.txt")
+    flat.write_text("\n".join(flatten(path, pin)) + "\n", encoding="utf-8")
+    _venv(VENV, flat)
+    # The harness's own environment: its pins only, never the reference's requirements
+    _venv(HARNESS_VENV, harness_requirements(path))
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) not in (2, 3) or argv[0] not in ("flatten", "install"):
+    if len(argv) not in (2, 3) or argv[0] not in ("check", "flatten", "install"):
         sys.exit(__doc__)
     path, pin = Path(argv[1]), (argv[2] if len(argv) == 3 else "").strip()
+    try:
+        check(path)
+    except (Refused, OSError, UnicodeDecodeError) as e:
+        sys.exit(f"requirements refused: {e}")
+    if argv[0] == "check":
+        return
     if argv[0] == "flatten":
         print("\n".join(flatten(path, pin)))
     else:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import worker_env
+
 # Distribution names whose versions a reader needs to reproduce a result.
 PACKAGES = ("numpy", "tqdm", "torch", "torchvision", "tensorflow", "tensorflow-cpu", "keras",
             "mxnet", "nvidia-dali-cuda120", "nvidia-dali-cuda110", "jax", "jaxlib")
@@ -18,7 +20,13 @@ FRAMEWORK_PACKAGES = {"pytorch": ("torch",), "tensorflow": ("tensorflow", "tenso
 FRAMEWORK_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "mxnet": "MXNet", "jax": "JAX"}
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(worker: dict | None = None) -> dict[str, str]:
+    """The versions of PACKAGES in the workers' environment (`worker`, harness.worker_env's record),
+    else in this process's own."""
+    if worker is not None:
+        held = {str(d.get("name", "")).lower().replace("_", "-"): str(d.get("version"))
+                for d in worker.get("distributions") or ()}
+        return {name: held[name] for name in PACKAGES if name in held}
     versions = {}
     for name in PACKAGES:
         try:
@@ -28,9 +36,14 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def framework_label(framework: str) -> str:
-    """'PyTorch 2.13.0', as DAWNBench entries write the framework field."""
+def framework_label(framework: str, packages: dict[str, str] | None = None) -> str:
+    """'PyTorch 2.13.0', as DAWNBench entries write the framework field: the version in `packages`
+    (env.json's, the workers' environment: the harness's own has no framework), else this process's."""
     for dist in FRAMEWORK_PACKAGES.get(framework, ()):
+        if packages is not None:
+            if dist in packages:
+                return f"{FRAMEWORK_NAMES.get(framework, framework)} {packages[dist]}"
+            continue
         try:
             return f"{FRAMEWORK_NAMES.get(framework, framework)} {importlib.metadata.version(dist)}"
         except importlib.metadata.PackageNotFoundError:
@@ -137,8 +150,11 @@ def network_interfaces() -> list[str] | None:
         return None
 
 
-def describe_system(data_root: Path | None = None) -> dict:
+def describe_system(data_root: Path | None = None, worker: dict | None = None) -> dict:
+    """env.json: the machine, the workers' environment (`worker`, harness.worker_env.describe's record,
+    read now when not given) and the harness's own; `packages` and `cuda` are the workers'."""
     gpus = _gpus()
+    worker = worker if worker is not None else worker_env.describe()
     return {
         "hostname": platform.node(),
         "platform": platform.platform(),
@@ -147,7 +163,9 @@ def describe_system(data_root: Path | None = None) -> dict:
         "memory_gib": _memory_gib(),
         "gpus": gpus,
         "cuda": cuda_stack(gpus),
-        "packages": package_versions(),
+        "packages": package_versions(worker),
+        "worker_environment": worker,
+        "harness_environment": {**worker_env.harness_record(worker), "packages": package_versions()},
         "image_digest": os.environ.get("DAWNBENCH_IMAGE_DIGEST"),
         "container": os.environ.get("DAWNBENCH_IMAGE"),
         # As the process saw them: a container's user and whether its data mount was read-only.

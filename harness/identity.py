@@ -22,7 +22,7 @@ def fields(spec: ReferenceSpec, *, system: dict, isolation, prov: dict, hardware
         "version": "v1.0",
         "author": spec.author,
         "authorEmail": spec.author_email,
-        "framework": environment.framework_label(spec.framework),
+        "framework": environment.framework_label(spec.framework, system.get("packages")),
         "codeURL": spec.code_url,
         "model": spec.model,
         "hardware": hardware,

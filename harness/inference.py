@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, identity, paths, runner, runtimes, sandbox
+from harness import datasets, environment, identity, paths, runner, runtimes, sandbox, worker_env
 from harness.errors import EXIT_FAILED, DawnbenchError, command
 from harness.registry import ReferenceSpec, UsageError
 
@@ -63,8 +63,10 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     # Before any of the reference's code runs: the code, data and model this inference is of, and
     # whether it can be an official entry.
     eval_set = runner.EvalSet(task, len(labels), dropped)
+    worker = worker_env.describe()
     prov = runner.official_verdict(spec, threshold, data_reasons, eval_set, isolation,
-                                   _inference_reasons(limit, len(labels), model_record), data_root=data_root)
+                                   _inference_reasons(limit, len(labels), model_record), data_root=data_root,
+                                   worker=worker)
     sandbox.protect_harness()
     work = sandbox.private_dir("infer")
     os.chmod(work, 0o755)
@@ -103,7 +105,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     value = scores[task.metric]
     ms = latencies * 1000.0
     mean_ms = float(ms.mean())
-    system = environment.describe_system(data_root)
+    system = environment.describe_system(data_root, worker)
     result = {
         # who and what, as a run's result.json says them (harness.identity): an inference-only entry
         # has no run to take them from
@@ -285,7 +287,8 @@ def _run_reference(spec, hyperparameters, data_root, work, isolation, seed, thre
         if worker is not None:
             worker.kill()
     return {"outputs": outputs, "latencies": latencies, "items": n,
-            "runtime": "reference", "runtime_version": environment.framework_label(spec.framework),
+            "runtime": "reference", "runtime_version": environment.framework_label(
+                spec.framework, environment.package_versions(worker_env.describe())),
             "precision": {"requested": "fp32", "used": "as the reference's infer() runs"},
             "threads": threads, "threads_setting": "OMP_NUM_THREADS in the predictor",
             "timer": "round trip of each request to the sandboxed predictor, timed in the harness process",
@@ -340,8 +343,11 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
                        "sha256": hashlib.sha256(np.ascontiguousarray(examples).tobytes()).hexdigest()}
     (folder / "request.json").write_text(json.dumps(request), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)     # the harness's own code, nothing else
-    proc = subprocess.run([sys.executable, "-m", "harness.runtimes", str(folder / "request.json")], cwd=folder,
+    # The exported runtimes are the reference environment's requirements (requirements/infer-*.txt
+    # installed there), so this process runs its interpreter, but as `python -I -S` with the harness's
+    # code and that environment's site-packages on its path: no start-up file of it runs here, and it
+    # never imports the reference's code.
+    proc = subprocess.run(worker_env.isolated_command("harness.runtimes", str(folder / "request.json")), cwd=folder,
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]

@@ -37,6 +37,7 @@ from harness import (
     snapshots,
     stop_rules,
     views,
+    worker_env,
 )
 from harness.clock import Clock
 from harness.errors import DawnbenchError
@@ -104,9 +105,11 @@ class EvalSet:
 
 
 def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[str], eval_set: EvalSet, isolation,
-                     reasons: list[str] | tuple = (), data_root: Path | None = None) -> dict:
+                     reasons: list[str] | tuple = (), data_root: Path | None = None,
+                     worker: dict | None = None) -> dict:
     """git, provenance, official and unofficial_reasons (harness.provenance.collect) of a run or of
-    an inference on this eval set: the harness's reasons first, then the caller's `reasons`."""
+    an inference on this eval set: the harness's reasons first, then the caller's `reasons`.
+    `worker`: the workers' environment (harness.worker_env.describe), whose hash provenance records."""
     task = spec.task
     found = [] if threshold == task.threshold else [
         f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
@@ -125,7 +128,11 @@ def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[s
                 found.append(f"uid mode: other users can reach {folder}, which holds the {task.dataset} eval labels, "
                              f"so the sandboxed workers could read them; make it private (chmod o-rwx {folder}) "
                              f"or run where bubblewrap works")
-    return provenance.collect(spec, datasets.verified_files(), found)
+    worker = worker if worker is not None else worker_env.describe()
+    found += worker_env.reasons(worker, worker_env.harness_record(worker))
+    prov = provenance.collect(spec, datasets.verified_files(), found)
+    prov["provenance"]["worker_environment_sha256"] = worker["sha256"]
+    return prov
 
 
 def dist_env() -> tuple[int, int, int]:
@@ -172,6 +179,7 @@ class Plan:
     rank: int
     world_size: int
     local_rank: int
+    worker_env: dict            # what the workers' environment holds (harness.worker_env), for env.json
     train_examples: int = 0     # the eval bound's training set: the task's, or counted on disk for unofficial data
     train_examples_source: str = "task"
 
@@ -189,7 +197,8 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     labels = datasets.load_eval_labels(task.dataset, data_root)
     eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
     isolation = sandbox.probe()
-    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root)
+    worker = worker_env.describe()
+    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root, worker=worker)
     # The eval bound's denominator: the task's training set (tasks.toml) on the official data. Data that
     # are not (a fixture, a subset: the run is unofficial for it) have the size the harness counts on
     # disk, so their bound stays what training on them cost. Never the trainer's own count (issue 33).
@@ -198,7 +207,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     else:
         train_examples, source = task.train_examples, "task"
     return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,
-                isolation, prov, rank, world_size, local_rank, train_examples, source)
+                isolation, prov, rank, world_size, local_rank, worker, train_examples, source)
 
 
 def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
@@ -254,7 +263,7 @@ class _Run:
         self.group = collective.Group(plan.rank, plan.world_size)
         run_dir = outputs.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
                                       self.opts.series_id) if plan.rank == 0 else None
-        self.system = environment.describe_system(plan.data_root)
+        self.system = environment.describe_system(plan.data_root, plan.worker_env)
         sandbox.protect_harness()
         self.clock = Clock()      # the workers synchronize their device before they answer
         self.record = RunRecord(run_dir, self.spec, self.clock)

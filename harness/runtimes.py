@@ -14,7 +14,6 @@ process, so no reference can move it.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import sys
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import worker_env
 from harness.errors import UsageError, command
 
 if TYPE_CHECKING:      # numpy is imported where it is used: harness.registry reads RUNTIMES without it
@@ -55,11 +55,13 @@ def check_options(runtime: str, precision: str, threads: int | None, framework: 
                          f"use --runtime reference, onnxruntime or openvino")
     if runtime in EXPORTED:
         needed = ["onnx", runtime] + (["onnxruntime"] if precision == "int8" else [])
-        missing = [name for name in dict.fromkeys(needed) if importlib.util.find_spec(name) is None]
+        # looked for in the workers' environment, where the runtime process runs (harness.worker_env)
+        python = worker_env.worker_python()
+        missing = worker_env.missing_modules(list(dict.fromkeys(needed)), python)
         if missing:
             # `dawnbench infer` (dawnbench.launcher) installs them on first use; this Python is not one it set up
             raise UsageError(f"--runtime {runtime}{' --precision int8' if precision == 'int8' else ''} needs "
-                             f"{', '.join(missing)}, not installed in this Python ({sys.prefix}): run it with "
+                             f"{', '.join(missing)}, not installed in the reference's environment ({python}): run it with "
                              f"{command('infer')}, which installs requirements/infer-{runtime}.txt into the "
                              f"reference's environment on first use, or pip install -r requirements/infer-{runtime}.txt")
 

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import channel
+from harness import channel, worker_env
 from harness.errors import PROG_ENV, DawnbenchError
 
 ISOLATION_ENV = "DAWNBENCH_ISOLATION"      # "none" switches isolation off (never official)
@@ -224,10 +224,16 @@ def _child_setup(uid: int | None):
     return setup
 
 
-def _python_paths() -> list[str]:
-    """The interpreter, its environment, and the folders harness/ and common/ are imported from."""
+def _python_paths(python: str) -> list[str]:
+    """The workers' interpreter, its environment, and the folders harness/ and common/ are imported
+    from; not the harness's own environment, unless the workers share it."""
     import harness
-    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    real = os.path.realpath(python)
+    # a venv's bin/python: the venv (bin's parent), and the installation the link leads to
+    paths = {os.path.dirname(os.path.dirname(os.path.abspath(python))), os.path.dirname(real),
+             os.path.dirname(os.path.dirname(real))}
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        paths |= {sys.prefix, sys.base_prefix}
     paths.add(str(Path(harness.__file__).resolve().parent))
     common = Path(harness.__file__).resolve().parent.parent / "common"
     if common.is_dir():
@@ -566,6 +572,8 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     `network`: the host's network (a trainer among several ranks, for the collective); otherwise a
     bubblewrap worker has a loopback of its own only (a container has no network at all)."""
     uid = UID_MODE_UIDS[role] if isolation.mode == "uid" else None
+    # The reference's interpreter, never the harness's own environment (harness.worker_env).
+    python = worker_env.resolved(worker_env.worker_python())
     owner = SANDBOX_UID if isolation.mode == "bwrap-root" else uid
     scratch = make_scratch(role, owner)
     bwrap = isolation.mode.startswith("bwrap")
@@ -586,7 +594,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     view = View()
     if bwrap:
         view.ro += [(p, p) for p in SYSTEM_DIRS if os.path.isdir(p)]
-        view.ro += [(p, p) for p in _python_paths()]
+        view.ro += [(p, p) for p in _python_paths(python)]
         view.ro += [(str(src), str(VIEW / "data" / rel)) for src, rel in data_files]
         view.ro += list(extra_ro)
         view.rw.append((str(scratch), str(VIEW / "scratch")))
@@ -616,7 +624,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
             os.chown(snapshots, owner, owner)
     to_worker_r, to_worker_w = os.pipe()
     from_worker_r, from_worker_w = os.pipe()
-    command = [sys.executable, "-m", "harness.worker", str(to_worker_r), str(from_worker_w)]
+    command = [python, "-m", "harness.worker", str(to_worker_r), str(from_worker_w)]
     argv = _argv(isolation.mode, view, command, chdir=seen["work_dir"], network=network)
     try:
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=stderr,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import datasets, eval_bound, safe_read, snapshots, stored_predictions
+from harness import datasets, eval_bound, safe_read, snapshots, stored_predictions, worker_env
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command
 from harness.events import PREFIX
 from harness.safe_read import Refused
@@ -613,6 +613,12 @@ def verify(run_dir: Path, data_root: Path | None = None,
     check("eval bound", lambda: _eval_bound_check(events, task, result.get("world_size", 1),
                                                   result.get("official") is True), "events")
     check("model", lambda: _model_check(run_dir, events), "events")
+    recorded = _worker_environment(run_dir)
+    if recorded is None:
+        report.checks.append(Check("environment", None, "env.json records no workers' environment (a run before "
+                                                        "issue 33, or no env.json): not checked"))
+    else:
+        check("environment", lambda: _environment_check(recorded, result))
 
     report.summary = _summary(run_dir, result, task, state)
     return report
@@ -700,6 +706,41 @@ def _model_check(run_dir: Path, events: list[dict]) -> str:
         raise Disagreement(f"model/ is not the snapshot scored at epoch {_epoch_num(scored[-1])}: its sha256 is "
                            f"{found[:16]}..., the log's {str(logged)[:16]}...")
     return f"model/ is the snapshot scored at epoch {_epoch_num(scored[-1])} (sha256 {found[:16]}...)"
+
+
+def _worker_environment(run_dir: Path) -> dict | None:
+    """env.json's record of the workers' environment (harness.worker_env), or None where there is none."""
+    if not (run_dir / "env.json").is_file():
+        return None
+    try:
+        env = safe_read.read_json(run_dir / "env.json", run_dir)
+    except (Refused, DawnbenchError, OSError, ValueError):
+        return None
+    record = env.get("worker_environment") if isinstance(env, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def _environment_check(record: dict, result: dict) -> str:
+    """The workers' environment as recorded agrees with itself: its hash is that of its list of
+    distributions and start-up files, and result.json's provenance names the same hash."""
+    listed = record.get("distributions")
+    if not isinstance(listed, list) or not isinstance(record.get("pth"), list):
+        raise Disagreement("env.json's worker_environment has no list of distributions and start-up files")
+    found = worker_env.digest(record)
+    if found != record.get("sha256"):
+        raise Disagreement(f"env.json's worker_environment lists what hashes to {found[:16]}..., not its recorded "
+                           f"sha256 {str(record.get('sha256'))[:16]}...")
+    provenance = result.get("provenance") if isinstance(result.get("provenance"), dict) else {}
+    if provenance.get("worker_environment_sha256") != found:
+        raise Disagreement(f"result.json's provenance.worker_environment_sha256 "
+                           f"{_shown(provenance.get('worker_environment_sha256'), 20)} is not env.json's {found[:16]}...")
+    unexpected = [p.get("file") for p in record["pth"] if isinstance(p, dict) and not worker_env.expected(p)]
+    if unexpected != record.get("pth_unexpected"):
+        raise Disagreement("env.json's worker_environment.pth_unexpected is not the start-up files its list holds "
+                           "that no known package carries")
+    extra = (f"; start-up files of no known package: {', '.join(Path(str(p)).name for p in unexpected)}"
+             if unexpected else "")
+    return f"{len(listed)} distributions, sha256 {found[:16]}... as result.json records{extra}"
 
 
 def _summary(run_dir: Path, result: dict, task: Task, state: dict) -> str:

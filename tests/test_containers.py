@@ -128,6 +128,11 @@ def test_dockerfile_static_rules(name):
     users = [line.split()[1] for line in instructions if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0", "0:0"), "the image must end on a non-root user"
     assert any(line.startswith("ENTRYPOINT") and "entrypoint.sh" in line for line in instructions)
+    # the harness from an environment of its own pins, the workers from the reference's (issue 33)
+    assert "COPY --from=requirements /opt/harness /opt/harness" in instructions
+    assert any(line.startswith("DAWNBENCH_WORKER_PYTHON=/opt/venv/bin/python") for line in instructions)   # in ENV
+    entrypoint = (REPO / "docker" / "entrypoint.sh").read_text()
+    assert "exec /opt/harness/bin/python -m harness" in entrypoint and "/opt/venv/bin/python -m" not in entrypoint
 
 
 COMMIT_ARGS = ("REFERENCE", "GIT_COMMIT", "GIT_DIRTY", "REFERENCE_TREE_SHA256")

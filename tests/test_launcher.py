@@ -50,15 +50,19 @@ def test_each_command_goes_to_its_environment(argv, env, needed, anywhere):
 
 
 def test_a_light_command_goes_to_any_environment_there_is(tmp_path, monkeypatch):
-    """data fetch --reference REF with no REF environment and no tools environment: the one there is."""
+    """data fetch --reference REF with no REF environment and no tools environment: the one there is;
+    but verify, which checks a run, never goes to a reference's environment (issue 33): the tools one."""
     monkeypatch.setenv(launcher.VENVS_ENV, str(tmp_path))
-    monkeypatch.setattr(launcher, "_make", lambda *args: pytest.fail(f"set up {args}"))
+    made = []
+    monkeypatch.setattr(launcher, "_make", lambda *args: made.append(args))
     other = tmp_path / "cifar10-fast-pytorch"
     (other / "bin").mkdir(parents=True)
     (other / "bin" / "python").touch()
     (other / ".installed").touch()
     assert launcher.prepare(launcher.route(["data", "fetch", "--reference", REF])) == other / "bin" / "python"
-    assert launcher.prepare(launcher.route(["verify", "RUN"])) == other / "bin" / "python"
+    assert made == []
+    assert launcher.prepare(launcher.route(["verify", "RUN"])) == tmp_path / "tools" / "bin" / "python"
+    assert made == [("tools",)]
 
 
 def test_list_needs_no_environment_and_help_no_framework():
@@ -88,14 +92,16 @@ def test_first_use_sets_up_then_runs_there(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(launcher.os, "execve", lambda path, args, env: execs.append((path, args, env)))
     monkeypatch.delenv(launcher.GUARD_ENV, raising=False)
     launcher.main(["infer", REF, "--model", "m", "--runtime", "onnxruntime"])
-    assert made == [("setup", f"REF={REF}"), ("infer-runtime", f"REF={REF}", "INFER_RUNTIME=onnxruntime")]
+    assert made == [("setup", f"REF={REF}"), ("infer-runtime", f"REF={REF}", "INFER_RUNTIME=onnxruntime"), ("tools",)]
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"setting up {tmp_path / REF} (first use, ~") and err[0].endswith("min)...")
     assert "requirements/infer-onnxruntime.txt" in err[1]
     ((path, args, env),) = execs
-    assert path == tmp_path / REF / "bin" / "python"
+    # the harness in the tools environment, its workers in REF's (issue 33)
+    assert path == tmp_path / "tools" / "bin" / "python"
+    assert env[launcher.WORKER_PYTHON_ENV] == str(tmp_path / REF / "bin" / "python")
     assert args[1:] == ["-m", "dawnbench.launcher", "infer", REF, "--model", "m", "--runtime", "onnxruntime"]
-    assert env[launcher.GUARD_ENV] == REF and env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO)
+    assert env[launcher.GUARD_ENV] == "tools" and env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO)
 
 
 def test_a_failed_setup_shows_makes_output_and_stops(tmp_path, monkeypatch, capsys):
@@ -122,7 +128,8 @@ def test_any_environments_dawnbench_goes_where_the_command_belongs(tmp_path):
     """An environment with the command's own dependencies only (numpy, tqdm, PyYAML: what a
     reference's environment has besides its framework, here without one): its `dawnbench` (the
     console script calls launcher.main, as `python -m dawnbench` does) sends `validate` to the tools
-    environment and `run` to the reference's, each a stand-in Python that says how it was started."""
+    environment and `run` there too with the reference's Python for its workers (issue 33), each a
+    stand-in Python that says how it was started."""
     venv = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
@@ -139,14 +146,14 @@ def test_any_environments_dawnbench_goes_where_the_command_belongs(tmp_path):
         (venvs / name / "bin").mkdir(parents=True)
         (venvs / name / ".installed").touch()
         stand_in = venvs / name / "bin" / "python"
-        stand_in.write_text(f'#!/bin/sh\necho "{name}: $* (guard $DAWNBENCH_LAUNCHED)"\n')
+        stand_in.write_text(f'#!/bin/sh\necho "{name}: $* (guard $DAWNBENCH_LAUNCHED) workers $DAWNBENCH_WORKER_PYTHON"\n')
         stand_in.chmod(0o755)
     env = _bare_env(PYTHONPATH=str(REPO), **{launcher.VENVS_ENV: str(venvs)})
-    for argv, where in ((["validate", "entries/"], "tools"), (["run", REF, "--seed", "3"], REF)):
+    for argv, workers in ((["validate", "entries/"], ""), (["run", REF, "--seed", "3"], venvs / REF / "bin" / "python")):
         proc = subprocess.run([str(venv / "bin" / "python"), "-m", "dawnbench", *argv], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip() == f"{where}: -m dawnbench.launcher {' '.join(argv)} (guard {where})"
+        assert proc.stdout.strip() == f"tools: -m dawnbench.launcher {' '.join(argv)} (guard tools) workers {workers}".strip()
     # what needs nothing more it answers itself
     listed = subprocess.run([str(venv / "bin" / "python"), "-m", "dawnbench", "list"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=60)

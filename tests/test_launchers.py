@@ -26,6 +26,7 @@ REF = "imagenet-resnet50-pytorch"
 DIR = REPO / "references" / REF
 SBATCH, MANIFEST = DIR / "slurm.sbatch", DIR / "kubernetes.yaml"
 TORCHRUN = "/opt/venv/bin/torchrun"
+HARNESS_PYTHON = "/opt/harness/bin/python"     # each rank's harness: the image's harness environment (issue 33)
 HARNESS_ARGS = ["run", REF, "--nodes", "2", "--results", "/dawnbench-private/results"]
 
 
@@ -91,9 +92,9 @@ def test_the_slurm_script_starts_one_torchrun_per_node_in_the_image(tmp_path):
     args = torchrun_args(command)
     assert (args.nnodes, args.nproc_per_node, args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id) == \
         ("2", "8", "c10d", "gpu01:29500", "4242")
-    assert args.module and args.training_script == "harness"
-    assert args.training_script_args == [*HARNESS_ARGS, "--cost-per-hour", "98.32"]
-    harness = build_parser().parse_args(args.training_script_args)      # a command the harness takes
+    assert args.no_python and args.training_script == HARNESS_PYTHON and args.training_script_args[:2] == ["-m", "harness"]
+    assert args.training_script_args[2:] == [*HARNESS_ARGS, "--cost-per-hour", "98.32"]
+    harness = build_parser().parse_args(args.training_script_args[2:])      # a command the harness takes
     assert harness.reference == REF and harness.nodes == 2 and harness.cost_per_hour == 98.32
     # one random secret for every node, in the environment, never on the command line
     token = (tmp_path / "srun.token").read_text().strip()
@@ -191,7 +192,7 @@ def test_both_launchers_run_the_same_image_and_harness_command(job, tmp_path):
     (image,) = {c.image for c in containers(job).values()}
     assert slurm_image(argv[:argv.index(TORCHRUN)]) == image
     assert ":" in image.rpartition("/")[2] and not image.endswith(":latest")    # pinned by a tag
-    assert k8s.training_script_args == slurm.training_script_args == HARNESS_ARGS
-    assert k8s.module and slurm.module and k8s.training_script == slurm.training_script == "harness"
+    assert k8s.training_script_args == slurm.training_script_args == ["-m", "harness", *HARNESS_ARGS]
+    assert k8s.no_python and slurm.no_python and k8s.training_script == slurm.training_script == HARNESS_PYTHON
     assert (k8s.nproc_per_node, k8s.rdzv_backend) == (slurm.nproc_per_node, slurm.rdzv_backend) == ("8", "c10d")
     assert (k8s.nnodes, slurm.nnodes, k8s.max_restarts) == ("2:2", "2", 0)    # --nodes 2 either way

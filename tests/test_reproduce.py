@@ -18,7 +18,7 @@ from leaderboard_fixture import edit_json, write_entries
 
 from dawnbench import entries, reproduce, reproduction, submit
 from dawnbench.cli import main as dawnbench_main
-from harness import verify
+from harness import verify, worker_env
 
 # Each epoch sleeps, so that the time-to-accuracy is mostly the reference's own and a forged fifth of
 # it stands far outside any tolerance, however loaded the machine.
@@ -212,7 +212,9 @@ def test_the_comparison_names_each_difference_with_both_figures():
     def figs(status="converged", epochs=3, curve=(0.5, 0.8, 0.95), tta=10.0):
         return {"status": status, "epochs": epochs, "metric": "top1", "tta_seconds": tta,
                 "curve": [{"epoch": n, "top1": v, "tta_seconds": None} for n, v in enumerate(curve, start=1)]}
-    here = {"hardware": "cpu", "nodes": 1}
+    held = {"distributions": [{"name": "numpy", "version": "2.4.6"}, {"name": "torch", "version": "2.13.0"}], "pth": []}
+    here = {"hardware": "cpu", "nodes": 1, "runtime": "native",
+            "worker_environment": {**held, "sha256": worker_env.digest(held)}}
     assert reproduce.compare(figs(), here, [(figs(tta=11.0), here)], 0.25, 0.005)[:2] == ("reproduced", [])
     # one-sided: faster than claimed is reported, not held against the entry; slower past the tolerance is
     assert reproduce.compare(figs(), here, [(figs(tta=4.0), here)], 0.25, 0.005)[2] == [
@@ -229,6 +231,18 @@ def test_the_comparison_names_each_difference_with_both_figures():
                                                     0.25, 0.005)
     assert verdict == "not reproduced" and differences == [
         "time-to-accuracy: 10.000 s claimed, 14.000 s reproduced (median) (+40%, tolerance +25%)"]
+    # the workers' environment (issue 33): a different distribution or a planted start-up file is named
+    other = {"distributions": [{"name": "numpy", "version": "2.4.6"}, {"name": "torch", "version": "2.12.0"}],
+             "pth": [{"file": "/v/site-packages/clock.pth", "owner": None, "sha256": "ab" * 32}]}
+    there = {**here, "worker_environment": {**other, "sha256": worker_env.digest(other)}}
+    verdict, differences, _ = reproduce.compare(figs(), here, [(figs(), there)], 0.25, 0.005)
+    assert verdict == "not reproduced" and differences == [
+        "workers' environment: claimed vs reproduced: torch 2.13.0 vs 2.12.0; clock.pth absent vs present"]
+    # a claim from before the record: said, not held against it; an image against a native run: not compared
+    assert reproduce.compare(figs(), {**here, "worker_environment": None}, [(figs(), there)], 0.25, 0.005)[2][0] == (
+        "workers' environment: the claim records none (a run before issue 33); not compared")
+    assert reproduce.compare(figs(), here, [(figs(), {**there, "runtime": "docker"})], 0.25, 0.005)[:2] == (
+        "reproduced", [])
     # an entry's own `runs` never sets the tolerance (tests/test_entry_trust.py: its series' verified runs do)
     original = reproduce.Original(Path("/nowhere/run"), {}, {}, {"runs": {"cv": 0.1}})
     assert reproduce.time_tolerance(original, None)[0] == reproduce.DEFAULT_TIME_TOLERANCE

@@ -1,0 +1,234 @@
+"""The harness's process runs no entrant-installed code (issue 33).
+
+The attack: a reference's requirements.txt named a local wheel whose `.pth` file ran in every
+interpreter of .venv/REF, the harness's included (it ran there), and slowed the harness's clock. Here:
+a reference's requirements may name only exact pins of the index, hashed https wheels or the shared
+files, anything else refused in one line before install; the harness runs from the tools environment
+with only its sandboxed workers in the reference's (a .pth planted there does not run in the harness's
+process); and the run records what the workers' environment held, which verify and reproduce check.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
+WRAPPER = REPO / "bin" / "dawnbench"
+# The planted start-up file: a `.pth` line that starts with `import` runs in every interpreter of the
+# environment that processes its site-packages. It appends its pid to $PTH_MARKER wherever it can write.
+PLANTED = ("import os; p = os.environ.get('PTH_MARKER'); "
+           "exec(\"try:\\n open(p, 'a').write(str(os.getpid()) + chr(10)) if p else None\\nexcept OSError:\\n pass\")\n")
+
+
+# --- requirements: refused before install --------------------------------------------------------------
+
+def _requirements(tmp_path: Path, *lines: str) -> Path:
+    """A checkout's shape: references/evil/requirements.txt beside requirements/ (the shared files)."""
+    shutil.copytree(REPO / "requirements", tmp_path / "requirements")
+    ref = tmp_path / "references" / "evil"
+    ref.mkdir(parents=True)
+    (ref / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ref / "requirements.txt"
+
+
+@pytest.mark.parametrize("line, says", [
+    ("./clock-1.0-py3-none-any.whl", "a local path or URL is not allowed"),
+    ("/wheels/clock-1.0-py3-none-any.whl", "a local path or URL is not allowed"),
+    ("clock @ file:///wheels/clock-1.0-py3-none-any.whl", "a local path or URL is not allowed"),
+    ("clock @ https://example.org/clock-1.0-py3-none-any.whl", "a wheel URL without its sha256"),
+    ("git+https://example.org/clock.git", "a local path or URL is not allowed"),
+    ("-e ./clock", "option -e is not allowed"),
+    ("--index-url https://example.org/simple", "option --index-url is not allowed"),
+    ("--find-links /wheels", "option --find-links is not allowed"),
+    ("clock", "not pinned"),
+    ("clock>=1.0", "not pinned"),
+    ("-r ../../../etc/requirements.txt", "-r may include only the repository's shared files"),
+])
+def test_a_requirement_that_is_not_a_pinned_release_is_refused_in_one_line(tmp_path, line, says):
+    path = _requirements(tmp_path, "-r ../../requirements/harness.txt", line, "torch==2.13.0")
+    for action in ("check", "flatten"):       # make setup checks; the image build and the wheelhouse flatten
+        proc = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), action, str(path)], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 1 and proc.stdout == "", (action, proc.stdout)
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"requirements refused: {path}:2: {line.strip()}: "), lines
+        assert says in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_pins_hashed_wheels_and_the_shared_files_are_allowed(tmp_path):
+    digest = "0" * 64
+    path = _requirements(tmp_path, "-r ../../requirements/harness.txt", "torch==2.13.0  # the framework",
+                         "tensorflow[and-cuda]==2.21.0; sys_platform == 'linux'",
+                         f"clock==1.0 --hash=sha256:{digest}",
+                         f"clock-extra @ https://example.org/clock_extra-1.0-py3-none-any.whl --hash=sha256:{digest}")
+    proc = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "flatten", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:2] == (REPO / "requirements" / "harness.txt").read_text().split("\n")[2:4]
+    assert "torch==2.13.0" in proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize("reference", sorted(p.parent.name for p in (REPO / "references").glob("*/requirements.txt")))
+def test_every_reference_s_requirements_pass(reference):
+    proc = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "check",
+                           str(REPO / "references" / reference / "requirements.txt")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_make_checks_the_requirements_before_it_installs_anything(tmp_path):
+    """`make setup`'s recipe, as make would run it (-n): the check comes before the first pip install."""
+    proc = subprocess.run(["make", "--no-print-directory", "-n", "setup", "REF=fashion-mnist-cnn-pytorch",
+                           f"VENVS={tmp_path}"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    commands = proc.stdout.splitlines()
+    check = next(i for i, c in enumerate(commands)
+                 if "docker/requirements.py check references/fashion-mnist-cnn-pytorch/requirements.txt" in c)
+    assert check < next(i for i, c in enumerate(commands) if "pip install" in c)
+
+
+# --- a .pth planted in the reference's environment ----------------------------------------------------
+
+def _link(source: Path, target: Path) -> None:
+    """Hard links where one file system holds both (fast), else a copy."""
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+    if source.is_dir():
+        shutil.copytree(source, target, copy_function=link)
+    else:
+        link(source, target)
+
+
+@pytest.fixture
+def planted_env():
+    """A tiny environment for the workers (venv --without-pip, numpy and tqdm hard-linked in from this
+    one) with clock.pth planted in its site-packages. Under /var/tmp: a sandboxed worker's /tmp is its own."""
+    root = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="dawnbench-test-env-"))
+    venv = root / "ref"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    ours = Path(__import__("numpy").__file__).resolve().parent.parent
+    for name in os.listdir(ours):
+        if name.startswith(("numpy", "tqdm")):
+            _link(ours / name, site / name)
+    (site / "clock.pth").write_text(PLANTED, encoding="utf-8")
+    (venv / ".installed").touch()
+    yield venv
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_pth_in_the_reference_environment_never_runs_in_the_harness(planted_env, references_root, fashion_root,
+                                                                       tmp_path):
+    """`bin/dawnbench run` of a reference whose environment holds clock.pth: the workers run there, the
+    harness does not (the planted file leaves no mark of the harness's process), and env.json lists it."""
+    marker = tmp_path / "ran.txt"
+    python = planted_env / "bin" / "python"
+    # the planted file does run in a plain interpreter of that environment: the test can see it
+    subprocess.run([str(python), "-c", "pass"], env={**os.environ, "PTH_MARKER": str(marker)}, check=True)
+    assert marker.read_text().strip(), "the planted .pth did not run"
+    marker.unlink()
+    venvs = tmp_path / "venvs"
+    venvs.mkdir()
+    (venvs / "tools").symlink_to(Path(sys.prefix))        # this test environment stands in for the tools one
+    (venvs / "scripted-test").symlink_to(planted_env)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DAWNBENCH_LAUNCHED")}
+    env.update(DAWNBENCH_VENVS=str(venvs), DAWNBENCH_DATA=str(fashion_root), PTH_MARKER=str(marker),
+               DAWNBENCH_PYTHON=shutil.which("python3", path="/usr/bin:/bin") or "python3")
+    results = tmp_path / "results"
+    proc = subprocess.run([str(WRAPPER), "run", "scripted-test", "--references", str(references_root),
+                           "--results", str(results), "--no-progress", "--set", "accuracies=0.95"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = (results / "scripted-test").iterdir()
+    harness_pids = marker.read_text().split() if marker.exists() else []
+    assert harness_pids == [], f"clock.pth ran outside the sandbox (the harness's process): {harness_pids}"
+    system = json.loads((run_dir / "env.json").read_text())
+    result = json.loads((run_dir / "result.json").read_text())
+    record = system["worker_environment"]
+    assert Path(record["prefix"]).resolve() == planted_env.resolve() and record["shared_with_harness"] is False
+    assert [Path(p).name for p in record["pth_unexpected"]] == ["clock.pth"]
+    assert {d["name"].lower() for d in record["distributions"]} >= {"numpy", "tqdm"}
+    assert Path(system["harness_environment"]["prefix"]).resolve() == Path(sys.prefix).resolve()
+    assert result["provenance"]["worker_environment_sha256"] == record["sha256"]
+    assert result["status"] == "converged"
+
+    from harness import verify
+    check = next(c for c in verify.verify(run_dir, fashion_root).checks if c.name == "environment")
+    assert check.ok is True and "clock.pth" in check.detail
+    # the record agrees with itself: a list edited after the run no longer hashes to the recorded sha256
+    record["pth"] = [p for p in record["pth"] if not p["file"].endswith("clock.pth")]
+    record["pth_unexpected"] = []
+    (run_dir / "env.json").write_text(json.dumps(system))
+    check = next(c for c in verify.verify(run_dir, fashion_root).checks if c.name == "environment")
+    assert check.ok is False and "not its recorded sha256" in check.detail
+
+
+@pytest.mark.parametrize("workers", ["shared", "apart"])
+def test_a_harness_whose_environment_holds_start_up_code_is_not_official(planted_env, references_root, tmp_path,
+                                                                         fashion_root, workers):
+    """The harness run by hand in the reference's environment (`.venv/REF/bin/python -m harness run`),
+    or from an environment something planted clock.pth in: that file ran in the harness's process,
+    which the run cannot undo; it says so and is never official."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DAWNBENCH_WORKER_PYTHON",)}
+    env.update(DAWNBENCH_DATA=str(fashion_root), PYTHONPATH=str(REPO))
+    if workers == "apart":
+        env["DAWNBENCH_WORKER_PYTHON"] = sys.executable
+    results = tmp_path / "results"
+    proc = subprocess.run([str(planted_env / "bin" / "python"), "-m", "harness", "run", "scripted-test",
+                           "--references", str(references_root), "--results", str(results), "--no-progress",
+                           "--set", "accuracies=0.95"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = (results / "scripted-test").iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    system = json.loads((run_dir / "env.json").read_text())
+    assert result["official"] is False
+    said = "the harness ran in the workers' environment" if workers == "shared" else "the harness's environment"
+    assert any(r.startswith(said) and "clock.pth" in r and "ran in the harness's process" in r
+               for r in result["unofficial_reasons"]), result["unofficial_reasons"]
+    assert [Path(p).name for p in system["harness_environment"]["pth_unexpected"]] == ["clock.pth"]
+
+
+def test_the_exported_runtimes_process_imports_the_environment_without_its_start_up_files(planted_env, tmp_path,
+                                                                                          monkeypatch):
+    """`infer --runtime onnxruntime|openvino` times the exported model in a harness process that needs
+    the reference environment's packages: started as `python -I -S` with its site-packages on the path,
+    those import and clock.pth does not run."""
+    from harness import worker_env
+    marker = tmp_path / "ran.txt"
+    python = str(planted_env / "bin" / "python")
+    monkeypatch.setenv("PTH_MARKER", str(marker))
+    proc = subprocess.run(worker_env.isolated_command("tqdm", "--version", python=python),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip()[:1].isdigit(), proc.stderr
+    assert worker_env.missing_modules(["numpy", "tqdm", "no_such_runtime"], python) == ["no_such_runtime"]
+    assert not marker.exists()
+
+
+def test_an_image_build_refuses_the_requirements_before_it_asks_the_engine(tmp_path, monkeypatch):
+    """`make build` (dawnbench.containers.build): the same one line, before any engine is asked."""
+    from types import SimpleNamespace
+
+    from dawnbench import containers
+    path = _requirements(tmp_path, "-r ../../requirements/harness.txt", "./clock-1.0-py3-none-any.whl")
+    (tmp_path / "docker").mkdir()
+    shutil.copy(REQUIREMENTS_TOOL, tmp_path / "docker" / "requirements.py")
+    monkeypatch.setattr(containers, "project_root", lambda: tmp_path)
+    monkeypatch.setattr(containers.registry, "load_spec", lambda name: SimpleNamespace(name=name, directory=path.parent))
+    monkeypatch.setattr(containers, "engine", lambda: pytest.fail("the engine was asked"))
+    with pytest.raises(containers.UsageError) as caught:
+        containers.build("evil")
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"requirements refused: {path}:2: ./clock-1.0-py3-none-any.whl: ")
