@@ -202,10 +202,12 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     # The eval bound's denominator: the task's training set (tasks.toml) on the official data. Data that
     # are not (a fixture, a subset: the run is unofficial for it) have the size the harness counts on
     # disk, so their bound stays what training on them cost. Never the trainer's own count (issue 33).
+    train_examples, source = task.train_examples, "task"
     if data_reasons or os.environ.get(datasets.MANIFEST_ENV):
-        train_examples, source = max(datasets.count_train_examples(task.dataset, data_root), 1), "counted on disk"
-    else:
-        train_examples, source = task.train_examples, "task"
+        try:
+            train_examples, source = max(datasets.count_train_examples(task.dataset, data_root), 1), "counted on disk"
+        except datasets.DatasetError:       # no training split to count: the task's, the stricter bound
+            pass
     return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,
                 isolation, prov, rank, world_size, local_rank, worker, train_examples, source)
 

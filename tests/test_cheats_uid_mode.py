@@ -80,7 +80,9 @@ def test_labels_other_users_can_read_make_a_uid_mode_run_unofficial(tmp_path, pr
     result = run_uid_mode(tmp_path, private_copy)
     reasons = [r for r in result["unofficial_reasons"] if r.startswith("uid mode:")]
     assert not any(str(folder) in r for r in reasons), reasons
-    assert result["metric_value"] < 0.92        # the honest part of the cheat: it read nothing
+    # the honest part of the cheat: it read nothing (a run that ended early scored nothing either)
+    assert result.get("metric_value") is None or result["metric_value"] < 0.92, result.get("dnc_reason")
+    print("private data:", result["status"], result.get("dnc_reason"))
     # Debian's copy of the dataset, where it is installed and open to all, is named too
     debian = Path(datasets.manifest("fashion-mnist")["debian_dir"])
     assert any(str(debian) in r for r in reasons) == (debian.is_dir() and sandbox.reachable_by_others(debian))
