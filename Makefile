@@ -87,7 +87,7 @@ sandbox:
 
 # The one command a user types (bin/dawnbench, dawnbench/launcher.py), started by $(PYTHON): it runs each
 # command in the environment it needs (set up here first, so that make shows the set-up).
-DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_PYTHON=$(PYTHON) bin/dawnbench
+DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOOLS_VENV=$(TOOLS_VENV) DAWNBENCH_PYTHON=$(PYTHON) bin/dawnbench
 
 # From the host tools' environment, as the Docker path does: no framework is needed to fetch or
 # check the data, so a run whose data is missing says so before its environment is installed.

@@ -39,6 +39,7 @@ from harness.worker_env import WORKER_PYTHON_ENV
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 VENVS_ENV = "DAWNBENCH_VENVS"       # where the environments are (default <checkout>/.venv)
+TOOLS_VENV_ENV = "DAWNBENCH_TOOLS_VENV"   # the tools environment, where make's TOOLS_VENV names another folder
 GUARD_ENV = "DAWNBENCH_LAUNCHED"    # set on the exec: the environment it names runs the command, never another
 TOOLS_ENV = "tools"
 ENTRY_TOOLS = ("submit", "validate", "leaderboard", "analyze", "compliance", "reproduce")
@@ -85,6 +86,14 @@ def prog() -> str:
 
 def venvs_root() -> Path:
     return Path(os.environ.get(VENVS_ENV) or CHECKOUT / ".venv")
+
+
+def env_dir(name: str) -> Path:
+    """The folder of environment `name`: the tools one where make's TOOLS_VENV put it
+    ($DAWNBENCH_TOOLS_VENV, which make passes down), else under venvs_root()."""
+    if name == TOOLS_ENV and os.environ.get(TOOLS_VENV_ENV):
+        return Path(os.environ[TOOLS_VENV_ENV])
+    return venvs_root() / name
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -214,14 +223,17 @@ def _installed(env: Path) -> bool:
 
 def prepare(r: Route) -> Path:
     """The Python of `r`'s environment, set up first (and infer's runtime installed) on first use."""
-    env = venvs_root() / r.env
+    env = env_dir(r.env)
     if r.anywhere and not _installed(env):
-        others = [venvs_root() / TOOLS_ENV, *sorted(p.parent for p in venvs_root().glob("*/.installed"))]
+        others = [env_dir(TOOLS_ENV), *sorted(p.parent for p in venvs_root().glob("*/.installed"))]
         env = next((e for e in others if _installed(e) and not (r.trusted and reference_environment(e))), env)
     python = env / "bin" / "python"
     if not _installed(env):
         print(f"setting up {_shown(env)} (first use, ~{r.minutes} min)...", file=sys.stderr, flush=True)
         _make(*r.setup)
+        if not _installed(env):
+            raise SetupError(f"`make {' '.join(r.setup)}` left no environment in {_shown(env)} (a TOOLS_VENV or "
+                             f"VENVS that names another folder?); run it again with the default folders")
     if r.runtime and not _has_modules(python, RUNTIME_MODULES[r.runtime]):
         requirements = f"requirements/infer-{r.runtime}.txt"
         print(f"installing {r.runtime} into {_shown(env)} (first use of --runtime {r.runtime}, {requirements})...",

@@ -47,10 +47,15 @@ for folder in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe))):
                 if eq:
                     cfg[key.strip().lower()] = value.strip()
         break
-dirs = site.getsitepackages([prefix])
+# A venv's own folder first, as the venv scheme lays it out: Debian's patched site.getsitepackages
+# names only dist-packages folders, which a venv made by Debian's Python does not have.
+version = "python%d.%d" % sys.version_info[:2]
+dirs = [os.path.join(prefix, lib, version, "site-packages") for lib in ("lib", "lib64")] if cfg else []
+dirs += site.getsitepackages([prefix])
 if prefix == sys.prefix or cfg.get("include-system-site-packages", "").lower() == "true":
     dirs += site.getsitepackages([sys.base_prefix])
-dirs = [d for i, d in enumerate(dirs) if os.path.isdir(d) and d not in dirs[:i]]
+dirs = [d for i, d in enumerate(dirs) if os.path.isdir(d)
+        and os.path.realpath(d) not in {os.path.realpath(x) for x in dirs[:i]}]   # lib64 is often lib
 STARTUP = ("sitecustomize.py", "usercustomize.py")    # what site.py imports at start-up, like a .pth
 dists, owners = {}, {}
 for dist in md.distributions(path=dirs):

@@ -621,7 +621,7 @@ ENGINE_CHEATS = {
             return super().train_epoch(epoch)
     ''', "budget"),
     "train-in-eval": (SMUGGLE.format(n=2000, where="load"), "past its bound of", ("--max-epochs", "1")),
-    "smuggle-data": (SMUGGLE.format(n=60000, where="load"), "the snapshot is over its cap of 16 MiB",
+    "smuggle-data": (SMUGGLE.format(n=60000, where="load"), "the snapshot is over its task's cap of 16 MiB",
                      ("--max-epochs", "1")),
     "hang": ('''
     import time

@@ -232,3 +232,24 @@ def test_an_image_build_refuses_the_requirements_before_it_asks_the_engine(tmp_p
         containers.build("evil")
     assert "\n" not in str(caught.value)
     assert str(caught.value).startswith(f"requirements refused: {path}:2: ./clock-1.0-py3-none-any.whl: ")
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="no system Python here")
+def test_a_venv_of_debian_s_python_is_read_from_its_own_site_packages(tmp_path):
+    """Debian's patched site.getsitepackages names only dist-packages folders; a venv made by Debian's
+    Python (the images' /opt/venv) keeps its distributions in lib/pythonX.Y/site-packages. The record
+    missed them all (the image's env.json had no torch, its framework no version) until the probe
+    looked in the venv's own folder first."""
+    import subprocess as sp
+
+    from harness import worker_env
+    venv = tmp_path / "v"
+    sp.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    version = sp.run([str(venv / "bin" / "python"), "-c", "import sys; print('python%d.%d' % sys.version_info[:2])"],
+                     capture_output=True, text=True, check=True).stdout.strip()
+    info = venv / "lib" / version / "site-packages" / "fakepkg-1.2.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.2\n")
+    record = worker_env.describe(str(venv / "bin" / "python"))
+    assert {"name": "fakepkg", "version": "1.2"} in record["distributions"]
+    assert record["site_packages"][0] == str(venv / "lib" / version / "site-packages")

@@ -49,12 +49,35 @@ def test_each_command_goes_to_its_environment(argv, env, needed, anywhere):
     assert not {"torch", "tensorflow"} & set(launcher.route([*argv, "--help"]).needs)
 
 
+def fake_environment(folder: Path) -> None:
+    """What `make setup`/`make tools` leaves: bin/python and .installed."""
+    if not (folder / ".installed").is_file():
+        (folder / "bin").mkdir(parents=True, exist_ok=True)
+        (folder / "bin" / "python").symlink_to(sys.executable)
+        (folder / ".installed").touch()
+
+
+def test_a_make_that_leaves_no_environment_is_one_line(tmp_path, monkeypatch):
+    """make's TOOLS_VENV named another folder than the launcher looked in (a fork's `make run` in the
+    tests): it ended in a FileNotFoundError traceback at the exec; now one line, and make's folder is
+    the one looked in when make says it ($DAWNBENCH_TOOLS_VENV)."""
+    monkeypatch.setenv(launcher.VENVS_ENV, str(tmp_path / "venvs"))
+    monkeypatch.delenv(launcher.TOOLS_VENV_ENV, raising=False)
+    monkeypatch.setattr(launcher, "_make", lambda *args: None)
+    with pytest.raises(launcher.SetupError, match="left no environment in"):
+        launcher.prepare(launcher.route(["verify", "RUN"]))
+    fake_environment(tmp_path / "elsewhere")
+    monkeypatch.setenv(launcher.TOOLS_VENV_ENV, str(tmp_path / "elsewhere"))
+    assert launcher.prepare(launcher.route(["verify", "RUN"])) == tmp_path / "elsewhere" / "bin" / "python"
+
+
 def test_a_light_command_goes_to_any_environment_there_is(tmp_path, monkeypatch):
     """data fetch --reference REF with no REF environment and no tools environment: the one there is;
     but verify, which checks a run, never goes to a reference's environment (issue 33): the tools one."""
     monkeypatch.setenv(launcher.VENVS_ENV, str(tmp_path))
+    monkeypatch.delenv(launcher.TOOLS_VENV_ENV, raising=False)
     made = []
-    monkeypatch.setattr(launcher, "_make", lambda *args: made.append(args))
+    monkeypatch.setattr(launcher, "_make", lambda *args: made.append(args) or fake_environment(tmp_path / args[0]))
     other = tmp_path / "cifar10-fast-pytorch"
     (other / "bin").mkdir(parents=True)
     (other / "bin" / "python").touch()
@@ -81,10 +104,8 @@ def test_first_use_sets_up_then_runs_there(tmp_path, monkeypatch, capsys):
 
     def make(*args):
         made.append(args)
-        if args[0] == "setup":
-            (tmp_path / REF / "bin").mkdir(parents=True)
-            (tmp_path / REF / "bin" / "python").symlink_to(sys.executable)
-            (tmp_path / REF / ".installed").touch()
+        if args[0] in ("setup", "tools"):
+            fake_environment(tmp_path / (REF if args[0] == "setup" else "tools"))
 
     monkeypatch.setattr(launcher, "_make", make)
     monkeypatch.setattr(launcher, "runs_here", lambda needs: False)

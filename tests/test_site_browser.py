@@ -105,7 +105,7 @@ def test_site_in_chromium(browser, tmp_path):
     fields = {r.find_element(By.TAG_NAME, "th").text: r.find_element(By.TAG_NAME, "td").text
               for r in browser.find_elements(By.CSS_SELECTOR, "table.fields tr")}
     assert fields["Time to threshold"].startswith("0:45:00") and fields["Training cost"] == "$1.50"
-    assert fields["Rank"] == "4th in training time, 3rd in training cost"
+    assert fields["Rank"] == "4th in training time, 3rd in training cost (submitter-given price)"
     shot = tmp_path / "entry.png"
     assert browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
