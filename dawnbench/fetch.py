@@ -286,6 +286,11 @@ def fetch(
     ``default``); its archive's URL is found as a tarball's.
     """
     entry = manifest(name)
+    root = Path(data_root) if data_root is not None else None
+    for folder in ([root] if root is not None else []) + ([root / entry["dir"]] if root is not None else []):
+        if folder.exists() and not folder.is_dir():     # before any download: one line, not a traceback
+            raise DatasetError(f"{folder} is not a folder: --data names the folder the datasets go under "
+                               f"(e.g. --data ./data)")
     if vectors is not None and entry.get("format") != "word-vectors":
         raise DatasetError(f"{name} has no choice of vectors; --vectors goes with a word-vectors dataset (glove)")
     if entry.get("format") == "word-vectors":

@@ -21,6 +21,8 @@ SEED_MAX = 2**32 - 1
 # The upper bounds below are far above any real use: they turn a typo (an extra digit, 1e23) into a
 # usage error before anything starts, instead of a run that never ends or a cost that means nothing.
 MAX_EPOCHS = 100_000        # the longest DAWNBench schedules are a few hundred epochs
+MAX_SECONDS = 100 * 86_400  # 100 days: DAWNBench v1's slowest ImageNet entries took about two weeks;
+                            # a larger budget overflowed the sandbox's timeouts (select: timestamp out of range)
 MAX_NODES = 10_000          # the largest published entries used a few hundred machines
 MAX_THREADS = 4096          # more than the cores of any one machine a batch-1 latency is timed on
 MAX_WARMUP = 100_000        # untimed (or timed) batch-1 calls

@@ -26,6 +26,7 @@ from harness.arguments import (
     MAX_EPOCHS,
     MAX_EXAMPLES,
     MAX_NODES,
+    MAX_SECONDS,
     MAX_THREADS,
     MAX_WARMUP,
     SEED_MAX,
@@ -73,7 +74,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_reference_options(p)
     p.add_argument("--max-epochs", type=whole("--max-epochs", 1, MAX_EPOCHS, 30), default=None, metavar="N",
                    help="epoch budget (default: reference.toml)")
-    p.add_argument("--max-seconds", type=number("--max-seconds", 0, above=True, example=3600), default=None, metavar="S",
+    p.add_argument("--max-seconds", type=number("--max-seconds", 0, MAX_SECONDS, above=True, example=3600), default=None,
+                   metavar="S",
                    help="on-clock time budget, seconds (default: reference.toml)")
     p.add_argument("--threshold", type=THRESHOLD, default=None,
                    help="lower the target (a fraction) for smoke tests; the result is marked unofficial")

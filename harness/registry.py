@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths
+from harness.arguments import MAX_SECONDS
 from harness.errors import UsageError, command
 from harness.tasks import Task, UnknownTaskError, get_task
 
@@ -207,9 +208,9 @@ def _check_budget(toml_path: Path, budget: dict) -> tuple[int, float]:
         raise UsageError(f"{toml_path}: field 'budget.max_epochs' = {epochs!r} must be a whole number of epochs, "
                          f"1 or more, e.g. max_epochs = 30")
     seconds = budget.get("max_seconds", 24 * 3600.0)
-    if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds <= 0:
+    if type(seconds) not in (int, float) or not math.isfinite(seconds) or not 0 < seconds <= MAX_SECONDS:
         raise UsageError(f"{toml_path}: field 'budget.max_seconds' = {seconds!r} must be a positive number of "
-                         f"seconds, e.g. max_seconds = 3600")
+                         f"seconds, at most {MAX_SECONDS:,} (100 days), e.g. max_seconds = 3600")
     return epochs, float(seconds)
 
 

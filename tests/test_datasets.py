@@ -468,3 +468,19 @@ def test_the_training_examples_are_counted_from_the_files_on_disk(tmp_path, monk
     (tmp_path / "data" / "squad" / "train-v1.1.json").write_text("{}")
     with pytest.raises(DatasetError, match="squad: its training examples cannot be counted"):
         hds.count_train_examples("squad", tmp_path / "data")
+
+
+def test_fetch_into_a_data_root_that_is_a_file_is_one_line(tmp_path):
+    """Issue 34: `data fetch fashion-mnist --data <a file>` was a 34-line NotADirectoryError; now one
+    line before anything is downloaded, and the file is left as it was."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, cli_env
+    target = tmp_path / "a-file"
+    target.write_text("mine")
+    proc = subprocess.run([sys.executable, "-m", "dawnbench", "data", "fetch", "fashion-mnist", "--data", str(target)],
+                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "is not a folder" in proc.stderr
+    assert target.read_text() == "mine"

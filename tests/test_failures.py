@@ -177,6 +177,7 @@ BAD_TOML = [
     ('max_epochs = 3', 'max_epochs = 3\nmax_seconds = -5.0', "'budget.max_seconds' = -5.0", "positive number"),
     ('max_epochs = 3', 'max_epochs = 3\nmax_seconds = nan', "'budget.max_seconds' = nan", "positive number"),
     ('max_epochs = 3', 'max_epochs = 3\nmax_seconds = inf', "'budget.max_seconds' = inf", "positive number"),
+    ('max_epochs = 3', 'max_epochs = 3\nmax_seconds = 1e308', "'budget.max_seconds' = 1e+308", "at most 8,640,000"),
     ('max_epochs = 3', 'max_epochs = 3\nmax_epoch = 4', "unknown field 'budget.max_epoch'", "max_epochs, max_seconds"),
     # issue 33: the eval bound's passes are the task's; a reference raised them up to 8x
     ('max_epochs = 3', 'max_epochs = 3\neval_passes = 3', "'budget.eval_passes' is not a reference's to set",
