@@ -49,15 +49,23 @@ class Labels:
         return value
 
 
+def _folder_problem(run: Path, root: Path, missing: str) -> str | None:
+    """The status of an entry whose run folder is missing (`missing`) or not a plain folder inside the
+    entries tree; None when it is one."""
+    if not (run.exists() or run.is_symlink()):
+        return missing
+    if run.is_symlink() or not run.is_dir() or not safe_read.inside(run, root):
+        return f"failed: {run.name} is not a folder of the entries tree"
+    return None
+
+
 def status(entry: Entry, labels: Labels, root: Path | None = None) -> str:
     """The verification status of a training entry (see the module's docstring)."""
     root = entries.tree_root(entry.path) if root is None else Path(root)
     run = run_folder(entry.path)
     try:
-        if not (run.exists() or run.is_symlink()):
-            return NO_RUN
-        if run.is_symlink() or not run.is_dir() or not safe_read.inside(run, root):
-            return f"failed: {run.name} is not a folder of the entries tree"
+        if (problem := _folder_problem(run, root, NO_RUN)) is not None:
+            return problem
         report = verify.verify(run, labels.data_root, labels_for=labels)
     except verify.VerifyError as e:
         return f"failed: {_short(str(e), run)}"
@@ -106,10 +114,8 @@ def inference_status(entry: Entry, root: Path | None = None) -> str:
     root = entries.tree_root(entry.path) if root is None else Path(root)
     run = run_folder(entry.path)
     try:
-        if not (run.exists() or run.is_symlink()):
-            return NO_RECORD
-        if run.is_symlink() or not run.is_dir() or not safe_read.inside(run, root):
-            return f"failed: {run.name} is not a folder of the entries tree"
+        if (problem := _folder_problem(run, root, NO_RECORD)) is not None:
+            return problem
         record = safe_read.read_json(run / entries.RUN_RECORD["inference"], root)
     except safe_read.Refused as e:
         return f"failed: {run.name}/{entries.RUN_RECORD['inference']} cannot be read: {e.reason}"

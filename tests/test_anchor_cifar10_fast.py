@@ -90,17 +90,24 @@ def test_the_normalization(train):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_bf16_autocast_keeps_float32_weights(spec, cifar10_views, tmp_path):
-    """The precision row: with bf16 on (as "auto" resolves on CUDA), the forward pass runs in bf16
-    under autocast, the loss and the weights stay float32, and a step changes the weights."""
-    ref = make(spec, cifar10_views["train"], tmp_path, bf16="true", tta_level=1)
-    assert ref.use_bf16 and spec.hyperparameters["bf16"] == "auto"
+def one_step(ref):
+    """One train_step on 20 training images: (the weights before, the dtypes the network output, the
+    loss, the batch, its labels)."""
     before = [p.detach().clone() for p in ref.net.parameters()]
     seen = []
     hook = ref.net.register_forward_hook(lambda m, args, out: seen.append(out.dtype))
     x, y = ref.augment(torch.arange(20), torch.full((2, 20), 2), epoch=1), ref.train_y[:20]
     loss = ref.train_step(x, y)
     hook.remove()
+    return before, seen, loss, x, y
+
+
+def test_bf16_autocast_keeps_float32_weights(spec, cifar10_views, tmp_path):
+    """The precision row: with bf16 on (as "auto" resolves on CUDA), the forward pass runs in bf16
+    under autocast, the loss and the weights stay float32, and a step changes the weights."""
+    ref = make(spec, cifar10_views["train"], tmp_path, bf16="true", tta_level=1)
+    assert ref.use_bf16 and spec.hyperparameters["bf16"] == "auto"
+    before, seen, loss, x, y = one_step(ref)
     assert seen == [torch.bfloat16] and loss.dtype == torch.float32
     assert all(p.dtype == torch.float32 for p in ref.net.parameters())
     assert any(not torch.equal(a, p) for a, p in zip(before, ref.net.parameters()))
@@ -114,12 +121,7 @@ def test_fp16_autocasts_to_float16_with_a_loss_scale(spec, cifar10_views, tmp_pa
     ref = make(spec, cifar10_views["train"], tmp_path, bf16="true", fp16="true", tta_level=1)
     assert ref.use_fp16 and not ref.use_bf16 and spec.hyperparameters["fp16"] == "false"
     assert ref.scaler.is_enabled() and ref.scaler.get_scale() == 2.0 ** 16
-    before = [p.detach().clone() for p in ref.net.parameters()]
-    seen = []
-    hook = ref.net.register_forward_hook(lambda m, args, out: seen.append(out.dtype))
-    x, y = ref.augment(torch.arange(20), torch.full((2, 20), 2), epoch=1), ref.train_y[:20]
-    loss = ref.train_step(x, y)
-    hook.remove()
+    before, seen, loss, x, y = one_step(ref)
     assert seen == [torch.float16] and loss.dtype == torch.float32 and torch.isfinite(loss)
     assert all(p.dtype == torch.float32 for p in ref.net.parameters())
     assert any(not torch.equal(a, p) for a, p in zip(before, ref.net.parameters()))

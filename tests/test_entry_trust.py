@@ -11,28 +11,16 @@ import statistics
 from pathlib import Path
 
 import pytest
-from leaderboard_fixture import cifar10_labels, edit_json, make_run, train
-from test_submit import make_inference
+from leaderboard_fixture import edit_json, make_run, train
+from test_submit import cifar10_eval, labels_here, make_inference  # noqa: F401  (fixtures: the labels every run here is scored against)
 
 from dawnbench import prices, ranking, reproduce, reproduction, site, submit, validate, verification
 from dawnbench.cli import main as cli_main
-from harness import datasets
 
 STEM = "dawnbench_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
 RULE = "an entry's figures are its run's"
 
 
-@pytest.fixture(scope="module")
-def cifar10_eval(tmp_path_factory) -> tuple[Path, Path]:
-    return cifar10_labels(tmp_path_factory.mktemp("cifar10"))
-
-
-@pytest.fixture(autouse=True)
-def labels_here(cifar10_eval, monkeypatch) -> Path:
-    data, manifest = cifar10_eval
-    monkeypatch.setenv("DAWNBENCH_DATA", str(data))
-    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
-    return data
 
 
 V100 = "1 x Tesla V100-SXM2-16GB"     # what an aws:p3.2xlarge run's harness records
