@@ -37,6 +37,7 @@ from pathlib import Path
 
 from harness import channel, worker_env
 from harness.errors import PROG_ENV, DawnbenchError
+from harness.guardian import guardian
 
 ISOLATION_ENV = "DAWNBENCH_ISOLATION"      # "none" switches isolation off (never official)
 SANDBOX_UID = 65534                         # nobody: the reference's uid under bwrap-root
@@ -187,13 +188,16 @@ def _argv(mode: str, view: View, command: list[str], chdir: str = "/", network: 
     if mode == "bwrap-root":
         # The privileged outer bubblewrap shows the host's /proc so that the inner, unprivileged one
         # may mount a fresh one over it (the kernel refuses a new /proc where the old one is partly hidden).
-        outer = ["bwrap", "--die-with-parent", "--tmpfs", "/tmp", *view.mounts(), *_system_mounts(["--bind", "/proc", "/proc"])]
+        # It has a PID namespace of its own, whose init dies with the harness (--die-with-parent: root
+        # signals root) and takes every process inside along, the nested namespaces included. A
+        # parent-death signal on the unprivileged inner bubblewrap is no substitute: the outer one
+        # drops its capabilities, so when it dies the kernel may not signal uid 65534 (issue 34: a
+        # kill -9 of the harness left the inner bubblewrap and the worker training under PID 1).
+        outer = ["bwrap", "--die-with-parent", "--unshare-pid", "--tmpfs", "/tmp", *view.mounts(),
+                 *_system_mounts(["--bind", "/proc", "/proc"])]
         inner = [*_bwrap_base(inner=True, network=network), "--proc", "/proc", "--dev", "/dev", *_gpu_devices(),
                  "--chdir", chdir]
-        # The uid change clears the parent-death signal that the outer bubblewrap set; --pdeathsig sets
-        # it again, or a kill -9 of the harness would leave the inner bubblewrap and the worker alive.
-        setpriv = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
-                   "--pdeathsig=SIGKILL", "--"]
+        setpriv = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--"]
         return [*outer, "--", *setpriv, *inner, "--", *command]
     return list(command)
 
@@ -212,14 +216,20 @@ def reachable_by_others(path: str | os.PathLike) -> bool:
 
 
 def _child_setup(uid: int | None):
-    """preexec_fn: die with the harness; in uid mode, also drop to `uid` with no way back."""
+    """preexec_fn: in uid mode, drop to `uid` with no way back; die with the harness."""
+    harness = os.getpid()
+
     def setup():
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if uid is not None:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
             _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        # After the uid change, which clears the parent-death signal (issue 34: uid mode's workers
+        # outlived a kill -9 of the harness); a harness gone before it was set is gone for good.
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != harness:
+            os._exit(1)
         os.umask(0o022)
     return setup
 
@@ -307,7 +317,8 @@ class Worker:
 
     def processes(self) -> list[int]:
         """Every process of this worker: its descendants (orphans stay in reach: the PID namespace's
-        init or the harness as subreaper adopts them), and in uid mode every process of its uid."""
+        init or the harness as subreaper adopts them), and in uid mode every process of its uid in
+        the harness's PID namespace."""
         found, todo = set(), [self.popen.pid]
         while todo:       # the kernel's per-thread child lists: a walk of the tree, not of all of /proc
             pid = todo.pop()
@@ -318,10 +329,12 @@ class Worker:
                 except OSError:
                     continue
         if self.uid is not None:
+            # its uid's processes in this PID namespace: a container's deeper one has its own harness
+            mine = os.stat("/proc/self/ns/pid").st_ino
             for entry in os.scandir("/proc"):
                 if entry.name.isdigit():
                     try:
-                        if os.stat(entry.path).st_uid == self.uid:
+                        if os.stat(entry.path).st_uid == self.uid and os.stat(f"{entry.path}/ns/pid").st_ino == mine:
                             found.add(int(entry.name))
                     except OSError:
                         pass
@@ -443,6 +456,8 @@ class Worker:
             except OSError:
                 pass
         self._pidns = None
+        if self.uid is not None and not survivors:
+            guardian.release(self.uid)
         shutil.rmtree(self.scratch, ignore_errors=True)
         return survivors
 
@@ -626,11 +641,17 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     from_worker_r, from_worker_w = os.pipe()
     command = [python, "-m", "harness.worker", str(to_worker_r), str(from_worker_w)]
     argv = _argv(isolation.mode, view, command, chdir=seen["work_dir"], network=network)
+    if uid is not None:
+        guardian.hold(uid)      # before it starts: a harness killed from here on takes the uid's processes along
     try:
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=stderr,
                                  pass_fds=(to_worker_r, from_worker_w), cwd=None if bwrap else str(scratch / "work"),
                                  env=_worker_env(home, tmp, env),
                                  preexec_fn=_child_setup(uid))
+    except BaseException:
+        if uid is not None:
+            guardian.release(uid)
+        raise
     finally:
         os.close(to_worker_r)
         os.close(from_worker_w)

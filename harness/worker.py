@@ -141,12 +141,15 @@ class Worker:
                 reply = handlers[op](msg)
             except Exception as exc:  # noqa: BLE001 - every failure goes back to the harness as one message
                 from harness.errors import DawnbenchError
-                channel.send(self.fd_out, {"error": f"{type(exc).__name__}: {exc}",
-                                           "usage": isinstance(exc, DawnbenchError),
-                                           "traceback": traceback.format_exc()})
-                continue
-            message, array = reply if isinstance(reply, tuple) else (reply, None)
-            channel.send(self.fd_out, {"ok": op, **message}, array)
+                reply = {"error": f"{type(exc).__name__}: {exc}", "usage": isinstance(exc, DawnbenchError),
+                         "traceback": traceback.format_exc()}, None
+            else:
+                message, array = reply if isinstance(reply, tuple) else (reply, None)
+                reply = {"ok": op, **message}, array
+            try:
+                channel.send(self.fd_out, *reply)
+            except channel.ChannelClosed:
+                return 0          # the harness is gone: nobody to answer, nothing to print on its terminal
             if op == "close":
                 return 0
 

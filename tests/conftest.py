@@ -1,8 +1,10 @@
 """Shared fixtures: the real Fashion-MNIST data and a folder of scripted test references."""
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -167,6 +169,16 @@ def references_root(tmp_path, monkeypatch, fashion_root) -> Path:
     (root / "fashion-mnist-cnn-pytorch").symlink_to(REPO / "references" / "fashion-mnist-cnn-pytorch")
     monkeypatch.setenv("DAWNBENCH_REFERENCES", str(root))
     return root
+
+
+@pytest.fixture
+def uid_mode_turn():
+    """uid mode gives each role one uid in a PID namespace (harness.sandbox), and a uid-mode harness
+    freezes, kills and (harness.guardian) reaps every process of those uids: the tests that start
+    uid-mode workers take turns across xdist workers, or one would kill another's workers."""
+    with open(Path(tempfile.gettempdir()) / "dawnbench-tests-uid-mode.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def cli_env(**extra) -> dict:

@@ -330,7 +330,7 @@ def no_interpreter(monkeypatch):
 
 
 @root_only
-def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path, no_interpreter):
+def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path, no_interpreter, uid_mode_turn):
     root, mounts = role_mounts
     packed = (root / "imagenet" / "recordio").is_dir()
     for role, split in (("train", "train"), ("predict", "val")):
@@ -349,7 +349,7 @@ def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path
 
 
 @root_only
-def test_without_a_mount_a_uid_mode_worker_gets_a_copy(spec, tree, tmp_path, no_interpreter):
+def test_without_a_mount_a_uid_mode_worker_gets_a_copy(spec, tree, tmp_path, no_interpreter, uid_mode_turn):
     root, _ = tree()
     worker, seen = runner.start_worker("predict", spec, sandbox.Isolation("uid"), data_root=root,
                                        derived=tmp_path / "derived", snapshots=None)

@@ -1,0 +1,217 @@
+"""A harness killed with -9 takes every process of its run along, in each phase and isolation mode.
+
+The harness runs under a small keeper that is a child subreaper: whatever the harness started and
+left behind (its workers, their bubblewraps, a daemon a reference double-forked, uid mode's
+guardian) is re-parented to the keeper when the harness dies, so the keeper's descendants are
+exactly what outlived it. The test kills the harness once the reference says it has reached its
+phase, then polls for 2 s until the keeper has no descendant left.
+
+Phases, each where the reference's code holds the run: init (the trainer's setup), train (a
+train_epoch that spins and ignores SIGTERM), write (the trainer's save of its snapshot), freeze
+(the trainer frozen while the predictor loads the snapshot), eval (the predictor's predict), and a
+daemon the trainer double-forked into a new session. Modes: bubblewrap as the machine's user
+(bwrap-root as root; .ci/run runs this module again as an unprivileged user: bwrap), and uid mode
+(a root harness with the probe set to it, as in a container).
+
+Issue 34: on 3e196d1 the bwrap-root worker (the inner bubblewrap's parent-death signal could not
+be sent by the outer one, which had dropped its capabilities) and every uid-mode worker (its
+parent-death signal was set before the uid change, which clears it) kept running under PID 1.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cheats import needs_isolation, write_reference
+
+from harness import sandbox
+
+pytestmark = needs_isolation()
+
+PHASES = {
+    "init": '''
+    def setup(self, ctx):
+        announce()
+        time.sleep(600)
+    ''',
+    "train": '''
+    def train_epoch(self, epoch):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        announce()
+        while True:
+            pass
+    ''',
+    "write": '''
+    def save(self, path):
+        announce()
+        time.sleep(600)
+    ''',
+    "freeze": '''
+    def load(self, path):
+        announce()
+        time.sleep(600)
+    ''',
+    "eval": '''
+    def predict(self):
+        announce()
+        time.sleep(600)
+    ''',
+    "daemon": '''
+    def train_epoch(self, epoch):
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                while True:
+                    time.sleep(1)
+            os._exit(0)
+        time.sleep(0.5)
+        announce()
+        time.sleep(600)
+    ''',
+}
+MARK = "DAWNBENCH-PHASE-REACHED"
+
+# The keeper: a child subreaper that starts the harness (argv[1:]), says its pid, reaps whatever
+# comes to it, and ends when its stdin closes.
+KEEPER = r'''
+import ctypes, os, subprocess, sys, threading
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)          # PR_SET_CHILD_SUBREAPER
+harness = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+print(harness.pid, flush=True)
+os.dup2(os.open(os.devnull, os.O_WRONLY), 2)     # the harness's stderr ends where the harness's does
+def reap():
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            threading.Event().wait(0.02)
+threading.Thread(target=reap, daemon=True).start()
+sys.stdin.read()
+'''
+# The harness in uid mode, whatever this machine's bubblewrap can do.
+UID_MODE = ("import sys; from harness import sandbox; sandbox.probe = lambda: sandbox.Isolation('uid'); "
+            "from harness.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def read_until(stream, mark: str, seconds: float) -> str:
+    """What `stream` said up to the line with `mark`, its end, or `seconds`, whichever comes first."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [*map(lines.put, stream), lines.put(None)], daemon=True).start()
+    said, deadline = "", time.monotonic() + seconds
+    while mark not in said:
+        try:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        said += line
+    return said
+
+
+def descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                kids = [int(c) for c in Path(f"/proc/{parent}/task/{task}/children").read_text().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def describe(pids: list[int]) -> list[str]:
+    out = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:80].decode(errors="replace")
+        except OSError:
+            continue
+        if state != "Z":
+            out.append(f"{pid} ({state}) {command}")
+    return out
+
+
+def modes() -> list:
+    uid = pytest.param("uid", marks=pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: root only"))
+    return [sandbox.probe().mode, uid]
+
+
+@pytest.mark.parametrize("mode", modes())
+@pytest.mark.parametrize("phase", sorted(PHASES))
+def test_a_harness_killed_with_9_leaves_no_process(tmp_path, fashion_root, phase, mode, request):
+    if mode == "uid":
+        request.getfixturevalue("uid_mode_turn")
+    references = tmp_path / "references"
+    write_reference(references, "cheat", f'''
+    import os, signal, sys, time
+
+    def announce():
+        print("{MARK}", file=sys.stderr, flush=True)
+
+    class Cheat(Base):
+    ''' + PHASES[phase].replace("\n", "\n    "))
+    harness = [sys.executable, "-c", UID_MODE] if mode == "uid" else [sys.executable, "-m", "harness"]
+    # uid mode's workers must pass through TMPDIR to their scratch folders (pytest's tmp_path is root's only)
+    tmp = Path(tempfile.mkdtemp(prefix="dawnbench-killed-"))
+    os.chmod(tmp, 0o755)
+    keeper = subprocess.Popen(
+        [sys.executable, "-c", KEEPER, *harness, "run", "cheat", "--references", str(references),
+         "--data", str(fashion_root), "--results", str(tmp_path / "results"), "--no-progress", "--max-epochs", "1"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp)})
+    try:
+        pid = int(keeper.stdout.readline())
+        said = read_until(keeper.stderr, MARK, seconds=120)      # the harness relays its workers' stderr
+        assert MARK in said, said[-3000:]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 2
+        while (left := describe(descendants(keeper.pid))) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert left == [], f"2 s after kill -9 of the harness ({mode}, {phase}), still running: {left}"
+    finally:
+        for child in descendants(keeper.pid):
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+        keeper.stdin.close()
+        keeper.wait(timeout=30)
+        sandbox.sweep_stale(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_a_worker_whose_harness_is_gone_ends_without_a_traceback():
+    """A worker that answers into a closed channel (its harness died mid-call) ends quietly, not
+    with harness.channel.ChannelClosed's traceback on the user's terminal (issue 34)."""
+    from harness import channel
+    to_worker_r, to_worker_w = os.pipe()
+    from_worker_r, from_worker_w = os.pipe()
+    worker = subprocess.Popen([sys.executable, "-m", "harness.worker", str(to_worker_r), str(from_worker_w)],
+                              pass_fds=(to_worker_r, from_worker_w), stderr=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parent.parent)
+    os.close(to_worker_r)
+    os.close(from_worker_w)
+    os.close(from_worker_r)                  # nobody will read the answer
+    channel.send(to_worker_w, {"op": "noop"})
+    _, stderr = worker.communicate(timeout=60)
+    os.close(to_worker_w)
+    assert worker.returncode == 0 and stderr == "", stderr
