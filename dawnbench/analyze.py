@@ -12,7 +12,6 @@ units of the DAWNBench logs: percent for accuracies, a fraction for F1.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from dawnbench import entries, safe_read
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
+from harness import outputs
 from harness.arguments import Parser
 from harness.errors import EXIT_OK, DawnbenchError, command, report
 from harness.tasks import TASKS, Task
@@ -198,8 +198,9 @@ def read_entries(paths: list[Path], warn=None) -> list[Entry]:
     return found
 
 
-def read_series(path: Path) -> dict:
-    """A repeated-run series: its folder (holding summary.json) or the summary.json itself."""
+def read_series(path: Path, warn=lambda line: None) -> dict:
+    """A repeated-run series: its folder (holding summary.json) or the summary.json itself. One
+    that did not finish its runs (killed, interrupted, still going) is said to `warn`, and marked."""
     path = Path(path)
     summary_file = path / "summary.json" if path.is_dir() else path
     if not summary_file.is_file():
@@ -214,6 +215,13 @@ def read_series(path: Path) -> dict:
             raise InputError(f"{summary_file}: runs[{n}] converged but has no number 'tta_seconds'")
     summary["_source"] = str(summary_file)
     summary["_label"] = f"{summary.get('reference') or summary_file.parent.parent.name}/{summary_file.parent.name}"
+    requested = summary.get("requested_runs")
+    short = isinstance(requested, int) and not isinstance(requested, bool) and len(runs) < requested
+    if short or summary.get("in_progress") is True or summary.get("interrupted") is True:
+        how = ("interrupted" if summary.get("interrupted") is True else
+               "still running, or killed before it could say so" if summary.get("in_progress") is True else "short")
+        summary["_unfinished"] = f"{len(runs)} of {requested if isinstance(requested, int) else '?'} runs ({how})"
+        warn(f"{summary_file}: an unfinished series: {summary['_unfinished']}; its statistics cover those runs only")
     return summary
 
 
@@ -291,7 +299,8 @@ def stability_numbers(series: list[dict]) -> dict:
                     "runs": [{"seed": r.get("seed"), "status": r.get("status"),
                               "tta_seconds": number(r.get("tta_seconds"))} for r in runs],
                     "tta_seconds": converged, "median_seconds": number(stats.get("median")),
-                    "cv": number(stats.get("cv")), "olympic_mean_seconds": number(stats.get("olympic_mean"))})
+                    "cv": number(stats.get("cv")), "olympic_mean_seconds": number(stats.get("olympic_mean")),
+                    "unfinished": s.get("_unfinished")})
     return {"analysis": "stability", "series": out}
 
 
@@ -483,7 +492,8 @@ def plot_stability(numbers: dict, path: Path) -> None:
                     label=f"{_short(s['label'])}: cv {cv}, DNC {s['dnc']}/{s['n']}")
             if s["median_seconds"] is not None:
                 ax.hlines(s["median_seconds"] * factor, x - 0.25, x + 0.25, color="k", linewidth=2)
-            ticks.append(f"{_short(s['label'])}\n{s['converged']}/{s['n']} reached, DNC {s['dnc']}")
+            ticks.append(f"{_short(s['label'])}\n{s['converged']}/{s['n']} reached, DNC {s['dnc']}"
+                         + (f"\nunfinished: {s['unfinished']}" if s.get("unfinished") else ""))
         ax.set_xticks(range(len(series)), ticks)
         ax.set_xlim(-0.6, len(series) - 0.4)
         ax.set_ylim(bottom=0)
@@ -532,20 +542,6 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
 
 # ---------------------------------------------------------------- the command
 
-def write_json(data: dict, path: Path) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 ANALYSES = {
     "thresholds": ("time-to-accuracy as a function of the threshold", "run folders or training entries"),
     "stability": ("repeated-run statistics: each run's TTA, median, DNC count, cv", "series folders or summary.json"),
@@ -567,10 +563,14 @@ def build_parser(p: Parser | None = None) -> Parser:
     return p
 
 
-READERS = {"stability": lambda path, warn: [read_series(path)],
-           "cost-vs-time": lambda path, warn: read_entries([path], warn),
-           "thresholds": lambda path, warn: read_curves([path], warn),
-           "curves": lambda path, warn: read_curves([path], warn)}
+def _skipped(say):
+    return lambda line: say(f"skipped: {line}")
+
+
+READERS = {"stability": lambda path, say: [read_series(path, say)],
+           "cost-vs-time": lambda path, say: read_entries([path], _skipped(say)),
+           "thresholds": lambda path, say: read_curves([path], _skipped(say)),
+           "curves": lambda path, say: read_curves([path], _skipped(say))}
 NUMBERS = {"stability": stability_numbers, "cost-vs-time": cost_vs_time_numbers,
            "thresholds": thresholds_numbers, "curves": curves_numbers}
 
@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
     def warn(line: str) -> None:
-        print(f"{PROG}: skipped: {line}", file=sys.stderr)
+        print(f"{PROG}: {line}", file=sys.stderr)
 
     items, errors = [], []
     for path in args.inputs:        # every bad input gets its line, then nothing is written
@@ -611,8 +611,14 @@ def run(args) -> int:
     except OSError as e:
         return report(PROG, InputError(f"cannot make the output folder {args.out} ({e})"))
     png, data = args.out / f"{args.analysis}.png", args.out / f"{args.analysis}.json"
-    PLOTS[args.analysis](numbers, png)
-    write_json(numbers, data)
+    try:
+        try:
+            PLOTS[args.analysis](numbers, png)
+        except OSError as e:
+            raise outputs.WriteError(png, e, "--out") from None
+        outputs.write_json(data, numbers, "--out")
+    except outputs.WriteError as e:
+        return report(PROG, e)
     print(png)
     print(data)
     return EXIT_OK

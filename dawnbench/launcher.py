@@ -34,7 +34,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import EXIT_USAGE, PROG_ENV, DawnbenchError, quiet_on_closed_pipe, report
+from harness.errors import EXIT_USAGE, PROG_ENV, DawnbenchError, UsageError, quiet_on_closed_pipe, report
 from harness.worker_env import WORKER_PYTHON_ENV
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,8 @@ TOOLS = (*BASE, "jsonschema", "jinja2", "matplotlib", "docker", "mlperf_logging"
 FRAMEWORKS = {"pytorch": ("torch",), "tensorflow": ("tensorflow",), "mxnet": ("mxnet",)}
 # The exported runtimes of `infer`: the modules each needs (int8 calibrates with onnxruntime's quantizer).
 RUNTIME_MODULES = {"onnxruntime": ("onnx", "onnxruntime"), "openvino": ("onnx", "openvino", "onnxruntime")}
-# Options of run, infer and data that take a value: the token after them is not the reference.
+# Options of run, infer and data that take no value (tests/test_launcher.py keeps it equal to the
+# parsers'); every other long option takes one, so the token after it is not the reference.
 FLAGS = ("--no-progress", "--no-save", "--allow-unverified")
 # The progress line's estimate. Measured on a shared 2-core VM with pip's cache warm: .venv/tools 34 s,
 # .venv/fashion-mnist-cnn-pytorch about 60 s (94 s with a one-epoch run). TensorFlow's and MXNet's are
@@ -115,7 +116,9 @@ def _positionals(argv: list[str]) -> list[str]:
         elif token == "--":
             break
         elif token.startswith("-"):
-            skip = "=" not in token and token not in FLAGS
+            # the harness has no short options but -h: `-x` is unknown, and takes no value here, or
+            # `run -x --results out/ REF` would name 'out/' the reference, not -x the mistake
+            skip = token.startswith("--") and "=" not in token and token not in FLAGS
         else:
             found.append(token)
     return found
@@ -274,17 +277,22 @@ def _dispatch(argv: list[str]) -> int:
         return list_references(argv)
     if runs_here(r.needs) and not ((r.workers or r.trusted) and reference_environment(sys.prefix)):
         return main_here(argv)
-    python = prepare(r)
-    env = _child_env()
-    if r.workers:
-        # the workers run REF's interpreter; the harness, the tools environment's, which no reference's
-        # requirements reach
-        env[WORKER_PYTHON_ENV] = str(python)
-        python = prepare(Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV]))
-    env[GUARD_ENV] = python.parent.parent.name
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(python, [str(python), "-m", "dawnbench.launcher", *argv], env)
+    try:
+        python = prepare(r)
+        env = _child_env()
+        if r.workers:
+            # the workers run REF's interpreter; the harness, the tools environment's, which no reference's
+            # requirements reach
+            env[WORKER_PYTHON_ENV] = str(python)
+            python = prepare(Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV]))
+        env[GUARD_ENV] = python.parent.parent.name
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(python, [str(python), "-m", "dawnbench.launcher", *argv], env)
+    except OSError as e:        # another user's environment, a broken link, a full disk while setting up
+        where = e.filename or venvs_root()
+        raise UsageError(f"cannot use the environment at {where}: {e.strerror or e}; run as the user who set it up, "
+                         f"or give yourself environments of your own: {VENVS_ENV}=DIR (make VENVS=DIR)") from None
     return EXIT_USAGE       # not reached
 
 

@@ -23,6 +23,7 @@ from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
 from dawnbench.reproduction import NOT_TRIED
 from dawnbench.verification import MODEL_UNVERIFIED
+from harness import outputs
 from harness.errors import DawnbenchError
 from harness.tasks import RULES_VERSION
 
@@ -247,8 +248,7 @@ def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str
     try:
         return _build(loaded, rankings, Path(out), verification or {}, reproduction or {}, models or {})
     except OSError as e:
-        raise SiteError(f"cannot write the site at {out} ({e.strerror or type(e).__name__}: {e.filename}) "
-                        f"(check the folder and its permissions)") from None
+        raise SiteError(outputs.write_problem(out, e, "--out")) from None
 
 
 def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str],

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from dawnbench import entries, prices, safe_read, schemas, validate, verification
-from harness import paths, verify
+from harness import outputs, paths, verify
 from harness.arguments import Parser, nonempty_path, number
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.tasks import TASKS
@@ -521,6 +521,8 @@ def _os_error(e: OSError, to: Path) -> SubmitError:
     moved into place: the staging folder is removed)."""
     where = Path(e.filename) if e.filename is not None else to
     problem = e.strerror or type(e).__name__
+    if e.errno in outputs.WRITE_SIDE:         # a copy names its source, but only the target can be full
+        return SubmitError(f"{outputs.write_problem(to, e, '--out')} (nothing was written)")
     if where == to or to.resolve() in where.resolve().parents:
         return SubmitError(f"cannot write the entry under {to}: {where}: {problem}; give --out a folder you can "
                            f"write (nothing was written)")

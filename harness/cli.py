@@ -35,7 +35,7 @@ from harness.arguments import (
     number,
     whole,
 )
-from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, quiet_on_closed_pipe, report
+from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, command, quiet_on_closed_pipe, report
 
 PROG = "harness"
 PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
@@ -281,7 +281,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """One line per check and a verdict; 0 verified, 1 a disagreement, 2 (raised) a bad RUN_DIR."""
     from harness import verify
-    return verify.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True))
+    if args.data is not None and not Path(args.data).is_dir():
+        raise UsageError(f"--data {args.data}: not a folder; give the data root that holds the task's dataset "
+                         f"(default $DAWNBENCH_DATA or ./data), or leave --data out")
+    return verify.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True),
+                       emit_error=lambda line: print(f"{command()}: {line}", file=sys.stderr, flush=True))
 
 
 COMMANDS = {"run": cmd_run, "infer": cmd_infer, "list": cmd_list, "data": cmd_data, "eval": cmd_eval,

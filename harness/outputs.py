@@ -26,12 +26,13 @@ from harness import paths
 from harness.errors import DawnbenchError, UsageError
 
 _HINTS = {
-    errno.ENOSPC: "the disk is full: free space there, or give --results DIR on another disk",
-    errno.EDQUOT: "the disk quota is used up: free space there, or give --results DIR on another disk",
-    errno.EROFS: "the file system is read-only: give a writable --results DIR",
-    errno.EACCES: "no permission: give a --results DIR this user can write",
-    errno.EPERM: "no permission: give a --results DIR this user can write",
+    errno.ENOSPC: "the disk is full: free space there, or give {option} DIR on another disk",
+    errno.EDQUOT: "the disk quota is used up: free space there, or give {option} DIR on another disk",
+    errno.EROFS: "the file system is read-only: give a writable {option} DIR",
+    errno.EACCES: "no permission: give a {option} DIR this user can write",
+    errno.EPERM: "no permission: give a {option} DIR this user can write",
 }
+WRITE_SIDE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)     # errors only a write gives, whatever file names them
 
 
 def _errno_of(exc: OSError) -> int | None:
@@ -44,16 +45,22 @@ def _errno_of(exc: OSError) -> int | None:
     return None
 
 
-class WriteError(DawnbenchError):
-    """A file of the run folder could not be written: one line with the file, the error's meaning and the fix."""
+def write_problem(path: str | os.PathLike, exc: OSError, option: str = "--results") -> str:
+    """One line: `path` could not be written, what the error means, and the fix, which names the
+    command's output option."""
+    code = _errno_of(exc)
+    meaning = os.strerror(code) if code is not None else " ".join(str(exc).split())
+    name = f" ({errno.errorcode[code]})" if code in errno.errorcode else ""
+    hint = _HINTS.get(code, "check the {option} folder").format(option=option)
+    return f"cannot write {path}: {meaning}{name}; {hint}"
 
-    def __init__(self, path: str | os.PathLike, exc: OSError):
-        code = _errno_of(exc)
-        meaning = os.strerror(code) if code is not None else " ".join(str(exc).split())
-        name = f" ({errno.errorcode[code]})" if code in errno.errorcode else ""
-        hint = _HINTS.get(code, "check the results folder")
-        super().__init__(f"cannot write {path}: {meaning}{name}; {hint}")
-        self.path, self.errno = Path(path), code
+
+class WriteError(DawnbenchError):
+    """A file of an output folder could not be written: one line with the file, the error's meaning and the fix."""
+
+    def __init__(self, path: str | os.PathLike, exc: OSError, option: str = "--results"):
+        super().__init__(write_problem(path, exc, option))
+        self.path, self.errno = Path(path), _errno_of(exc)
 
 
 class RunDirExists(UsageError):
@@ -130,7 +137,7 @@ class LineFile:
         return self._fd is None
 
 
-def write_json(path: str | os.PathLike, obj) -> None:
+def write_json(path: str | os.PathLike, obj, option: str = "--results") -> None:
     """Write `obj` as JSON to `path` atomically: a reader finds the whole file or none."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -143,7 +150,7 @@ def write_json(path: str | os.PathLike, obj) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise WriteError(path, exc) from None
+        raise WriteError(path, exc, option) from None
 
 
 def copy_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:

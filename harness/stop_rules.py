@@ -68,4 +68,7 @@ def failed(exc: BaseException, worker_errors: tuple[type, ...] = (), verdicts: t
         return Outcome(DNC, str(exc))
     if isinstance(exc, worker_errors):
         return Outcome(DNC, f"error: {exc}")
-    return Outcome(DNC, f"error: {type(exc).__name__}: {exc}")
+    if isinstance(exc, KeyboardInterrupt):
+        return Outcome(DNC, "error: interrupted (Ctrl-C, SIGINT)")
+    said = " ".join(str(exc).split())
+    return Outcome(DNC, f"error: {type(exc).__name__}: {said}" if said else f"error: {type(exc).__name__}")

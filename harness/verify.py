@@ -748,8 +748,10 @@ def _summary(run_dir: Path, result: dict, task: Task, state: dict) -> str:
     epochs = state.get("epochs")
     if epochs:
         last = epochs[-1]
+        tta = result.get("tta_seconds")
         said = (f"{run_dir}: {result.get('status')} at epoch {last.number}, {task.metric} "
-                f"{last.scores.get(task.metric, math.nan):.4f}, time-to-accuracy {result.get('tta_seconds')} s")
+                f"{last.scores.get(task.metric, math.nan):.4f}, "
+                + (f"time-to-accuracy {tta} s" if tta is not None else "no time-to-accuracy (the threshold was not reached)"))
     elif state.get("started") is False:
         said = f"{run_dir}: {result.get('status')} in init, before its first epoch"
     else:
@@ -760,9 +762,13 @@ def _summary(run_dir: Path, result: dict, task: Task, state: dict) -> str:
     return said
 
 
-def main(run_dir: Path, data_root: Path | None = None, emit: Callable[[str], None] = print) -> int:
-    """The command: the lines of `verify`, and its exit code (VerifyError propagates, exit 2)."""
+def main(run_dir: Path, data_root: Path | None = None, emit: Callable[[str], None] = print,
+         emit_error: Callable[[str], None] | None = None) -> int:
+    """The command: the lines of `verify`, and its exit code (VerifyError propagates, exit 2). A
+    verdict that is the user's to fix (exit 2: no labels where --data points) goes to `emit_error`."""
     report = verify(run_dir, data_root)
-    for line in report.lines():
+    *checks, verdict = report.lines()
+    for line in checks:
         emit(line)
+    (emit_error or emit)(verdict) if report.exit_code == EXIT_USAGE else emit(verdict)
     return report.exit_code

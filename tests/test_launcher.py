@@ -277,3 +277,25 @@ def test_the_first_screen_works_through_bin_dawnbench(default_run, fashion_root,
     assert list((tmp_path / "entries").rglob("*.json")) and list((tmp_path / "entries").rglob("*.tsv"))
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "analysis" / "curves.png").is_file()
+
+
+def test_the_launchers_flags_are_the_parsers_options_without_a_value():
+    """The launcher finds the reference without the parsers: every long option but FLAGS takes a
+    value. A flag missing from FLAGS would make the reference its value (issue 34)."""
+    import argparse
+
+    from dawnbench import cli as dawnbench_cli
+    from dawnbench import launcher
+    from harness import cli
+
+    def flags(parser) -> set[str]:
+        found = set()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    if parser.prog.count(" ") or name in launcher.REFERENCE_COMMANDS:
+                        found |= flags(sub)
+            elif action.nargs == 0 and not isinstance(action, argparse._HelpAction):
+                found |= set(action.option_strings)
+        return found
+    assert flags(cli.build_parser()) | flags(dawnbench_cli.build_parser()) == set(launcher.FLAGS)

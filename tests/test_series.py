@@ -241,5 +241,5 @@ def test_an_interrupted_series_still_writes_its_summary(seeded_refs, tmp_path):
     assert summary["n"] == 1 and summary["runs"][0]["seed"] == 0 and summary["runs"][0]["status"] == "converged"
     assert summary["interrupted"] is True and summary["requested_runs"] == 3
     stopped = json.loads((folder / "seed1" / "result.json").read_text())
-    assert stopped["status"] == "DNC" and "KeyboardInterrupt" in stopped["dnc_reason"]
+    assert stopped["status"] == "DNC" and stopped["dnc_reason"] == "error: interrupted (Ctrl-C, SIGINT)"
     assert "summary.json covers the 1 run(s) that finished" in err and "converged 1/1" in out

@@ -47,7 +47,10 @@ def test_reaching_the_threshold(value, threshold, reached):
      "error: train_epoch() raised RuntimeError: scripted failure"),
     (sandbox.WorkerDied("the train worker was killed by SIGKILL"), "error: the train worker was killed by SIGKILL"),
     (ValueError("bad"), "error: ValueError: bad"),
-    (KeyboardInterrupt(), "error: KeyboardInterrupt: "),
+    # issue 34: "error: KeyboardInterrupt: " said nothing of what happened
+    (KeyboardInterrupt(), "error: interrupted (Ctrl-C, SIGINT)"),
+    (RuntimeError(), "error: RuntimeError"),
+    (OSError("two\nlines"), "error: OSError: two lines"),
 ])
 def test_a_run_that_raised_is_dnc_with_its_reason(exc, reason):
     assert failed(exc, (sandbox.WorkerError, sandbox.WorkerDied)) == Outcome(DNC, reason)
