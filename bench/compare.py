@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dawnbench import containers
 from harness import registry
-from harness.arguments import MAX_RUNS, Parser, nonempty_path, reports_errors, whole
+from harness.arguments import DATA_FOLDER, MAX_RUNS, Parser, folder, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
 
 
@@ -123,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--versions", nargs=2, required=True, metavar=("PIN_A", "PIN_B"))
     p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=3)
     p.add_argument("--base-image", default=None)
-    p.add_argument("--out", type=nonempty_path, default=None, help="default bench-results/compare-<REF>-<time>/")
-    p.add_argument("--data", type=nonempty_path, default=None)
+    p.add_argument("--out", type=folder("--out", "give the folder to write the comparison into (made if missing)"),
+                   default=None, help="default bench-results/compare-<REF>-<time>/")
+    p.add_argument("--data", type=DATA_FOLDER, default=None)
     a = p.parse_args(argv)
     out = a.out or containers.project_root() / "bench-results" / f"compare-{a.reference}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:

@@ -65,7 +65,7 @@ for _path in (str(REPO), str(REPO / "tests")):
         sys.path.insert(0, _path)
 
 from harness import datasets  # noqa: E402  (after sys.path: this checkout's harness)
-from harness.arguments import MAX_EPOCHS, Parser, nonempty_path, number, reports_errors, whole  # noqa: E402
+from harness.arguments import MAX_EPOCHS, Parser, folder, number, regular_file, reports_errors, whole  # noqa: E402
 from harness.errors import command  # noqa: E402
 from harness.events import read_events  # noqa: E402
 
@@ -255,14 +255,17 @@ def main(argv=None) -> int:
                    help=f"reference names (default {' '.join(DEFAULT_REFERENCES)})")
     p.add_argument("--max-epochs", type=whole("--max-epochs", 1, MAX_EPOCHS, 2), default=2, metavar="N",
                    help="epochs trained and scored per reference (the run's --max-epochs; its threshold is never met)")
-    p.add_argument("--out", type=nonempty_path, default=None, help="write every row (and each run's summary) here as JSON")
-    p.add_argument("--fashion-data", type=nonempty_path, default=None,
+    p.add_argument("--out", type=regular_file("--out", "give the JSON file to write (a new name or a file to "
+                                                           "replace)"),
+                   default=None, help="write every row (and each run's summary) here as JSON")
+    p.add_argument("--fashion-data", type=folder("--fashion-data", "give the data root holding fashion-mnist"), default=None,
                    help="data root holding fashion-mnist (default: harness.datasets.default_data_root())")
     p.add_argument("--no-small", action="store_true", help="run the fixtures with reference.toml's hyperparameters, "
                                                            "not the tests' CPU-sized --set overrides")
     p.add_argument("--timeout", type=number("--timeout", 0, above=True, example=3600), default=3600,
                    help="seconds one run may take before it is skipped")
-    p.add_argument("--keep", type=nonempty_path, default=None, help="keep the fixtures and run folders here")
+    p.add_argument("--keep", type=folder("--keep", "give the folder to keep the fixtures and run folders in"),
+                   default=None, help="keep the fixtures and run folders here")
     a = p.parse_args(argv)
 
     import harness

@@ -51,7 +51,7 @@ import numpy as np
 
 from bench import airbench_peer, cifar_fast_precision, harness_cost, reference_steps
 from bench.gpu_common import REPO, NotMeasured, Report, Setting, cpu_only, load_reference_module, one_line, reference_defaults
-from harness.arguments import Parser, nonempty_path, reports_errors
+from harness.arguments import Parser, regular_file, reports_errors
 
 BIDAF_DIR = REPO / "references" / "squad-bidaf-pytorch"
 PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu", "steps", "peer",
@@ -494,7 +494,9 @@ def part_multi_gpu(s: Setting, r: Report) -> None:
 @reports_errors("python -m bench.gpu")
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m bench.gpu", description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=nonempty_path, default=None, help="the JSON file (default results/bench-gpu/<time>.json)")
+    p.add_argument("--out", type=regular_file("--out", "give the JSON file to write (a new name or a file to "
+                                                  "replace)"),
+                   default=None, help="the JSON file (default results/bench-gpu/<time>.json)")
     p.add_argument("--quick", action="store_true", help="224 px only, fewer steps")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, even where CUDA is present")
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.arguments import MAX_RUNS, Parser, nonempty_path, reports_errors, whole
+from harness.arguments import MAX_RUNS, RESULTS_FOLDER, Parser, reports_errors, whole
 
 
 @reports_errors("python -m bench.tta")
@@ -21,7 +21,7 @@ def main(argv=None) -> int:
                    help="a reference name (default fashion-mnist-cnn-pytorch)")
     p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=3, metavar="N",
                    help="runs, seeds 0..N-1 (default 3)")
-    p.add_argument("--results", type=nonempty_path, default=None, help="keep the run folders here (dawnbench run's --results)")
+    p.add_argument("--results", type=RESULTS_FOLDER, default=None, help="keep the run folders here (dawnbench run's --results)")
     p.add_argument("args", nargs="*", help="extra arguments for `dawnbench run`")
     a = p.parse_args(argv)
     results = a.results or Path(tempfile.mkdtemp(prefix="bench-tta-"))

@@ -23,7 +23,7 @@ from dawnbench import entries, safe_read
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
 from harness import outputs
-from harness.arguments import Parser
+from harness.arguments import Parser, file_or_folder, folder
 from harness.errors import EXIT_OK, DawnbenchError, command, report
 from harness.tasks import TASKS, Task
 
@@ -558,8 +558,10 @@ def build_parser(p: Parser | None = None) -> Parser:
     sub = p.add_subparsers(dest="analysis", required=True)
     for name, (help_text, inputs) in ANALYSES.items():
         a = sub.add_parser(name, help=help_text, description=help_text)
-        a.add_argument("inputs", nargs="+", type=Path, metavar="INPUT", help=inputs)
-        a.add_argument("--out", type=Path, required=True, help="the folder to write the PNG and JSON into")
+        a.add_argument("inputs", nargs="+", type=file_or_folder("", "give " + inputs), metavar="INPUT", help=inputs)
+        a.add_argument("--out", type=folder("--out", "give the folder to write the PNG and JSON into (made if "
+                                                     "missing), e.g. --out analysis/"),
+                       required=True, help="the folder to write the PNG and JSON into")
     return p
 
 

@@ -14,7 +14,7 @@ import sys
 from dawnbench import fetch, prepare_imagenet, prices, series
 from harness import cli as harness_cli
 from harness import datasets
-from harness.arguments import MAX_RUNS, SEED_MAX, Parser, nonempty_path, whole
+from harness.arguments import MAX_RUNS, SEED_MAX, Parser, folder, regular_file, whole
 from harness.errors import DawnbenchError, UsageError, command, report
 
 PROG = command()        # as the user called it (dawnbench.launcher)
@@ -52,9 +52,13 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     harness_cli.add_data_options(p, ("fetch", "verify", "prepare"))
     p.add_argument("--vectors", default=None, metavar="NAME",
                    help="fetch glove: which vectors (default glove.6B.100d; or glove.840B.300d)")
-    p.add_argument("--from", dest="from_dir", type=nonempty_path, default=None, metavar="DIR",
+    p.add_argument("--from", dest="from_dir", type=folder("--from", "give the folder holding the official ImageNet "
+                                                                              "files (train and val tars, devkit)"),
+                   default=None, metavar="DIR",
                    help="prepare: the folder holding the official ImageNet files (train and val tars, devkit)")
-    p.add_argument("--blacklist", type=nonempty_path, default=None, metavar="FILE",
+    p.add_argument("--blacklist", type=regular_file("--blacklist", "give the file "
+                                                                    "ILSVRC2014_clsloc_validation_blacklist.txt"),
+                   default=None, metavar="FILE",
                    help="prepare: ILSVRC2014_clsloc_validation_blacklist.txt, the 1,762 val images entries may drop")
     # No `choices`: argparse's error is a usage block; cmd_data says it in one line, with the fix.
     p.add_argument("--format", default=None, metavar="|".join(prepare_imagenet.FORMATS),

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from dawnbench import images, prices
 from harness import datasets, environment, errors, paths, provenance, registry, sandbox, views
-from harness.arguments import Parser, nonempty_path, reports_errors, whole
+from harness.arguments import DATA_FOLDER, RESULTS_FOLDER, Parser, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
 
 # Under a folder only root may enter (the images make it 0700): the harness, root in the container,
@@ -557,8 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nproc", type=whole("--nproc", 1, 1024, 2), default=1,
                    help="processes under torchrun (PyTorch references)")
     p.add_argument("--gpus", choices=["auto", "all", "none"], default="auto")
-    p.add_argument("--data", type=nonempty_path, default=None)
-    p.add_argument("--results", type=nonempty_path, default=None)
+    p.add_argument("--data", type=DATA_FOLDER, default=None)
+    p.add_argument("--results", type=RESULTS_FOLDER, default=None)
     sub.add_parser("engine", help="exit 0 when a Docker engine answers")
     sub.add_parser("compose", help="write docker-compose.yml: one service per reference there is now")
     p = sub.add_parser("base-image", help="a base image without a registry: Debian with Python (debootstrap, root)")

@@ -14,10 +14,14 @@ import json
 import sys
 
 from dawnbench import entries, ranking, reproduction, site, validate, verification
-from harness.arguments import Parser, nonempty_path, reports_errors
+from harness.arguments import DATA_FOLDER, Parser, folder, reports_errors
 from harness.errors import EXIT_OK, UsageError, command
 
 PROG = command("leaderboard")
+# The input is an entry tree, a folder: a file (even an entry JSON) has no tree to rank it in.
+ENTRIES = folder("", f"give the entry tree <{'|'.join(entries.TASK_BY_DIR)}>/<train|inference>/*.json, e.g. "
+                     f"{PROG} entries/ --out site/")
+SITE = folder("--out", "give a new or empty folder, or a site this command built before, e.g. --out site/")
 
 
 def build_parser(p: Parser | None = None) -> Parser:
@@ -25,12 +29,12 @@ def build_parser(p: Parser | None = None) -> Parser:
     (`python -m dawnbench.leaderboard`)."""
     p = p if p is not None else Parser(prog=PROG)
     p.description = "Rank entries per task; build the static site (or print the rankings as JSON)."
-    p.add_argument("entries", type=nonempty_path, help="an entry tree: <Task>/<train|inference>/<name>.json")
-    p.add_argument("--out", type=nonempty_path, default=None, help="the site's folder (for --format html)")
+    p.add_argument("entries", type=ENTRIES, help="an entry tree: <Task>/<train|inference>/<name>.json")
+    p.add_argument("--out", type=SITE, default=None, help="the site's folder (for --format html)")
     p.add_argument("--format", choices=["html", "json"], default="html")
     p.add_argument("--level", choices=validate.LEVELS, default="v1",
                    help=f"the rules entries are validated by (default v1): {validate.LEVEL_HELP}")
-    p.add_argument("--data", type=nonempty_path, default=None,
+    p.add_argument("--data", type=DATA_FOLDER, default=None,
                    help="the data root with the official eval labels, to verify each training entry's run "
                         "(default $DAWNBENCH_DATA or ./data)")
     return p

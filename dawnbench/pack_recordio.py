@@ -28,7 +28,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from harness.arguments import Parser, nonempty_path, reports_errors
+from harness.arguments import Parser, folder, reports_errors
 
 FORMAT = "recordio"
 NAMES = "names.txt"           # each split's file names in record order (the record id is the line)
@@ -114,7 +114,8 @@ def pack(directory: str | os.PathLike, seed: int = SHUFFLE_SEED) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m dawnbench.pack_recordio",
                     description="pack a prepared ImageNet as MXNet RecordIO")
-    parser.add_argument("directory", type=nonempty_path, metavar="IMAGENET_DIR", help="<data root>/imagenet, prepared")
+    parser.add_argument("directory", type=folder("", "give the prepared ImageNet folder (<data root>/imagenet)"),
+                        metavar="IMAGENET_DIR", help="<data root>/imagenet, prepared")
     args = parser.parse_args(argv)
     try:
         summary = pack(args.directory)

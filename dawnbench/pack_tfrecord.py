@@ -36,7 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.arguments import Parser, nonempty_path, reports_errors, whole
+from harness.arguments import Parser, folder, reports_errors, whole
 
 FORMAT = "tfrecord"
 PARTIAL = ".tfrecord.partial"
@@ -194,7 +194,8 @@ def pack(directory: str | os.PathLike, train_shards: int = TRAIN_SHARDS, val_sha
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m dawnbench.pack_tfrecord",
                     description="Pack the prepared ImageNet folders into TFRecord shards.")
-    parser.add_argument("directory", type=nonempty_path, metavar="IMAGENET_DIR",
+    parser.add_argument("directory", type=folder("", "give the prepared ImageNet folder (<data root>/imagenet)"),
+                        metavar="IMAGENET_DIR",
                         help="the prepared dataset folder, <data root>/imagenet")
     # More shards than images would leave empty files; a million is far above ImageNet's 1,024 + 128.
     parser.add_argument("--train-shards", type=whole("--train-shards", 1, MAX_SHARDS, TRAIN_SHARDS),

@@ -47,7 +47,18 @@ from pathlib import Path
 from dawnbench import reproduction, safe_read, verification
 from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
 from harness import datasets, outputs, paths, provenance, registry, verify, worker_env
-from harness.arguments import MAX_RUNS, Parser, nonempty_path, number, reports_errors, whole
+from harness.arguments import (
+    DATA_FOLDER,
+    MAX_RUNS,
+    REFERENCES_FOLDER,
+    RESULTS_FOLDER,
+    Parser,
+    file_or_folder,
+    number,
+    regular_file,
+    reports_errors,
+    whole,
+)
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command
 
 PROG = command("reproduce")
@@ -557,7 +568,8 @@ def build_parser(p: Parser | None = None) -> Parser:
     p = p if p is not None else Parser(prog=PROG)
     p.description = ("Run an entry again from its run's provenance and compare: converged or not, the epoch, "
                      "the metric at each epoch, time-to-accuracy.")
-    p.add_argument("target", type=nonempty_path, metavar="RUN_OR_ENTRY",
+    p.add_argument("target", type=file_or_folder("", "give a run folder (results/<reference>/<run id>/) or a "
+                                                       "training entry JSON"), metavar="RUN_OR_ENTRY",
                    help="a run folder (results/<reference>/<run id>/) or a training entry JSON with its <stem>.run/")
     p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=1, metavar="N",
                    help="run it N times with the run's seed; time is compared by the median (default 1)")
@@ -571,12 +583,13 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("--metric-tolerance", type=number("--metric-tolerance", 0, example=0.01),
                    default=DEFAULT_METRIC_TOLERANCE, metavar="D",
                    help=f"the metric at each epoch within D, absolute (default {DEFAULT_METRIC_TOLERANCE:g})")
-    p.add_argument("--data", type=nonempty_path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
-    p.add_argument("--references", type=nonempty_path, default=None, metavar="DIR",
+    p.add_argument("--data", type=DATA_FOLDER, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--references", type=REFERENCES_FOLDER, default=None, metavar="DIR",
                    help="the folder of the references (default $DAWNBENCH_REFERENCES, else ./references)")
-    p.add_argument("--results", type=nonempty_path, default=None,
+    p.add_argument("--results", type=RESULTS_FOLDER, default=None,
                    help="where the reproduction's runs go (default ./results)")
-    p.add_argument("--python", type=nonempty_path, default=None, metavar="PATH",
+    p.add_argument("--python", type=regular_file("--python", "give the interpreter, e.g. --python "
+                                                           ".venv/<reference>/bin/python"), default=None, metavar="PATH",
                    help="native: the interpreter (default .venv/<reference>/bin/python of make setup, else this one)")
     return p
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from dawnbench import entries, prices, safe_read, schemas, validate, verification
 from harness import outputs, paths, verify
-from harness.arguments import Parser, nonempty_path, number
+from harness.arguments import DATA_FOLDER, Parser, folder, number
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.tasks import TASKS
 
@@ -587,16 +587,20 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.description = ("Write a converged run (or a series' median run) as DAWNBench v1 entry files: "
                      "<Task>/train/<author>_<model>_<hardware>_<framework>.json + .tsv, and with --inference "
                      "<Task>/inference/<same>.json.")
-    p.add_argument("run_dir", type=nonempty_path, metavar="RUN_DIR", nargs="?",
+    p.add_argument("run_dir", type=folder("", "give a run folder (result.json) or a series folder (summary.json)"),
+                   metavar="RUN_DIR", nargs="?",
                    help="a run folder (result.json) or a series folder (summary.json); left out, --inference alone "
                         "submits the entry of a reference that only infers")
-    p.add_argument("--inference", type=nonempty_path, metavar="INFER_DIR", help="the folder `dawnbench infer` wrote")
-    p.add_argument("--out", type=nonempty_path, default=Path("entries"), help="the entries tree (default: entries)")
+    p.add_argument("--inference", type=folder("--inference", "give the folder `dawnbench infer` wrote (its --out)"),
+                   metavar="INFER_DIR", help="the folder `dawnbench infer` wrote")
+    p.add_argument("--out", type=folder("--out", "give the entries folder to write into, e.g. --out entries/ "
+                                                 "(made if missing)"),
+                   default=Path("entries"), help="the entries tree (default: entries)")
     p.add_argument("--author", help="the author (default: the reference's)")
     p.add_argument("--author-email", help="the author's e-mail")
     p.add_argument("--hardware", help="the hardware, as it should read on the leaderboard")
     p.add_argument("--code-url", help="where the code is")
-    p.add_argument("--data", type=nonempty_path, default=None,
+    p.add_argument("--data", type=DATA_FOLDER, default=None,
                    help="the data root with the official eval labels, to verify the run (default $DAWNBENCH_DATA "
                         "or ./data)")
     price = p.add_mutually_exclusive_group()

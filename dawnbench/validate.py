@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas
-from harness.arguments import Parser, nonempty_path
+from harness.arguments import Parser, file_or_folder
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.tasks import Task
 
@@ -832,7 +832,8 @@ def build_parser(p: Parser | None = None) -> Parser:
     p = p if p is not None else Parser(prog=PROG)
     p.description = ("Check DAWNBench v1 entries: one line per problem, FILE:LINE: FIELD: what is wrong (how to "
                      "fix); at the v1 level, FILE:LINE: FIELD: warning: what v1 tolerated (how it is read).")
-    p.add_argument("paths", nargs="+", type=nonempty_path, metavar="PATH", help="entry files or trees (entries/)")
+    p.add_argument("paths", nargs="+", type=file_or_folder("", "give entry files or trees (entries/)"),
+                   metavar="PATH", help="entry files or trees (entries/)")
     p.add_argument("--level", choices=LEVELS, default="strict",
                    help=f"which rules (default strict): {LEVEL_HELP}")
     p.add_argument("--allow-unofficial", action="store_true",

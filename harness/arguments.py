@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import os
+import stat
 from pathlib import Path
 
 from harness.errors import DawnbenchError, UsageError, report
@@ -112,3 +114,91 @@ def nonempty_path(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("'' is an empty path (the current folder): give a file or folder name")
     return Path(text)
+
+
+# --- paths ---------------------------------------------------------------------------------------
+# A path option names a folder, a regular file, or either; what is there is looked at while parsing
+# (os.stat, links followed: never opened, as opening a FIFO blocks and reading a device never ends),
+# so that `--out a-file`, `--data a-fifo` or `eval squad FIFO FIFO` is one line before any work, not
+# an error after an hour of training or a command that never returns. Nothing there is left to the
+# command (an output folder is made; a missing input says how to get it), except that the nearest
+# existing folder above it must be a folder: `--results a-file/sub` could never be made.
+
+def path_kind(path: str | os.PathLike) -> str | None:
+    """What is at `path`, links followed: 'a folder', 'a file' (a regular one), 'a FIFO', 'a device',
+    'a socket', 'a special file', 'a link to nothing'; None when nothing is. Never opens it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if os.path.islink(path) else None
+    except NotADirectoryError:
+        return None         # a file on the way: path_problem says which
+    except (OSError, ValueError):
+        return "a path that cannot be looked at"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "a special file"
+
+
+def path_problem(path: str | os.PathLike, want: tuple[str, ...]) -> str | None:
+    """Why `path` is not one of `want` ('a folder', 'a file'): e.g. 'is a FIFO, not a folder', or for
+    a path that is not there, 'x is a file, so nothing can be made under it'; None when it is fine
+    (one of `want`, or nothing there under a folder)."""
+    kind = path_kind(path)
+    if kind in want:
+        return None
+    wanted = " or ".join(w[2:] if i else w for i, w in enumerate(want))     # "a file or folder"
+    if kind is not None:
+        return f"is {kind}, not {wanted}"
+    for parent in Path(path).parents:       # nothing there: the nearest thing above it must be a folder
+        above = path_kind(parent)
+        if above == "a folder":
+            return None
+        if above is not None:
+            return f"{parent} is {above}, not a folder, so there can be nothing under it"
+    return None
+
+
+def check_path(option: str, path: str | os.PathLike, want: tuple[str, ...], fix: str) -> None:
+    """UsageError `<option> <path>: is a FIFO, not a folder; <fix>` unless path_problem finds nothing."""
+    problem = path_problem(path, want)
+    if problem:
+        raise UsageError(f"{option + ' ' if option else ''}{path}: {problem}; {fix}")
+
+
+def _path_type(option: str, want: tuple[str, ...], fix: str):
+    def parse(text: str) -> Path:
+        path = nonempty_path(text)
+        check_path(option, path, want, fix)
+        return path
+    return parse
+
+
+def folder(option: str, fix: str):
+    """An argparse type: a folder, or nothing yet under a folder (an output folder the command makes,
+    an input folder whose absence the command explains); never a file, a FIFO or a device."""
+    return _path_type(option, ("a folder",), fix)
+
+
+def regular_file(option: str, fix: str):
+    """An argparse type: a regular file (or nothing, which the command explains); never a folder, a
+    FIFO or a device, which are refused unopened."""
+    return _path_type(option, ("a file",), fix)
+
+
+def file_or_folder(option: str, fix: str):
+    """An argparse type: a regular file or a folder (or nothing, which the command explains)."""
+    return _path_type(option, ("a file", "a folder"), fix)
+
+
+# The path options many commands share, each with its fix.
+DATA_FOLDER = folder("--data", "give the data root the datasets are under, e.g. --data ./data "
+                               "(default $DAWNBENCH_DATA or ./data)")
+RESULTS_FOLDER = folder("--results", "give the folder the run folders go under (made if missing), e.g. --results results/")
+REFERENCES_FOLDER = folder("--references", "give the folder that holds <reference>/reference.toml")

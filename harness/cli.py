@@ -23,15 +23,19 @@ from pathlib import Path
 
 from harness import datasets, inference, paths, registry, runner, runtimes
 from harness.arguments import (
+    DATA_FOLDER,
     MAX_EPOCHS,
     MAX_EXAMPLES,
     MAX_NODES,
     MAX_SECONDS,
     MAX_THREADS,
     MAX_WARMUP,
+    REFERENCES_FOLDER,
+    RESULTS_FOLDER,
     SEED_MAX,
     Parser,
-    nonempty_path,
+    file_or_folder,
+    folder,
     number,
     whole,
 )
@@ -44,10 +48,15 @@ PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
 # --- options ------------------------------------------------------------------------------------
 
 THRESHOLD = number("--threshold", 0, 1, above=True, example=0.85, why="a fraction of the task's target metric")
+MODEL = file_or_folder("--model", "give the model folder a run saved (results/<reference>/<run id>/model) "
+                                  "or a weights file")
+# An existing folder is written into (its inference.json and env.json replaced), as it always was.
+INFER_OUT = folder("--out", "give the folder the inference's files go into (made if missing), e.g. --out infer/")
+RUN_DIR = folder("", "give a run folder of `harness run` (results/<reference>/<run id>/)")
 
 
 def add_references_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--references", type=nonempty_path, default=None, metavar="DIR",
+    p.add_argument("--references", type=REFERENCES_FOLDER, default=None, metavar="DIR",
                    help="the folder of the references (default $DAWNBENCH_REFERENCES, else ./references)")
 
 
@@ -58,7 +67,7 @@ def add_reference_options(p: argparse.ArgumentParser) -> None:
                    help="override a hyperparameter from reference.toml (repeatable)")
     p.add_argument("--seed", type=whole("--seed", 0, SEED_MAX, 0, "numpy's seed range"), default=0, metavar="N",
                    help="the seed the reference's code is given (default 0); a series (--runs) uses N, N+1, ...")
-    p.add_argument("--data", type=nonempty_path, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--data", type=DATA_FOLDER, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
     add_references_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--cost-per-hour", type=number("--cost-per-hour", 0, example=3.06), default=None, metavar="USD",
@@ -79,7 +88,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="on-clock time budget, seconds (default: reference.toml)")
     p.add_argument("--threshold", type=THRESHOLD, default=None,
                    help="lower the target (a fraction) for smoke tests; the result is marked unofficial")
-    p.add_argument("--results", type=nonempty_path, default=None, help="results folder (default ./results)")
+    p.add_argument("--results", type=RESULTS_FOLDER, default=None, help="results folder (default ./results)")
     p.add_argument("--run-id", default=None, help="the run folder's name (default <time>-seed<N>): letters, digits, . _ + -")
     # Set by `dawnbench run --runs N` for its runs: the run folder is results/REF/<series id>/<run id>.
     p.add_argument("--series-id", default=None, help=argparse.SUPPRESS)
@@ -88,12 +97,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def add_infer_options(p: argparse.ArgumentParser) -> None:
     add_reference_options(p)
-    p.add_argument("--model", type=nonempty_path, required=True, help="the model folder a run saved")
+    p.add_argument("--model", type=MODEL, required=True, help="the model folder a run saved")
     p.add_argument("--warmup", type=whole("--warmup", 0, MAX_WARMUP, 50), default=50, metavar="N",
                    help="untimed batch-1 calls before the timed pass (default 50)")
     p.add_argument("--limit", type=whole("--limit", 1, MAX_EXAMPLES, 1000), default=None, metavar="N",
                    help="time only the first N examples (unofficial)")
-    p.add_argument("--out", type=nonempty_path, default=None, help="default ./results/REF/infer-<time>")
+    p.add_argument("--out", type=INFER_OUT, default=None,
+                   help="the folder the inference's files go into (made if missing; default ./results/REF/infer-<time>)")
     p.add_argument("--threshold", type=THRESHOLD, default=None, help="lowered target for smoke tests (unofficial)")
     p.add_argument("--runtime", default=None, metavar="|".join(runtimes.RUNTIMES),
                    help="default: the reference.toml's [inference] runtime, else reference. reference: the "
@@ -117,13 +127,13 @@ def add_data_options(p: argparse.ArgumentParser, actions: tuple[str, ...] = ("ve
     p.add_argument("action", choices=list(actions))
     p.add_argument("dataset", nargs="?", help="a dataset name: fashion-mnist, cifar10, imagenet, squad or glove")
     p.add_argument("--reference", help="instead of a dataset name: the dataset of this reference's task")
-    p.add_argument("--data", type=nonempty_path, default=None)
+    p.add_argument("--data", type=DATA_FOLDER, default=None)
     add_references_option(p)
 
 
 def add_verify_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", type=nonempty_path, metavar="RUN_DIR", help="a run folder (results/<reference>/<run id>/)")
-    p.add_argument("--data", type=nonempty_path, default=None,
+    p.add_argument("run_dir", type=RUN_DIR, metavar="RUN_DIR", help="a run folder (results/<reference>/<run id>/)")
+    p.add_argument("--data", type=DATA_FOLDER, default=None,
                    help="the data root with the official eval labels (default $DAWNBENCH_DATA or ./data)")
 
 

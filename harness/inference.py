@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, identity, paths, runner, runtimes, sandbox, worker_env
+from harness import datasets, environment, identity, paths, runner, runtimes, sandbox, views, worker_env
 from harness.errors import EXIT_FAILED, DawnbenchError, command
 from harness.registry import ReferenceSpec, UsageError
 
@@ -59,6 +59,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     dropped = datasets.load_blacklist(task.dataset, data_root)
 
     isolation = sandbox.probe()
+    views.check_workers_can_read(task.dataset, data_root, isolation)
     model_record = model_source(model_path)
     # Before any of the reference's code runs: the code, data and model this inference is of, and
     # whether it can be an official entry.

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.arguments import path_kind
 from harness.errors import DawnbenchError
 
 __all__ = [
@@ -367,6 +368,9 @@ def squad_eval_files(dataset_path, predictions_path) -> dict[str, float]:
 
 
 def _load_json(path) -> Any:
+    kind = path_kind(path)      # before it is opened: opening a FIFO blocks, reading a device never ends
+    if kind not in (None, "a file"):
+        raise MetricInputError(f"{path}: is {kind}, not a file")
     try:
         # utf-8-sig: tolerate a byte-order mark, which editors on Windows add.
         text = Path(path).read_text(encoding="utf-8-sig")

@@ -197,6 +197,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     labels = datasets.load_eval_labels(task.dataset, data_root)
     eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
     isolation = sandbox.probe()
+    views.check_workers_can_read(task.dataset, data_root, isolation)
     worker = worker_env.describe()
     prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root, worker=worker)
     # The eval bound's denominator: the task's training set (tasks.toml) on the official data. Data that

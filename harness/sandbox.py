@@ -215,6 +215,27 @@ def reachable_by_others(path: str | os.PathLike) -> bool:
     return True
 
 
+def readable_by(path: str | os.PathLike, uid: int, gid: int) -> bool:
+    """Whether a process of `uid` and `gid`, with no other group (the sandbox's user: its groups are
+    cleared), may read `path` by its mode bits (links followed): a file's r, a folder's r and x (listed
+    and entered). Root reads anything, so the harness's own reading proves nothing for the workers."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else 0)
+    return (st.st_mode >> shift) & need == need
+
+
+def worker_reads_as(isolation: Isolation) -> int | None:
+    """The uid the workers read the data views as where that is not the harness's (bwrap-root: each
+    data file is bound into the view as it is, so its own mode bits decide); None where the harness's
+    own reading settles it (bwrap as a user: the same uid; uid mode: copies made for the role's uid;
+    no sandbox)."""
+    return SANDBOX_UID if isolation.mode == "bwrap-root" else None
+
+
 def _child_setup(uid: int | None):
     """preexec_fn: in uid mode, drop to `uid` with no way back; die with the harness."""
     harness = os.getpid()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from harness.arguments import Parser
+from harness.arguments import Parser, regular_file
 from harness.errors import DawnbenchError, report
 from harness.metrics import (
     SQUAD_EXPECTED_VERSION,
@@ -30,8 +30,12 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         description=f"Evaluation for SQuAD v{SQUAD_EXPECTED_VERSION} "
                     "(exact match and F1, in percent).",
     )
-    parser.add_argument("dataset_file", metavar="DATASET.json", help="SQuAD dataset file")
-    parser.add_argument("prediction_file", metavar="PREDICTIONS.json",
+    # A FIFO or a device is refused unopened: opening a FIFO blocks until a writer comes
+    parser.add_argument("dataset_file", type=regular_file("", "give the SQuAD dataset file, e.g. dev-v1.1.json"),
+                        metavar="DATASET.json", help="SQuAD dataset file")
+    parser.add_argument("prediction_file", type=regular_file("", "give the predictions file, a JSON object "
+                                                                 "{question id: answer text}"),
+                        metavar="PREDICTIONS.json",
                         help="predictions file: a JSON object {question id: answer text}")
     try:
         args = parser.parse_args(argv)

@@ -69,6 +69,36 @@ def companion_files(name: str, data_root: str | os.PathLike | None) -> list[tupl
     return out
 
 
+def worker_sources(name: str, data_root: str | os.PathLike | None) -> list[Path]:
+    """The host's files and folders of dataset `name` that a view shows a worker as they are (not the
+    label-free copies the harness derives and owns), for either role."""
+    fmt = datasets.manifest(name).get("format", "idx")
+    nowhere = Path("/nonexistent")      # only the derived files are written there; these formats derive none
+    shown = _own_files(name, data_root, TRAIN, nowhere)
+    if fmt in ("idx", "imagenet-folders"):
+        shown += _own_files(name, data_root, PREDICT, nowhere)
+    return sorted({src for src, _ in shown + companion_files(name, data_root)})
+
+
+def check_workers_can_read(name: str, data_root: str | os.PathLike | None, isolation) -> None:
+    """Before a run or an inference starts: every data file a worker will be shown is readable by the
+    uid it runs as (harness.sandbox.worker_reads_as), or one DatasetError naming the host's path and
+    the fix; otherwise the harness (root) reads the data, starts, and the run dies in the reference's
+    init with the sandbox's path in its reason."""
+    from harness import sandbox
+    uid = sandbox.worker_reads_as(isolation)
+    if uid is None:
+        return
+    for source in worker_sources(name, data_root):
+        source = source.absolute()
+        if not sandbox.readable_by(source, uid, uid):
+            home = datasets.dataset_dir(name, data_root).absolute()
+            folder = (home if home in source.parents else source.parent).absolute()
+            raise datasets.DatasetError(
+                f"{source} cannot be read by the sandbox's user (uid {uid}, which the reference's code runs as under "
+                f"{isolation.mode}); fix with: chmod -R a+rX {folder}")
+
+
 def _flatten(split) -> list[str]:
     if isinstance(split, dict):
         return [v for v in split.values() if isinstance(v, str)]
