@@ -482,5 +482,5 @@ def test_fetch_into_a_data_root_that_is_a_file_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dawnbench", "data", "fetch", "fashion-mnist", "--data", str(target)],
                           cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "is not a folder" in proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "is a file, not a folder" in proc.stderr
     assert target.read_text() == "mine"
