@@ -291,3 +291,39 @@ def test_a_control_character_in_log_filename_is_refused_with_its_line(tmp_path, 
     path = _honest_and(tmp_path, "control_resnet50_v100_pytorch", logFilename=name)
     line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if '"logFilename"' in text)
     _problems_at_both_levels(capsys, tmp_path, path, "logFilename", line, "holds a control character")
+
+
+# --- an entry's figures and texts keep the options' bounds (issue 34, section 3) ------------------
+# Entrants write entry JSON: a price or cost the options refuse must not come in through it. Each row
+# one field's value, the field the problem names and its words; refused at both levels, never ranked.
+PRICE = {"instance": "me:box", "usd_per_hour": 2.0, "source": "me", "date": "2025-01-01"}
+BAD_ENTRIES = [
+    ({"costPerHour": 1e30}, "costPerHour", "must be a number above 0 and at most 10,000,000 (USD per hour, all "
+                                           "hardware: at most 1,000 a node) or null, not 1e+30"),
+    ({"costPerHour": 0}, "costPerHour", "must be a number above 0 and at most 10,000,000"),
+    ({"costPerHour": 3000, "nodes": 2}, "costPerHour", "3000 USD per hour for 2 nodes is over 1,000 USD per hour a "
+                                                       "node"),
+    ({"cost_usd": 1.08e299}, "cost_usd", "must be a number >= 0 and at most 24,000,000,000 (USD) or null, not 1.08e+299"),
+    ({"tta_seconds": 1e300}, "tta_seconds", "must be a number >= 0 and at most 8,640,000 (seconds, 100 days)"),
+    ({"price": {**PRICE, "usd_per_hour": 1e30}}, "price.usd_per_hour", "must be a number above 0 and at most 1,000 "
+                                                                       "(USD per hour of one node)"),
+    ({"author": "a\nb"}, "author", 'must be one line of text, not empty, at most 300 characters (no control '
+                                   'character), not "a\\nb"'),
+    ({"author": "x" * 100_000}, "author", f'(no control character), not "{"x" * 56}... (write e.g. "Jane Doe")'),
+    ({"hardware": "8 x V100\u001b[2J"}, "hardware", "must be one line of text, not empty"),
+    ({"model": "ResNet-50\u0085"}, "model", "must be one line of text, not empty"),
+    ({"authorEmail": "me@x.org\n"}, "authorEmail", "must be one line of text (may be empty), at most 300"),
+    ({"codeURL": "https://x.org/\t"}, "codeURL", "must be one line of text (may be empty), at most 300"),
+]
+
+
+@pytest.mark.parametrize("fields, field, words", BAD_ENTRIES, ids=[f"{f}={str(next(iter(v.values())))[:20]!r}"
+                                                                   for v, f, _ in BAD_ENTRIES])
+def test_an_entry_figure_or_text_out_of_bounds_is_refused(tmp_path, capsys, fields, field, words):
+    path = _honest_and(tmp_path, "bounds_resnet50_v100_pytorch")
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}, indent=4) + "\n")
+    key = f'"{field.split(".")[-1]}"'
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if key in text)
+    _problems_at_both_levels(capsys, tmp_path, path, field, line, words)
+    out = "\n".join(str(p) for p in validate.check([tmp_path])[0])
+    assert all(len(o) < 1000 for o in out.splitlines()), max(map(len, out.splitlines()))
