@@ -82,7 +82,7 @@ def load_run(run_dir: Path) -> tuple[Path, dict, dict | None]:
     """(the run folder to submit, its result.json, the `runs` statistics of its series or None)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise SubmitError(f"{shown(run_dir)}: not a folder; give a run folder (results/<reference>/<run id>/) "
+        raise SubmitError(f"{shown(run_dir, 300)}: not a folder; give a run folder (results/<reference>/<run id>/) "
                           f"or a series folder holding summary.json")
     if (run_dir / "result.json").exists():
         return run_dir, _read_json(run_dir / "result.json", "a run folder holds the result.json of "

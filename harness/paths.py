@@ -36,7 +36,7 @@ def references_root(explicit: str | os.PathLike | None = None) -> Path:
     if explicit:
         root = Path(explicit).expanduser()
         if not root.is_dir():
-            raise UsageError(f"--references {shown(explicit)}: no such folder; give the folder that holds "
+            raise UsageError(f"--references {shown(explicit, 300)}: no such folder; give the folder that holds "
                              f"<reference>/reference.toml")
         return root
     env = os.environ.get(REFERENCES_ENV)

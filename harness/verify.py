@@ -532,7 +532,8 @@ def verify(run_dir: Path, data_root: Path | None = None,
     otherwise a Verification whose checks say what agrees and what does not."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise VerifyError(f"{shown(run_dir)}: not a folder; give a run folder of `harness run` (results/<reference>/<run id>/)")
+        raise VerifyError(f"{shown(run_dir, 300)}: not a folder; give a run folder of `harness run` "
+                          f"(results/<reference>/<run id>/)")
     result, task = _result(run_dir)
     events = read_events(run_dir)
     report = Verification(run_dir)
