@@ -38,7 +38,8 @@ def reference(torch, images, labels, overrides=()):
     spec = registry.load_spec("cifar10-fast-pytorch", REPO / "references")
     cls = spec.load_entry_class()
     sys.modules[cls.__module__].load_cifar10 = lambda root, split: (images, labels)
-    config = registry.resolve_hyperparameters(spec, ["compile=false", *overrides])
+    sets = {"compile": "compile=false", **{o.partition("=")[0]: o for o in overrides}}    # a key once: a variant's wins
+    config = registry.resolve_hyperparameters(spec, list(sets.values()))
     ref = cls()
     ref.setup(Context(config=config, data_root=Path(tempfile.gettempdir()), seed=0, task=spec.task,
                       show_progress=False))

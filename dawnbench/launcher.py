@@ -248,7 +248,12 @@ def prepare(r: Route) -> Path:
 def list_references(argv: list[str]) -> int:
     """`list [--references DIR]` without numpy or a framework: the harness's listing, from any Python."""
     from harness import registry
-    for line in registry.listing(_option(argv[1:], "--references")):
+    from harness.arguments import Parser, nonempty_path
+    # the option parsed as dawnbench.cli parses it (`--references ''` refused as run refuses it), without
+    # importing the harness's CLI (its runner)
+    p = Parser(prog=f"{os.environ.get(PROG_ENV) or 'dawnbench'} list")
+    p.add_argument("--references", type=nonempty_path, default=None)
+    for line in registry.listing(p.parse_args(argv[1:]).references):
         print(line)
     return 0
 

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.arguments import MAX_USD_PER_HOUR
 from harness.errors import UsageError
 
 PRICES_FILE = Path(__file__).parent / "data" / "prices.yaml"
@@ -159,8 +160,9 @@ def _check_entry(path: Path, index: int, entry) -> Price:
     if vcpus is not None and (type(vcpus) is not int or vcpus < 1):
         raise bad("vcpus", f"must be a whole number >= 1, or null (got {vcpus!r})")
     usd = entry["usd_per_hour"]
-    if type(usd) not in (int, float) or not math.isfinite(usd) or usd <= 0:
-        raise bad("usd_per_hour", f"must be a positive number of US dollars per hour (got {usd!r})")
+    if type(usd) not in (int, float) or not math.isfinite(usd) or not 0 < usd <= MAX_USD_PER_HOUR:
+        raise bad("usd_per_hour", f"must be a positive number of US dollars per hour, at most "
+                                  f"{MAX_USD_PER_HOUR:,} (one node; got {usd!r})")
     region = entry["region"]
     if not isinstance(region, str) or not region.strip():
         raise bad("region", f"must name the region the price is for (got {region!r})")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import harness.tasks
+from harness.arguments import MAX_COST_USD, MAX_ENTRY_USD_PER_HOUR, MAX_SECONDS, MAX_TEXT, MAX_USD_PER_HOUR
 from harness.tasks import RULES_VERSION
 
 if TYPE_CHECKING:
@@ -42,6 +43,31 @@ FIELDS: dict[str, dict] = SCHEMAS["fields"]["properties"]
 REQUIRED: tuple[str, ...] = tuple(SCHEMAS["fields"]["required"])
 SUBFIELDS: dict[str, tuple[str, ...]] = {name: tuple(spec["properties"]) for name, spec in FIELDS.items()
                                          if "properties" in spec}
+
+# The bounds an entry's figures and texts keep are harness.arguments' (the options' own): the schema file
+# writes them out for other readers, and a file that says otherwise fails here, at import, not at a user.
+BOUNDS = {
+    ("costPerHour", "maximum"): MAX_ENTRY_USD_PER_HOUR,
+    ("price", "usd_per_hour", "maximum"): MAX_USD_PER_HOUR,
+    ("cost_usd", "maximum"): MAX_COST_USD,
+    ("cost_per_10k_items_usd", "maximum"): MAX_COST_USD,
+    ("cost", "maximum"): MAX_COST_USD / 1e4,            # one item of the 10,000 of cost_per_10k_items_usd
+    ("tta_seconds", "maximum"): MAX_SECONDS,
+    **{(name, "maxLength"): MAX_TEXT for name in ("author", "authorEmail", "framework", "codeURL", "model", "hardware")},
+}
+
+
+def _check_bounds() -> None:
+    for (*path, key), bound in BOUNDS.items():
+        spec = {"properties": FIELDS}
+        for name in path:
+            spec = spec["properties"][name]
+        if spec.get(key) != bound:
+            raise RuntimeError(f"{schema_file('fields')}: {'.'.join(path)}'s {key} is {spec.get(key)!r}, not "
+                               f"harness.arguments' {bound!r}")
+
+
+_check_bounds()
 
 
 def _is_number(checker, value) -> bool:

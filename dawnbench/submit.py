@@ -31,9 +31,9 @@ import tempfile
 from pathlib import Path
 
 from dawnbench import entries, prices, safe_read, schemas, validate, verification
-from harness import outputs, paths, verify
-from harness.arguments import DATA_FOLDER, Parser, folder, number
-from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
+from harness import arguments, outputs, paths, verify
+from harness.arguments import DATA_FOLDER, Parser, folder
+from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report, shown
 from harness.tasks import TASKS
 
 PROG = command("submit")
@@ -82,7 +82,7 @@ def load_run(run_dir: Path) -> tuple[Path, dict, dict | None]:
     """(the run folder to submit, its result.json, the `runs` statistics of its series or None)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise SubmitError(f"{run_dir}: not a folder; give a run folder (results/<reference>/<run id>/) "
+        raise SubmitError(f"{shown(run_dir, 300)}: not a folder; give a run folder (results/<reference>/<run id>/) "
                           f"or a series folder holding summary.json")
     if (run_dir / "result.json").exists():
         return run_dir, _read_json(run_dir / "result.json", "a run folder holds the result.json of "
@@ -596,10 +596,12 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("--out", type=folder("--out", "give the entries folder to write into, e.g. --out entries/ "
                                                  "(made if missing)"),
                    default=Path("entries"), help="the entries tree (default: entries)")
-    p.add_argument("--author", help="the author (default: the reference's)")
-    p.add_argument("--author-email", help="the author's e-mail")
-    p.add_argument("--hardware", help="the hardware, as it should read on the leaderboard")
-    p.add_argument("--code-url", help="where the code is")
+    # one line each, at most MAX_TEXT characters: validate refuses the same in an entry (its schema)
+    p.add_argument("--author", type=arguments.text("--author"), help="the author (default: the reference's)")
+    p.add_argument("--author-email", type=arguments.text("--author-email", empty=True), help="the author's e-mail")
+    p.add_argument("--hardware", type=arguments.text("--hardware"),
+                   help="the hardware, as it should read on the leaderboard")
+    p.add_argument("--code-url", type=arguments.text("--code-url", empty=True), help="where the code is")
     p.add_argument("--data", type=DATA_FOLDER, default=None,
                    help="the data root with the official eval labels, to verify the run (default $DAWNBENCH_DATA "
                         "or ./data)")
@@ -607,8 +609,9 @@ def build_parser(p: Parser | None = None) -> Parser:
     price.add_argument(prices.INSTANCE_OPTION, default=None, metavar="PROVIDER:INSTANCE",
                        help="price a run made without one: the cloud instance it ran on, priced from "
                             "dawnbench/data/prices.yaml as `dawnbench run --instance` does (e.g. aws:p3.2xlarge)")
-    price.add_argument("--cost-per-hour", type=number("--cost-per-hour", 0, example=3.06), default=None, metavar="USD",
-                       help="price a run made without one: the on-demand USD per hour of one node (>= 0), "
+    price.add_argument("--cost-per-hour", type=arguments.price(), default=None, metavar="USD",
+                       help=f"price a run made without one: the on-demand USD per hour of one node (above 0, at "
+                            f"most {arguments.MAX_USD_PER_HOUR:,}), "
                             "recorded as given by the submitter")
     p.add_argument("--force", action="store_true", help="replace existing entry files")
     p.add_argument("--allow-unofficial", action="store_true",

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dawnbench import entries, safe_read, schemas
-from harness.arguments import Parser, file_or_folder
+from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.tasks import Task
 
@@ -459,6 +459,7 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None, level: str =
         else:
             _check_inference(report, task, fields, valid, threshold)
     _check_runs(report, valid)
+    _check_price_per_node(report, valid)
     if kind in entries.KINDS:
         _check_against_run(report, path, kind, fields, root)
     return _finish(report, problems), log, fields, rows, task, kind, {**fields, **report.fixes}
@@ -620,6 +621,16 @@ def _check_inference(report: _Report, task: Task, fields: dict, valid: dict, thr
                                          f"{as_float(latency):g} ms (they are the same figure)")
         if not as_float(stats["p50"]) <= as_float(stats["p90"]) <= as_float(stats["p99"]):
             report.at("latency_ms.p90", "percentiles out of order (need p50 <= p90 <= p99)")
+
+
+def _check_price_per_node(report: _Report, valid: dict) -> None:
+    """costPerHour is every node's together: at most MAX_USD_PER_HOUR a node (the schema bounds it for the
+    largest count of nodes; an entry that gives its count is held to its own)."""
+    per_hour, nodes = valid.get("costPerHour"), valid.get("nodes")
+    if per_hour is not None and nodes is not None and as_float(per_hour) > MAX_USD_PER_HOUR * nodes:
+        report.at("costPerHour", f"{as_float(per_hour):g} USD per hour for {nodes} node{'s' * (nodes != 1)} is over "
+                                 f"{MAX_USD_PER_HOUR:,} USD per hour a node (give the on-demand price of the "
+                                 f"machines used)")
 
 
 def _check_runs(report: _Report, valid: dict) -> None:

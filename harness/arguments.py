@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from harness.errors import DawnbenchError, UsageError, report
+from harness.errors import DawnbenchError, UsageError, one_line, report, shown
 
 # numpy's legacy RandomState (and the frameworks' manual_seed/set_seed through it) takes 0 .. 2**32-1;
 # beyond it a run dies inside the reference's process as a DNC instead of a usage error here.
@@ -32,6 +32,20 @@ MAX_EXAMPLES = 10_000_000   # --limit: the largest eval set (ImageNet val) has 5
 # A series is repeated runs for stability figures (DAWNBench's papers used 5 to 10); a thousand runs of
 # even a one-minute reference is most of a day, so a larger count is a typo, refused before run 1.
 MAX_RUNS = 1000
+# One node's on-demand price, USD per hour (--cost-per-hour, a --price-record's or the prices table's
+# usd_per_hour, an entry's price.usd_per_hour). The dearest cloud machines listed in 2024-2025 (8 x H100
+# or H200, AWS p5.48xlarge, Azure ND H100 v5) cost about 100 USD/h on demand; 1,000 leaves ten times that
+# and still turns 1e30 (or an extra few digits) into a usage error instead of a cost that means nothing.
+# A price of 0 (or -0) is no price: it would rank first on cost for free, so it is refused too.
+MAX_USD_PER_HOUR = 1000
+# An entry's costPerHour is every node's together (price x nodes, the published v1 entries' 391.68 USD/h
+# for 16 machines); its costs follow from it and the run's bounded time.
+MAX_ENTRY_USD_PER_HOUR = MAX_USD_PER_HOUR * MAX_NODES
+MAX_COST_USD = MAX_ENTRY_USD_PER_HOUR * MAX_SECONDS / 3600          # a whole run at that price
+# Free text an entry shows (author, e-mail, hardware, code URL, model, framework): one line of at most
+# this many characters. The longest of the 187 published v1 values has 145 characters, the longest of
+# ours 232 (squad-bidaf-pytorch's model); a kilobyte of author is a mistake or a page-flooding attempt.
+MAX_TEXT = 300
 
 
 class Parser(argparse.ArgumentParser):
@@ -104,6 +118,28 @@ def number(option: str, least: float, most: float | None = None, *, above: bool 
         if (not math.isfinite(value) or value < least or (above and value == least)
                 or (most is not None and value > most)):
             raise UsageError(f"{option} {text}: give a finite number {span}{reason}, e.g. {option} {example:g}")
+        return value
+    return parse
+
+
+def price(option: str = "--cost-per-hour"):
+    """An argparse type for one node's price in USD per hour: finite, above 0, at most MAX_USD_PER_HOUR."""
+    return number(option, 0, MAX_USD_PER_HOUR, above=True, example=3.06,
+                  why="USD per hour of one node; 0 is no price")
+
+
+def text(option: str, *, empty: bool = False, limit: int = MAX_TEXT):
+    """An argparse type for free text an entry shows (--author, --hardware): one line, no control
+    character (a newline would forge lines wherever it is shown), at most `limit` characters; blank
+    only where `empty` (--author-email '' leaves the e-mail out)."""
+    def parse(value: str) -> str:
+        if one_line(value) != value:
+            raise UsageError(f"{option} {shown(value, 60)}: holds a control character (a newline, a tab, an "
+                             f"escape): give it as one line of plain text")
+        if len(value) > limit:
+            raise UsageError(f"{option} {shown(value, 60)}: too long: give at most {limit} characters")
+        if not empty and not value.strip():
+            raise UsageError(f"{option} {value!r}: blank: give some text, or leave the option out")
         return value
     return parse
 

@@ -29,6 +29,7 @@ from harness.arguments import (
     MAX_NODES,
     MAX_SECONDS,
     MAX_THREADS,
+    MAX_USD_PER_HOUR,
     MAX_WARMUP,
     REFERENCES_FOLDER,
     RESULTS_FOLDER,
@@ -37,9 +38,10 @@ from harness.arguments import (
     file_or_folder,
     folder,
     number,
+    price,
     whole,
 )
-from harness.errors import EXIT_USAGE, DawnbenchError, UsageError, command, quiet_on_closed_pipe, report
+from harness.errors import DawnbenchError, UsageError, command, quiet_on_closed_pipe, report, shown
 
 PROG = "harness"
 PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
@@ -70,8 +72,8 @@ def add_reference_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=DATA_FOLDER, default=None, help="data root (default $DAWNBENCH_DATA or ./data)")
     add_references_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--cost-per-hour", type=number("--cost-per-hour", 0, example=3.06), default=None, metavar="USD",
-                   help="the on-demand price of one node, USD per hour")
+    p.add_argument("--cost-per-hour", type=price(), default=None, metavar="USD",
+                   help=f"the on-demand price of one node, USD per hour (above 0, at most {MAX_USD_PER_HOUR:,})")
     p.add_argument("--price-record", default=None, metavar="JSON",
                    help='instead of --cost-per-hour: the priced instance of one node, {"instance", "usd_per_hour", '
                         '"source", "date"} (what `dawnbench ... --instance PROVIDER:INSTANCE` passes)')
@@ -168,15 +170,16 @@ def parse_price_record(text: str) -> dict:
     try:
         record = json.loads(text)
     except ValueError:
-        raise UsageError(f"--price-record {text!r}: not JSON; {fix}") from None
+        raise UsageError(f"--price-record {shown(repr(text))}: not JSON; {fix}") from None
     if not isinstance(record, dict) or sorted(record) != sorted(PRICE_FIELDS):
         raise UsageError(f"--price-record: expected exactly the fields {', '.join(PRICE_FIELDS)}; {fix}")
     usd = record["usd_per_hour"]
-    if type(usd) not in (int, float) or not math.isfinite(usd) or usd <= 0:
-        raise UsageError(f"--price-record: usd_per_hour {usd!r} must be a positive number; {fix}")
+    if type(usd) not in (int, float) or not math.isfinite(usd) or not 0 < usd <= MAX_USD_PER_HOUR:
+        raise UsageError(f"--price-record: usd_per_hour {shown(repr(usd))} must be a number above 0 and at most "
+                         f"{MAX_USD_PER_HOUR:,} (USD per hour of one node); {fix}")
     for key in ("instance", "source", "date"):
         if not isinstance(record[key], str) or not record[key]:
-            raise UsageError(f"--price-record: {key} {record[key]!r} must be text; {fix}")
+            raise UsageError(f"--price-record: {key} {shown(repr(record[key]))} must be text; {fix}")
     return record
 
 
@@ -309,8 +312,7 @@ def run_command(handler, args: argparse.Namespace, prog: str = PROG) -> int:
     except DawnbenchError as e:
         return report(prog, e)
     except (FileExistsError, FileNotFoundError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return report(prog, UsageError(str(e)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,9 +37,30 @@ class UsageError(DawnbenchError):
     """A bad input from the user: the message is one line saying what is wrong and what to do."""
 
 
+# A message longer than this is cut (a value a source forgot to clip, a 100 kB --author): the line stays
+# readable and a terminal is not flooded. Every message the project writes is well under it.
+MAX_MESSAGE = 2000
+
+
+def one_line(text: str) -> str:
+    """`text` with each character that is not printable (a newline, a tab, an escape, a C1 control)
+    written as Python escapes it (\\n, \\t, \\x1b, \\x85): one line on any terminal, nothing forged."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """A user's value in a message: one line (see `one_line`) and at most `limit` characters, cut
+    short with "..." and its full length (`aaaa... (100,000 characters)`)."""
+    text = one_line(str(value))
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(str(value)):,} characters)"
+
+
 def report(prog: str, error: DawnbenchError) -> int:
-    """Print the error's one line and return its exit code."""
-    print(f"{prog}: error: {error}", file=sys.stderr)
+    """Print the error's one line and return its exit code. Whatever the message echoes is escaped
+    to one line here, in the one place every command prints its error (and cut at MAX_MESSAGE)."""
+    print(f"{prog}: error: {shown(error, MAX_MESSAGE)}", file=sys.stderr)
     return error.exit_code
 
 

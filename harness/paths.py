@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from harness.errors import UsageError
+from harness.errors import UsageError, shown
 
 REFERENCES_ENV = "DAWNBENCH_REFERENCES"
 DATA_ENV = "DAWNBENCH_DATA"
@@ -36,7 +36,7 @@ def references_root(explicit: str | os.PathLike | None = None) -> Path:
     if explicit:
         root = Path(explicit).expanduser()
         if not root.is_dir():
-            raise UsageError(f"--references {explicit}: no such folder; give the folder that holds "
+            raise UsageError(f"--references {shown(explicit, 300)}: no such folder; give the folder that holds "
                              f"<reference>/reference.toml")
         return root
     env = os.environ.get(REFERENCES_ENV)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths
-from harness.arguments import MAX_SECONDS
-from harness.errors import UsageError, command
+from harness.arguments import MAX_SECONDS, MAX_TEXT
+from harness.errors import UsageError, command, one_line, shown
 from harness.tasks import Task, UnknownTaskError, get_task
 
 
@@ -292,6 +292,11 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
     for key in ("author", "author_email", "code_url", "description"):
         if key in raw and not isinstance(raw[key], str):
             raise UsageError(f"{toml_path}: field {key!r} = {raw[key]!r} must be a string; write {key} = \"...\"")
+    for key in ("framework", "model", "author", "author_email", "code_url"):     # what its entries show
+        value = raw.get(key, "")
+        if one_line(value) != value or len(value) > MAX_TEXT:
+            raise UsageError(f"{toml_path}: field {key!r} = {shown(repr(value), 60)} must be one line of at most "
+                             f"{MAX_TEXT} characters, without control characters (its entries show it)")
     _check_entry(toml_path, raw["entry"])
     try:
         task = get_task(raw["task"])
@@ -414,11 +419,16 @@ def resolve_hyperparameters(spec: ReferenceSpec, assignments: list[str],
     recorded, over the defaults), typed by the defaults."""
     config = dict(spec.hyperparameters)
     config.update({k: v for k, v in (base or {}).items() if k in config})
+    given: dict[str, str] = {}
     for item in assignments:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise UsageError(f"--set {item!r}: expected key=value, e.g. --set lr=0.2")
+        if key in given:        # argparse would keep the last silently: which one was meant is the user's to say
+            raise UsageError(f"--set {shown(given[key], 60)} and --set {shown(item, 60)}: {key!r} is given twice; "
+                             f"give each hyperparameter once")
+        given[key] = item
         if key not in config:
             valid = ", ".join(f"{k}={v!r}" for k, v in sorted(spec.hyperparameters.items()))
             raise UsageError(f"--set {key}: {spec.name} has no hyperparameter {key!r}; valid: {valid}")

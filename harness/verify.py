@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import datasets, eval_bound, safe_read, snapshots, stored_predictions, worker_env
-from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command
+from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command, shown
 from harness.events import PREFIX
 from harness.safe_read import Refused
 from harness.tasks import TASKS, Task
@@ -532,7 +532,8 @@ def verify(run_dir: Path, data_root: Path | None = None,
     otherwise a Verification whose checks say what agrees and what does not."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise VerifyError(f"{run_dir}: not a folder; give a run folder of `harness run` (results/<reference>/<run id>/)")
+        raise VerifyError(f"{shown(run_dir, 300)}: not a folder; give a run folder of `harness run` "
+                          f"(results/<reference>/<run id>/)")
     result, task = _result(run_dir)
     events = read_events(run_dir)
     report = Verification(run_dir)

@@ -18,7 +18,7 @@ from leaderboard_fixture import train
 from dawnbench import ranking, validate
 from dawnbench.cli import main
 from harness import registry
-from harness.arguments import SEED_MAX
+from harness.arguments import MAX_TEXT, SEED_MAX
 
 REPO = Path(__file__).resolve().parent.parent
 REF = "fashion-mnist-cnn-pytorch"
@@ -72,8 +72,8 @@ CASES = [   # (argv, words the line says)
     ([*RUN, "--threshold", "0"], "--threshold 0: give a finite number above 0 and at most 1"),
     ([*RUN, "--threshold", "1.01"], "--threshold 1.01: give a finite number above 0 and at most 1"),
     ([*RUN, "--threshold", "nan"], "--threshold nan:"),
-    ([*RUN, "--cost-per-hour", "-1"], "--cost-per-hour -1: give a finite number 0 or more"),
-    ([*RUN, "--cost-per-hour", "inf"], "--cost-per-hour inf: give a finite number 0 or more"),
+    ([*RUN, "--cost-per-hour", "-1"], "--cost-per-hour -1: give a finite number above 0 and at most 1000"),
+    ([*RUN, "--cost-per-hour", "inf"], "--cost-per-hour inf: give a finite number above 0 and at most 1000"),
     ([*RUN, "--cost-per-hour", "nan"], "--cost-per-hour nan:"),
     ([*RUN, "--set", "batch_size=-1"], "--set batch_size=-1: give a whole number from 1 to 60,000"),
     ([*RUN, "--set", "batch_size=0"], "--set batch_size=0: give a whole number from 1 to 60,000"),
@@ -105,6 +105,35 @@ CASES = [   # (argv, words the line says)
     (["leaderboard", "empty", "--out", ""], "argument --out: '' is an empty path"),
     (["reproduce", "empty", "--runs", TOO_BIG], f"--runs {TOO_BIG}: give a whole number from 1 to 1,000"),
     (["reproduce", "empty", "--metric-tolerance", "inf"], "--metric-tolerance inf: give a finite number 0 or more"),
+    # issue 34, section 3: a price of 1e30 (or of nothing) was taken, and its costs ranked
+    ([*RUN, "--cost-per-hour", "1e30"], "--cost-per-hour 1e30: give a finite number above 0 and at most 1000 "
+                                        "(USD per hour of one node; 0 is no price)"),
+    ([*RUN, "--cost-per-hour", "-0"], "--cost-per-hour -0: give a finite number above 0 and at most 1000"),
+    ([*RUN, "--cost-per-hour", "0"], "--cost-per-hour 0: give a finite number above 0 and at most 1000"),
+    ([*INFER, "--cost-per-hour", "1000.5"], "--cost-per-hour 1000.5: give a finite number above 0 and at most 1000"),
+    ([*RUN, "--price-record", '{"instance": "x:y", "usd_per_hour": 1e30, "source": "me", "date": "2025-01-01"}'],
+     "--price-record: usd_per_hour 1e+30 must be a number above 0 and at most 1,000 (USD per hour of one node)"),
+    (["submit", "empty", "--cost-per-hour", "1e300"], "--cost-per-hour 1e300: give a finite number above 0 and at "
+                                                      "most 1000"),
+    (["submit", "empty", "--cost-per-hour", "-0"], "--cost-per-hour -0: give a finite number above 0"),
+    # free text an entry shows: one line, at most MAX_TEXT characters, the value escaped and clipped
+    (["submit", "empty", "--author", "a\nb"], "--author a\\nb: holds a control character (a newline, a tab, an "
+                                              "escape): give it as one line of plain text"),
+    (["submit", "empty", "--author", "x" * 100_000], f"--author {'x' * 60}... (100,000 characters): too long: "
+                                                     f"give at most {MAX_TEXT} characters"),
+    (["submit", "empty", "--author", " "], "--author ' ': blank: give some text, or leave the option out"),
+    (["submit", "empty", "--hardware", "\x1b[2J8 x V100"], "--hardware \\x1b[2J8 x V100: holds a control character"),
+    (["submit", "empty", "--author-email", "me@x.org\tx"], "--author-email me@x.org\\tx: holds a control character"),
+    (["submit", "empty", "--code-url", "https://x.org/\x85"], "--code-url https://x.org/\\x85: holds a control "
+                                                                "character"),
+    # a user's value in an error is one line: its control characters escaped
+    ([*RUN, "--references", "a\nb"], "--references a\\nb: no such folder; give the folder that holds"),
+    (["verify", "a\nb"], "a\\nb: not a folder; give a run folder"),
+    (["submit", "a\nb"], "a\\nb: not a folder; give a run folder"),
+    # a hyperparameter given twice was the second, silently
+    ([*RUN, "--set", "lr=0.1", "--set", "lr=0.2"], "--set lr=0.1 and --set lr=0.2: 'lr' is given twice; give each "
+                                                   "hyperparameter once"),
+    ([*INFER, "--set", "batch_size=64", "--set", " batch_size=64"], "'batch_size' is given twice"),
 ]
 
 
@@ -112,8 +141,30 @@ CASES = [   # (argv, words the line says)
                                                    for a, _ in CASES])
 def test_each_bad_value_is_one_line_exit_2_nothing_written(place, capsys, argv, says):
     (place / "empty").mkdir()
-    line = refused(capsys, place, argv, "dawnbench" if argv[0] in ("run", "infer") else f"dawnbench {argv[0]}")
-    assert says in line, line
+    line = refused(capsys, place, argv, "dawnbench" if argv[0] in ("run", "infer", "verify") else f"dawnbench {argv[0]}")
+    assert says in line and line.isprintable() and len(line) < 1000, line
+
+
+@pytest.mark.parametrize("argv", [["list", "--references", ""], ["list", "--references="]])
+def test_list_refuses_an_empty_references_as_run_does(place, capsys, monkeypatch, argv):
+    """`dawnbench list` is answered by the launcher itself (no environment to set up): it listed the
+    default references for `--references ''`, where run refuses it (issue 34)."""
+    from dawnbench import launcher
+    monkeypatch.setenv("DAWNBENCH_PROG", "dawnbench")
+    assert launcher.route(argv) is None         # the launcher's own answer, not dawnbench.cli's
+    line = refused(capsys, place, argv, run=launcher.main)
+    assert line == ("dawnbench: error: argument --references: '' is an empty path (the current folder): give a file "
+                    "or folder name (see `dawnbench list --help`)"), line
+
+
+def test_an_error_printed_anywhere_is_one_line(capsys):
+    """harness.errors.report, where every command prints its error: whatever a message echoes is escaped
+    (a message a source did not escape included) and a runaway one is cut."""
+    from harness.errors import UsageError, report
+    assert report("dawnbench", UsageError("x\ny\r\x1b[2J\x85\u2028z " + "w" * 10_000)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dawnbench: error: x\\ny\\r\\x1b[2J\\x85\\u2028z w") and err.count("\n") == 1, err[:80]
+    assert len(err) < 2100 and err.rstrip("\n").endswith("... (10,012 characters)"), err[-80:]
 
 
 BENCH = [   # (module, argv, words)
@@ -149,7 +200,7 @@ def test_a_toml_list_is_the_list_it_looks_like(place, capsys):
     spec = registry.load_spec(REF)
     for text in ("[4, 4, 4]", "4,4,4", "[4,4,4]"):
         assert registry.resolve_hyperparameters(spec, [f"widths={text}"])["widths"] == [4, 4, 4]
-    hp = registry.resolve_hyperparameters(spec, ["lr=1e-3", "batch_size=60000", "weight_decay=0", "lr=.5"])
+    hp = registry.resolve_hyperparameters(spec, ["lr=.5", "batch_size=60000", "weight_decay=0"])
     assert (hp["lr"], hp["batch_size"], hp["weight_decay"]) == (0.5, 60000, 0.0)
     # Through the command: the --set passes, so what stops the run is the missing data, before any folder.
     line = refused(capsys, place, [*RUN, "--set", "widths=[4, 4, 4]", "--data", "empty"])
@@ -240,3 +291,39 @@ def test_a_control_character_in_log_filename_is_refused_with_its_line(tmp_path, 
     path = _honest_and(tmp_path, "control_resnet50_v100_pytorch", logFilename=name)
     line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if '"logFilename"' in text)
     _problems_at_both_levels(capsys, tmp_path, path, "logFilename", line, "holds a control character")
+
+
+# --- an entry's figures and texts keep the options' bounds (issue 34, section 3) ------------------
+# Entrants write entry JSON: a price or cost the options refuse must not come in through it. Each row
+# one field's value, the field the problem names and its words; refused at both levels, never ranked.
+PRICE = {"instance": "me:box", "usd_per_hour": 2.0, "source": "me", "date": "2025-01-01"}
+BAD_ENTRIES = [
+    ({"costPerHour": 1e30}, "costPerHour", "must be a number above 0 and at most 10,000,000 (USD per hour, all "
+                                           "hardware: at most 1,000 a node) or null, not 1e+30"),
+    ({"costPerHour": 0}, "costPerHour", "must be a number above 0 and at most 10,000,000"),
+    ({"costPerHour": 3000, "nodes": 2}, "costPerHour", "3000 USD per hour for 2 nodes is over 1,000 USD per hour a "
+                                                       "node"),
+    ({"cost_usd": 1.08e299}, "cost_usd", "must be a number >= 0 and at most 24,000,000,000 (USD) or null, not 1.08e+299"),
+    ({"tta_seconds": 1e300}, "tta_seconds", "must be a number >= 0 and at most 8,640,000 (seconds, 100 days)"),
+    ({"price": {**PRICE, "usd_per_hour": 1e30}}, "price.usd_per_hour", "must be a number above 0 and at most 1,000 "
+                                                                       "(USD per hour of one node)"),
+    ({"author": "a\nb"}, "author", 'must be one line of text, not empty, at most 300 characters (no control '
+                                   'character), not "a\\nb"'),
+    ({"author": "x" * 100_000}, "author", f'(no control character), not "{"x" * 56}... (write e.g. "Jane Doe")'),
+    ({"hardware": "8 x V100\u001b[2J"}, "hardware", "must be one line of text, not empty"),
+    ({"model": "ResNet-50\u0085"}, "model", "must be one line of text, not empty"),
+    ({"authorEmail": "me@x.org\n"}, "authorEmail", "must be one line of text (may be empty), at most 300"),
+    ({"codeURL": "https://x.org/\t"}, "codeURL", "must be one line of text (may be empty), at most 300"),
+]
+
+
+@pytest.mark.parametrize("fields, field, words", BAD_ENTRIES, ids=[f"{f}={str(next(iter(v.values())))[:20]!r}"
+                                                                   for v, f, _ in BAD_ENTRIES])
+def test_an_entry_figure_or_text_out_of_bounds_is_refused(tmp_path, capsys, fields, field, words):
+    path = _honest_and(tmp_path, "bounds_resnet50_v100_pytorch")
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}, indent=4) + "\n")
+    key = f'"{field.split(".")[-1]}"'
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if key in text)
+    _problems_at_both_levels(capsys, tmp_path, path, field, line, words)
+    out = "\n".join(str(p) for p in validate.check([tmp_path])[0])
+    assert all(len(o) < 1000 for o in out.splitlines()), max(map(len, out.splitlines()))

@@ -282,8 +282,9 @@ def test_entries_validate_rejects_are_listed_never_ranked(tmp_path, capsys):
     reasons = {u["entry"]: u["reason"] for u in result["invalid"]}
     assert set(reasons) == {"t_m_h_f", "u_m_h_f", "v_m_h_f", "w_m_h_f"}
     assert reasons["w_m_h_f"].endswith('w_m_h_f.json:1: model: required field missing (add "model": "ResNet-56")')
-    assert reasons["v_m_h_f"].endswith("v_m_h_f.json:1: costPerHour: must be a number >= 0 (USD per hour, all "
-                                       "hardware) or null, not true (write e.g. 0.9)")
+    assert reasons["v_m_h_f"].endswith("v_m_h_f.json:1: costPerHour: must be a number above 0 and at most 10,000,000 "
+                                       "(USD per hour, all hardware: at most 1,000 a node) or null, not true "
+                                       "(write e.g. 0.9)")
     index = (out / "index.html").read_text()
     assert "<i>" not in index and all(f'<li data-entry="{name}">' in index for name in reasons)
     assert not (out / "CIFAR10" / "train" / "w_m_h_f.html").exists()       # no page for an invalid entry

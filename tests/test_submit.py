@@ -542,10 +542,12 @@ def test_a_price_at_submit_time_never_replaces_the_runs_and_is_bounded(tmp_path,
     run = unpriced_run(tmp_path / "run")
     for bad in ("nan", "inf", "-inf", "-0.5", "1e400"):
         line = refused(capsys, [run, "--out", out / "x", f"--cost-per-hour={bad}"], "--cost-per-hour ")
-        assert "give a finite number 0 or more" in line
+        assert "give a finite number above 0 and at most 1000" in line
     refused(capsys, [run, "--out", out / "x", "--cost-per-hour", "lots"], "--cost-per-hour lots: give a finite number")
     refused(capsys, [run, "--out", out / "x", "--cost-per-hour", "1", "--instance", "aws:p3.2xlarge"], "not allowed with")
     refused(capsys, [run, "--out", out / "x", "--instance", "aws:p9.nothing"], "unknown instance 'aws:p9.nothing'")
     assert not (out / "x").exists()
-    assert submit.main([str(run), "--out", str(out / "free"), "--cost-per-hour", "0"]) == 0
-    assert json.loads((out / "free" / "CIFAR10" / "train" / f"{STEM}.json").read_text())["cost_usd"] == 0
+    for free in ("0", "-0", "1e300"):      # no price, or one that means nothing (issue 34): refused, nothing written
+        refused(capsys, [run, "--out", out / "free", "--cost-per-hour", free],
+                f"--cost-per-hour {free}: give a finite number above 0 and at most 1000")
+    assert not (out / "free").exists()
