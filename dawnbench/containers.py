@@ -471,28 +471,62 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
             raise UsageError(f"${datasets.MANIFEST_ENV}={override} is not a file; fix the path or unset the variable")
         volumes[str(manifest)] = {"bind": f"{MANIFEST_IN_CONTAINER}/{manifest.name}", "mode": "ro"}
         environment_vars[datasets.MANIFEST_ENV] = f"{MANIFEST_IN_CONTAINER}/{manifest.name}"
-    container = client.containers.run(
-        image.id, command=command, entrypoint=entrypoint, detach=True, user=user, shm_size="1g",
-        volumes=volumes, network_mode=NETWORK_MODE,
-        # No commit here: the image's build record names it (an environment variable could name any).
-        environment=environment_vars,
-        device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if use_gpus else None,
-        labels={"org.dawnbench.run-of": name})
-    said: set[str] = set()      # the host folders the harness's own `results:` lines named
+    # Named before it exists, so that its lifeline holds it from the first instant.
+    container_name = f"dawnbench-{name}-{secrets.token_hex(6)}"
+    lifeline = _lifeline(container_name)
     try:
+        container = client.containers.run(
+            image.id, command=command, entrypoint=entrypoint, detach=True, user=user, shm_size="1g",
+            volumes=volumes, network_mode=NETWORK_MODE, name=container_name,
+            # No commit here: the image's build record names it (an environment variable could name any).
+            environment=environment_vars,
+            device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if use_gpus else None,
+            labels={"org.dawnbench.run-of": name})
+        said: set[str] = set()      # the host folders the harness's own `results:` lines named
         try:
-            relay(container.logs(stream=True, follow=True), results, sys.stderr.buffer, said)
-            status = container.wait()["StatusCode"]
-        except KeyboardInterrupt:
-            container.stop(timeout=30)      # SIGTERM: the harness ends the run as DNC and writes its files
-            status = container.wait()["StatusCode"]
+            try:
+                relay(container.logs(stream=True, follow=True), results, sys.stderr.buffer, said)
+                status = container.wait()["StatusCode"]
+            except KeyboardInterrupt:
+                container.stop(timeout=30)      # SIGTERM: the harness ends the run as DNC and writes its files
+                status = container.wait()["StatusCode"]
+        finally:
+            container.remove(force=True)
     finally:
-        container.remove(force=True)
+        lifeline.stdin.close()       # nothing left to stop: it finds no container and ends
+        lifeline.wait()
     # A harness stopped before its last line left a folder it never named.
     for run_dir in sorted(set(runs_dir.iterdir()) - before):
         if str(run_dir) not in said:
             print(f"results: {run_dir}", file=sys.stderr, flush=True)
     return status
+
+
+# Run as `python -c _STOP_AT_EOF CONTAINER_NAME`, its stdin the launcher's pipe. At end of file, which
+# the kernel gives it the moment the launcher ends, whatever ended it (a kill -9 included), the
+# container is stopped (SIGTERM: the harness writes its DNC result; SIGKILL 30 s later) and removed:
+# a detached container would otherwise train on, and hold its GPUs, with nobody to read it (issue 34).
+_STOP_AT_EOF = """
+import signal, sys
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    signal.signal(sig, signal.SIG_IGN)      # the launcher's own Ctrl-C handling stops the container
+sys.stdin.buffer.read()
+import docker
+try:
+    container = docker.from_env().containers.get(sys.argv[1])
+except docker.errors.DockerException:
+    sys.exit(0)                             # never started, or removed by the launcher
+try:
+    container.stop(timeout=30)
+finally:
+    container.remove(force=True)
+"""
+
+
+def _lifeline(container_name: str) -> subprocess.Popen:
+    """A process that stops and removes `container_name` once this one has ended (_STOP_AT_EOF)."""
+    return subprocess.Popen([sys.executable, "-c", _STOP_AT_EOF, container_name], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 RESULTS_MARK = b"results: "    # how the harness's last line names its run folder (harness.runner)

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from harness import datasets, environment, identity, paths, runner, runtimes, sandbox, views, worker_env
-from harness.errors import EXIT_FAILED, DawnbenchError, command
+from harness import outputs as outputs_module
+from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
 from harness.registry import ReferenceSpec, UsageError
 
 
@@ -50,6 +51,10 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     threshold = task.threshold if threshold is None else threshold
     data_root = Path(data_root or datasets.default_data_root())
     model_path = Path(model_path)
+    if out_dir is not None and (Path(out_dir) / "inference.json").exists():
+        # before the work, and never over another inference's files (nothing already written is lost)
+        raise UsageError(f"--out {shown(out_dir, 300)} already holds an inference (inference.json): give a new "
+                         f"folder, or move that one away first")
     if not model_path.exists():
         raise FileNotFoundError(f"model {model_path} not found; a converged `{command('run')}` leaves "
                                 f"one in results/<reference>/<run id>/model")
@@ -86,9 +91,12 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
                                  limit, len(labels), model_path, progress)
         out_dir = Path(out_dir) if out_dir else paths.results_root() / spec.name / (
             "infer-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for name, source in run.pop("files", {}).items():     # the exported (and quantized) model that was timed
-            shutil.copyfile(source, out_dir / name)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name, source in run.pop("files", {}).items():     # the exported (and quantized) model that was timed
+                shutil.copyfile(source, out_dir / name)
+        except OSError as e:
+            raise outputs_module.WriteError(out_dir, e, "--out") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     outputs, latencies, n = run.pop("outputs"), run.pop("latencies"), run.pop("items")
@@ -135,10 +143,13 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4 if cost_per_hour is not None else None,
         **run,     # runtime, runtime_version, precision, threads, timer, exported model, calibration
     }
-    if task.metric != "f1":     # exactly the predictions scored, for anyone to re-score
-        np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)
-    (out_dir / "inference.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (out_dir / "env.json").write_text(json.dumps(system, indent=2) + "\n", encoding="utf-8")
+    try:
+        if task.metric != "f1":     # exactly the predictions scored, for anyone to re-score
+            np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)
+    except OSError as e:
+        raise outputs_module.WriteError(out_dir / "predictions.npy", e, "--out") from None
+    outputs_module.write_json(out_dir / "env.json", system, "--out")
+    outputs_module.write_json(out_dir / "inference.json", result, "--out")     # last: it says the folder is whole
     result["out_dir"] = str(out_dir)
     return result
 

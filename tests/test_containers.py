@@ -32,7 +32,7 @@ from project_copy import FORK, MARKER, copy_project, fork
 
 from bench import compare
 from dawnbench import containers, images
-from harness import datasets, provenance, registry
+from harness import datasets, provenance, registry, sandbox
 from harness.errors import DawnbenchError
 
 REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
@@ -464,6 +464,62 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
                                         capture_output=True, text=True).stdout)[0]
     assert inspect["Id"] == default_image["id"] and inspect["Config"]["User"] == "dawn"
     assert inspect["Config"]["Labels"]["org.dawnbench.reference"] == DEFAULT
+
+
+def uid_processes() -> list[str]:
+    """The host's processes of uid mode's worker uids (a container's included: no user namespace)."""
+    uids = set(sandbox.UID_MODE_UIDS.values())
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid in uids:
+                found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:80].decode())
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("killed", ["launcher", "harness"])
+def test_a_kill_9_on_the_host_takes_the_whole_container_run_along(engine, default_image, fashion_root, tmp_path, uid_mode_turn,
+                                                                   killed):
+    """Issue 34, uid mode in a container. The launcher: on 3e196d1 a kill -9 of it left its detached
+    container training, with nobody to read it and nothing to remove it; its lifeline now stops it
+    (SIGTERM, so the harness writes its DNC result) and removes it. The harness (the container's
+    PID 1): its death ends the container's PID namespace, workers and all, and the launcher says so."""
+    results = tmp_path / "results"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "dawnbench.containers", "run", DEFAULT, "--base-image", BASE_TAG, "--data",
+         str(fashion_root), "--results", str(results), "--", "--max-epochs", "20", "--no-progress"],
+        cwd=REPO, env=engine, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    listed = ["docker", "ps", "-a", "-q", "--filter", f"label=org.dawnbench.run-of={DEFAULT}"]
+    try:
+        deadline = time.monotonic() + 300
+        while not list(results.glob(f"{DEFAULT}/*/events.jsonl")):      # the run has started inside
+            assert launcher.poll() is None and time.monotonic() < deadline, launcher.communicate()[1][-3000:]
+            time.sleep(0.2)
+        (container,) = subprocess.run(listed, env=engine, capture_output=True, text=True).stdout.split()
+        if killed == "launcher":
+            launcher.kill()
+            launcher.wait(timeout=30)
+        else:
+            harness = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", container], env=engine,
+                                     capture_output=True, text=True).stdout.strip()
+            os.kill(int(harness), signal.SIGKILL)
+            assert launcher.wait(timeout=60) == 137, launcher.communicate()[1][-2000:]
+        deadline = time.monotonic() + 60
+        while subprocess.run(listed, env=engine, capture_output=True, text=True).stdout.split():
+            assert time.monotonic() < deadline, "the container outlived its launcher by 60 s"
+            time.sleep(0.5)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        for container in subprocess.run(listed, env=engine, capture_output=True, text=True).stdout.split():
+            subprocess.run(["docker", "rm", "-f", container], env=engine, capture_output=True)
+    assert uid_processes() == []        # uid_mode_turn: no other test has uid-mode workers now
+    (run_dir,) = (results / DEFAULT).iterdir()
+    if killed == "launcher":
+        result = json.loads((run_dir / "result.json").read_text())       # stopped, not cut off
+        assert result["status"] == "DNC" and result["dnc_reason"] == "error: Terminated: terminated by SIGTERM"
 
 
 def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_path):

@@ -77,7 +77,9 @@ def dnc_run(tmp_path_factory, fashion_root) -> Path:
     (lambda run, entries, out: ["analyze", "curves", run, "--out", out], "curves.png"),
     (lambda run, entries, out: ["submit", run, "--out", out, "--allow-unofficial", "--cost-per-hour", "1"], None),
     (lambda run, entries, out: ["leaderboard", entries, "--out", out / "site"], None),
-], ids=["analyze", "submit", "leaderboard"])
+    (lambda run, entries, out: ["infer", "fashion-mnist-cnn-pytorch", "--model", run / "model", "--out", out / "infer",
+                                "--limit", "5", "--no-progress"], None),
+], ids=["analyze", "submit", "leaderboard", "infer"])
 def test_a_full_disk_is_one_line_naming_the_output_option(full_disk, default_run, tmp_path, command, written):
     """On 3e196d1: analyze, a 56-line OSError traceback from savefig; submit, "cannot read <the run's
     TSV>"; leaderboard, "(No space left on device: None)"."""
@@ -165,3 +167,18 @@ def test_stability_says_a_series_is_unfinished(tmp_path):
     (series,) = json.loads((tmp_path / "out" / "stability.json").read_text())["series"]
     assert series["unfinished"] == "2 of 5 runs (still running, or killed before it could say so)"
     shutil.rmtree(tmp_path / "out")
+
+
+def test_infer_never_writes_over_another_inference(default_run, tmp_path):
+    """On 3e196d1 a second `infer --out F` replaced the first one's inference.json without a word."""
+    out = tmp_path / "infer"
+    first = dawnbench("infer", "fashion-mnist-cnn-pytorch", "--model", default_run / "model", "--out", out,
+                      "--limit", "5", "--no-progress")
+    assert first.returncode in (0, 1) and (out / "inference.json").is_file(), first.stderr[-2000:]
+    kept = (out / "inference.json").read_bytes()
+    again = dawnbench("infer", "fashion-mnist-cnn-pytorch", "--model", default_run / "model", "--out", out,
+                      "--limit", "5", "--no-progress")
+    assert again.returncode == 2 and again.stdout == ""
+    assert one_line(again).endswith(f"--out {out} already holds an inference (inference.json): give a new folder, "
+                                    f"or move that one away first")
+    assert (out / "inference.json").read_bytes() == kept
