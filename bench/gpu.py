@@ -27,6 +27,9 @@ Parts, each printed as name=value lines with its anchors, or as `<part>: not mea
                   (bench/harness_cost.py)
   precision       cifar10-fast in bf16, fp16 with a loss scale, and fp32: seconds an epoch and
                   held-out top-1 on a learnable synthetic CIFAR-10 (bench/cifar_fast_precision.py)
+  kill9           a kill -9 of the harness of a CUDA run in init, training and eval, in bubblewrap-as-root
+                  and uid mode: seconds until no process is left and the GPU holds none of its memory
+                  (bench/killed_run.py; root only)
 
 Without CUDA (or with --cpu-smoke) every part runs at tiny sizes on the CPU, labelled cpu, so the
 code paths are exercised; torch.compile there uses the "eager" backend (no C++ toolchain needed).
@@ -49,13 +52,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import airbench_peer, cifar_fast_precision, harness_cost, reference_steps
+from bench import airbench_peer, cifar_fast_precision, harness_cost, killed_run, reference_steps
 from bench.gpu_common import REPO, NotMeasured, Report, Setting, cpu_only, load_reference_module, one_line, reference_defaults
 from harness.arguments import Parser, regular_file, reports_errors
 
 BIDAF_DIR = REPO / "references" / "squad-bidaf-pytorch"
 PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu", "steps", "peer",
-         "harness_cost", "precision")
+         "harness_cost", "precision", "kill9")
 
 # Peak dense bf16 tensor FLOP/s by device name (NVIDIA's data sheets, without sparsity); a device
 # not in the table gets no utilization figure rather than a wrong one. Checked in order.
@@ -540,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         "peer": lambda: airbench_peer.part_peer(s, r),
         "harness_cost": lambda: harness_cost.part_harness_cost(s, r),
         "precision": lambda: cifar_fast_precision.part_precision(s, r),
+        "kill9": lambda: killed_run.part_kill9(s, r),
     }
     for part in parts:
         try:

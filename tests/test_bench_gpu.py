@@ -3,6 +3,8 @@ paths, not figures), its lines and its JSON; the parts this machine cannot run s
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import types
 
@@ -72,7 +74,16 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
         assert figures[f"precision_{precision}_epoch_s"] > 0 and 0 <= figures[f"precision_{precision}_top1"] <= 1
     assert figures["precision_epoch_ratio_fp16_over_bf16"] > 0
     assert report["not_measured"]["peer"].startswith("airbench94 runs on CUDA only")
-    assert set(report["not_measured"]) <= {"multi_gpu", "mfu_peak", "dali", "bidaf_tensorflow", "peer"}, report["not_measured"]
+    # a kill -9 of the harness in init, training and eval, in both root modes: nothing left within 2 s
+    if os.geteuid() == 0:
+        for mode in ("bwrap_root", "uid") if shutil.which("bwrap") else ("uid",):
+            for phase in ("init", "train", "eval"):
+                assert figures[f"kill9_{mode}_{phase}_left"] == 0 and figures[f"kill9_{mode}_{phase}_gone_s"] <= 2
+        assert report["goals"]["kill9_2s"] == "met"
+    else:
+        assert report["not_measured"]["kill9"].startswith("needs root")
+    assert set(report["not_measured"]) <= {"multi_gpu", "mfu_peak", "dali", "bidaf_tensorflow", "peer", "kill9"}, \
+        report["not_measured"]
     assert "Traceback" not in proc.stdout + proc.stderr
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 from cheats import needs_isolation, write_reference
 
+from bench import killed_run
 from harness import sandbox
 
 pytestmark = needs_isolation()
@@ -81,26 +82,8 @@ PHASES = {
 }
 MARK = "DAWNBENCH-PHASE-REACHED"
 
-# The keeper: a child subreaper that starts the harness (argv[1:]), says its pid, reaps whatever
-# comes to it, and ends when its stdin closes.
-KEEPER = r'''
-import ctypes, os, subprocess, sys, threading
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)          # PR_SET_CHILD_SUBREAPER
-harness = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
-print(harness.pid, flush=True)
-os.dup2(os.open(os.devnull, os.O_WRONLY), 2)     # the harness's stderr ends where the harness's does
-def reap():
-    while True:
-        try:
-            os.wait()
-        except ChildProcessError:
-            threading.Event().wait(0.02)
-threading.Thread(target=reap, daemon=True).start()
-sys.stdin.read()
-'''
 # The harness in uid mode, whatever this machine's bubblewrap can do.
-UID_MODE = ("import sys; from harness import sandbox; sandbox.probe = lambda: sandbox.Isolation('uid'); "
-            "from harness.cli import main; sys.exit(main(sys.argv[1:]))")
+UID_MODE = killed_run.UID_MODE
 
 
 def read_until(stream, mark: str, seconds: float) -> str:
@@ -117,37 +100,6 @@ def read_until(stream, mark: str, seconds: float) -> str:
             break
         said += line
     return said
-
-
-def descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                kids = [int(c) for c in Path(f"/proc/{parent}/task/{task}/children").read_text().split()]
-            except OSError:
-                continue
-            found += kids
-            todo += kids
-    return found
-
-
-def describe(pids: list[int]) -> list[str]:
-    out = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:80].decode(errors="replace")
-        except OSError:
-            continue
-        if state != "Z":
-            out.append(f"{pid} ({state}) {command}")
-    return out
 
 
 def modes() -> list:
@@ -173,28 +125,19 @@ def test_a_harness_killed_with_9_leaves_no_process(tmp_path, fashion_root, phase
     # uid mode's workers must pass through TMPDIR to their scratch folders (pytest's tmp_path is root's only)
     tmp = Path(tempfile.mkdtemp(prefix="dawnbench-killed-"))
     os.chmod(tmp, 0o755)
-    keeper = subprocess.Popen(
-        [sys.executable, "-c", KEEPER, *harness, "run", "cheat", "--references", str(references),
-         "--data", str(fashion_root), "--results", str(tmp_path / "results"), "--no-progress", "--max-epochs", "1"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(tmp)})
+    keeper, pid = killed_run.keep([*harness, "run", "cheat", "--references", str(references), "--data",
+                                   str(fashion_root), "--results", str(tmp_path / "results"), "--no-progress",
+                                   "--max-epochs", "1"], env={**os.environ, "TMPDIR": str(tmp)})
     try:
-        pid = int(keeper.stdout.readline())
         said = read_until(keeper.stderr, MARK, seconds=120)      # the harness relays its workers' stderr
         assert MARK in said, said[-3000:]
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 2
-        while (left := describe(descendants(keeper.pid))) and time.monotonic() < deadline:
+        while (left := killed_run.describe(killed_run.descendants(keeper.pid))) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert left == [], f"2 s after kill -9 of the harness ({mode}, {phase}), still running: {left}"
     finally:
-        for child in descendants(keeper.pid):
-            try:
-                os.kill(child, signal.SIGKILL)
-            except OSError:
-                pass
-        keeper.stdin.close()
-        keeper.wait(timeout=30)
+        killed_run.release(keeper)
         sandbox.sweep_stale(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
 
