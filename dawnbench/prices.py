@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.arguments import MAX_USD_PER_HOUR
+from harness.arguments import MAX_USD_PER_HOUR, path_problem
 from harness.errors import UsageError
 
 PRICES_FILE = Path(__file__).parent / "data" / "prices.yaml"
@@ -70,6 +70,9 @@ def load(path: str | os.PathLike | None = None) -> dict[str, Price]:
     except ModuleNotFoundError as e:
         raise PriceError(f"pricing an instance needs the {e.name} module: pip install -r requirements/tools.txt "
                          f"(or give --cost-per-hour USD)") from None
+    problem = path_problem(path, ("a file",))           # a FIFO would block the read for ever
+    if problem:
+        raise PriceError(f"{path}: {problem}; set ${PRICES_ENV} to a prices file or unset it to use {PRICES_FILE}")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import metrics, paths
+from harness.arguments import path_problem
 from harness.errors import DawnbenchError, command
 
 try:
@@ -125,12 +126,16 @@ def _load_manifests() -> dict:
     override = os.environ.get(MANIFEST_ENV)
     if override:
         try:
-            stat = os.stat(override)
+            info = os.stat(override)
         except OSError as exc:
             raise DatasetError(
                 f"${MANIFEST_ENV}={override} cannot be read ({exc.strerror or exc}); fix the path or unset the variable"
             ) from exc
-        manifests.update(_override_manifests(override, stat.st_mtime_ns, stat.st_size))
+        problem = path_problem(override, ("a file",))     # a FIFO would block the open for ever (issue 34's probe)
+        if problem:
+            raise DatasetError(f"${MANIFEST_ENV}={override}: {problem}; give a manifest file (TOML or JSON, as "
+                               f"harness/data/datasets.toml), or unset the variable")
+        manifests.update(_override_manifests(override, info.st_mtime_ns, info.st_size))
     return manifests
 
 

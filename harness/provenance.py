@@ -29,6 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.arguments import path_problem
 from harness.errors import PROG_ENV
 
 BUILD_INFO = Path("/opt/dawnbench/build.json")     # written by every reference image's build
@@ -151,6 +152,9 @@ def git_state(reference_dir: Path, code_dirs: list[Path]) -> tuple[dict, list[st
 def build_state(info_path: Path, spec_name: str, tree: str | None) -> tuple[dict, dict | None, list[str]]:
     """(git fields, the build record as read, reasons) from an image's build record."""
     none = {"commit": None, "dirty": None, "source": "image", "paths": []}
+    problem = path_problem(info_path, ("a file",))      # a FIFO would block the read for ever
+    if problem:
+        return none, None, [f"the image's build record {info_path} {problem}; rebuild the image with `make build`"]
     try:
         info = json.loads(Path(info_path).read_text(encoding="utf-8"))
         if not isinstance(info, dict):

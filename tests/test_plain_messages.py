@@ -182,3 +182,20 @@ def test_infer_never_writes_over_another_inference(default_run, tmp_path):
     assert one_line(again).endswith(f"--out {out} already holds an inference (inference.json): give a new folder, "
                                     f"or move that one away first")
     assert (out / "inference.json").read_bytes() == kept
+
+
+@pytest.mark.parametrize("variable, argv, says", [
+    ("DAWNBENCH_DATASETS_MANIFEST", ["data", "verify", "fashion-mnist"],
+     "$DAWNBENCH_DATASETS_MANIFEST={path}: is a FIFO, not a file; give a manifest file"),
+    ("DAWNBENCH_PRICES", ["run", "fashion-mnist-cnn-pytorch", "--instance", "aws:p3.2xlarge", "--max-epochs", "1"],
+     "{path}: is a FIFO, not a file; set $DAWNBENCH_PRICES to a prices file"),
+], ids=["manifest", "prices"])
+def test_a_file_an_environment_variable_names_is_never_a_fifo_opened(tmp_path, fashion_root, variable, argv, says):
+    """Issue 34's own probe: $DAWNBENCH_DATASETS_MANIFEST naming a FIFO hung `data verify` for ever."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = dawnbench(*argv, "--data", fashion_root, "--results", tmp_path / "results", timeout=60,
+                     env={variable: str(fifo)}) if argv[0] == "run" else \
+        dawnbench(*argv, "--data", fashion_root, timeout=60, env={variable: str(fifo)})
+    assert proc.returncode == 2 and says.format(path=fifo) in one_line(proc), proc.stderr
+    assert not (tmp_path / "results").exists()
