@@ -25,14 +25,13 @@ import importlib.resources
 import json
 import os
 import pickle
-import stat
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from harness import metrics, paths
-from harness.arguments import path_problem
+from harness.arguments import path_kind, path_problem
 from harness.errors import DawnbenchError, command
 
 try:
@@ -253,22 +252,10 @@ def _verify(name: str, data_root: str | os.PathLike | None, filename: str) -> tu
 
 def not_regular(path: Path) -> str | None:
     """What `path` is when it is there but is no regular file (links followed): 'a FIFO', 'a device',
-    'a folder', 'a socket', 'a link to nothing'; None for a regular file or nothing at all."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "a link to nothing" if os.path.islink(path) else None
-    except (OSError, ValueError):
-        return None
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "a socket" if stat.S_ISSOCK(mode) else "a special file"
+    'a folder', 'a socket', 'a link to nothing'; None for a regular file or nothing at all (what
+    cannot be looked at is left to the read, which says why)."""
+    kind = path_kind(path)
+    return None if kind in (None, "a file", "a path that cannot be looked at") else kind
 
 
 def fetch_fix(name: str) -> str:
