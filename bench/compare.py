@@ -12,15 +12,138 @@ and compare.png (both versions' runs, per seed) under bench-results/compare-<REF
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 import time
+from math import comb
 from pathlib import Path
 
 from dawnbench import containers
+from dawnbench.series import tta_statistics
 from harness import registry
 from harness.arguments import DATA_FOLDER, MAX_RUNS, Parser, folder, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
+
+# ------------------------------------------------------------------ statistics
+#
+# Both intervals are exact and distribution-free, computed from order statistics, so a handful of runs
+# gets an interval whose confidence is what it says, and the same times always give the same interval
+# (no resampling). A bootstrap was the alternative and is not used: with 3 to 5 runs a side the
+# bootstrap distribution of a median takes only a few values and its percentile interval covers less
+# than it claims, and it depends on a random draw.
+#
+# - A version's median: [x_(k), x_(n+1-k)] of its n sorted times covers the median with probability
+#   1 - 2 P(Binomial(n, 1/2) <= k-1) for any continuous distribution. The largest k reaching 95%;
+#   fewer than 6 runs cannot reach 95% (5 runs: min..max is a 93.75% interval, 3 runs 75%), and the
+#   interval is then min..max with the confidence it has, said as such.
+# - The speedup B/A: the Hodges-Lehmann estimate and the Mann-Whitney (Moses) interval of the shift
+#   between the two versions' log times, i.e. of the ratio A time / B time: the median and order
+#   statistics of the n*m pairwise ratios a_i / b_j, with k from the exact null distribution of the
+#   Mann-Whitney U. It assumes B's times are A's scaled by one factor (a version that speeds every
+#   step up), which is the question a version bump asks; it uses every pair of runs, not only the two
+#   medians, so it is the sharper of the two at a few runs. 95% needs 4 runs a side (3 a side reach
+#   90%: min..max of the 9 ratios, 1 - 2/C(6,3)); the achieved confidence is said.
+
+CONFIDENCE = 0.95
+MIN_RUNS = 3              # converged runs a side below which no verdict is given
+EXACT_U_MAX_PAIRS = 10_000  # n*m up to this: the exact U distribution; beyond, its normal approximation
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.1f}".rstrip("0").rstrip(".") + "%"
+
+
+def median_interval(values: list[float]) -> dict | None:
+    """The exact order-statistic interval of the median of `values` (None under 2 values):
+    low, high, its confidence, and the runs it would take to reach CONFIDENCE."""
+    n = len(values)
+    if n < 2:
+        return None
+    xs = sorted(values)
+    total, tail, k = 2 ** n, 1, 1            # tail: the count of Binomial(n, 1/2) outcomes <= k-1
+    while k + 1 <= n // 2 and 1 - 2 * (tail + comb(n, k)) / total >= CONFIDENCE:
+        tail += comb(n, k)
+        k += 1
+    return {"low": xs[k - 1], "high": xs[n - k], "confidence": 1 - 2 * tail / total,
+            "method": "order statistics of the runs (exact, distribution-free)"}
+
+
+def _u_cdf(n: int, m: int) -> list[float]:
+    """P(U <= u), u = 0..n*m, for the Mann-Whitney U of samples of n and m without ties: the
+    coefficients of the Gaussian binomial [n+m choose n]_q over C(n+m, n), exact in integers up to
+    EXACT_U_MAX_PAIRS pairs, else the normal approximation with continuity correction."""
+    pairs = n * m
+    if pairs > EXACT_U_MAX_PAIRS:
+        normal = statistics.NormalDist(pairs / 2, math.sqrt(pairs * (n + m + 1) / 12))
+        return [normal.cdf(u + 0.5) for u in range(pairs + 1)]
+    n, m = min(n, m), max(n, m)
+    poly = [1] + [0] * pairs
+    for i in range(1, n + 1):                 # times (1 - q^(m+i)), divided by (1 - q^i)
+        shift = m + i
+        for u in range(pairs, shift - 1, -1):
+            poly[u] -= poly[u - shift]
+        for u in range(i, pairs + 1):
+            poly[u] += poly[u - i]
+    total, running, cdf = comb(n + m, n), 0, []
+    for count in poly:
+        running += count
+        cdf.append(running / total)
+    return cdf
+
+
+def ratio_interval(numerators: list[float], denominators: list[float]) -> dict | None:
+    """The ratio of two samples' scales (numerator over denominator): the Hodges-Lehmann estimate
+    (the median of the pairwise log ratios, back to a ratio) and the exact Mann-Whitney interval,
+    with the confidence it has (None unless both samples have a value)."""
+    n, m = len(numerators), len(denominators)
+    if not n or not m or min(numerators + denominators) <= 0:
+        return None
+    logs = sorted(math.log(x) - math.log(y) for x in numerators for y in denominators)
+    cdf = _u_cdf(n, m)
+    k = 1
+    while k + 1 <= len(logs) // 2 and 1 - 2 * cdf[k] >= CONFIDENCE:
+        k += 1
+    return {"estimate": math.exp(statistics.median(logs)), "low": math.exp(logs[k - 1]),
+            "high": math.exp(logs[len(logs) - k]), "confidence": max(0.0, 1 - 2 * cdf[k - 1]),
+            "method": "Hodges-Lehmann estimate, exact Mann-Whitney interval of the pairwise ratios"}
+
+
+def runs_for_confidence(kind: str) -> int:
+    """The fewest runs (a side, for the ratio) whose widest interval reaches CONFIDENCE."""
+    n = 2
+    while True:
+        reached = (1 - 2 / 2 ** n) if kind == "median" else (1 - 2 / comb(2 * n, n))
+        if reached >= CONFIDENCE:
+            return n
+        n += 1
+
+
+def verdict(a_times: list[float], b_times: list[float], interval: dict | None, runs: int) -> dict:
+    """The plain answer to "is B faster than A?" from the converged runs' times: faster, slower,
+    not distinguishable (the interval holds 1) or too few runs (under MIN_RUNS converged a side),
+    with the number of runs to try next."""
+    n_a, n_b = len(a_times), len(b_times)
+    more = min(MAX_RUNS, max(2 * runs, runs_for_confidence("ratio")))
+    if min(n_a, n_b) < MIN_RUNS:
+        return {"verdict": "too few runs",
+                "line": f"too few runs to compare: A has {n_a} converged run{'s' * (n_a != 1)}, B {n_b}; "
+                        f"{MIN_RUNS} a side at least: run more (RUNS={max(more, MIN_RUNS)})"}
+    assert interval is not None
+    level = _percent(interval["confidence"])
+    each = f"{n_a} runs each" if n_a == n_b else f"{n_a} and {n_b} runs"
+    low_level = (f"; {n_a if n_a == n_b else min(n_a, n_b)} a side cannot give {_percent(CONFIDENCE)}, "
+                 f"{runs_for_confidence('ratio')} can") if interval["confidence"] < CONFIDENCE else ""
+    span = f"{level} interval {interval['low']:.3f}-{interval['high']:.3f}x"
+    if interval["low"] > 1:
+        word, line = "faster", f"B is faster than A: speedup {interval['estimate']:.3f}x, {span} ({each}{low_level})"
+    elif interval["high"] < 1:
+        word, line = "slower", f"B is slower than A: speedup {interval['estimate']:.3f}x, {span} ({each}{low_level})"
+    else:
+        word = "not distinguishable"
+        line = (f"not distinguishable with {each}: the {span} includes 1{low_level}; "
+                f"run more (RUNS={more})")
+    return {"verdict": word, "line": line}
 
 
 def throughput(result: dict) -> float | None:
@@ -32,34 +155,57 @@ def throughput(result: dict) -> float | None:
     return samples / train if samples and train else None
 
 
-def stats(values: list[float]) -> dict:
+def stats(values: list[float | None]) -> dict:
+    """min / median / max (and mean, stdev, cv: dawnbench.series's figures) and the median's interval."""
     values = [v for v in values if v is not None]
-    if not values:
-        return {"n": 0, "min": None, "median": None, "max": None}
-    return {"n": len(values), "min": min(values), "median": statistics.median(values), "max": max(values)}
+    return {**tta_statistics(values), "median_interval": median_interval(values)}
+
+
+def lowered(run: dict) -> bool:
+    """A run at a threshold other than the task's (`--threshold`): unofficial, its time is not the
+    task's time-to-accuracy. Results without the field (older ones) are not marked."""
+    return run.get("official_threshold") is False
 
 
 def summarize(runs: dict[str, list[dict]], versions: list[str]) -> dict:
-    """Per version: the runs' status, time-to-accuracy and throughput; then B over A."""
-    summary = {"versions": {}}
+    """Per version: the runs' status, time-to-accuracy and throughput with the medians' intervals;
+    then B over A: the ratio of medians, the Hodges-Lehmann ratio with its interval, and the verdict."""
+    summary = {"versions": {}, "confidence_target": CONFIDENCE, "min_runs_for_verdict": MIN_RUNS}
     for pin in versions:
         results = runs[pin]
         summary["versions"][pin] = {
             "runs": [{"seed": r["seed"], "status": r["status"], "tta_seconds": r["tta_seconds"],
-                      "samples_per_second": throughput(r), "epochs": r["epochs"], "image_digest": r.get("image_digest")}
+                      "samples_per_second": throughput(r), "epochs": r["epochs"], "image_digest": r.get("image_digest"),
+                      "threshold": r.get("threshold"), "official_threshold": r.get("official_threshold"),
+                      "official": r.get("official")}
                      for r in results],
             "converged": sum(r["status"] == "converged" for r in results),
             "tta_seconds": stats([r["tta_seconds"] for r in results if r["status"] == "converged"]),
             "samples_per_second": stats([throughput(r) for r in results]),
         }
     a, b = (summary["versions"][pin] for pin in versions)
+    times = [[r["tta_seconds"] for r in v["runs"] if r["status"] == "converged" and r["tta_seconds"] is not None]
+             for v in (a, b)]
+    rates = [[r["samples_per_second"] for r in v["runs"] if r["samples_per_second"] is not None] for v in (a, b)]
     # Speedup of B over A: how many times faster B reaches the target (A's time / B's time), and
     # how many times more samples B trains per second.
     summary["speedup_tta"] = (a["tta_seconds"]["median"] / b["tta_seconds"]["median"]
                               if a["tta_seconds"]["median"] and b["tta_seconds"]["median"] else None)
+    summary["speedup_tta_interval"] = ratio_interval(times[0], times[1])
     summary["speedup_throughput"] = (b["samples_per_second"]["median"] / a["samples_per_second"]["median"]
                                      if a["samples_per_second"]["median"] and b["samples_per_second"]["median"] else None)
+    summary["speedup_throughput_interval"] = ratio_interval(rates[1], rates[0])
+    summary["verdict"] = verdict(times[0], times[1], summary["speedup_tta_interval"],
+                                 max(len(runs[pin]) for pin in versions))
+    summary["lowered_threshold_runs"] = sum(lowered(r) for v in (a, b) for r in v["runs"])
     return summary
+
+
+def _interval_text(interval: dict | None, fmt: str, unit: str = "") -> str:
+    if interval is None:
+        return "no interval from fewer than 2 runs"
+    return (f"{_percent(interval['confidence'])} interval {interval['low']:{fmt}}-"
+            f"{interval['high']:{fmt}}{unit}")
 
 
 def table(summary: dict, versions: list[str]) -> list[str]:
@@ -73,34 +219,86 @@ def table(summary: dict, versions: list[str]) -> list[str]:
         lines.append(f"{label} {pin:30s} {v['converged']:>4d}/{len(v['runs']):<4d} {f(t['min'], '9.1f')} "
                      f"{f(t['median'], '9.1f')} {f(t['max'], '9.1f')} {f(s['min'], '13.0f')} "
                      f"{f(s['median'], '9.0f')} {f(s['max'], '9.0f')}")
-    lines.append(f"speedup B/A: time-to-accuracy {f(summary['speedup_tta'], '.3f')}x, "
-                 f"throughput {f(summary['speedup_throughput'], '.3f')}x (medians)")
+    for label, pin in zip("AB", versions):
+        runs = summary["versions"][pin]["runs"]
+        each = [f"seed {r['seed']} " + (f"{r['tta_seconds']:.1f}" if r["status"] == "converged" else r["status"])
+                + ("*" if lowered(r) else "") for r in runs]
+        lines.append(f"{label} runs, time-to-accuracy (s): {', '.join(each)}")
+    if summary["lowered_threshold_runs"]:
+        thresholds = sorted({r["threshold"] for pin in versions for r in summary["versions"][pin]["runs"]
+                             if lowered(r) and r["threshold"] is not None})
+        at = f" ({', '.join(format(x, 'g') for x in thresholds)})" if thresholds else ""
+        lines.append(f"* unofficial: at a threshold{at} other than the task's (--threshold); "
+                     f"not the task's time-to-accuracy")
+    need = runs_for_confidence("median")
+    for label, pin in zip("AB", versions):
+        t = summary["versions"][pin]["tta_seconds"]
+        interval = t["median_interval"]
+        short = (f" ({t['n']} runs cannot give {_percent(CONFIDENCE)}, {need} can)"
+                 if interval and interval["confidence"] < CONFIDENCE else "")
+        lines.append(f"{label} median time-to-accuracy {f(t['median'], '.1f')} s, "
+                     f"{_interval_text(interval, '.1f', ' s')}{short}")
+    tta, rate = summary["speedup_tta_interval"], summary["speedup_throughput_interval"]
+    lines.append(f"speedup B/A: time-to-accuracy {f(summary['speedup_tta'], '.3f')}x (ratio of medians), "
+                 f"Hodges-Lehmann {f(tta and tta['estimate'], '.3f')}x, {_interval_text(tta, '.3f', 'x')}; "
+                 f"throughput {f(summary['speedup_throughput'], '.3f')}x (ratio of medians), "
+                 f"{_interval_text(rate, '.3f', 'x')}")
+    lines.append(f"verdict: {summary['verdict']['line']}")
     return lines
 
 
-def plot(summary: dict, versions: list[str], path: Path, reference: str) -> None:
+def plot(summary: dict, versions: list[str], path: Path, reference: str) -> dict:
+    """compare.png: per version its runs as points (hollow: at a lowered threshold, unofficial),
+    the median as a bar and its interval as a line with caps; time and throughput axes from zero.
+    Returns each panel's y-axis limits (compare.json's `plot_y_limits`)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    limits = {}
     for ax, key, label in [(axes[0], "tta_seconds", "time-to-accuracy (s)"),
                            (axes[1], "samples_per_second", "training throughput (samples/s)")]:
         for i, pin in enumerate(versions):
-            runs = summary["versions"][pin]["runs"]
-            values = [r[key] for r in runs if r[key] is not None]
-            ax.scatter([i] * len(values), values, label=pin, zorder=3)
-            if values:
-                ax.hlines(statistics.median(values), i - 0.25, i + 0.25, colors="black", zorder=4)
+            v = summary["versions"][pin]
+            runs = [r for r in v["runs"] if r[key] is not None]
+            for marked, face in ((False, f"C{i}"), (True, "none")):
+                values = [r[key] for r in runs if lowered(r) == marked]
+                ax.scatter([i - 0.08] * len(values), values, facecolors=face, edgecolors=f"C{i}", zorder=3)
+            if v[key]["median"] is not None:
+                ax.hlines(v[key]["median"], i - 0.25, i + 0.25, colors="black", zorder=4)
+            interval = v[key]["median_interval"]
+            if interval:
+                ax.errorbar([i + 0.12], [v[key]["median"]], yerr=[[v[key]["median"] - interval["low"]],
+                                                                    [interval["high"] - v[key]["median"]]],
+                            fmt="none", ecolor="black", capsize=4, zorder=4)
+                ax.annotate(_percent(interval["confidence"]), (i + 0.16, interval["high"]), fontsize=7)
         ax.set_xticks(range(len(versions)), [f"{'AB'[i]}: {pin}" for i, pin in enumerate(versions)], fontsize=8)
         ax.set_ylabel(label)
         ax.set_xlim(-0.6, len(versions) - 0.4)
+        ax.set_ylim(bottom=0)             # from zero: a difference reads at its size
         ax.grid(axis="y", alpha=0.3)
-    speed = summary["speedup_tta"]
-    fig.suptitle(f"{reference}: B/A speedup {speed:.2f}x (median time-to-accuracy)" if speed else reference)
+        limits[key] = [float(x) for x in ax.get_ylim()]
+    handles = [Line2D([], [], marker="o", ls="", color="gray", label="run"),
+               Line2D([], [], color="black", marker="_", markersize=12, ls="", label="median, and its interval")]
+    if summary["lowered_threshold_runs"]:
+        handles.insert(1, Line2D([], [], marker="o", ls="", markerfacecolor="none", color="gray",
+                                 label="run at a lowered threshold (unofficial)"))
+    axes[0].legend(handles=handles, loc="lower left", fontsize=7)
+    tta, word = summary["speedup_tta_interval"], summary["verdict"]["verdict"]
+    title = reference
+    if tta is not None:
+        title += (f": B/A speedup {tta['estimate']:.2f}x, {_percent(tta['confidence'])} interval "
+                  f"{tta['low']:.2f}-{tta['high']:.2f}x (time-to-accuracy)")
+    title += f"\nB {word}" if word in ("faster", "slower") else f"\n{word}"
+    if summary["lowered_threshold_runs"]:
+        title += "; unofficial: runs at a lowered threshold"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return limits
 
 
 def forwarded_data(options: list[str]) -> Path | None:
@@ -161,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     summary.update(reference=a.reference, run_options=forwarded,
                    images={pin: {"tag": img.tags[0] if img.tags else None, "id": img.id,
                                 "build_seconds": build_seconds[pin]} for pin, img in images.items()})
+    summary["plot_y_limits"] = plot(summary, a.versions, out / "compare.png", a.reference)
     (out / "compare.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    plot(summary, a.versions, out / "compare.png", a.reference)
     for line in table(summary, a.versions):
         print(line)
     print(f"written: {out / 'compare.json'}, {out / 'compare.png'}")

@@ -315,13 +315,25 @@ def test_requirements_bad_pins_are_one_line(pin, problem):
     assert proc.returncode != 0 and problem in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def fake_result(seed, tta, samples, train_s, status="converged"):
+def fake_result(seed, tta, samples, train_s, status="converged", **fields):
     return {"seed": seed, "status": status, "tta_seconds": tta if status == "converged" else None, "epochs": 3,
-            "history": [{"samples": samples}], "spans_seconds": {"train": train_s}, "image_digest": "sha256:x"}
+            "history": [{"samples": samples}], "spans_seconds": {"train": train_s}, "image_digest": "sha256:x",
+            **fields}
+
+
+COMPARE_PINS = ["tensorflow-cpu==2.20.0", "tensorflow-cpu==2.21.0"]
+
+
+def compare_runs(a_times, b_times, **fields):
+    """Synthetic result.json contents of two versions: converged runs at the given times (None: a
+    DNC), each training 60000 samples in as many seconds as its time-to-accuracy."""
+    return {pin: [fake_result(seed, t, 60000, t or 100.0, status="converged" if t else "DNC", **fields)
+                  for seed, t in enumerate(times)]
+            for pin, times in zip(COMPARE_PINS, (a_times, b_times))}
 
 
 def test_compare_arithmetic_and_plot(tmp_path):
-    versions = ["tensorflow-cpu==2.20.0", "tensorflow-cpu==2.21.0"]
+    versions = COMPARE_PINS
     runs = {versions[0]: [fake_result(0, 140.0, 60000, 120.0), fake_result(1, 150.0, 60000, 100.0),
                           fake_result(2, 0, 60000, 150.0, status="DNC")],
             versions[1]: [fake_result(0, 100.0, 60000, 80.0), fake_result(1, 110.0, 60000, 75.0),
@@ -329,7 +341,8 @@ def test_compare_arithmetic_and_plot(tmp_path):
     s = compare.summarize(runs, versions)
     a, b = s["versions"][versions[0]], s["versions"][versions[1]]
     assert a["converged"] == 2 and b["converged"] == 3
-    assert a["tta_seconds"] == {"n": 2, "min": 140.0, "median": 145.0, "max": 150.0}
+    assert {k: a["tta_seconds"][k] for k in ("n", "min", "median", "max")} == \
+        {"n": 2, "min": 140.0, "median": 145.0, "max": 150.0}
     assert b["tta_seconds"]["median"] == 100.0
     assert s["speedup_tta"] == pytest.approx(1.45)
     assert a["samples_per_second"]["median"] == pytest.approx(500.0)        # 60000 / 120
@@ -337,9 +350,97 @@ def test_compare_arithmetic_and_plot(tmp_path):
     assert s["speedup_throughput"] == pytest.approx((60000 / 75) / 500.0)
     lines = compare.table(s, versions)
     assert lines[1].startswith("A tensorflow-cpu==2.20.0") and "2/3" in lines[1] and "145.0" in lines[1]
-    assert lines[-1] == "speedup B/A: time-to-accuracy 1.450x, throughput 1.600x (medians)"
+    assert "speedup B/A: time-to-accuracy 1.450x (ratio of medians)" in lines[-2]
+    assert "throughput 1.600x (ratio of medians)" in lines[-2]
+    # A has 2 converged runs: no verdict, and the line says why
+    assert lines[-1] == ("verdict: too few runs to compare: A has 2 converged runs, B 3; 3 a side at least: "
+                         "run more (RUNS=6)")
+    assert s["verdict"]["verdict"] == "too few runs"
     compare.plot(s, versions, tmp_path / "c.png", "x")
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_median_interval_is_the_exact_order_statistic_one():
+    """The median's interval: x_(k)..x_(n+1-k), confidence 1 - 2 P(Binomial(n, 1/2) <= k-1). Under
+    6 runs no k reaches 95%: min..max with what it has (3 runs: 75%, 5: 93.75%); 9 runs: k = 2."""
+    assert compare.median_interval([5.0]) is None
+    three = compare.median_interval([12.0, 10.0, 11.0])
+    assert (three["low"], three["high"], three["confidence"]) == (10.0, 12.0, 0.75)
+    assert compare.median_interval([1.0, 2, 3, 4, 5])["confidence"] == 0.9375
+    assert compare.median_interval([1.0, 2, 3, 4, 5, 6])["confidence"] == 1 - 2 / 64
+    nine = compare.median_interval([float(x) for x in range(1, 10)])
+    assert (nine["low"], nine["high"]) == (2.0, 8.0) and nine["confidence"] == pytest.approx(1 - 2 * 10 / 512)
+    assert compare.runs_for_confidence("median") == 6 and compare.runs_for_confidence("ratio") == 4
+
+
+def test_compare_ratio_interval_is_the_exact_mann_whitney_one():
+    """The speedup's interval: order statistics of the n*m ratios a_i/b_j, k from the exact null
+    distribution of the Mann-Whitney U (checked against enumerating every ranking); 3 a side: the
+    widest, min..max of the 9 ratios, 90% (1 - 2/C(6,3)); 5 a side: the 3rd from each end, 96.8%."""
+    import itertools
+    from collections import Counter
+    from math import comb
+    for n, m in [(3, 3), (2, 5), (4, 4), (5, 3)]:
+        counts = Counter(sum(x < y for x in chosen for y in set(range(n + m)) - set(chosen))
+                         for chosen in itertools.combinations(range(n + m), n))
+        expected = list(itertools.accumulate(counts[u] for u in range(n * m + 1)))
+        assert compare._u_cdf(n, m) == pytest.approx([c / comb(n + m, n) for c in expected], abs=1e-15)
+    r = compare.ratio_interval([140.0, 145.0, 150.0], [90.0, 100.0, 110.0])
+    assert r["estimate"] == pytest.approx(1.45) and r["confidence"] == pytest.approx(0.9)
+    assert (r["low"], r["high"]) == (pytest.approx(140 / 110), pytest.approx(150 / 90))
+    five = compare.ratio_interval([2.0, 3, 5, 7, 11], [1.0, 1.01, 1.02, 1.03, 1.04])     # 25 distinct ratios
+    assert (five["low"], five["high"]) == (pytest.approx(2 / 1.02), pytest.approx(11 / 1.02))
+    assert five["confidence"] == pytest.approx(1 - 2 * 4 / 252)
+
+
+def test_compare_verdicts():
+    """The issue's "done when": identical versions are not distinguishable, clearly separated ones
+    are faster (or slower), and too few runs says so, with the runs to ask for."""
+    same = compare.summarize(compare_runs([100.0, 104.0, 98.0], [100.0, 104.0, 98.0]), COMPARE_PINS)
+    assert same["verdict"]["verdict"] == "not distinguishable"
+    assert same["verdict"]["line"] == ("not distinguishable with 3 runs each: the 90% interval 0.942-1.061x "
+                                       "includes 1; 3 a side cannot give 95%, 4 can; run more (RUNS=6)")
+    # the same distribution, other draws: overlapping times
+    mixed = compare.summarize(compare_runs([100.0, 96.0, 103.0, 99.0], [101.0, 97.0, 98.0, 104.0]), COMPARE_PINS)
+    assert mixed["verdict"]["verdict"] == "not distinguishable" and "with 4 runs each" in mixed["verdict"]["line"]
+    assert "(RUNS=8)" in mixed["verdict"]["line"]
+    faster = compare.summarize(compare_runs([140.0, 145.0, 150.0], [90.0, 100.0, 110.0]), COMPARE_PINS)
+    assert faster["verdict"]["line"] == ("B is faster than A: speedup 1.450x, 90% interval 1.273-1.667x "
+                                         "(3 runs each; 3 a side cannot give 95%, 4 can)")
+    four = compare.summarize(compare_runs([140.0, 145.0, 150.0, 148.0], [90.0, 100.0, 110.0, 95.0]), COMPARE_PINS)
+    assert four["verdict"]["verdict"] == "faster" and "97.1% interval" in four["verdict"]["line"]
+    assert "cannot give" not in four["verdict"]["line"]
+    slower = compare.summarize(compare_runs([90.0, 100.0, 110.0], [140.0, 145.0, 150.0]), COMPARE_PINS)
+    assert slower["verdict"]["line"].startswith("B is slower than A: speedup 0.690x, 90% interval 0.600-0.786x")
+    # clearly separated, but one run a side: no verdict
+    one = compare.summarize(compare_runs([150.0], [90.0]), COMPARE_PINS)
+    assert one["verdict"] == {"verdict": "too few runs", "line": "too few runs to compare: A has 1 converged run, "
+                                                                 "B 1; 3 a side at least: run more (RUNS=4)"}
+    dnc = compare.summarize(compare_runs([150.0, 148.0, None], [90.0, 95.0, 92.0]), COMPARE_PINS)
+    assert dnc["verdict"]["verdict"] == "too few runs" and "A has 2 converged runs, B 3" in dnc["verdict"]["line"]
+
+
+def test_compare_marks_lowered_threshold_runs_and_plots_from_zero(tmp_path):
+    """Runs at a lowered threshold are marked unofficial in the printout and the plot; the plot's
+    time and throughput axes start at zero (times far from zero: matplotlib alone would not)."""
+    lowered = {"threshold": 0.8, "official_threshold": False, "official": False}
+    s = compare.summarize(compare_runs([1400.0, 1450.0, 1500.0], [1390.0, 1410.0, 1420.0], **lowered), COMPARE_PINS)
+    assert s["lowered_threshold_runs"] == 6
+    assert s["versions"][COMPARE_PINS[0]]["runs"][0]["official_threshold"] is False
+    lines = compare.table(s, COMPARE_PINS)
+    assert "A runs, time-to-accuracy (s): seed 0 1400.0*, seed 1 1450.0*, seed 2 1500.0*" in lines
+    assert ("* unofficial: at a threshold (0.8) other than the task's (--threshold); "
+            "not the task's time-to-accuracy") in lines
+    assert "A median time-to-accuracy 1450.0 s, 75% interval 1400.0-1500.0 s (3 runs cannot give 95%, 6 can)" in lines
+    limits = compare.plot(s, COMPARE_PINS, tmp_path / "c.png", "x")
+    assert limits["tta_seconds"][0] == 0.0 and limits["tta_seconds"][1] >= 1500.0
+    assert limits["samples_per_second"][0] == 0.0
+    import matplotlib.pyplot as plt
+    assert not plt.get_fignums()                      # closed
+    official = compare.summarize(compare_runs([140.0, 150.0, 145.0], [90.0, 100.0, 110.0]), COMPARE_PINS)
+    assert official["lowered_threshold_runs"] == 0
+    assert not any(line.startswith("* unofficial") or "*" in line.split(":")[-1] for line in
+                   compare.table(official, COMPARE_PINS))
 
 
 def test_no_engine_is_one_line(monkeypatch, capsys):
