@@ -6,8 +6,12 @@
 Builds the reference's image twice, differing only in the framework pin (a build argument), runs
 each image RUNS times with seeds 0..RUNS-1, alternating which version goes first so drift of the
 machine falls on both alike, and prints per version time-to-accuracy and training throughput
-(min / median / max) and the speedup B/A of the medians. Writes compare.json, the run folders
-and compare.png (both versions' runs, per seed) under bench-results/compare-<REF>-<time>/.
+(min / median / max), each run's time (`*`: at a lowered threshold, unofficial), each median with
+its exact interval, the speedup B/A (ratio of medians; Hodges-Lehmann estimate with its exact
+Mann-Whitney interval) and a verdict: B is faster, B is slower, not distinguishable (the interval
+holds 1) or too few runs (under 3 converged a side). Writes compare.json (the same figures, the
+intervals and the verdict), the run folders and compare.png (the runs as points, hollow at a lowered
+threshold; the medians and their intervals; axes from zero) under bench-results/compare-<REF>-<time>/.
 """
 from __future__ import annotations
 

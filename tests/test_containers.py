@@ -884,6 +884,11 @@ def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path
     line = next(x for x in proc.stdout.splitlines() if x.startswith(f"A {TF_PINS[0]}"))
     assert "1/1" in line
     assert "speedup B/A: time-to-accuracy" in proc.stdout
+    # one run a side: no verdict, said as such (and in compare.json)
+    assert ("verdict: too few runs to compare: A has 1 converged run, B 1; 3 a side at least: run more (RUNS=4)"
+            in proc.stdout.splitlines())
+    assert summary["verdict"]["verdict"] == "too few runs" and summary["plot_y_limits"]["tta_seconds"][0] == 0.0
+    assert "* unofficial: at a threshold (0.01) other than the task's (--threshold)" in proc.stdout   # --threshold 0.01
     assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
 
 
