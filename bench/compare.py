@@ -188,9 +188,10 @@ def summarize(runs: dict[str, list[dict]], versions: list[str]) -> dict:
             "samples_per_second": stats([throughput(r) for r in results]),
         }
     a, b = (summary["versions"][pin] for pin in versions)
-    times = [[r["tta_seconds"] for r in v["runs"] if r["status"] == "converged" and r["tta_seconds"] is not None]
+    # the ratios take positive figures only (a time of 0 s is no measurement: it counts as no run)
+    times = [[r["tta_seconds"] for r in v["runs"] if r["status"] == "converged" and (r["tta_seconds"] or 0) > 0]
              for v in (a, b)]
-    rates = [[r["samples_per_second"] for r in v["runs"] if r["samples_per_second"] is not None] for v in (a, b)]
+    rates = [[r["samples_per_second"] for r in v["runs"] if (r["samples_per_second"] or 0) > 0] for v in (a, b)]
     # Speedup of B over A: how many times faster B reaches the target (A's time / B's time), and
     # how many times more samples B trains per second.
     summary["speedup_tta"] = (a["tta_seconds"]["median"] / b["tta_seconds"]["median"]

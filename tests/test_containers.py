@@ -418,6 +418,9 @@ def test_compare_verdicts():
                                                                  "B 1; 3 a side at least: run more (RUNS=4)"}
     dnc = compare.summarize(compare_runs([150.0, 148.0, None], [90.0, 95.0, 92.0]), COMPARE_PINS)
     assert dnc["verdict"]["verdict"] == "too few runs" and "A has 2 converged runs, B 3" in dnc["verdict"]["line"]
+    zero = compare_runs([150.0, 148.0, 149.0], [90.0, 95.0, 92.0])
+    zero[COMPARE_PINS[0]][0]["tta_seconds"] = 0.0            # converged at 0 s: no measurement, and no crash
+    assert "A has 2 converged runs, B 3" in compare.summarize(zero, COMPARE_PINS)["verdict"]["line"]
 
 
 def test_compare_marks_lowered_threshold_runs_and_plots_from_zero(tmp_path):
