@@ -21,9 +21,9 @@ import resource
 import time
 
 # Other processes' share of the run's CPUs over which the run is said to have shared its machine.
-# 25%: an idle machine's daemons take a few percent (a quiet 2-core machine measured 0-5% here), so
-# a quarter is well above that noise, and it is what one busy process takes of 4 CPUs or half a core
-# of 2: enough to slow a run that keeps every CPU it may use busy by a visible fraction.
+# 25%: an idle machine's daemons take a few percent, so a quarter is well above that noise; and it is
+# what one busy process takes of 4 CPUs, or half a core of 2: enough to slow a run that keeps every
+# CPU it may use busy by a visible fraction, so its time is no longer the hardware's.
 OTHERS_THRESHOLD = 0.25
 # /proc/stat's columns: user nice system idle iowait irq softirq steal (guest time is inside user)
 _BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
