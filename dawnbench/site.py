@@ -23,7 +23,7 @@ from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
 from dawnbench.reproduction import NOT_TRIED
 from dawnbench.verification import MODEL_UNVERIFIED
-from harness import outputs
+from harness import load, outputs, safe_read
 from harness.errors import DawnbenchError
 from harness.tasks import RULES_VERSION
 
@@ -151,6 +151,23 @@ def _ordinal(n: int) -> str:
     return f"{n}{'th' if 11 <= n % 100 <= 13 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
+def machine_load(entry: Entry) -> str | None:
+    """The entry page's "Machine load" row: how busy the machine was during the entry's run, from its
+    run folder's env.json (harness.load); None where the entry has no run folder with an env.json.
+    A measurement beside the entry, never a ranked figure."""
+    env_file = entries.run_folder(entry.path) / "env.json"
+    if not env_file.is_file():
+        return None
+    try:
+        env = safe_read.read_json(env_file, entry.path.parent)
+        busy, words = load.summary(env.get("load") if isinstance(env, dict) else None)
+    except load.LoadError as e:
+        return f"not shown: {e}"
+    except (DawnbenchError, OSError, ValueError):
+        return "not shown: the run folder's env.json cannot be read"
+    return ("busy: " if busy else "") + words
+
+
 def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None,
                verification: str | None = None, reproduction: str | None = None, model: str | None = None) -> str:
     f = entry.fields
@@ -178,6 +195,9 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
             rows.append(("Time to threshold", "the log never reaches the threshold"))
         rows.append(("Verification", verification or "not checked"))
         rows.append(("Reproduction", reproduction or NOT_TRIED))
+        measured = machine_load(entry)
+        if measured is not None:
+            rows.append(("Machine load", measured))
     else:
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),

@@ -29,6 +29,7 @@ from harness import (
     environment,
     eval_bound,
     identity,
+    load,
     outputs,
     paths,
     provenance,
@@ -279,6 +280,9 @@ class _Run:
         self.framework_extra: dict = {}
         self.init_s = 0.0                   # the trainer's init span: each eval's allowance for its predictor's start
         self.trainer_cpu = 0.0              # the trainer's CPU seconds at its last freeze
+        self.predictors_cpu = 0.0           # every eval's predictor's CPU seconds
+        self.meter: load.Meter | None = None    # the machine's load, read at start() and before the kill
+        self.load_raw: dict | None = None
         self.survivors: list[int] = []      # processes the final kill could not end
         # One trainer needs no network. Several ranks keep their harness's for the collective: the host's,
         # or under `python -m harness.local_ranks` one namespace with only a loopback that they share.
@@ -303,10 +307,22 @@ class _Run:
         try:
             yield
         finally:
+            self._read_load()
             for worker in (self.trainer, self.predictor):
                 if worker is not None:
                     self.survivors += worker.kill()
             shutil.rmtree(self.work, ignore_errors=True)
+
+    def _read_load(self) -> None:
+        """The machine's load at the run's end, while the workers still live: the trainer's CPU seconds
+        now (it may not be frozen after a budget or an error: then a live read), the predictors'."""
+        if self.meter is None:
+            return
+        trainer = self.trainer_cpu
+        if self.trainer is not None:
+            trainer = max(trainer, self.trainer.cpu_seconds())
+        predictors = self.predictors_cpu + (self.predictor.cpu_seconds() if self.predictor is not None else 0.0)
+        self.load_raw = self.meter.stop(trainer, predictors)
 
     def _start_worker(self, role: str, timeout: float):
         """A worker of `role` through its init; CallTimeout when init takes longer than `timeout`."""
@@ -345,6 +361,10 @@ class _Run:
         """The clock starts before the reference's code is imported (its imports count), then the
         log's header and the trainer's init span."""
         p = self.plan
+        self.meter = load.Meter()       # cheap: the load average and /proc/stat, read now and at the end
+        busy = self.meter.warning_before()
+        if busy:
+            _say(busy, p.rank)
         self.clock.start()
         self.record.header(hardware=self._hardware(), seed=self.opts.seed, eval_set=p.eval_set,
                            threshold=p.budget.threshold, hyperparameters=p.hyperparameters, isolation=p.isolation,
@@ -447,6 +467,7 @@ class _Run:
         wall_s = time.perf_counter() - began
         self.predictor.freeze()          # nothing of it runs outside its eval span
         cpu_s = self.predictor.cpu_seconds()
+        self.predictors_cpu += cpu_s
         self._end_predictor()
         cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(cpu_s, 3),
                 "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.task.eval_passes,
@@ -495,8 +516,12 @@ class _Run:
         """run_stop at the wall time (every rank's max), then env.json and result.json on rank 0."""
         p = self.plan
         wall = self.clock.elapsed()
+        own_cpu = sum(self.load_raw["run_cpu_s"].values()) if self.load_raw else 0.0
+        run_cpu = None
         try:
             wall = self.group.max([wall])[0]
+            if p.world_size > 1 and self.opts.nodes == 1:   # every rank's processes ran on this machine
+                run_cpu = self.group.sum([own_cpu])[0]
         except Exception:   # a lost rank must not cost us the result file
             pass
         self.group.close()
@@ -509,16 +534,30 @@ class _Run:
                                     threshold=p.budget.threshold, cost_per_hour=self.opts.cost_per_hour,
                                     eval_examples=p.eval_set.scored, seed=self.opts.seed, world_size=p.world_size,
                                     hyperparameters=p.hyperparameters)
+        machine = self._load(run_cpu)
         if p.rank == 0:
-            self.record.write(result, {**self.system, "framework_extra": self.framework_extra})
+            self.record.write(result, {**self.system, "framework_extra": self.framework_extra, "load": machine})
             if outcome.status == CONVERGED:
                 _say(f"converged: {self.task.metric} {100 * result['metric_value']:.2f}% at epoch {epochs}; "
                      f"time-to-accuracy {result['tta_seconds']:.1f} s (eval excluded), wall {wall:.1f} s", p.rank)
             else:
                 _say(f"DNC: {outcome.reason}", p.rank)
+            if machine is not None and load.warning_after(machine):
+                _say(load.warning_after(machine), p.rank)
             _say(f"results: {self.record.run_dir}", p.rank)
         result["run_dir"] = str(self.record.run_dir) if self.record.run_dir else None
         return result
+
+    def _load(self, run_cpu: float | None) -> dict | None:
+        """env.json's load (harness.load): a measurement beside the result, never a ranked figure."""
+        if self.load_raw is None:
+            return None
+        p, note = self.plan, None
+        if p.world_size > 1 and run_cpu is None:
+            note = (f"{p.world_size} ranks over {self.opts.nodes} nodes: the other ranks' processes on this "
+                    f"node cannot be told from other processes" if self.opts.nodes > 1
+                    else "the other ranks' CPU seconds could not be collected")
+        return load.record(self.load_raw, run_cpu, note)
 
     def _hardware(self) -> str:
         return environment.hardware_label(self.system, self.plan.world_size, self.opts.nodes)

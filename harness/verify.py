@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import datasets, eval_bound, safe_read, snapshots, stored_predictions, worker_env
+from harness import datasets, eval_bound, load, safe_read, snapshots, stored_predictions, worker_env
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command, shown
 from harness.events import PREFIX
 from harness.safe_read import Refused
@@ -68,9 +68,10 @@ class Check:
     name: str
     ok: bool | None          # None: not run (its inputs are missing or failed an earlier check)
     detail: str
+    note: bool = False       # a measurement to read, not a disagreement (a busy machine): never a failure
 
     def line(self) -> str:
-        mark = {True: "ok  ", False: "FAIL", None: "skip"}[self.ok]
+        mark = "note" if self.note else {True: "ok  ", False: "FAIL", None: "skip"}[self.ok]
         return f"{mark} {self.name}: {self.detail}"
 
 
@@ -620,6 +621,7 @@ def verify(run_dir: Path, data_root: Path | None = None,
                                                         "issue 33, or no env.json): not checked"))
     else:
         check("environment", lambda: _environment_check(recorded, result))
+    report.checks.append(_load_check(run_dir))
 
     report.summary = _summary(run_dir, result, task, state)
     return report
@@ -709,16 +711,31 @@ def _model_check(run_dir: Path, events: list[dict]) -> str:
     return f"model/ is the snapshot scored at epoch {_epoch_num(scored[-1])} (sha256 {found[:16]}...)"
 
 
-def _worker_environment(run_dir: Path) -> dict | None:
-    """env.json's record of the workers' environment (harness.worker_env), or None where there is none."""
+def _env(run_dir: Path) -> dict | None:
+    """env.json, or None where there is none or it cannot be read."""
     if not (run_dir / "env.json").is_file():
         return None
     try:
         env = safe_read.read_json(run_dir / "env.json", run_dir)
     except (Refused, DawnbenchError, OSError, ValueError):
         return None
-    record = env.get("worker_environment") if isinstance(env, dict) else None
+    return env if isinstance(env, dict) else None
+
+
+def _worker_environment(run_dir: Path) -> dict | None:
+    """env.json's record of the workers' environment (harness.worker_env), or None where there is none."""
+    record = (_env(run_dir) or {}).get("worker_environment")
     return record if isinstance(record, dict) else None
+
+
+def _load_check(run_dir: Path) -> Check:
+    """How busy the machine was (env.json's load, harness.load): a note when other processes took a
+    large share of the run's CPUs, never a failure: the time is what it was, on that machine."""
+    try:
+        busy, words = load.summary((_env(run_dir) or {}).get("load"))
+    except load.LoadError as e:
+        return Check("load", None, f"{e}: not shown")
+    return Check("load", True, words, note=busy)
 
 
 def _environment_check(record: dict, result: dict) -> str:
