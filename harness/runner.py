@@ -516,6 +516,7 @@ class _Run:
                      f"time-to-accuracy {result['tta_seconds']:.1f} s (eval excluded), wall {wall:.1f} s", p.rank)
             else:
                 _say(f"DNC: {outcome.reason}", p.rank)
+            _say(provenance.official_line(result), p.rank)
             _say(f"results: {self.record.run_dir}", p.rank)
         result["run_dir"] = str(self.record.run_dir) if self.record.run_dir else None
         return result

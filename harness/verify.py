@@ -34,6 +34,7 @@ from typing import Any
 from harness import datasets, eval_bound, safe_read, snapshots, stored_predictions, worker_env
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command, shown
 from harness.events import PREFIX
+from harness.provenance import official_line
 from harness.safe_read import Refused
 from harness.tasks import TASKS, Task
 
@@ -80,6 +81,7 @@ class Verification:
     checks: list[Check] = field(default_factory=list)
     labels_problem: str | None = None      # why the metric could not be recomputed here
     summary: str = ""
+    official: str = ""      # result.json's verdict: `official: yes`, or `unofficial: ` and every reason
 
     @property
     def first_failure(self) -> Check | None:
@@ -114,7 +116,7 @@ class Verification:
         return f"verified: {self.summary} ({CONSISTENCY})"
 
     def lines(self) -> list[str]:
-        return [c.line() for c in self.checks] + [self.verdict()]
+        return [c.line() for c in self.checks] + ([self.official] if self.official else []) + [self.verdict()]
 
 
 # ---------------------------------------------------------------- reading the folder
@@ -622,6 +624,7 @@ def verify(run_dir: Path, data_root: Path | None = None,
         check("environment", lambda: _environment_check(recorded, result))
 
     report.summary = _summary(run_dir, result, task, state)
+    report.official = _line(official_line(result), 4000)
     return report
 
 
