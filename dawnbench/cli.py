@@ -24,7 +24,8 @@ TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "leaderboard": "rank entries and build the static site",
          "analyze": "the analyses of the DAWNBench papers, as PNG + numbers",
          "compliance": "check a run's events.jsonl with MLPerf's official compliance checker",
-         "reproduce": "run an entry again from its provenance and compare its figures with the claim"}
+         "reproduce": "run an entry again from its provenance and compare its figures with the claim",
+         "fork": "copy a reference to a new one with its own author and model, then edit, commit, run"}
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

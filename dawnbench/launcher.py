@@ -9,6 +9,7 @@
     data fetch|verify                      any environment there is (none: REF's for `data --reference
                                            REF`, else the tools environment)
     list [--references DIR]                here, whatever Python this is (it reads reference.toml)
+    fork REF NEW                           here, whatever Python this is (it copies a folder, edits two lines)
 
 The harness (clock, scoring, files) never runs in a reference's environment: what its requirements
 install there (a `.pth` file runs in every interpreter of the environment) would run in the harness's
@@ -44,6 +45,7 @@ GUARD_ENV = "DAWNBENCH_LAUNCHED"    # set on the exec: the environment it names 
 TOOLS_ENV = "tools"
 ENTRY_TOOLS = ("submit", "validate", "leaderboard", "analyze", "compliance", "reproduce")
 REFERENCE_COMMANDS = ("run", "infer", "data")
+HERE = ("fork",)       # standard library only: answered by whatever Python this is, no environment needed
 # What a Python needs to run a subcommand in-process (find_spec only: nothing is imported to ask).
 BASE = ("numpy", "tqdm", "yaml")                   # the `dawnbench` command itself (requirements/dawnbench.txt)
 TOOLS = (*BASE, "jsonschema", "jinja2", "matplotlib", "docker", "mlperf_logging", "scipy", "PIL")
@@ -142,12 +144,14 @@ def _reference(argv: list[str]) -> tuple[str, dict] | None:
 
 
 def route(argv: list[str]) -> Route | None:
-    """Where `dawnbench ARGV` runs; None: `list`, which this process answers itself."""
+    """Where `dawnbench ARGV` runs; None: `list` or `fork`, which this process answers itself."""
     tools = Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV])
     light = Route(TOOLS_ENV, BASE, ("tools",), SETUP_MINUTES[TOOLS_ENV], anywhere=True, trusted=True)
     if argv[:1] in ([], ["-h"], ["--help"]):
         return light
     command, rest = argv[0], argv[1:]
+    if command in HERE:
+        return None
     if command in ENTRY_TOOLS:
         # their options are in dawnbench.cli's one tree, which any environment builds
         return light if "-h" in rest or "--help" in rest else tools
@@ -278,6 +282,9 @@ def _dispatch(argv: list[str]) -> int:
         # exec'd here already; or installed with pip, not a checkout: this Python is the environment
         return main_here(argv)
     r = route(argv)
+    if r is None and argv[0] in HERE:
+        from dawnbench import fork
+        return fork.main(argv[1:])
     if r is None:
         return list_references(argv)
     if runs_here(r.needs) and not ((r.workers or r.trusted) and reference_environment(sys.prefix)):

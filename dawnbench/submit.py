@@ -11,7 +11,10 @@ RUN_DIR is a run folder (result.json + its TSV) or a series folder from `dawnben
 statistics in `runs`. The run is verified first (`dawnbench verify`, with the eval labels of
 --data): any disagreement between its log, stored predictions, result.json and TSV refuses it. The
 files are written to a staging folder, checked with `dawnbench validate`, then moved into place;
-nothing is written when anything is wrong, and no entry is replaced without --force.
+nothing is written when anything is wrong. An existing entry file is left as it is when this run
+would write the same bytes (the same run submitted again); one of other content is replaced only
+with --force, and never by a run of another reference (a fork that kept its original's author and
+model would take the original's entry name).
 
 A run made without a price gets one here: --instance PROVIDER:INSTANCE (priced from the prices table,
 as `dawnbench run --instance`) or --cost-per-hour USD (one node's price, as the submitter gives it).
@@ -158,6 +161,25 @@ def _reference_name(summary: dict) -> str:
         return "REF"
 
 
+MAX_REASONS = 4000      # characters of the refusal's reasons: all of them, not only the first
+
+
+def _unofficial(result: dict, task) -> list[str]:
+    """Every reason the run is not an entry: a lowered threshold (said once, in submit's words), then
+    each of result.json's unofficial_reasons; [] for an official run."""
+    why = []
+    lowered = result.get("official_threshold") is not True
+    if lowered:
+        why.append(f"it was trained to a lowered threshold {validate.show(result.get('threshold'))} (official "
+                   f"{task.threshold:g}): a smoke test, not an entry; rerun without --threshold")
+    reasons = result.get("unofficial_reasons")
+    listed = [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else []
+    why += [r for r in listed if not (lowered and r.startswith("--threshold "))]
+    if result.get("official") is not True and not listed:
+        why.append("result.json records no provenance (rerun with this harness)")
+    return why
+
+
 def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
     path = folder / "result.json"
     status = result.get("status")
@@ -169,16 +191,12 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
     if task is None:
         raise SubmitError(f"{path}: task is {validate.show(result.get('task'))}, expected one of "
                           f"{', '.join(sorted(TASKS))}")
-    if result.get("official_threshold") is not True and not allow_unofficial:
-        raise SubmitError(f"{path}: the run was trained to a lowered threshold {validate.show(result.get('threshold'))} "
-                          f"(official {task.threshold:g}): a smoke test, not an entry; rerun without --threshold "
-                          f"(--allow-unofficial submits it anyway, marked official_threshold: false)")
-    if result.get("official") is not True and not allow_unofficial:
-        reasons = result.get("unofficial_reasons")
-        listed = [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else []
-        why = "; ".join(listed) if listed else "result.json records no provenance (rerun with this harness)"
-        raise SubmitError(f"{path}: the run is not official: {validate.show(why, 400)[1:-1]} "
-                          f"(--allow-unofficial submits it anyway, marked official: false)")
+    if not allow_unofficial:
+        why = _unofficial(result, task)
+        if why:
+            # every reason at once: a user fixes them all before the next (long) run, not one per run
+            raise SubmitError(f"{path}: the run is not official: {validate.show('; '.join(why), MAX_REASONS)[1:-1]} "
+                              f"(--allow-unofficial submits it anyway, marked official: false)")
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(result, path, field, str, "a string")
     _need(result, path, "tta_seconds", (int, float), "a number of seconds")
@@ -536,10 +554,7 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
     finals = [to / task.display_name / kind / name for kind, name in targets]
     run_finals = [to / task.display_name / run[3] / run[2] for run in runs]
     finals_and_run = finals + run_finals
-    if not args.force:
-        existing = [str(p) for p in finals_and_run if p.exists() or p.is_symlink()]
-        if existing:
-            raise SubmitError(f"{existing[0]} exists; --force replaces it (nothing was written)")
+    existing = [p for p in finals_and_run if p.exists() or p.is_symlink()]
 
     try:
         to.mkdir(parents=True, exist_ok=True)
@@ -565,6 +580,10 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
             where = Path(first.file).relative_to(staging)
             raise SubmitError(f"the entry would not pass `dawnbench validate`: {to / where}:{first.line}: "
                               f"{first.field}: {first.message}")
+        if existing:
+            staged = [staging / p.relative_to(to) for p in finals_and_run]
+            if not _same_content(existing, finals_and_run, staged):
+                _refuse_replacing(existing, finals, staged, targets, runs, args.force)
         for k, run_final in enumerate(run_finals):    # --force: the old run goes with the old entry
             if run_final.exists() or run_final.is_symlink():
                 os.replace(run_final, staging / f"replaced-{k}.run")
@@ -578,6 +597,54 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return finals_and_run
+
+
+def _files(path: Path) -> dict[str, bytes] | None:
+    """A file's bytes, or a folder's files by relative path (None: a link or something else)."""
+    if path.is_symlink():
+        return None
+    if path.is_file():
+        return {"": path.read_bytes()}
+    if path.is_dir():
+        return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
+    return None
+
+
+def _same_content(existing: list[Path], finals: list[Path], staged: list[Path]) -> bool:
+    """Whether every existing target holds what this submit would write there (the same run
+    submitted again): then nothing is replaced but the same bytes."""
+    pairs = dict(zip(finals, staged))
+    return all(_files(p) is not None and _files(p) == _files(pairs[p]) for p in existing)
+
+
+def _entry_of(path: Path) -> dict:
+    try:
+        fields = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return fields if isinstance(fields, dict) else {}
+
+
+def _refuse_replacing(existing: list[Path], finals: list[Path], staged: list[Path], targets: dict, runs: list,
+                      force: bool) -> None:
+    """An existing entry of other content is replaced only with --force, and never by another
+    reference's run: two references whose author, model, hardware and framework are the same (a fork
+    and its original) would share one entry name, and one would silently take the other's place."""
+    new_run = runs[0][0]
+    jsons = [(final, stage) for final, stage, (kind, name) in zip(finals, staged, targets) if name.endswith(".json")]
+    old, new = next(((_entry_of(f), _entry_of(s)) for f, s in jsons if f in existing), ({}, {}))
+    target = next((f for f, _ in jsons if f in existing), existing[0])
+    old_ref, new_ref = old.get("reference"), new.get("reference")
+    held = (f"holds another entry (reference {validate.show(old_ref)}, timestamp {validate.show(old.get('timestamp'))})"
+            if old else "holds other content")
+    if old_ref is not None and new_ref is not None and old_ref != new_ref:
+        raise SubmitError(f"{target} {held}, and the run {new_run} of reference {validate.show(new_ref)} would "
+                          f"take its name: give this run an entry name of its own (--author NAME, or `model` or "
+                          f"`author` in references/{new_ref}/reference.toml; `{command('fork')}` sets both); --force "
+                          f"replaces an entry of the same reference only (nothing was written)")
+    if not force:
+        raise SubmitError(f"{target} {held}; the run {new_run} would replace it: --force replaces it, or give this "
+                          f"run another entry name (--author NAME) (nothing was written)")
 
 
 def build_parser(p: Parser | None = None) -> Parser:
@@ -613,7 +680,8 @@ def build_parser(p: Parser | None = None) -> Parser:
                        help=f"price a run made without one: the on-demand USD per hour of one node (above 0, at "
                             f"most {arguments.MAX_USD_PER_HOUR:,}), "
                             "recorded as given by the submitter")
-    p.add_argument("--force", action="store_true", help="replace existing entry files")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing entry of the same reference (another reference's entry is never replaced)")
     p.add_argument("--allow-unofficial", action="store_true",
                    help="submit a run that is not official (a lowered threshold, overrides, uncommitted code), "
                         "marked official: false (smoke tests)")

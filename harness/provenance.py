@@ -233,6 +233,16 @@ def collect(spec, verified_files: dict, reasons: list[str] | tuple = ()) -> dict
     }
 
 
+def official_line(result: dict) -> str:
+    """The run's verdict in one line: `official: yes`, or `unofficial: ` and every reason, "; " between
+    them (result.json's unofficial_reasons), so that one rerun can fix them all."""
+    reasons = result.get("unofficial_reasons")
+    listed = [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else []
+    if result.get("official") is True and not listed:
+        return "official: yes"
+    return f"unofficial: {'; '.join(listed) or 'result.json records no reason (rerun with this harness)'}"
+
+
 def _main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "tree-hash":
         print(tree_hash(argv[1]))

@@ -542,6 +542,7 @@ class _Run:
                      f"time-to-accuracy {result['tta_seconds']:.1f} s (eval excluded), wall {wall:.1f} s", p.rank)
             else:
                 _say(f"DNC: {outcome.reason}", p.rank)
+            _say(provenance.official_line(result), p.rank)
             if machine is not None and load.warning_after(machine):
                 _say(load.warning_after(machine), p.rank)
             _say(f"results: {self.record.run_dir}", p.rank)

@@ -34,6 +34,7 @@ from typing import Any
 from harness import datasets, eval_bound, load, safe_read, snapshots, stored_predictions, worker_env
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command, shown
 from harness.events import PREFIX
+from harness.provenance import official_line
 from harness.safe_read import Refused
 from harness.tasks import TASKS, Task
 
@@ -81,6 +82,7 @@ class Verification:
     checks: list[Check] = field(default_factory=list)
     labels_problem: str | None = None      # why the metric could not be recomputed here
     summary: str = ""
+    official: str = ""      # result.json's verdict: `official: yes`, or `unofficial: ` and every reason
 
     @property
     def first_failure(self) -> Check | None:
@@ -115,7 +117,7 @@ class Verification:
         return f"verified: {self.summary} ({CONSISTENCY})"
 
     def lines(self) -> list[str]:
-        return [c.line() for c in self.checks] + [self.verdict()]
+        return [c.line() for c in self.checks] + ([self.official] if self.official else []) + [self.verdict()]
 
 
 # ---------------------------------------------------------------- reading the folder
@@ -624,6 +626,7 @@ def verify(run_dir: Path, data_root: Path | None = None,
     report.checks.append(_load_check(run_dir))
 
     report.summary = _summary(run_dir, result, task, state)
+    report.official = _line(official_line(result), 4000)
     return report
 
 

@@ -310,15 +310,51 @@ def test_refuses_inference_below_threshold_of_another_reference_or_partial(tmp_p
 
 def test_existing_entry_needs_force(tmp_path, capsys):
     out = tmp_path / "entries"
-    assert submit.main([str(make_run(tmp_path / "a", epochs=30)), "--out", str(out)]) == 0
+    first = make_run(tmp_path / "a", epochs=30)
+    assert submit.main([str(first), "--out", str(out)]) == 0
     before = tree(out)
+    # the same run again writes the same bytes: nothing is replaced, so it passes
+    assert submit.main([str(first), "--out", str(out)]) == 0
+    assert tree(out) == before
     second = make_run(tmp_path / "b", epochs=20)
-    refused(capsys, [second, "--out", out], "exists; --force replaces it")
+    line = refused(capsys, [second, "--out", out], "--force replaces it")
+    assert f"{out / 'CIFAR10' / 'train' / STEM}.json holds another entry (reference \"{REF}\"" in line
+    assert f"the run {second} would replace it" in line and "(nothing was written)" in line
     assert tree(out) == before
     assert submit.main([str(second), "--out", str(out), "--force"]) == 0
     fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
     assert fields["tta_seconds"] == round(20 * 0.0031 * 3600, 3)
     assert [p.name for p in out.iterdir()] == ["CIFAR10"]           # no staging folder left behind
+
+
+def test_another_references_run_never_takes_an_entrys_name(tmp_path, capsys):
+    """A fork that kept its original's author and model has the original's entry name: its run is
+    refused, --force or not, with both the entry and the run named, and nothing is written."""
+    out = tmp_path / "entries"
+    assert submit.main([str(make_run(tmp_path / "a")), "--out", str(out)]) == 0
+    before = tree(out)
+    fork = make_run(tmp_path / "fork", reference="cifar10-myresnet-pytorch", epochs=20)
+    for force in ([], ["--force"]):
+        line = refused(capsys, [fork, "--out", out, *force], "would take its name")
+        assert f"{out / 'CIFAR10' / 'train' / STEM}.json holds another entry (reference \"{REF}\"" in line
+        assert f"the run {fork} of reference \"cifar10-myresnet-pytorch\"" in line
+        assert "--force replaces an entry of the same reference only" in line
+        assert tree(out) == before
+    # under its own name (--author) it is an entry of its own, beside the original's
+    assert submit.main([str(fork), "--out", str(out), "--author", "Fork Author"]) == 0
+    assert len(list((out / "CIFAR10" / "train").glob("*.json"))) == 2
+
+
+def test_submit_lists_every_reason_at_once(tmp_path, capsys):
+    """A lowered threshold, uncommitted code and an override: one line names all three, so one
+    rerun fixes them all."""
+    lowered = "--threshold 0.5 is not the task's 0.94 (a smoke test)"
+    run = make_run(tmp_path / "run", threshold=0.5, final=0.55, epochs=3, reasons=[lowered, DIRTY, FORGED])
+    line = refused(capsys, [run, "--out", tmp_path / "entries"], "the run is not official: ")
+    assert f"lowered threshold 0.5 (official 0.94): a smoke test, not an entry; rerun without --threshold; " \
+           f"{DIRTY}; {FORGED} (--allow-unofficial" in line
+    assert lowered not in line          # the threshold said once
+    assert not (tmp_path / "entries").exists()
 
 
 def test_bad_run_folders(tmp_path, capsys):

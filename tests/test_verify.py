@@ -55,10 +55,13 @@ def test_a_real_run_stores_its_predictions_and_verifies(default_run, fashion_roo
                           env=cli_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines[:-1]] == [
+    assert [line.split(":")[0] for line in lines[:-2]] == [
         "ok   events", "ok   tta", "ok   predictions", "ok   labels", "ok   metric", "ok   result.json", "ok   tsv",
         "ok   eval bound", "ok   model", "ok   environment",
-        "note load" if "its time is not the hardware's alone" in lines[-2] else "ok   load"]   # the machine's, a note
+        "note load" if "its time is not the hardware's alone" in lines[-3] else "ok   load"]   # the machine's, a note
+    # the run's own verdict, every reason at once: the shared default run is a lowered-threshold smoke test
+    reasons = json.loads((default_run / "result.json").read_text())["unofficial_reasons"]
+    assert lines[-2] == "unofficial: " + "; ".join(reasons) and "--threshold" in reasons[0]
     assert lines[-1].startswith(f"verified: {default_run}: converged at epoch 1, top1 0.")
     # the host command is the same command
     code, host = verify_lines(default_run, fashion_root, capsys, main=dawnbench_main)
