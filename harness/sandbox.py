@@ -38,10 +38,17 @@ from pathlib import Path
 from harness import channel, worker_env
 from harness.errors import PROG_ENV, DawnbenchError
 from harness.guardian import guardian
+from harness.provenance import BUILD_INFO
 
 ISOLATION_ENV = "DAWNBENCH_ISOLATION"      # "none" switches isolation off (never official)
 SANDBOX_UID = 65534                         # nobody: the reference's uid under bwrap-root
-UID_MODE_UIDS = {"train": 10002, "predict": 10003}
+# uid mode's worker uids, one a role. An image's are fixed: its Dockerfile makes the role folders
+# (ROLE_MOUNTS) for them. A harness outside an image (a root host without bubblewrap) takes others:
+# its kill(-1) as a uid reaches every process of that uid in the PID namespaces below its own, a
+# container's workers included. With one pair, a host's uid-mode run froze a container run's
+# trainer for good (a CI run of issue 35: the container's harness waited 30 minutes).
+IMAGE_UIDS = {"train": 10002, "predict": 10003}
+HOST_UIDS = {"train": 10012, "predict": 10013}
 WORKER_USER = "dawnbench"                   # the user name a worker's environment gives
 VIEW = Path("/dawnbench")                   # where the scratch, data and snapshots appear in a bwrap view
 # Where a container launcher mounts a role's large folders (ImageNet's train/ and val/): one folder
@@ -234,6 +241,11 @@ def worker_reads_as(isolation: Isolation) -> int | None:
     own reading settles it (bwrap as a user: the same uid; uid mode: copies made for the role's uid;
     no sandbox)."""
     return SANDBOX_UID if isolation.mode == "bwrap-root" else None
+
+
+def uid_mode_uids() -> dict[str, int]:
+    """The worker uid of each role in uid mode: the image's inside one, the host's outside."""
+    return IMAGE_UIDS if BUILD_INFO.is_file() else HOST_UIDS     # every image's build writes BUILD_INFO
 
 
 def _child_setup(uid: int | None):
@@ -607,7 +619,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     `copies` are put in its scratch folder; "{scratch}" in an `env` value is that folder as it sees it.
     `network`: the host's network (a trainer among several ranks, for the collective); otherwise a
     bubblewrap worker has a loopback of its own only (a container has no network at all)."""
-    uid = UID_MODE_UIDS[role] if isolation.mode == "uid" else None
+    uid = uid_mode_uids()[role] if isolation.mode == "uid" else None
     # The reference's interpreter, never the harness's own environment (harness.worker_env).
     python = worker_env.resolved(worker_env.worker_python())
     owner = SANDBOX_UID if isolation.mode == "bwrap-root" else uid

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,30 @@ def test_reachable_by_others_follows_every_folder_on_the_way(tmp_path):
         shutil.rmtree(base)
     assert views.label_folders("fashion-mnist", tmp_path / "nothing") == [
         p for p in [Path(datasets.manifest("fashion-mnist")["debian_dir"])] if p.is_dir()]
+
+
+def test_a_hosts_uid_mode_run_leaves_a_containers_workers_alone(tmp_path, private_copy):
+    """uid mode freezes and kills with kill(-1) as the worker's uid, which reaches that uid's
+    processes in every PID namespace below the harness's: a container's workers. With one uid pair a
+    host's uid-mode run stopped a container run's trainer for good (CI of issue 35: the compare run
+    in its container waited 30 minutes). A host's harness now takes uids of its own (HOST_UIDS); here
+    a process of the image's trainer uid, in a PID namespace of its own, lives through a run."""
+    assert set(sandbox.uid_mode_uids().values()).isdisjoint(sandbox.IMAGE_UIDS.values())
+    uid = sandbox.IMAGE_UIDS["train"]
+    container = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "setpriv", f"--reuid={uid}",
+                                  f"--regid={uid}", "--clear-groups", "sleep", "600"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not (sleepers := [p for p in sandbox._children(container.pid) if os.stat(f"/proc/{p}").st_uid == uid]):
+            assert time.monotonic() < deadline, "the container's stand-in did not start"
+            time.sleep(0.01)
+        result = run_uid_mode(tmp_path, private_copy)
+        assert result["isolation"]["mode"] == "uid" and result["epochs"] == 1, result.get("dnc_reason")
+        (sleeper,) = sleepers
+        stat = Path(f"/proc/{sleeper}/stat")
+        assert stat.exists(), f"the host's run killed the container's process of uid {uid}"
+        state = stat.read_bytes().rsplit(b")", 1)[1].split()[0]
+        assert state == b"S", f"the container's process of uid {uid} was {state.decode()} after the host's run"
+    finally:
+        os.killpg(container.pid, signal.SIGKILL)
+        container.wait()

@@ -572,7 +572,7 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
 
 def uid_processes() -> list[str]:
     """The host's processes of uid mode's worker uids (a container's included: no user namespace)."""
-    uids = set(sandbox.UID_MODE_UIDS.values())
+    uids = set(sandbox.IMAGE_UIDS.values())
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -584,8 +584,7 @@ def uid_processes() -> list[str]:
 
 
 @pytest.mark.parametrize("killed", ["launcher", "harness"])
-def test_a_kill_9_on_the_host_takes_the_whole_container_run_along(engine, default_image, fashion_root, tmp_path, uid_mode_turn,
-                                                                   killed):
+def test_a_kill_9_on_the_host_takes_the_whole_container_run_along(engine, default_image, fashion_root, tmp_path, killed):
     """Issue 34, uid mode in a container. The launcher: on 3e196d1 a kill -9 of it left its detached
     container training, with nobody to read it and nothing to remove it; its lifeline now stops it
     (SIGTERM, so the harness writes its DNC result) and removes it. The harness (the container's
@@ -619,7 +618,7 @@ def test_a_kill_9_on_the_host_takes_the_whole_container_run_along(engine, defaul
             launcher.kill()
         for container in subprocess.run(listed, env=engine, capture_output=True, text=True).stdout.split():
             subprocess.run(["docker", "rm", "-f", container], env=engine, capture_output=True)
-    assert uid_processes() == []        # uid_mode_turn: no other test has uid-mode workers now
+    assert uid_processes() == []        # a host's uid-mode tests use other uids (sandbox.HOST_UIDS)
     (run_dir,) = (results / DEFAULT).iterdir()
     if killed == "launcher":
         result = json.loads((run_dir / "result.json").read_text())       # stopped, not cut off

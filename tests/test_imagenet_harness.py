@@ -300,7 +300,7 @@ def role_mounts(tree, monkeypatch, request):
     os.chmod(mounts, 0o755)
     for role, source, relative in views.folder_views("imagenet", root):
         shutil.copytree(source, mounts / role / relative)
-        os.chown(mounts / role, sandbox.UID_MODE_UIDS[role], sandbox.UID_MODE_UIDS[role])
+        os.chown(mounts / role, sandbox.uid_mode_uids()[role], sandbox.uid_mode_uids()[role])
         os.chmod(mounts / role, 0o700)
     monkeypatch.setattr(sandbox, "ROLE_MOUNTS", mounts)
     yield root, mounts
@@ -315,7 +315,7 @@ def as_uid(uid: int, *command: str) -> subprocess.CompletedProcess:
 @root_only
 def test_each_role_uid_enters_its_own_mount_only(role_mounts):
     _, mounts = role_mounts
-    train, predict = sandbox.UID_MODE_UIDS["train"], sandbox.UID_MODE_UIDS["predict"]
+    train, predict = sandbox.uid_mode_uids()["train"], sandbox.uid_mode_uids()["predict"]
     assert as_uid(train, "ls", str(mounts / "train/imagenet/train")).stdout.split() == WNIDS
     assert as_uid(predict, "ls", str(mounts / "predict/imagenet/val")).returncode == 0
     assert "Permission denied" in as_uid(predict, "ls", str(mounts / "train/imagenet/train")).stderr
@@ -356,13 +356,13 @@ def test_without_a_mount_a_uid_mode_worker_gets_a_copy(spec, tree, tmp_path, no_
     try:
         val = Path(seen["data_root"]) / "imagenet" / "val"
         assert not val.is_symlink() and sorted(os.listdir(val)) == sorted(os.listdir(root / "imagenet" / "val"))
-        assert val.stat().st_uid == sandbox.UID_MODE_UIDS["predict"]
+        assert val.stat().st_uid == sandbox.uid_mode_uids()["predict"]
     finally:
         worker.kill()
 
 
 def test_the_dockerfile_makes_the_role_mounts_for_the_sandbox_uids():
     text = (Path(__file__).parent.parent / "references/imagenet-resnet50-pytorch/Dockerfile").read_text()
-    for role, uid in sandbox.UID_MODE_UIDS.items():
+    for role, uid in sandbox.IMAGE_UIDS.items():
         assert f"chown {uid}:{uid} {sandbox.ROLE_MOUNTS}/{role}" in text
     assert f"chmod 0700 {sandbox.ROLE_MOUNTS}/*" in text

@@ -18,7 +18,7 @@ def test_a_uid_without_a_passwd_entry_still_has_a_user_name(tmp_path, monkeypatc
     """torch asks getpass.getuser() on a CUDA machine; with no USER or LOGNAME it falls back to the
     passwd file, which has no entry for the worker's uid, and the reference's setup died with
     `KeyError: 'getpwuid(): uid not found: 10002'` (an H200 in a container, 2026-11-26)."""
-    uid = sandbox.UID_MODE_UIDS["train"]
+    uid = sandbox.uid_mode_uids()["train"]
     for name in ("USER", "LOGNAME", "LNAME", "USERNAME"):
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
