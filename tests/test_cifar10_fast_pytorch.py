@@ -181,6 +181,18 @@ def test_hyperparameters_are_airbench94s(spec):
     assert (cfg["compile"], cfg["bf16"], cfg["channels_last"]) == ("false", "auto", "auto")
 
 
+def test_the_words_name_the_switches_as_the_config_sets_them(spec):
+    """Issue 36: the description and the recipe's docstring said torch.compile was on with CUDA
+    where the config turned it off. What they say is on with CUDA is what "auto" or "true" turns on."""
+    import re
+    cfg, train_py = spec.hyperparameters, (spec.directory / "train.py").read_text()
+    on_with_cuda = re.search(r";([^;]*) on CUDA", spec.description).group(1)
+    for switch, words in (("compile", "torch.compile"), ("bf16", "bf16"), ("channels_last", "channels_last")):
+        said_on = words in on_with_cuda and f"{words} a switch, off" not in on_with_cuda
+        assert said_on == (cfg[switch] in ("auto", "true")), (switch, spec.description)
+    assert ("torch.compile is off" in train_py) == (cfg["compile"] == "false")
+
+
 def test_network_is_airbench94s(train):
     """Same parameters (shapes, order, which are trained) and the same function as airbench94's net."""
     trainable, fixed = train.count_parameters()

@@ -24,9 +24,10 @@ written afresh; README.md maps every technique to the anchor's lines and lists e
     the slow weights;
   - test-time augmentation over 6 views: the image and its mirror (weight 1/4 each), and both of
     them translated by one pixel up-left and down-right (1/8 each), in `predict` and in `infer`;
-  - on a CUDA GPU: bf16 autocast (weights and batch-norm statistics stay float32),
-    channels_last and torch.compile. Each is a switch in reference.toml: "auto" turns it on
-    with CUDA and off on the CPU; "true" / "false" force it. `fp16 = "true"` autocasts to float16
+  - on a CUDA GPU: bf16 autocast (weights and batch-norm statistics stay float32) and
+    channels_last; torch.compile is off (no faster on an H200, and its compilation is on the
+    clock). Each is a switch in reference.toml: "auto" turns it on with CUDA and off on the
+    CPU; "true" / "false" force it. `fp16 = "true"` autocasts to float16
     instead, with a dynamic loss scale (airbench94's own precision is float16).
 The harness times and scores everything; this file never sees the test labels.
 """
