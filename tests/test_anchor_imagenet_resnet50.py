@@ -1,7 +1,7 @@
 """The two ImageNet ResNet-50 references against their anchor tables, and against each other.
 
-imagenet-resnet50-pytorch's anchor is ffcv's ResNet-50 40-epoch configuration (libffcv/ffcv-imagenet
-at 4dd291a: rn50_configs/rn50_40_epochs.yaml run by train_imagenet.py, with the ffcv library's
+imagenet-resnet50-pytorch's anchor is ffcv's ResNet-50 56-epoch configuration (libffcv/ffcv-imagenet
+at 4dd291a: rn50_configs/rn50_56_epochs.yaml run by train_imagenet.py, with the ffcv library's
 decoders); imagenet-resnet50-tensorflow's is Google's DAWNBench TPU ResNet-50 entry (tensorflow/tpu at
 9de6656, models/experimental/resnet_bfloat16), from which it departs mostly toward its PyTorch twin.
 Each row of the two anchor.toml files is checked here or by the test it names:
@@ -43,6 +43,7 @@ IMAGENET_TRAIN, STEPS_PER_EPOCH = 1_281_167, 1_251      # 1,281,167 // 1,024
 PARAMETERS = 25_557_032
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)          # both anchors' normalization (ffcv tr:92-93, tpu pre:23-24)
 STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+EPOCHS = {TORCH: 56, KERAS: 40}                         # ffcv's rn50_56_epochs.yaml (yaml:22); the TensorFlow twin's own
 SMALL = {"batch_size": 4, "image_size_start": 64, "image_size_end": 64}    # the steps' batch: 4 crops of 64 px
 # The hand-computed steps run with the decay raised to 0.05 at a rate of 0.1 (then 0.05): one step
 # moves every decayed weight by 0.5% of itself, and a BN scale of 1 that is wrongly decayed by 5e-3,
@@ -234,7 +235,7 @@ def test_the_config_rows(name):
     spec = registry.load_spec(name)
     for row in anchor_rows(name, "config"):
         assert spec.hyperparameters[row["expect"]] == row["ours"], row["item"]
-    assert spec.max_epochs == spec.hyperparameters["epochs"] == rows(name)["epochs"]["ours"] == 40
+    assert spec.max_epochs == spec.hyperparameters["epochs"] == rows(name)["epochs"]["ours"] == EPOCHS[name]
 
 
 # ---- the learning rate ---------------------------------------------------------------------------
@@ -292,16 +293,16 @@ def test_the_pytorch_schedule_is_ffcvs_at_every_step(batch, full_size):
     ref = full_size(TORCH, batch_size=batch)
     iters = IMAGENET_TRAIN // batch
     assert ref.steps_per_epoch == iters == {1024: STEPS_PER_EPOCH, 4096: 312}[batch]
-    peak = 1.7 * batch / 4096
-    steps = np.arange(40 * iters)
-    np.testing.assert_allclose(ref.lr_at(steps), ffcv_plan(peak, 40, iters), rtol=1e-12, atol=1e-15)
-    assert ref.lr_at(40 * iters) == ref.lr_at(41 * iters) == 0.0           # ffcv: 0 from epoch 40 on
+    peak, epochs = 1.7 * batch / 4096, EPOCHS[TORCH]
+    steps = np.arange(epochs * iters)
+    np.testing.assert_allclose(ref.lr_at(steps), ffcv_plan(peak, epochs, iters), rtol=1e-12, atol=1e-15)
+    assert ref.lr_at(epochs * iters) == ref.lr_at((epochs + 1) * iters) == 0.0     # ffcv: 0 from its last epoch on
 
 
 # ---- progressive resizing ------------------------------------------------------------------------
 
-def ffcv_resolution(epoch, min_res=160, max_res=192, end_ramp=34, start_ramp=29):
-    """ffcv's get_resolution (tr:168-185) with rn50_40_epochs.yaml's values (yaml:13-17)."""
+def ffcv_resolution(epoch, min_res=160, max_res=192, end_ramp=48, start_ramp=41):
+    """ffcv's get_resolution (tr:168-185) with rn50_56_epochs.yaml's values (yaml:13-17)."""
     if epoch <= start_ramp:
         return min_res
     if epoch >= end_ramp:
@@ -313,8 +314,8 @@ def ffcv_resolution(epoch, min_res=160, max_res=192, end_ramp=34, start_ramp=29)
 def test_the_pytorch_image_sizes_are_ffcvs():
     """Epoch e (from 1) trains at the size ffcv's epoch e - 1 (from 0) does (tr:297-299)."""
     cfg = registry.load_spec(TORCH).hyperparameters
-    ours = [image_size(epoch, cfg) for epoch in range(1, 41)]
-    assert ours == [ffcv_resolution(epoch - 1) for epoch in range(1, 41)] == [160] * 32 + [192] * 8
+    ours = [image_size(epoch, cfg) for epoch in range(1, EPOCHS[TORCH] + 1)]
+    assert ours == [ffcv_resolution(epoch - 1) for epoch in range(1, EPOCHS[TORCH] + 1)] == [160] * 45 + [192] * 11
     assert train_module(TORCH).image_size is image_size
 
 

@@ -101,7 +101,7 @@ def make(spec, imagenet, role="train", **overrides):
 def test_spec_and_parameter_count(spec, train):
     assert spec.task.name == "imagenet" and spec.framework == "pytorch" and spec.gpus
     cfg = spec.hyperparameters
-    assert cfg["num_classes"] == 1000 and cfg["epochs"] == 40 and spec.max_epochs == 40
+    assert cfg["num_classes"] == 1000 and cfg["epochs"] == 56 and spec.max_epochs == 56
     assert (cfg["compile"], cfg["bf16"], cfg["channels_last"], cfg["infer_compile"], cfg["data_loader"]) == \
         ("auto",) * 5
     net = train.resnet50(num_classes=1000, blur=True)
@@ -138,8 +138,8 @@ def test_blurpool_sits_exactly_on_the_strided_convolutions(train):
 
 def test_image_size_and_learning_rate_schedules(spec, train, imagenet):
     cfg = spec.hyperparameters
-    sizes = [train.image_size(epoch, cfg) for epoch in range(1, 41)]
-    assert sizes == [160] * 32 + [192] * 8                      # ffcv's 40-epoch config: 160 px, then 192
+    sizes = [train.image_size(epoch, cfg) for epoch in range(1, 57)]
+    assert sizes == [160] * 45 + [192] * 11                     # ffcv's 56-epoch config: 160 px, then 192
     assert all(s % 32 == 0 for s in sizes)
     small = dict(cfg, image_size_start=32, image_size_end=96, resize_start_epoch=2, resize_end_epoch=6)
     assert [train.image_size(e, small) for e in range(1, 8)] == [32, 32, 64, 64, 96, 96, 96]   # 48 and 80 round up
