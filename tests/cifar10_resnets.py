@@ -2,9 +2,12 @@
 both recipes build the same networks, so both are checked against these numbers. Each reference
 carries its recipe in its own train.py; `recipe` loads it the way the harness does."""
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from harness import registry
+
+REPO = Path(__file__).resolve().parent.parent
 
 # (depth, block) of each seed reference; the name ends in -pytorch or -tensorflow.
 SEEDS = {
@@ -34,3 +37,56 @@ def references(framework: str) -> dict[str, tuple[int, str]]:
 def recipe(name: str) -> ModuleType:
     """The train.py module of reference `name`, imported through its reference.toml's entry."""
     return sys.modules[registry.load_spec(name).load_entry_class().__module__]
+
+
+# ---- the seed entries' own logs ------------------------------------------------------------------
+# The DAWNBench seed entries' TSVs (stanford-futuredata/dawn-bench-entries, CIFAR10/train/): ResNet-164
+# with basic blocks is "nb" (no bottleneck), with bottleneck blocks "b"; one TSV per machine, per
+# framework. ResNet-20, -56 and -110 were never entered, so no log of theirs is public.
+ENTRIES = REPO / "tests" / "data" / "dawn-bench-entries" / "CIFAR10" / "train"
+ENTRY_PREFIX = {"cifar10-resnet164": "dawn_resnet164_nb_", "cifar10-resnet164b": "dawn_resnet164_b_"}
+
+
+def entry_logs(name: str) -> list[Path]:
+    """The seed entries' TSVs that reference `name` (e.g. cifar10-resnet164-tensorflow) claims: its
+    network, its framework; [] for the ResNets no entry ran."""
+    seed, framework = name.rsplit("-", 1)
+    if seed not in ENTRY_PREFIX:
+        return []
+    return sorted(p for p in ENTRIES.glob(f"{ENTRY_PREFIX[seed]}*_{framework}*.tsv"))
+
+
+def entry_accuracies(path: Path) -> list[float]:
+    """Test accuracy (%) after each epoch, epoch 1 first. The TensorFlow seed's epochs are 391 steps of
+    128 (its TSV's epoch column reads 1.00096, 2.00192, ...): row k is the checkpoint after k of them."""
+    lines = path.read_text().splitlines()
+    assert lines[0].split("\t") == ["epoch", "hours", "top1Accuracy"], path
+    rows = [line.split("\t") for line in lines[1:] if line.strip()]
+    assert [round(float(r[0])) for r in rows] == list(range(1, len(rows) + 1)), path
+    return [float(r[2]) for r in rows]
+
+
+# How a rate drop shows in an entry's test accuracy (measured on the 16 seed TSVs, both frameworks):
+# at the epoch after a tenfold drop the accuracy rises more than in any other epoch within 5 of it
+# (5 to 17 points at the first drop, 1.0 to 4.0 at the second), and each of the 5 epochs from it beats
+# each of the 5 before it, by 0.79 points at the least (4.85 at the first drop). Elsewhere after epoch
+# 20 no epoch does both with a margin above 0.5 points (50 test images), so 0.5 separates the two.
+# A fixed rise alone cannot: at rate 0.1 the accuracy swings by up to 18 points from one epoch to the
+# next, more than the second drop's rise. In the first 20 epochs the network is still learning
+# (40% to 85%) and rises of that shape happen without any change of rate, so they are not read.
+DROP_WINDOW, DROP_MARGIN, SETTLED_FROM = 5, 0.5, 21
+
+
+def drop_epochs(acc: list[float]) -> list[int]:
+    """The epochs (from 1) whose accuracy shows a drop of the learning rate before them."""
+    a = [None, *acc]                    # a[e]: after epoch e
+    n, w, found = len(acc), DROP_WINDOW, []
+    for e in range(SETTLED_FROM, n - w + 2):
+        rises = {k: a[k] - a[k - 1] for k in range(e - w, min(n, e + w) + 1)}
+        if max(rises, key=rises.get) == e and min(a[e:e + w]) - max(a[e - w:e]) > DROP_MARGIN:
+            found.append(e)
+    return found
+
+
+def first_epoch_at(acc: list[float], threshold: float = 94.0) -> int | None:
+    return next((e for e, value in enumerate(acc, 1) if value >= threshold), None)

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pytest
 from anchor_checks import anchor_rows, every_row_is_checked, import_tensorflow_without_onednn
-from cifar10_resnets import SEEDS
+from cifar10_resnets import SEEDS, drop_epochs, entry_accuracies, entry_logs
 
 from harness import registry
 from harness.reference import Context
@@ -128,10 +128,12 @@ def test_the_config_rows(name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_the_epoch_budget_is_the_seeds(name):
-    """185 epochs: the seed's four runs (5 + 90 + 45 + 45); the last boundary leaves the final 45."""
+    """181 epochs, as the seed entries ran: one at 0.01, 90 at 0.1, 45 at 0.01, 45 at 0.001
+    (tensorflow/CIFAR10/resnet/resnet_main.py's loop, 181 x 391 steps); the last boundary leaves the
+    final 45. test_the_schedule_is_the_entries reads the same figures off the entries' own logs."""
     spec = registry.load_spec(name)
     (row,) = [r for r in anchors_rows(name) if r["item"] == "epochs"]
-    assert spec.max_epochs == row["ours"] == 185
+    assert spec.max_epochs == row["ours"] == 181
     assert spec.hyperparameters["lr_boundaries"][-1] + 45 == spec.max_epochs
 
 
@@ -145,20 +147,59 @@ def anchors_rows(name):
 @pytest.mark.parametrize("name", ALL)
 def test_the_schedule(name):
     """The learning rate the reference's own code sets for each epoch (epochs count from 1)."""
-    spec = registry.load_spec(name)
     (row,) = anchor_rows(name, "schedule")
     assert len(row["expect"]) >= 12
+    lr_at = recipe_lr_at(name)
+    for epoch, lr in row["expect"]:
+        assert lr_at(epoch) == pytest.approx(lr, rel=1e-12), epoch
+
+
+def recipe_lr_at(name: str):
+    """epoch (from 1) -> the learning rate the reference's own code sets for it, from its reference.toml."""
+    spec = registry.load_spec(name)
     if name in TORCH_REFS:
         ref = spec.load_entry_class()()
         ref.ctx = Context(config=dict(spec.hyperparameters), data_root=None, seed=0, task=spec.task, work_dir=None,
                           show_progress=False, role="train")
-        lr_at = ref.lr_at
+        return ref.lr_at
+    train = train_module(name)
+    return lambda epoch: train.lr_at(spec.hyperparameters, epoch)
+
+
+def rate_changes(name: str) -> tuple[list[int], list[int]]:
+    """(the epochs whose rate is above the epoch before's, those whose rate is below), over the budget."""
+    lr_at, budget = recipe_lr_at(name), registry.load_spec(name).max_epochs
+    rates = {epoch: lr_at(epoch) for epoch in range(1, budget + 1)}
+    return ([e for e in range(2, budget + 1) if rates[e] > rates[e - 1]],
+            [e for e in range(2, budget + 1) if rates[e] < rates[e - 1]])
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_schedule_is_the_entries(name):
+    """The schedule in reference.toml, through the recipe's own rate function, drops the rate exactly
+    before the epochs where the seed entries' own logs (tests/data/dawn-bench-entries, every TSV of this
+    network and framework) show a drop (drop_epochs in tests/cifar10_resnets.py: 92 and 137 in all 16),
+    and the budget is the logs' epoch count (181). The one rise, the end of the warm-up, is the seed's
+    (one epoch at 0.01: resnet_main.py's first 391 steps); no log can show it, as accuracy climbs then
+    whatever the rate. ResNet-20, -56 and -110 were never entered: the seed's schedule is one for every
+    network (hard-coded in resnet_main.py; one set of commands in the PyTorch seed's README), so theirs
+    is their framework's ResNet-164's."""
+    spec = registry.load_spec(name)
+    rises, drops = rate_changes(name)
+    logs = entry_logs(name)
+    if not logs:
+        twin = name.replace(name.rsplit("-", 1)[0], "cifar10-resnet164")
+        mine, theirs = spec.hyperparameters, registry.load_spec(twin).hyperparameters
+        assert ([mine["lr_values"], mine["lr_boundaries"], spec.max_epochs]
+                == [theirs["lr_values"], theirs["lr_boundaries"], registry.load_spec(twin).max_epochs])
     else:
-        train = train_module(name)
-        def lr_at(epoch):
-            return train.lr_at(spec.hyperparameters, epoch)
-    for epoch, lr in row["expect"]:
-        assert lr_at(epoch) == pytest.approx(lr, rel=1e-12), epoch
+        assert len(logs) == 4, logs
+    for log in logs:
+        acc = entry_accuracies(log)
+        assert (drop_epochs(acc), len(acc)) == (drops, spec.max_epochs), \
+            f"{log.name}: drops before epochs {drop_epochs(acc)} in {len(acc)} epochs; {name}'s rate drops " \
+            f"before {drops} in {spec.max_epochs}"
+    assert rises == [2], f"{name}: the rate rises before epochs {rises}; the seed's warm-up is epoch 1 alone"
 
 
 # ---- the optimizer step, by hand -----------------------------------------------------------------
@@ -172,7 +213,7 @@ def test_the_decay_and_momentum_are_the_tables(name):
 
 
 def test_two_pytorch_steps_by_hand(cifar10_root, tmp_path):
-    """ResNet-20's own train_step, twice on 8 unaugmented images, at the rates of epochs 5 and 6
+    """ResNet-20's own train_step, twice on 8 unaugmented images, at the rates of epochs 1 and 2
     (0.01, then 0.1), against PyTorch's SGD written out: heavy-ball momentum with the rate applied
     to the buffer, coupled decay on every parameter (BN scales and shifts, the linear bias)."""
     import torch
@@ -186,7 +227,7 @@ def test_two_pytorch_steps_by_hand(cifar10_root, tmp_path):
     names = [n for n, _ in ref.net.named_parameters()]
     w = {n: p.detach().clone().double() for n, p in ref.net.named_parameters()}
     buf = {}
-    for step, epoch in enumerate((5, 6)):
+    for step, epoch in enumerate((1, 2)):
         lr = ref.lr_at(epoch)
         for group in ref.opt.param_groups:          # as train_epoch sets it
             group["lr"] = lr
@@ -198,14 +239,14 @@ def test_two_pytorch_steps_by_hand(cifar10_root, tmp_path):
             d = grads[n].double() + TEST_DECAY * w[n]
             buf[n] = d if step == 0 else MOMENTUM * buf[n] + d
             w[n] = w[n] - lr * buf[n]
-    assert [ref.lr_at(5), ref.lr_at(6)] == [0.01, 0.1]
+    assert [ref.lr_at(1), ref.lr_at(2)] == [0.01, 0.1]
     for n, p in ref.net.named_parameters():
         np.testing.assert_allclose(p.detach().double().numpy(), w[n].numpy(), rtol=1e-5, atol=1e-7, err_msg=n)
 
 
 def test_two_keras_steps_by_hand(cifar10_root, tmp_path):
-    """ResNet-20's own compiled step, twice on 8 centred, unflipped images, at the rates of epochs 5
-    and 6, against Keras's SGD written out: the rate inside the momentum buffer (m = 0.9 m - lr d,
+    """ResNet-20's own compiled step, twice on 8 centred, unflipped images, at the rates of epochs 1
+    and 2, against Keras's SGD written out: the rate inside the momentum buffer (m = 0.9 m - lr d,
     w += m), with the decay added to every variable's gradient first.
     The step runs eagerly (its own Python body, op for op): compiled, TensorFlow's graph rewrites
     compute this 8-image batch's gradients 3e-5 apart from the eager ones at the first step and
@@ -229,7 +270,7 @@ def test_two_keras_steps_by_hand(cifar10_root, tmp_path):
     tf.config.run_functions_eagerly(True)
     try:
         steps = [keras_step_by_hand(ref, train.lr_at(ref.ctx.config, epoch), x, y, w, m, idx, centre, centre, no_flip)
-                 for epoch in (5, 6)]
+                 for epoch in (1, 2)]
     finally:
         tf.config.run_functions_eagerly(eager)
     assert steps == [0.01, 0.1]

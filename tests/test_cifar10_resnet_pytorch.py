@@ -150,7 +150,7 @@ def _context(spec, data_root, tmp_path, role="train", **overrides):
 def test_reference_smoke(name, cifar10_root, cifar10_views, tmp_path):
     spec = registry.load_spec(name)
     assert (spec.hyperparameters["depth"], spec.hyperparameters["block"]) == REFERENCES[name]
-    assert spec.task.name == "cifar10" and spec.max_epochs == 185
+    assert spec.task.name == "cifar10" and spec.max_epochs == 181
     cls = spec.load_entry_class()
     torch.manual_seed(0)
     trainer = cls()
@@ -191,8 +191,8 @@ def test_learning_rate_schedule(cifar10_views, tmp_path):
     spec = registry.load_spec("cifar10-resnet20-pytorch")
     ref = spec.load_entry_class()()
     ref.setup(_context(spec, cifar10_views["train"], tmp_path))
-    lrs = {epoch: ref.lr_at(epoch) for epoch in (1, 5, 6, 95, 96, 140, 141, 185)}
-    assert lrs == {1: 0.01, 5: 0.01, 6: 0.1, 95: 0.1, 96: 0.01, 140: 0.01, 141: 0.001, 185: 0.001}
+    lrs = {epoch: ref.lr_at(epoch) for epoch in (1, 2, 91, 92, 136, 137, 181)}
+    assert lrs == {1: 0.01, 2: 0.1, 91: 0.1, 92: 0.01, 136: 0.01, 137: 0.001, 181: 0.001}
     with pytest.raises(ValueError, match="lr_values"):
         spec.load_entry_class()().setup(_context(spec, cifar10_views["train"], tmp_path, lr_values=[0.1, 0.01]))
 

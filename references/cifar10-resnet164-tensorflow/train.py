@@ -20,7 +20,8 @@ The network ("Deep Residual Learning for Image Recognition", section 4.2):
     momentum 0.9 and epsilon 1e-5, the dense layer's uniform initialization, symmetric padding
     of the strided 3x3 convolutions), so a PyTorch checkpoint maps onto this network exactly.
 The seed recipe: SGD with momentum 0.9 and weight decay 5e-4 at batch 128; learning rate 0.01
-for 5 warm-up epochs, 0.1 until epoch 95, 0.01 until epoch 140, then 0.001; random crops of
+for 1 warm-up epoch, 0.1 until epoch 91, 0.01 until epoch 136, then 0.001 to epoch 181 (the
+schedule the seed entries ran, in both frameworks: their logs jump at epochs 92 and 137); random crops of
 the image padded by 4 black pixels and random horizontal flips; per-channel normalization.
 Weight decay is L2 added to the gradient of every trainable weight before the momentum step,
 as PyTorch's SGD(weight_decay=...) and the original Caffe recipe do, not Keras's decoupled
