@@ -3,6 +3,8 @@
 - reading the official JSON (or the harness's answer-free dev copy, which has no "answers");
 - tokenizing with character offsets, offline: spaCy's blank English tokenizer (rules only, no
   downloaded model), white-space tokens dropped, so an answer maps back to the exact context text;
+  a context's tokens are then cut as the seed cuts them (at dashes, slashes, quotes, the degree
+  sign: SEED_SPLIT), so that an answer inside `1939–1945` or `mid-1990s` is a span of tokens;
 - GloVe's text format, read for the words a role needs (frozen vectors are not a learned weight:
   each role looks its own words up in the same file);
 - the seed's vocabulary (dawn-bench-models tensorflow/SQuAD: squad/prepro.py:157-212,
@@ -16,6 +18,7 @@ Everything here is numpy; a reference turns the batches into its framework's ten
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -71,14 +74,42 @@ def _tokenizer():
     return _NLP.tokenizer
 
 
-def tokenize_many(texts: Iterable[str]) -> Iterator[list[tuple[str, int, int]]]:
-    """(token, start, end) of every non-space token of each text; `text[start:end] == token`."""
+# The characters at which the seed cuts a context's tokens, each kept as a token of its own: the
+# set of allenai/bi-att-flow squad/utils.py process_tokens (hyphen, minus sign, em and en dash,
+# slash, tilde, straight and curly quotes, degree sign), which squad/prepro.py applies to every
+# context token (not to the questions'). spaCy's blank English tokenizer keeps `1939–1945`, `2–1`,
+# `5,000–6,000`, `mid-1990s`, `and/or`, `1/2` whole, so an answer inside one could not be produced.
+SEED_SPLIT = "-\u2212\u2014\u2013/~\"'\u201c\u2019\u201d\u2018\u00b0"
+_SEED_PIECES = re.compile(f"[{re.escape(SEED_SPLIT)}]|[^{re.escape(SEED_SPLIT)}]+")
+
+
+def seed_split(tokens: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """(token, start, end) tokens cut at every SEED_SPLIT character, the character a token of its own,
+    offsets kept. The seed's re.split also leaves empty strings (before a leading quote, ...): they hold
+    no character and are not kept."""
+    out = []
+    for text, start, _ in tokens:
+        out += [(m.group(), start + m.start(), start + m.end()) for m in _SEED_PIECES.finditer(text)]
+    return out
+
+
+def tokenize_many(texts: Iterable[str], split: bool = False) -> Iterator[list[tuple[str, int, int]]]:
+    """(token, start, end) of every non-space token of each text; `text[start:end] == token`. With
+    `split`, the tokens cut as the seed cuts a context's (seed_split)."""
     for doc in _tokenizer().pipe(texts, batch_size=256):
-        yield [(t.text, t.idx, t.idx + len(t.text)) for t in doc if not t.is_space and t.text.strip()]
+        tokens = [(t.text, t.idx, t.idx + len(t.text)) for t in doc if not t.is_space and t.text.strip()]
+        yield seed_split(tokens) if split else tokens
 
 
-def tokenize(text: str) -> list[tuple[str, int, int]]:
-    return next(tokenize_many([text]))
+def tokenize(text: str, split: bool = False) -> list[tuple[str, int, int]]:
+    return next(tokenize_many([text], split))
+
+
+def aligned(spans: list[tuple[int, int]], start: int, text: str) -> bool:
+    """Whether the answer's characters [start, start + len(text)) begin at a token's start and end at
+    a token's end: else no span of tokens is the answer, and predicting it scores less than 1."""
+    end = start + len(text)
+    return any(s == start for s, _ in spans) and any(e == end for _, e in spans)
 
 
 def answer_tokens(spans: list[tuple[int, int]], start: int, text: str) -> tuple[int, int]:
@@ -101,7 +132,7 @@ def read_squad(path: str | Path) -> tuple[list[Paragraph], list[Question]]:
             for qa in paragraph["qas"]:
                 raw.append((len(contexts) - 1, qa))
     paragraphs = [Paragraph(c, [t for t, _, _ in toks], [(s, e) for _, s, e in toks])
-                  for c, toks in zip(contexts, tokenize_many(contexts))]
+                  for c, toks in zip(contexts, tokenize_many(contexts, split=True))]
     questions = []
     for (p, qa), toks in zip(raw, tokenize_many(qa["question"] for _, qa in raw)):
         answers = [(int(a["answer_start"]), a["text"]) for a in qa.get("answers", [])]

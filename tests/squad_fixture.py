@@ -198,3 +198,31 @@ def install_fixture(tmp: Path, fixture: dict | None = None) -> dict:
     install_squad(root, fixture)
     install_glove(root, fixture)
     return {"fixture": fixture, "manifest": fixture_manifest(Path(tmp) / "datasets-squad.toml", fixture), "root": root}
+
+
+# Contexts written for the tokenizer's test and bench/squad_tokens.py: answers inside the tokens that
+# spaCy's blank English tokenizer keeps whole and the seed's process_tokens cuts (ranges with an en
+# dash, scores, hyphenated and slashed words, fractions), in the official SQuAD v1.1 format. Each
+# (context, answer) pair: the answer is the first occurrence of its text in the context.
+TOKEN_CASES = (
+    ("The Second World War lasted from 1939–1945 and reshaped Europe.", ("1939", "1945", "1939–1945")),
+    ("Arsenal won the final 2–1 after extra time.", ("2", "2–1")),
+    ("The town grew to 5,000–6,000 inhabitants by 1800.", ("5,000", "6,000", "5,000–6,000")),
+    ("The format declined in the mid-1990s as CDs spread.", ("1990s", "mid-1990s")),
+    ("Members may vote and/or abstain at the meeting.", ("and", "or", "and/or")),
+    ("About 1/2 of the land is forest.", ("1", "1/2")),
+    ("The Paris–Rouen race of 1869 was the first city-to-city race.", ("Paris", "Rouen", "city-to-city")),
+    ("Water boils at 100°C at sea level.", ("100", "100°C")),
+    ("The so-called \"Iron Curtain\" divided the continent.", ("Iron Curtain", "so-called")),
+    ("It ran on the London–Brighton line, opened in 1841.", ("London", "Brighton", "1841")),
+)
+
+
+def token_cases_json() -> dict:
+    """TOKEN_CASES as a SQuAD v1.1 dataset: one question per answer, one answer each."""
+    paragraphs = []
+    for i, (context, answers) in enumerate(TOKEN_CASES):
+        qas = [{"answers": [{"answer_start": context.index(a), "text": a}], "question": f"What is answer {j}?",
+                "id": _qid("token-cases", i, j)} for j, a in enumerate(answers)]
+        paragraphs.append({"context": context, "qas": qas})
+    return {"data": [{"title": "Token_cases", "paragraphs": paragraphs}], "version": "1.1"}

@@ -90,12 +90,13 @@ def test_the_pytorch_network():
     net = train.BiDAF(torch.zeros(3, cfg["word_dim"]), 94 + 2, cfg)        # 94 characters, no learned word
     assert train.count_parameters(net) == parameter_rows(TORCH)
     h = cfg["hidden"]
-    assert [m.lstm.hidden_size for m in (net.context, net.modeling, net.end_lstm)] == [h] * 3 == [100] * 3
+    lstms = (net.context, net.modeling1, net.modeling2, net.end_lstm)
+    assert [(m.fw.hidden_size, m.bw.hidden_size) for m in lstms] == [(h, h)] * 4 == [(100, 100)] * 4
     assert (net.char_emb.embedding_dim, net.char_conv.out_channels, net.char_conv.kernel_size) == (8, 100, (5,))
-    assert cfg["max_word_chars"] == 16 and len(net.highway) == 2 and net.modeling.lstm.num_layers == 2
+    assert cfg["max_word_chars"] == 16 and len(net.highway) == 2 and net.modeling2.fw.input_size == 2 * h
     assert net.similarity.weight.shape == (1, 6 * h) and net.similarity.bias is None     # S: no bias
     assert net.start.bias is None and net.end.bias is None and net.start.in_features == net.end.in_features == 10 * h
-    assert net.end_lstm.lstm.input_size == 14 * h                                          # [G; M; a; M a]
+    assert net.end_lstm.fw.input_size == 14 * h                                            # [G; M; a; M a]
 
 
 def test_the_keras_network():
@@ -218,13 +219,13 @@ def test_two_keras_steps_by_hand(data):
 
 # ---- the twins, step for step --------------------------------------------------------------------
 
-def torch_lstm_weights(lstm, layer: int):
-    """(kernel, recurrent kernel, bias) of each direction of layer `layer` of an nn.LSTM, in Keras's
-    layout: (in, 4h), (h, 4h), (4h,). Both order the gates input, forget, cell, output (PyTorch's
-    i, f, g, o is Keras's i, f, c, o); Keras has one bias where PyTorch adds b_ih and b_hh."""
+def torch_lstm_weights(bilstm):
+    """(kernel, recurrent kernel, bias) of the forward and the backward nn.LSTM of a BiLSTM, in
+    Keras's layout: (in, 4h), (h, 4h), (4h,). Both order the gates input, forget, cell, output
+    (PyTorch's i, f, g, o is Keras's i, f, c, o); Keras has one bias where PyTorch adds b_ih and b_hh."""
     out = []
-    for suffix in ("", "_reverse"):
-        w_ih, w_hh, b_ih, b_hh = (getattr(lstm, f"{kind}_l{layer}{suffix}").detach().numpy()
+    for lstm in (bilstm.fw, bilstm.bw):
+        w_ih, w_hh, b_ih, b_hh = (getattr(lstm, f"{kind}_l0").detach().numpy()
                                   for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
         out.append((w_ih.T, w_hh.T, b_ih + b_hh))
     return out
@@ -239,9 +240,9 @@ def torch_weights_in_keras_layout(net) -> dict[str, np.ndarray]:
     for i, hw in enumerate(net.highway):
         out.update({f"highway{i}_transform kernel": d(hw.transform.weight).T, f"highway{i}_transform bias": d(hw.transform.bias),
                     f"highway{i}_gate kernel": d(hw.gate.weight).T, f"highway{i}_gate bias": d(hw.gate.bias)})
-    for name, lstm, layer in (("contextual", net.context.lstm, 0), ("modeling1", net.modeling.lstm, 0),
-                              ("modeling2", net.modeling.lstm, 1), ("end_lstm", net.end_lstm.lstm, 0)):
-        for direction, (kernel, recurrent, bias) in zip(("forward", "backward"), torch_lstm_weights(lstm, layer)):
+    for name, bilstm in (("contextual", net.context), ("modeling1", net.modeling1), ("modeling2", net.modeling2),
+                         ("end_lstm", net.end_lstm)):
+        for direction, (kernel, recurrent, bias) in zip(("forward", "backward"), torch_lstm_weights(bilstm)):
             out.update({f"{name} {direction} kernel": kernel, f"{name} {direction} recurrent": recurrent,
                         f"{name} {direction} bias": bias})
     return out
@@ -296,7 +297,7 @@ def test_the_twins_agree_step_for_step(data):
     assert np.array_equal(tref.net.word_vectors.numpy(), kref.word_vectors)
     net, model = tref.net, kref.model
     with torch.no_grad():                   # one bias in b_ih, b_hh zero and frozen
-        for lstm in (net.context.lstm, net.modeling.lstm, net.end_lstm.lstm):
+        for lstm in (m for b in (net.context, net.modeling1, net.modeling2, net.end_lstm) for m in (b.fw, b.bw)):
             for name, p in lstm.named_parameters():
                 if name.startswith("bias_hh"):
                     getattr(lstm, name.replace("bias_hh", "bias_ih")).add_(p)

@@ -128,9 +128,10 @@ def test_the_end_pointer_reads_G_M_and_the_start_attended_M(spec, train):
     net, cfg = small_net(train, spec)
     net.eval()
     h = cfg["hidden"]
-    assert net.end_lstm.lstm.input_size == 14 * h
+    assert net.end_lstm.fw.input_size == net.end_lstm.bw.input_size == 14 * h
     seen = {}
-    net.modeling.register_forward_hook(lambda m, args, out: seen.update(G=args[0], M=out))
+    net.modeling1.register_forward_hook(lambda m, args, out: seen.update(G=args[0]))
+    net.modeling2.register_forward_hook(lambda m, args, out: seen.update(M=out))
     net.end_lstm.register_forward_hook(lambda m, args, out: seen.update(x=args[0]))
     batch = squad.synthetic_batch(3, 12, 5, 16, 50, 30, np.random.default_rng(0))
     batch["cw"][1, 7:], batch["cc"][1, 7:] = 0, 0
@@ -149,16 +150,85 @@ def test_dropout_is_where_the_seed_has_it(spec, train):
     """The seed (basic/model.py) drops: the character embedding (multi_conv1d keep_prob), the
     question's contextual LSTM input and not the context's (d_cell vs cell, :174-178), both
     modeling layers' inputs, the end LSTM's input (d_cell4) and the inputs of the start and end
-    logits (get_logits input_keep_prob, :211, :219); not the highway or the similarity."""
+    logits (get_logits input_keep_prob, :211, :219); not the highway or the similarity. Each LSTM
+    input is dropped by its direction's own wrapper (test_each_direction_draws_its_own_mask)."""
     net, cfg = small_net(train, spec)
     net.train()
     h, d0 = cfg["hidden"], cfg["char_filters"] + cfg["word_dim"]
-    dropped = []
+    dropped, lstms = [], []
     net.drop = lambda x: dropped.append(tuple(x.shape[1:])) or x        # the context has 12 tokens, the question 5
+    for name in ("context", "modeling1", "modeling2", "end_lstm"):
+        getattr(net, name).register_forward_hook(
+            lambda m, args, kwargs, out, name=name: lstms.append((name, tuple(args[0].shape[1:]), kwargs.get("drop", False))),
+            with_kwargs=True)
     batch = squad.synthetic_batch(2, 12, 5, 16, 50, 30, np.random.default_rng(0))
     net(*train.to_device(batch, torch.device("cpu")))
-    assert dropped == [(5, d0), (12, 8 * h), (12, 10 * h), (12, 14 * h), (12, 10 * h)]
-    assert net.modeling.lstm.dropout == cfg["dropout"] == 0.2            # between the two modeling layers
+    assert dropped == [(12, 10 * h), (12, 10 * h)]                      # the start and end logits' inputs
+    assert lstms == [("context", (12, d0), False), ("context", (5, d0), True), ("modeling1", (12, 8 * h), True),
+                     ("modeling2", (12, 2 * h), True), ("end_lstm", (12, 14 * h), True)]
+    assert all(getattr(net, n).dropout == cfg["dropout"] == 0.2 for n in ("context", "modeling1", "modeling2", "end_lstm"))
+
+
+def lstm_inputs(net, train, batch):
+    """The input each nn.LSTM of the network reads in one training forward pass, in call order, as
+    (module name, padded input): a packed sequence is unpacked."""
+    from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
+
+    seen = []
+    for name, module in net.named_modules():
+        if isinstance(module, torch.nn.LSTM):
+            def hook(m, args, name=name):
+                x = args[0]
+                seen.append((name, pad_packed_sequence(x, batch_first=True)[0] if isinstance(x, PackedSequence) else x))
+            module.register_forward_pre_hook(hook)
+    net(*train.to_device(batch, torch.device("cpu")))
+    return seen
+
+
+def test_each_direction_draws_its_own_mask(spec, train):
+    """The seed wraps each direction's cell in its own dropout (basic/model.py:154-169, cell_fw and
+    cell_bw each in a SwitchableDropoutWrapper): the forward and the backward LSTM of a dropped
+    input read different masks; an undropped input (the context's contextual LSTM) reads the same."""
+    net, cfg = small_net(train, spec, dropout=0.5)
+    net.train()
+    batch = squad.synthetic_batch(2, 12, 5, 16, 50, 30, np.random.default_rng(0))
+    batch["cw"][1, 9:], batch["cc"][1, 9:] = 0, 0                         # the second context is 9 tokens long
+    seen = lstm_inputs(net, train, batch)
+    by_module = {}
+    for name, x in seen:
+        by_module.setdefault(name.rsplit(".", 1)[0], []).append((name.rsplit(".", 1)[-1], x))
+    # Each BiLSTM: its forward and backward LSTM, once (the contextual one twice: context, question).
+    assert set(by_module) == {"context", "modeling1", "modeling2", "end_lstm"}, sorted(by_module)
+    lengths = (batch["cw"] != 0).sum(1)
+    for module, calls in by_module.items():
+        for k in range(0, len(calls), 2):
+            (fw_name, fw), (bw_name, bw) = calls[k], calls[k + 1]
+            assert (fw_name, bw_name) == ("fw", "bw")
+            # The backward LSTM reads each sequence reversed within its length: put it back.
+            n = fw.shape[1]
+            lens = lengths if n == batch["cw"].shape[1] else np.full(2, n)
+            back = torch.stack([torch.cat([bw[b, :lens[b]].flip(0), bw[b, lens[b]:]]) for b in range(2)])
+            dropped = not (module == "context" and k == 0)
+            if dropped:
+                assert not torch.equal(fw == 0, back == 0), f"{module}: one mask for both directions"
+                assert (fw == 0).float().mean() > 0.3 and (back == 0).float().mean() > 0.3, module
+            else:
+                torch.testing.assert_close(fw, back)
+
+
+def test_the_padding_character_is_trained(spec, train):
+    """The seed's char_emb_mat trains every row, the padding character's too (basic/model.py:102, :105-106):
+    each word shorter than max_word_chars is padded to it, and the padding row enters the
+    convolution and its max, so it takes a gradient (not the padding word's row: masked, packed)."""
+    net, cfg = small_net(train, spec)
+    net.train()
+    batch = squad.synthetic_batch(2, 12, 5, 16, 50, 30, np.random.default_rng(0))
+    batch["cc"][:, :, 6:], batch["qc"][:, :, 6:] = 0, 0                   # words of 6 characters, padded to 16
+    start, end = net(*train.to_device(batch, torch.device("cpu")))
+    train.span_loss(start, end, torch.from_numpy(batch["y1"]), torch.from_numpy(batch["y2"])).backward()
+    assert net.char_emb.padding_idx is None
+    assert net.char_emb.weight.grad[squad.PAD].abs().sum() > 0
+    assert net.char_emb.weight[squad.PAD].abs().sum() > 0               # drawn like every other row
 
 
 def test_logits_are_masked_and_padding_does_not_change_them(spec, train):

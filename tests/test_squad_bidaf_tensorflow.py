@@ -164,20 +164,70 @@ def test_dropout_is_where_the_seed_has_it():
     """The seed (basic/model.py) drops: the character embedding (multi_conv1d keep_prob), the
     question's contextual LSTM input and not the context's (:174-178), both modeling layers'
     inputs, the end LSTM's input and the inputs of the start and end logits (get_logits
-    input_keep_prob, :211, :219); not the highway or the similarity."""
+    input_keep_prob, :211, :219); not the highway or the similarity. Each LSTM input is dropped by
+    its direction's own wrapper (test_each_direction_draws_its_own_mask)."""
     model, cfg, _ = small_model()
     h, d0 = cfg["hidden"], cfg["char_filters"] + cfg["word_dim"]
-    dropped = []
+    dropped, lstm_dropped = [], []
 
-    def record(x, training=False):
-        dropped.append(tuple(x.shape[1:]))
-        return x
+    def record(into):
+        def drop(x, training=False):
+            into.append(tuple(x.shape[1:]))
+            return x
+        return drop
 
-    model.dropout = record
+    model.dropout = record(dropped)
+    for name in ("contextual", "modeling1", "modeling2", "end_lstm"):
+        getattr(model, name).drop = record(lstm_dropped)
     model(*recipe().tensors(small_batch(2)), training=True)
     width = cfg["max_word_chars"]      # character embeddings: (tokens, characters, char_dim), context then question
-    assert dropped == [(width, 8), (width, 8), (5, d0), (12, 8 * h), (12, 2 * h), (12, 10 * h), (12, 14 * h),
-                       (12, 10 * h)]
+    assert dropped == [(width, 8), (width, 8), (12, 10 * h), (12, 10 * h)]
+    # One mask per direction: each dropped LSTM input twice.
+    assert lstm_dropped == [(5, d0)] * 2 + [(12, 8 * h)] * 2 + [(12, 2 * h)] * 2 + [(12, 14 * h)] * 2
+
+
+def test_each_direction_draws_its_own_mask():
+    """The seed wraps each direction's cell in its own dropout (basic/model.py:154-169, cell_fw and
+    cell_bw each in a SwitchableDropoutWrapper): the forward and the backward LSTM of a dropped
+    input read different masks; the context's contextual input (not dropped) reads the same."""
+    model, cfg, _ = small_model(dropout=0.5)
+    seen = []
+    for name in ("contextual", "modeling1", "modeling2", "end_lstm"):
+        bi = getattr(model, name)
+        for direction, layer in (("forward", bi.forward_layer), ("backward", bi.backward_layer)):
+            def call(x, *args, _call=layer.call, _key=(name, direction), **kwargs):
+                seen.append((_key, x.numpy()))
+                return _call(x, *args, **kwargs)
+            object.__setattr__(layer, "call", call)
+    model(*recipe().tensors(small_batch(2)), training=True)
+    keys = [key for key, _ in seen]
+    assert keys == [(n, d) for n in ("contextual", "contextual", "modeling1", "modeling2", "end_lstm")
+                    for d in ("forward", "backward")], keys
+    for k in range(0, len(seen), 2):
+        (name, _), fw = seen[k]
+        _, bw = seen[k + 1]
+        if k == 0:                     # the context's contextual input: not dropped
+            np.testing.assert_array_equal(fw, bw)
+        else:
+            assert not np.array_equal(fw == 0, bw == 0), f"{name}: one mask for both directions"
+            assert (fw == 0).mean() > 0.3 and (bw == 0).mean() > 0.3, name
+
+
+def test_the_padding_character_is_trained():
+    """The seed's char_emb_mat trains every row, the padding character's too (basic/model.py:102, :105-106):
+    each word shorter than max_word_chars is padded to it, and the padding row enters the
+    convolution and its max, so it takes a gradient."""
+    model, cfg, _ = small_model()
+    batch = small_batch(2)
+    batch["cc"][:, :, 6:], batch["qc"][:, :, 6:] = 0, 0                  # words of 6 characters, padded to 16
+    inputs = recipe().tensors(batch, ("cw", "cc", "qw", "qc", "y1", "y2"))
+    table = model.char_embedding.embeddings
+    with tf.GradientTape() as tape:
+        p1, p2 = model(*inputs[:4], training=True)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(inputs[4], p1)
+                              + tf.nn.sparse_softmax_cross_entropy_with_logits(inputs[5], p2))
+    grad = tf.convert_to_tensor(tape.gradient(loss, table)).numpy()
+    assert np.abs(grad[squad.PAD]).sum() > 0
 
 
 def test_learned_word_vectors_train_and_glove_stays_frozen():

@@ -20,12 +20,13 @@ The network, bottom to top (h = hidden = 100, d0 = char_filters + word_dim = 200
   5. attention flow: S[t, j] = w^T [h_t; u_j; h_t * u_j] (no bias); context-to-query
      U~ = softmax_j(S) U; query-to-context h~ = softmax_t(max_j S) H, tiled;
      G = [H; U~; H * U~; H * h~] (8h);
-  6. modeling: a 2-layer bidirectional LSTM (8h -> h, 2h -> h): M;
+  6. modeling: two bidirectional LSTMs (8h -> h, 2h -> h): M;
   7. output: start logits w1^T [G; M]; a = softmax(start logits) M, tiled over the context;
      M2 = a bidirectional LSTM over [G; M; a; M * a] (14h -> h); end logits w2^T [G; M2].
 Dropout (rate `dropout`) where the seed has it: the character embedding, the question's contextual
-LSTM input (not the context's), both modeling layers' inputs, the end LSTM's input and the inputs
-of the start and end logits. Loss: cross-entropy of the start plus that of the end, mean over the
+LSTM input (not the context's), both modeling layers' inputs, the end LSTM's input (each LSTM's
+input with one mask per direction, as the seed's dropout wrapper on each cell) and the inputs of
+the start and end logits. Loss: cross-entropy of the start plus that of the end, mean over the
 batch. Adam (lr 0.001), an exponential moving average (0.999) of every weight, updated after every
 step: the average is what is saved and what predicts. The LSTMs run on packed sequences
 (pack_padded_sequence), so on a GPU they are cuDNN's and padding costs nothing.
@@ -72,18 +73,36 @@ class Highway(nn.Module):
 
 
 class BiLSTM(nn.Module):
-    """A bidirectional LSTM over right-padded sequences: packed, so that the backward direction
-    starts at each sequence's last real token and cuDNN skips the padding."""
+    """A bidirectional LSTM over right-padded sequences: a forward and a backward LSTM (`fw`, `bw`),
+    their outputs concatenated (2h). With `drop`, each direction drops its own mask on the input, as
+    the seed's one SwitchableDropoutWrapper per cell (basic/model.py:154-169, a DropoutWrapper's
+    input_keep_prob on each of cell_fw and cell_bw); nn.LSTM's bidirectional module reads one input
+    for both. Packed, so that the backward LSTM starts at each sequence's last real token (each
+    sequence reversed within its length, as tf.reverse_sequence in the seed's
+    bidirectional_dynamic_rnn) and, on a GPU, cuDNN skips the padding."""
 
-    def __init__(self, d_in: int, hidden: int, layers: int = 1, dropout: float = 0.0):
+    def __init__(self, d_in: int, hidden: int, dropout: float = 0.0):
         super().__init__()
-        self.lstm = nn.LSTM(d_in, hidden, num_layers=layers, bidirectional=True, batch_first=True,
-                            dropout=dropout if layers > 1 else 0.0)
+        self.fw = nn.LSTM(d_in, hidden, batch_first=True)
+        self.bw = nn.LSTM(d_in, hidden, batch_first=True)
+        self.dropout = dropout
 
-    def forward(self, x, lengths):
+    def run(self, lstm, x, lengths):
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        out, _ = self.lstm(packed)
-        return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+        return pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=x.shape[1])[0]
+
+    def forward(self, x, lengths, drop: bool = False):
+        fw_in, bw_in = x, x
+        if drop:
+            fw_in, bw_in = (F.dropout(x, self.dropout, self.training) for _ in range(2))
+        # Position t of row b reversed within the row's length (padding stays where it is): the index
+        # is its own inverse, so it also puts the backward outputs back in order.
+        t = torch.arange(x.shape[1])
+        rev = torch.where(t[None] < lengths[:, None], lengths[:, None] - 1 - t[None], t[None]).to(x.device)
+        rev = rev.unsqueeze(2)
+        fw = self.run(self.fw, fw_in, lengths)
+        bw = self.run(self.bw, bw_in.gather(1, rev.expand_as(bw_in)), lengths)
+        return torch.cat([fw, bw.gather(1, rev.expand_as(bw))], dim=2)
 
 
 class BiDAF(nn.Module):
@@ -97,16 +116,20 @@ class BiDAF(nn.Module):
         # Frozen GloVe: a buffer, not a parameter, and not in the state dict (each role builds its own).
         self.register_buffer("word_vectors", word_vectors, persistent=False)
         # Padding, the unknown word and the learned words, trained, drawn from N(0, 1) as the seed's
-        # (basic/main.py:76-78); the padding row stays zero.
+        # (basic/main.py:76-78); the padding row stays zero (padded words are masked and packed).
         self.word_emb = nn.Embedding(n_learned + 2, cfg["word_dim"], padding_idx=squad.PAD)
-        self.char_emb = nn.Embedding(n_chars, cfg["char_dim"], padding_idx=squad.PAD)
+        # Every character row trained, the padding character's too, as the seed's char_emb_mat
+        # (basic/model.py:102, :105-106): a word shorter than max_word_chars is padded to it, and the padding
+        # character's embedding enters the convolution and its max for that word.
+        self.char_emb = nn.Embedding(n_chars, cfg["char_dim"])
         self.char_conv = nn.Conv1d(cfg["char_dim"], cfg["char_filters"], cfg["char_width"])
         self.highway = nn.Sequential(*[Highway(d0) for _ in range(cfg["highway_layers"])])
-        self.context = BiLSTM(d0, h)
+        self.context = BiLSTM(d0, h, cfg["dropout"])
         self.similarity = nn.Linear(6 * h, 1, bias=False)
-        self.modeling = BiLSTM(8 * h, h, layers=2, dropout=cfg["dropout"])
+        self.modeling1 = BiLSTM(8 * h, h, cfg["dropout"])
+        self.modeling2 = BiLSTM(2 * h, h, cfg["dropout"])
         self.start = nn.Linear(10 * h, 1, bias=False)
-        self.end_lstm = BiLSTM(14 * h, h)                   # [G; M; a; M * a]
+        self.end_lstm = BiLSTM(14 * h, h, cfg["dropout"])   # [G; M; a; M * a]
         self.end = nn.Linear(10 * h, 1, bias=False)
 
     def set_words(self, word_vectors: torch.Tensor) -> None:
@@ -135,8 +158,9 @@ class BiDAF(nn.Module):
         c_mask, q_mask = cw != squad.PAD, qw != squad.PAD
         # The seed drops the question's input to the shared LSTM but not the context's
         # (basic/model.py:174-178: d_cell_fw for u, cell_fw for h).
+        # Each BiLSTM with drop=True drops its input with one mask per direction.
         H = self.context(self.embed(cw, cc), c_len)                         # (B, Lc, 2h)
-        U = self.context(self.drop(self.embed(qw, qc)), q_len)              # (B, Lq, 2h)
+        U = self.context(self.embed(qw, qc), q_len, drop=True)              # (B, Lq, 2h)
 
         # S = w_h.h_t + w_u.u_j + (w_hu * h_t).u_j: the same as w.[h; u; h*u], without the (B, Lc, Lq, 6h) tensor.
         w_h, w_u, w_hu = self.similarity.weight.view(3, -1)
@@ -147,12 +171,12 @@ class BiDAF(nn.Module):
         h_tilde = (b.unsqueeze(1) @ H).expand_as(H)
         G = torch.cat([H, U_tilde, H * U_tilde, H * h_tilde], dim=2)        # (B, Lc, 8h)
 
-        M = self.modeling(self.drop(G), c_len)                              # (B, Lc, 2h)
+        M = self.modeling2(self.modeling1(G, c_len, drop=True), c_len, drop=True)   # (B, Lc, 2h)
         start = self.start(self.drop(torch.cat([G, M], dim=2))).squeeze(2).masked_fill(~c_mask, NEG)
         # The end pointer reads where the start pointer looks (basic/model.py:213-217): M summed
         # under softmax(start), the same vector at every position.
         a = (torch.softmax(start, dim=1).unsqueeze(1) @ M).expand_as(M)    # (B, Lc, 2h)
-        M2 = self.end_lstm(self.drop(torch.cat([G, M, a, M * a], dim=2)), c_len)
+        M2 = self.end_lstm(torch.cat([G, M, a, M * a], dim=2), c_len, drop=True)
         end = self.end(self.drop(torch.cat([G, M2], dim=2))).squeeze(2)
         return start, end.masked_fill(~c_mask, NEG)
 

@@ -76,10 +76,25 @@ def device() -> str:
 # ----------------------------------------------------------------------------------------------
 # The network
 
-def bilstm(hidden: int, name: str) -> layers.Bidirectional:
+class BiLSTM(layers.Bidirectional):
     """A bidirectional LSTM of `hidden` units a direction, its outputs concatenated (2h). Keras's
-    defaults (tanh, sigmoid, a bias, no recurrent dropout, not unrolled) are cuDNN's conditions."""
-    return layers.Bidirectional(layers.LSTM(hidden, return_sequences=True, name=name), name=f"{name}_bi")
+    defaults (tanh, sigmoid, a bias, no recurrent dropout, not unrolled) are cuDNN's conditions.
+    Called with `drop`, each direction drops its own mask on the input (rate `rate`), as the seed's
+    one SwitchableDropoutWrapper per cell (basic/model.py:154-169: input_keep_prob on each of cell_fw
+    and cell_bw); keras.layers.Bidirectional gives both the same input. Otherwise Bidirectional's own
+    path for a masked call (the two layers, the backward one's output flipped)."""
+
+    def __init__(self, hidden: int, name: str, rate: float = 0.0):
+        super().__init__(layers.LSTM(hidden, return_sequences=True, name=name), name=f"{name}_bi")
+        self.drop = layers.Dropout(rate, name=f"{name}_dropout")
+
+    def call(self, sequences, mask=None, training=None, drop=False):
+        forward_in, backward_in = sequences, sequences
+        if drop:
+            forward_in, backward_in = (self.drop(sequences, training=training) for _ in range(2))
+        y = self.forward_layer(forward_in, mask=mask, training=training)
+        y_rev = self.backward_layer(backward_in, mask=mask, training=training)
+        return tf.concat([y, tf.reverse(y_rev, axis=[1])], axis=-1)
 
 
 class Similarity(layers.Layer):
@@ -132,12 +147,12 @@ class BiDAF(keras.Model):
                            for i in range(cfg["highway_layers"])]
         self.gates = [layers.Dense(d0, activation="sigmoid", name=f"highway{i}_gate")
                       for i in range(cfg["highway_layers"])]
-        self.contextual = bilstm(h, "contextual")
+        self.contextual = BiLSTM(h, "contextual", cfg["dropout"])
         self.similarity = Similarity(name="similarity")
-        self.modeling1 = bilstm(h, "modeling1")
-        self.modeling2 = bilstm(h, "modeling2")
+        self.modeling1 = BiLSTM(h, "modeling1", cfg["dropout"])
+        self.modeling2 = BiLSTM(h, "modeling2", cfg["dropout"])
         self.start = layers.Dense(1, use_bias=False, name="start")
-        self.end_lstm = bilstm(h, "end_lstm")       # over [G; M; a; M * a]
+        self.end_lstm = BiLSTM(h, "end_lstm", cfg["dropout"])       # over [G; M; a; M * a]
         self.end = layers.Dense(1, use_bias=False, name="end")
         self.dropout = layers.Dropout(cfg["dropout"], name="dropout")   # no weights: one serves every place
         self.sizes = (cfg["max_word_chars"], cfg["char_dim"], d0, h)
@@ -171,8 +186,9 @@ class BiDAF(keras.Model):
         """(B, L) word ids and (B, L, W) character ids -> (B, L, d0) after the highway layers."""
         batch, length = tf.shape(chars)[0], tf.shape(chars)[1]
         chars = tf.reshape(chars, [batch * length, -1])
-        # Padding characters embed to zeros, as PyTorch's Embedding(padding_idx=0) in squad-bidaf-pytorch.
-        c = self.char_embedding(chars) * tf.cast(chars != squad.PAD, tf.float32)[..., None]   # (B*L, W, char_dim)
+        # The padding character's row is trained and read like any other, as the seed's char_emb_mat
+        # (basic/model.py:102, :105-106): it enters the convolution and its max for every word shorter than W.
+        c = self.char_embedding(chars)                                            # (B*L, W, char_dim)
         c = self.char_conv(self.dropout(c, training=training))                    # (B*L, W-width+1, F)
         c = tf.reshape(tf.reduce_max(c, axis=1), [batch, length, self.char_conv.filters])
         x = tf.concat([c, self.words(words)], axis=-1)
@@ -182,7 +198,8 @@ class BiDAF(keras.Model):
         return x
 
     def lstm(self, layer, x, mask, training):
-        return layer(self.dropout(x, training=training), mask=mask, training=training)
+        """A BiLSTM whose input the seed drops: one mask per direction (BiLSTM)."""
+        return layer(x, mask=mask, training=training, drop=True)
 
     def call(self, cw, cc, qw, qc, training=False):
         # Right-padded masks; every row keeps position 0 (an empty question would be a fully masked
