@@ -408,6 +408,19 @@ def _save(fig, plt, path: Path) -> None:
             os.unlink(tmp)
 
 
+def _label_inside(ax, labels: list[tuple[str, float, float]]) -> None:
+    """Each point's label beside it and inside the axes, where the axes clip it: to the point's left
+    in the right half of the axes, below it near the top (a label always to the upper right ran into
+    the right and top edges, and was cut there)."""
+    ax.get_xlim(), ax.get_ylim()        # the limits as drawn (autoscaled), before reading positions
+    to_axes = ax.transData + ax.transAxes.inverted()
+    for text, px, py in labels:
+        fx, fy = to_axes.transform((px, py))
+        left, below = fx > 0.5, fy > 0.85
+        ax.annotate(text, (px, py), fontsize=7, textcoords="offset points", xytext=(-3 if left else 3, -3 if below else 3),
+                    ha="right" if left else "left", va="top" if below else "bottom")
+
+
 def _grid(plt, n: int, cols: int = 1, width: float = 6.4, height: float = 4.0):
     fig, axes = plt.subplots(n, cols, figsize=(width * cols, height * n), squeeze=False)
     return fig, axes
@@ -532,9 +545,7 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
                     ax.set_yscale("log")
                 _single_values_spread(ax)
                 if len(points) <= 12:
-                    for p in points:
-                        ax.annotate(_short(p["model"] or p["entry"]), (p[x], p[y]), fontsize=7,
-                                    xytext=(3, 3), textcoords="offset points")
+                    _label_inside(ax, [(_short(p["model"] or p["entry"]), p[x], p[y]) for p in points])
                 ax.grid(alpha=0.3, which="both")
         fig.tight_layout()
         _save(fig, plt, path)

@@ -44,7 +44,10 @@ def _common(entry: Entry) -> dict:
     return {"entry": entry.name, "file": str(entry.path), "page": page(entry),
             "author": entries.text(f.get("author")), "model": entries.text(f.get("model")),
             "hardware": entries.text(f.get("hardware")), "framework": entries.text(f.get("framework")),
-            "timestamp": entries.text(f.get("timestamp"))}
+            "timestamp": entries.text(f.get("timestamp")), "code_url": entries.text(f.get("codeURL")),
+            # the reference a run came from (a fork's own folder name): on the board beside the model, so a
+            # fork's row never reads as its original's
+            "reference": entries.text(f.get("reference"))}
 
 
 def _ordered(rows: list[tuple[float, Entry, dict]]) -> list[dict]:
@@ -202,7 +205,11 @@ def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, 
     return result
 
 
+def metric_label(task: Task, value: float) -> str:
+    """A metric value in the logs' units as the pages show it: accuracies are percent ("94.2%"),
+    F1 a fraction ("0.76")."""
+    return f"{value:g}" if task.metric == "f1" else f"{value:g}%"
+
+
 def threshold_label(task: Task) -> str:
-    column = entries.METRIC_COLUMNS[task.metric]
-    value = entries.log_threshold(task)
-    return f"{column} {value:g}" if task.metric == "f1" else f"{column} {value:g}%"
+    return f"{entries.METRIC_COLUMNS[task.metric]} {metric_label(task, entries.log_threshold(task))}"

@@ -1,13 +1,15 @@
 """The leaderboard's static site: an index with each task's four ranked tables, its invalid entries
 and analysis plots, and a page per entry (its accuracy-vs-time curve, hardware, framework, code,
-commit, cost,
-its verification and its reproduction).
+commit, cost, its verification and its reproduction).
 
 The pages are rendered from the jinja2 templates in dawnbench/templates/ with autoescaping, so every
 string from an entry is escaped wherever it lands (text or attribute); only http(s) URLs become
 links (the `http_url` test), and file names come from `ranking.safe_stem`, never from the entry. No
-script, no network resource; a Content-Security-Policy forbids both. The site is built in a
-temporary folder next to the target and swapped in whole.
+network resource. The index's one script is the site's own site.js (sorting and filtering, plain
+JavaScript: why no library is said in it), a file beside the pages: its Content-Security-Policy
+allows that file and nothing else, no inline script; the entry pages have none. It works from
+file://, with no server. The site is built in a temporary folder next to the target and swapped in
+whole.
 """
 from __future__ import annotations
 
@@ -21,14 +23,23 @@ from urllib.parse import urlsplit
 
 from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
-from dawnbench.reproduction import NOT_TRIED
-from dawnbench.verification import MODEL_UNVERIFIED
+from dawnbench.reproduction import (
+    ACCURACY_ONLY,
+    NOT_REPRODUCED,
+    NOT_TRIED,
+    OLD_ACCURACY_ONLY,
+    is_reproduced,
+)
+from dawnbench.verification import MODEL_UNVERIFIED, MODEL_VERIFIED, VERIFIED
 from harness import load, outputs, safe_read
 from harness.errors import DawnbenchError
 from harness.tasks import RULES_VERSION
 
 MARKER = ".dawnbench-site"     # says a folder is a site this module built, so it may replace it
-CSP = "default-src 'none'; img-src 'self'; style-src 'self'"
+# The one script is the site's own site.js, a file beside the pages: no inline script, nothing from
+# elsewhere, so no string of an entry's can ever run, even one that got past the escaping.
+CSP = "default-src 'none'; img-src 'self'; style-src 'self'; script-src 'self'"
+ASSETS = ("style.css", "site.js")
 TABLE_TITLES = {"train_time": "Training time", "train_cost": "Training cost (prices table)",
                 "train_cost_given": "Training cost (submitter-given price)",
                 "inference_latency": "Inference latency",
@@ -113,36 +124,128 @@ def price_source(fields: dict) -> str | None:
 
 # ---------------------------------------------------------------- the index
 
-COLUMNS = {      # each table's own columns, before the ones all tables share
-    "train_time": [("Time to threshold", lambda r: r["hms"]), ("Cost", lambda r: usd(r["cost_usd"]))],
-    "train_cost": [("Cost", lambda r: usd(r["cost_usd"])), ("Time to threshold", lambda r: r["hms"])],
-    "inference_latency": [("Latency", lambda r: ms(r["latency_ms"])), ("Accuracy", lambda r: f"{r['accuracy']:g}")],
-    "inference_cost": [("Cost per 10,000 items", lambda r: usd(r["cost_per_10000_usd"])),
-                       ("Latency", lambda r: ms(r["latency_ms"]))],
+# Each table's own columns, before the ones all tables share: (heading, the row's number it sorts by,
+# the number as shown). The page sorts by the number itself, never by the text ("$1,234.50", "0:45:00").
+COLUMNS = {
+    "train_time": [("Time to threshold", "hours", lambda v, t: entries.hms(v)), ("Cost", "cost_usd", lambda v, t: usd(v))],
+    "train_cost": [("Cost", "cost_usd", lambda v, t: usd(v)), ("Time to threshold", "hours", lambda v, t: entries.hms(v))],
+    "inference_latency": [("Latency", "latency_ms", lambda v, t: ms(v)),
+                          ("Accuracy", "accuracy", lambda v, t: ranking.metric_label(t, v))],
+    "inference_cost": [("Cost per 10,000 items", "cost_per_10000_usd", lambda v, t: usd(v)),
+                       ("Latency", "latency_ms", lambda v, t: ms(v))],
 }
 COLUMNS["train_cost_given"] = COLUMNS["train_cost"]
 COLUMNS["inference_cost_given"] = COLUMNS["inference_cost"]
 COLUMNS["inference_latency_unverified_model"] = COLUMNS["inference_latency"] + [
-    ("Cost per 10,000 items", lambda r: usd(r["cost_per_10000_usd"]))]
+    ("Cost per 10,000 items", "cost_per_10000_usd", lambda v, t: usd(v))]
+
+# A status as a row shows it: (the filter's value, symbol, short words, style). The full words go in
+# the badge's title (hover) and on the entry's page: one sentence repeated on every row hid the table.
+BADGE_OK, BADGE_PART, BADGE_BAD, BADGE_NONE = "ok", "part", "bad", "none"
+
+
+def verification_badge(status: str) -> tuple[str, str, str, str]:
+    if status == VERIFIED:
+        return "verified", "\u2713", "verified", BADGE_OK
+    if status.startswith("failed"):        # never ranked (ranking.drop_failed); shown right if it ever is
+        return "failed", "\u2717", "failed", BADGE_BAD
+    return "not-verified", "\u2013", "not verified", BADGE_NONE
+
+
+def reproduction_badge(words: str) -> tuple[str, str, str, str]:
+    if is_reproduced(words):
+        return "reproduced", "\u2713", "reproduced", BADGE_OK
+    if words in (ACCURACY_ONLY, OLD_ACCURACY_ONLY):
+        return "accuracy-only", "\u2248", "accuracy only", BADGE_PART
+    if words.startswith(NOT_REPRODUCED):
+        return "not-reproduced", "\u2717", "not reproduced", BADGE_BAD
+    return "not-tried", "\u2013", "not tried", BADGE_NONE
+
+
+def model_badge(words: str) -> tuple[str, str, str, str]:
+    if words == MODEL_VERIFIED:
+        return "verified", "\u2713", "verified run", BADGE_OK
+    return "unverified", "\u2013", "unverified", BADGE_NONE
+
+
+FILTERS = {     # the select filters: (the row's attribute, its label, [(value, words)])
+    "verification": ("Verification", [("verified", "verified"), ("not-verified", "not verified")]),
+    "reproduction": ("Reproduction (training)", [("reproduced", "reproduced"), ("accuracy-only", "accuracy only"),
+                                                 ("not-reproduced", "not reproduced"), ("not-tried", "not tried")]),
+}
+
+
+def _badge(kind: tuple[str, str, str, str], detail: str, column: str) -> dict:
+    value, symbol, words, style = kind
+    return {"kind": "status", "class": column, "style": style, "text": f"{symbol} {words}", "title": detail,
+            "sort": value}
+
+
+def _row(r: dict, table: str, task) -> dict:
+    cells = [{"kind": "num", "text": str(r["rank"]), "sort": r["rank"]}]
+    for _, key, shown in COLUMNS[table]:
+        value = r.get(key)
+        cells.append({"kind": "num", "text": shown(value, task) if value is not None else "",
+                      "sort": value if value is not None else ""})
+    cells += [{"kind": "entry", "text": r["model"] or r["entry"], "href": r["page"], "title": r["entry"],
+               "reference": r["reference"], "sort": r["model"] or r["entry"]},
+              {"kind": "text", "class": "team", "text": r["author"]},
+              {"kind": "text", "class": "hardware", "text": r["hardware"]},
+              {"kind": "text", "class": "framework", "text": r["framework"]},
+              {"kind": "text", "class": "date", "text": r["timestamp"]},
+              {"kind": "code", "text": r["code_url"], "sort": r["code_url"]}]
+    filters = {"hardware": r["hardware"], "framework": r["framework"]}
+    if "verification" in r:
+        cells.append(_badge(verification_badge(r["verification"]), r["verification"], "verification"))
+        filters["verification"] = cells[-1]["sort"]
+    if "reproduction" in r:
+        cells.append(_badge(reproduction_badge(r["reproduction"]), r["reproduction"], "reproduction"))
+        filters["reproduction"] = cells[-1]["sort"]
+    if "model_provenance" in r:
+        cells.append(_badge(model_badge(r["model_provenance"]), r["model_provenance"], "model-provenance"))
+    return {"entry": r["entry"], "cells": cells, "filters": filters}
+
+
+def _headings(table: str) -> list[dict]:
+    own = [{"text": heading, "type": "num"} for heading, _, _ in COLUMNS[table]]
+    shared = [{"text": t, "type": "text"} for t in ("Model", "Team", "Hardware", "Framework", "Date", "Code")]
+    extra = [{"text": "Verification", "type": "text"}]
+    if table.startswith("train"):
+        extra.append({"text": "Reproduction", "type": "text"})
+    if table.startswith("inference"):
+        extra.append({"text": "Model provenance", "type": "text"})
+    return [{"text": "Rank", "type": "num", "sorted": "ascending"}] + own + shared + extra
 
 
 def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
-    tasks = []
+    tasks, empty = [], []
     for task_name, tables in rankings["tasks"].items():
+        task = entries.TASK_BY_DIR[task_name]
+        unranked = [u for u in rankings["unranked"] if u["task"] == task_name]
+        invalid = [u for u in rankings.get("invalid", []) if u["task"] == task_name]
         ranked = any(tables.values())
+        if not (ranked or unranked or invalid):
+            # a task nobody entered is a name on the last line, not a section before the ones people use
+            empty.append({"name": task_name, "threshold": ranking.threshold_label(task)})
+            continue
+        shown = [(table, rows) for table, rows in tables.items() if rows or table in MAIN_TABLES] if ranked else []
+        every = [r for _, rows in shown for r in rows]
         tasks.append({
-            "ranked": ranked,      # a task with nothing ranked gets a line, not four empty tables
-            "name": task_name, "threshold": ranking.threshold_label(entries.TASK_BY_DIR[task_name]),
+            "ranked": ranked, "n_rows": sum(len(rows) for _, rows in shown),
+            "name": task_name, "threshold": ranking.threshold_label(task),
             "plot": plots.get(task_name),
-            "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": [c[0] for c in COLUMNS[table]],
-                        "verified": True, "reproduced": table.startswith("train"),
-                        "model": table.startswith("inference"),
-                        "rows": [{**r, "cells": [fn(r) for _, fn in COLUMNS[table]]} for r in rows]}
-                       for table, rows in tables.items() if rows or table in MAIN_TABLES],
-            "unranked": [u for u in rankings["unranked"] if u["task"] == task_name],
-            "invalid": [u for u in rankings.get("invalid", []) if u["task"] == task_name]})
-    return templates().get_template("index.html").render(csp=CSP, root="", tasks=tasks, n_entries=n_entries,
-                                                 rules_version=RULES_VERSION)
+            # the text filters suggest the values there are (a datalist), and match any part of them
+            "choices": {key: sorted({r[key] for r in every if r[key]}) for key in ("hardware", "framework")},
+            "filters": {key: (label, [(v, w) for v, w in values if any(
+                (verification_badge if key == "verification" else reproduction_badge)(r[key])[0] == v
+                for r in every if key in r)]) for key, (label, values) in FILTERS.items()},
+            "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": _headings(table),
+                        "rows": [_row(r, table, task) for r in rows]} for table, rows in shown],
+            "unranked": unranked, "invalid": invalid})
+    # tasks with ranked rows first, then those with only unranked or invalid entries (registry order within)
+    tasks.sort(key=lambda t: not t["ranked"])
+    return templates().get_template("index.html").render(csp=CSP, root="", tasks=tasks, empty=empty,
+                                                         n_entries=n_entries, rules_version=RULES_VERSION)
 
 
 # ---------------------------------------------------------------- entry pages
@@ -201,7 +304,8 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     else:
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
-                 ("Accuracy", f"{entry.metric_column} {accuracy:g}" if accuracy is not None else "not given"),
+                 ("Accuracy", f"{entry.metric_column} {ranking.metric_label(entry.task, accuracy)}"
+                  if accuracy is not None else "not given"),
                  ("Cost per 10,000 items", usd(price * entries.latency_ms(entry) / 3.6e6 * entries.ITEMS)
                   if basis == entries.TABLE_PRICE and entries.latency_ms(entry) is not None
                   else usd(entries.inference_cost(entry)) or "not given"),
@@ -280,7 +384,8 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
         os.chmod(tmp, 0o755)
         w = _Writer(tmp)
         w.text(MARKER, "built by `dawnbench leaderboard`; the command replaces this folder whole\n")
-        w.text("style.css", templates().loader.get_source(templates(), "style.css")[0])
+        for asset in ASSETS:
+            w.text(asset, templates().loader.get_source(templates(), asset)[0])
 
         numbers = analyze.cost_vs_time_numbers(       # the prices the tables rank by, not the entries' own
             loaded, lambda e: ranking.price_of(e, verification.get(str(e.path), ""))[0])

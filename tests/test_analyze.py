@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from leaderboard_fixture import train, write_entries
+from leaderboard_fixture import inference, train, write_entries
 
 from dawnbench import analyze
 from dawnbench.cli import main
@@ -253,6 +253,25 @@ def assert_legends_outside(fig) -> None:
     for ax, legend in found:
         box, data = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
         assert not box.overlaps(data) and box.x0 > data.x1, (box, data)     # right of the data area, clear of it
+
+
+def test_cost_vs_time_labels_stay_inside_the_axes(tmp_path, figures):
+    """A point's label was always drawn to its upper right, so the points near the right and top edges
+    had theirs cut by the axes ("BiDA" for BiDAF). Each label now lies whole inside its axes."""
+    tree = tmp_path / "entries"
+    for k, (hours, price) in enumerate([(0.1, 1.0), (1.0, 1.0), (10.0, 1.0), (10.5, 9.0), (5.0, 9.5)]):
+        train(tree, "CIFAR10", f"a{k}_AVeryLongModelNameIndeed-{k}_gpu_pytorch", [(1, hours, 95.0)], costPerHour=price)
+        inference(tree, "CIFAR10", f"a{k}_AVeryLongModelNameIndeed-{k}_gpu_pytorch", latency=100.0 - 20 * k,
+                  top1Accuracy=95.0)
+    numbers = analyze.cost_vs_time_numbers(analyze.read_entries([tree], lambda line: None))
+    analyze.plot_cost_vs_time(numbers, tmp_path / "plot.png")
+    [fig] = figures
+    renderer = fig.canvas.get_renderer()
+    labelled = [(ax, t) for ax in fig.axes for t in ax.texts if t.get_text().startswith("AVeryLong")]
+    assert len(labelled) == 10
+    for ax, text in labelled:
+        box, area = text.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert area.x0 <= box.x0 and box.x1 <= area.x1 and area.y0 <= box.y0 and box.y1 <= area.y1, text.get_text()
 
 
 def test_curves_legends_name_the_time_framework_and_hardware_outside_the_axes(tmp_path, capsys, figures):

@@ -160,7 +160,8 @@ def test_a_model_from_a_file_is_ranked_apart_and_said_so(tmp_path, capsys):
     assert cli_main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
     index = (site_dir / "index.html").read_text()
     assert "Inference latency (model provenance unverified)" in index
-    assert '<td class="model-provenance">model provenance unverified</td>' in index
+    assert '<td class="status model-provenance" data-sort="unverified"><span class="badge none" ' \
+           'title="model provenance unverified">\u2013 unverified</span></td>' in index
     page = (site_dir / "CIFAR10" / "inference" / f"{STEM}.html").read_text()
     assert "<th>Model provenance</th><td>model provenance unverified</td>" in page
 

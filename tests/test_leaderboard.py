@@ -18,6 +18,7 @@ from leaderboard_fixture import (
     TRAIN_COST_ORDER,
     TRAIN_TIME_ORDER,
     XSS,
+    edit_json,
     inference,
     make_run,
     train,
@@ -188,7 +189,9 @@ class Tags(HTMLParser):
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "link", "body", "header", "h1", "h2", "h3", "p", "nav", "a",
                 "section", "small", "figure", "img", "figcaption", "table", "thead", "tbody", "tr", "th", "td",
-                "ul", "li", "pre", "span", "code"}
+                "ul", "li", "pre", "span", "code", "details", "summary", "div", "button",
+                "form", "label", "input", "datalist", "option", "select", "output", "script"}
+SITE_SCRIPT = '<script src="site.js"></script>'     # the index's one script, the site's own file
 
 
 def test_every_entry_string_is_escaped(built):
@@ -204,8 +207,9 @@ def test_every_entry_string_is_escaped(built):
         assert not [name for name, _ in parsed.attrs if name.startswith("on")], page
         assert ("src", "x") not in parsed.attrs
         assert not [v for name, v in parsed.attrs if name == "href" and v.lower().startswith("javascript")]
+        assert content.count(SITE_SCRIPT) == (page.name == "index.html")
         for raw in ("<script", "<img src=x", "<svg", "<b onmouseover"):
-            assert raw not in content, (page, raw)
+            assert raw not in content.replace(SITE_SCRIPT, ""), (page, raw)
     index = (built / "index.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index
     assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in index           # in text and in attributes
@@ -389,8 +393,16 @@ def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsy
     site_dir = tmp_path / "site"
     assert main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
     index = (site_dir / "index.html").read_text()
-    assert '<th>Verification</th>' in index
-    assert f'<tr data-entry="{stems["Honest"]}">' in index and '<td class="verification">verified</td>' in index
+    assert '<button type="button">Verification</button>' in index
+    # a compact badge in the row, the full words on hover (its title) and on the entry's page
+    badges = dict(re.findall(r'<tr data-entry="([^"]*)"[^>]*>.*?<td class="status verification" data-sort="[^"]*">'
+                             r'<span class="badge \w+" title="([^"]*)">',
+                             index.split('id="CIFAR10-train_time"')[1].split("</table>")[0]))
+    assert badges[stems["Honest"]] == "verified" and badges["alice_resnet18_p3.2xlarge_pytorch"] == verification.NO_RUN
+    assert 'title="verified">\u2713 verified</span>' in index
+    assert f'title="{verification.NO_RUN}">\u2013 not verified</span>' in index
+    assert f">{verification.NO_RUN}<" not in index          # never the sentence itself on every row
+    assert f'<tr data-entry="{stems["Honest"]}" data-hardware="1 x NVIDIA H100 80GB HBM3" ' in index
     reasons = re.findall(r'<span class="reason">([^<]*)</span>', index)
     assert any("verification failed: predictions: epoch 2: predictions/epoch-002.npz is missing (a run keeps every "
                "evaluated epoch&#39;s predictions)" in r for r in reasons)
@@ -438,26 +450,87 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
     site_dir = tmp_path / "site"
     assert main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
     index = (site_dir / "index.html").read_text()
-    assert "<th>Verification</th><th>Reproduction</th>" in index
-    cells = re.findall(r'<td class="reproduction">([^<]*)</td>', index)
-    assert "accuracy reproduced, time not compared (other hardware)" in cells and str(escape(got[stem["Faked"]])) in cells
+    assert '<button type="button">Verification</button></th><th data-type="text"><button type="button">Reproduction' in index
+    cells = re.findall(r'<td class="status reproduction" data-sort="([^"]*)"><span class="badge (\w+)" title="([^"]*)">'
+                       r'([^<]*)</span>', index)
+    assert ("accuracy-only", "part", "accuracy reproduced, time not compared (other hardware)",
+            "\u2248 accuracy only") in cells
+    assert ("not-reproduced", "bad", str(escape(got[stem["Faked"]])), "\u2717 not reproduced") in cells
+    assert ("reproduced", "ok", "reproduced", "\u2713 reproduced") in cells
+    assert ("not-tried", "none", "not tried: reproduction.json holds no verdict of `dawnbench reproduce`",
+            "\u2013 not tried") in cells
     assert "&lt;b&gt;" not in index and "<b>reproduced" not in index
     page = (site_dir / ranking.page(entries.load(train_dir / f"{stem['Faked']}.json"))).read_text()
     assert f"<th>Reproduction</th><td>{escape(got[stem['Faked']])}</td>" in page
 
 
-def test_a_task_without_ranked_entries_is_one_line_not_empty_tables(tmp_path):
-    train(tmp_path, "CIFAR10", "ok_m_h_f", [(1, 0.5, 95.0)], costPerHour=1.0)
+def test_tasks_with_entries_come_first_and_empty_ones_share_a_line_at_the_end(tmp_path):
+    """A board of FashionMNIST entries (a user's own) opened on three "No entries yet" sections before
+    its one table: now the tasks with ranked entries come first, then those with only unranked or
+    invalid entries, and the tasks nobody entered are named on one line at the end."""
+    train(tmp_path, "FashionMNIST", "ok_m_h_f", [(1, 0.5, 95.0)], costPerHour=1.0)
     train(tmp_path, "ImageNet", "bad_m_h_f", [(1, 0.5, 95.0)], costPerHour=True)      # invalid: listed, not ranked
     loaded, invalid = ranking.load_all(tmp_path)
     index = site.index_page(ranking.rank(loaded, invalid), {}, len(loaded))
-    assert index.count("<table") == 5 and 'id="CIFAR10-train_time"' in index     # CIFAR10's tables only
-    for task in ("SQuAD", "FashionMNIST"):
-        assert f'<p class="muted no-entries">No entries for {task} yet.</p>' in index
-        assert f'id="{task}-' not in index.split(f'<section id="{task}">')[1].split("</section>")[0]
-    imagenet = index.split('<section id="ImageNet">')[1].split("</section>")[0]
+    assert re.findall(r'<section id="(\w+)"', index) == ["FashionMNIST", "ImageNet"]
+    assert index.count("<table") == 5 and 'id="FashionMNIST-train_time"' in index     # FashionMNIST's tables only
+    imagenet = index.split('<section id="ImageNet" class="task">')[1].split("</section>")[0]
     assert "No ranked entries for ImageNet yet" in imagenet and '<li data-entry="bad_m_h_f">' in imagenet
-    assert "<table" not in imagenet
+    assert "<table" not in imagenet and "<form" not in imagenet
+    last = index.split("</section>")[-1]
+    assert ('<p class="muted no-entries">No entries yet for <span id="CIFAR10">CIFAR10 (top1Accuracy 94%)</span>, '
+            '<span id="SQuAD">SQuAD (f1Score 0.75)</span>.</p>') in last
+    assert re.findall(r'<nav>(.*)</nav>', index)[0].count("<a ") == 4       # every task's anchor still resolves
+
+
+def test_each_row_links_to_its_code_and_only_an_http_url_is_a_link(built):
+    """The code was reachable only through each entry's page. A row's Code cell links to the entry's
+    codeURL; an entrant's `javascript:` (or any other non-http) URL is no link, its text shown on hover."""
+    index = (built / "index.html").read_text(encoding="utf-8")
+    codes = dict(re.findall(r'<tr data-entry="([^"]*)"[^>]*>.*?<td class="code" data-sort="[^"]*">(.*?)</td>', index))
+    assert codes["alice_resnet18_p3.2xlarge_pytorch"] == (
+        '<a class="code-link" href="https://example.org/alice/code" title="https://example.org/alice/code" '
+        'rel="nofollow noopener noreferrer">code</a>')
+    evil = codes[str(escape(EVIL_STEM))]
+    assert "<a" not in evil and "href" not in evil
+    assert evil == '<span class="no-link" title="not an http(s) address, so not a link: javascript:alert(1)">not a link</span>'
+    assert not re.search(r'href="\s*javascript', index, re.I)
+
+
+def test_accuracy_is_shown_in_percent_and_f1_as_a_fraction(built, tmp_path):
+    index = (built / "index.html").read_text(encoding="utf-8")
+    latency = index.split('id="CIFAR10-inference_latency"')[1].split("</table>")[0]
+    assert re.findall(r'<td class="num" data-sort="([\d.]+)">([^<]*%)</td>', latency) == [
+        ("94.2", "94.2%"), ("94.0", "94%"), ("94.5", "94.5%")]
+    page = (built / "CIFAR10" / "inference" / "alice_resnet18_p3.2xlarge_pytorch.html").read_text(encoding="utf-8")
+    assert "<th>Accuracy</th><td>top1Accuracy 94.2%</td>" in page
+    inference(tmp_path, "SQuAD", "f_m_h_f", latency=9.0, f1Score=0.81)
+    (entry,) = ranking.load_all(tmp_path)[0]
+    assert "<th>Accuracy</th><td>f1Score 0.81</td>" in site.entry_page(entry, [], None, None)
+    assert ranking.threshold_label(entries.TASK_BY_DIR["ImageNet"]) == "top5Accuracy 93%"
+
+
+def test_a_fork_row_shows_its_own_reference_beside_its_model(tmp_path, monkeypatch, capsys):
+    """A fork (`dawnbench fork`: its own author and model, its own reference folder) and its original on
+    one board: each row names the reference its run came from, under the model."""
+    use_cifar10_labels(monkeypatch, tmp_path / "labels")
+    tree = tmp_path / "entries"
+    for reference, model, epochs in (("cifar10-resnet56-pytorch", "ResNet-56", 3),
+                                     ("cifar10-mynet-pytorch", "ResNet-56 (fork cifar10-mynet-pytorch)", 4)):
+        run_dir = make_run(tmp_path / reference, reference=reference, epochs=epochs)
+        edit_json(run_dir / "result.json", model=model)
+        assert submit.main([str(run_dir), "--out", str(tree), "--author", "Ann"]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", str(tree), "--out", str(tmp_path / "site")]) == 0
+    capsys.readouterr()
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    table = index.split('id="CIFAR10-train_time"')[1].split("</table>")[0]
+    models = re.findall(r'<a class="entry-link"[^>]*>([^<]*)</a><small class="reference">([^<]*)</small>', table)
+    assert models == [("ResNet-56", "cifar10-resnet56-pytorch"),
+                      ("ResNet-56 (fork cifar10-mynet-pytorch)", "cifar10-mynet-pytorch")]
+    assert main(["leaderboard", str(tree), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]["train_time"]
+    assert [r["reference"] for r in rows] == ["cifar10-resnet56-pytorch", "cifar10-mynet-pytorch"]
 
 
 def test_an_entry_page_says_where_its_price_came_from(tmp_path):

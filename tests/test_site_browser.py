@@ -66,6 +66,18 @@ def image_loaded(driver, css: str) -> int:
         "const i = document.querySelector(arguments[0]); return i && i.complete ? i.naturalWidth : 0;", css)
 
 
+def own_scripts_only(driver) -> bool:
+    """The index's one script is the site's site.js (sorting, filtering); an entry page has none."""
+    sources = driver.execute_script("return Array.from(document.scripts, s => s.src || s.textContent)")
+    return all(src.startswith("file://") and src.endswith("/site.js") for src in sources) and len(sources) <= 1
+
+
+def entries_in(driver, table: str, shown_only: bool = True) -> list[str]:
+    from selenium.webdriver.common.by import By
+    return [r.get_attribute("data-entry") for r in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr[data-entry]")
+            if r.is_displayed() or not shown_only]
+
+
 def test_site_in_chromium(browser, tmp_path):
     from selenium.webdriver.common.by import By
     tree = write_entries(tmp_path / "entries")
@@ -83,8 +95,9 @@ def test_site_in_chromium(browser, tmp_path):
     assert [c.text for c in first[:3]] == ["1", "0:30:00", "$1.53"]
     headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time thead th")]
     assert headings[-2:] == ["Verification", "Reproduction"]
-    assert {c.text for c in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time td.reproduction")} == \
-        {"not tried"}           # DAWNBench v1 entries: no run to reproduce
+    assert {(c.text, c.get_attribute("title"))
+            for c in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time td.reproduction .badge")} == \
+        {("\u2013 not tried", "not tried")}           # DAWNBench v1 entries: no run to reproduce
 
     # The hostile entry: its strings appear as text, no element of theirs exists, nothing ran.
     assert no_alert(browser)
@@ -92,7 +105,7 @@ def test_site_in_chromium(browser, tmp_path):
     assert evil.get_attribute("data-entry") == EVIL_STEM
     cells = [c.text for c in evil.find_elements(By.TAG_NAME, "td")]
     assert cells[3:6] == [XSS["model"], XSS["author"], XSS["hardware"]]
-    assert browser.execute_script("return document.scripts.length") == 0
+    assert own_scripts_only(browser)
     assert browser.find_elements(By.CSS_SELECTOR, "svg, img[src='x'], b, [onerror], [onload], [onmouseover]") == []
     assert image_loaded(browser, "#CIFAR10 img.analysis") > 0
     browser.save_screenshot(str(tmp_path / "index.png"))
@@ -119,6 +132,7 @@ def test_site_in_chromium(browser, tmp_path):
     assert browser.find_elements(By.CSS_SELECTOR, "table.fields a[href^='javascript']") == []
     assert "javascript:alert(1)" in browser.find_element(By.CSS_SELECTOR, "table.fields").text
     assert no_alert(browser) and browser.execute_script("return document.scripts.length") == 0
+    print(f"screenshots: {tmp_path / 'index.png'} (index), {shot} (entry page)")
 
 
 def test_reproduction_column_in_chromium(browser, tmp_path, monkeypatch, capsys):
@@ -138,12 +152,100 @@ def test_reproduction_column_in_chromium(browser, tmp_path, monkeypatch, capsys)
     capsys.readouterr()
 
     browser.get((site / "index.html").as_uri())
-    cells = {r.get_attribute("data-entry"): r.find_element(By.CSS_SELECTOR, "td.reproduction").text
-             for r in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time tbody tr")}
+    badges = {r.get_attribute("data-entry"): r.find_element(By.CSS_SELECTOR, "td.reproduction .badge")
+              for r in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time tbody tr")}
+    cells = {entry: badge.get_attribute("title") for entry, badge in badges.items()}      # the words, on hover
     assert cells == {stems["Same"]: "reproduced", stems["Faked"]: f"not reproduced: {faked['differences'][0]}",
                      stems["Untried"]: "not tried"}
+    assert {entry: badge.text for entry, badge in badges.items()} == {
+        stems["Same"]: "\u2713 reproduced", stems["Faked"]: "\u2717 not reproduced", stems["Untried"]: "\u2013 not tried"}
+    # the reproduction filter: only the reproduced entry's rows stay; the inference tables have no such column
+    from selenium.webdriver.support.ui import Select
+    Select(browser.find_element(By.CSS_SELECTOR, '#CIFAR10 select[data-filter="reproduction"]')).select_by_value("reproduced")
+    assert entries_in(browser, "CIFAR10-train_time") == [stems["Same"]]
+    assert {r.get_attribute("data-entry") for r in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10 tr[data-entry]")
+            if r.is_displayed()} == {stems["Same"]}                         # in its cost table too
+    assert browser.find_element(By.CSS_SELECTOR, "#CIFAR10 form.filters output").text == "2 of 6 rows shown"
+    browser.save_screenshot(str(tmp_path / "filtered.png"))
+    print(f"screenshot: {tmp_path / 'filtered.png'} (index, filtered on reproduced)")
+    verified = Select(browser.find_element(By.CSS_SELECTOR, '#CIFAR10 select[data-filter="verification"]'))
+    assert [o.get_attribute("value") for o in verified.options] == ["", "verified"]     # every run here verifies
+    Select(browser.find_element(By.CSS_SELECTOR, '#CIFAR10 select[data-filter="reproduction"]')).select_by_value("")
+    assert sorted(entries_in(browser, "CIFAR10-train_time")) == sorted(stems.values())
     assert "claimed" in cells[stems["Faked"]] and "reproduced (+400%" in cells[stems["Faked"]]
     browser.find_element(By.CSS_SELECTOR, f'#CIFAR10-train_time tr[data-entry="{stems["Faked"]}"] a.entry-link').click()
     fields = {r.find_element(By.TAG_NAME, "th").text: r.find_element(By.TAG_NAME, "td").text
               for r in browser.find_elements(By.CSS_SELECTOR, "table.fields tr")}
     assert fields["Reproduction"] == cells[stems["Faked"]] and fields["Verification"] == "verified"
+
+
+def test_sorting_filtering_and_code_links_in_chromium(browser, tmp_path):
+    """The board's own script: a heading sorts its table by the numbers (a missing value last, either
+    way), a filter hides the rows of every table of the task, and each row links to its code."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    tree = write_entries(tmp_path / "entries")
+    site = tmp_path / "site"
+    assert main(["leaderboard", str(tree), "--out", str(site)]) == 0
+    browser.get((site / "index.html").as_uri())
+    assert own_scripts_only(browser) and no_alert(browser)
+    heading = {h.text.strip(): h for h in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time thead th")}
+    assert heading["Rank"].get_attribute("aria-sort") == "ascending"
+
+    # Cost: $1.50 dave, $1.50 erin, $1.50 gina, $1.53 alice, $2 evil, $2.70 bob; frank has no price: last
+    heading["Cost"].find_element(By.TAG_NAME, "button").click()
+    by_cost = ["erin_tie_v100_pytorch", "gina_tie_v100_pytorch", "dave_dip_v100_pytorch",
+               "alice_resnet18_p3.2xlarge_pytorch", EVIL_STEM, "bob_resnet50_k80_tensorflow", "frank_noprice_tpu_tensorflow"]
+    assert entries_in(browser, "CIFAR10-train_time") == by_cost
+    assert heading["Cost"].get_attribute("aria-sort") == "ascending" and heading["Rank"].get_attribute("aria-sort") is None
+    heading["Cost"].find_element(By.TAG_NAME, "button").click()
+    assert heading["Cost"].get_attribute("aria-sort") == "descending"
+    # descending: $2.70 first; the three at $1.50 keep the board's order among themselves; no price still last
+    assert entries_in(browser, "CIFAR10-train_time") == ["bob_resnet50_k80_tensorflow", EVIL_STEM,
+                                                         "alice_resnet18_p3.2xlarge_pytorch", "erin_tie_v100_pytorch",
+                                                         "gina_tie_v100_pytorch", "dave_dip_v100_pytorch",
+                                                         "frank_noprice_tpu_tensorflow"]
+    # a time sorts by its hours, not its text ("3:00:00" < "0:45:00" as text would be wrong the other way)
+    heading["Time to threshold"].find_element(By.TAG_NAME, "button").click()
+    heading["Time to threshold"].find_element(By.TAG_NAME, "button").click()
+    assert entries_in(browser, "CIFAR10-train_time")[0] == "bob_resnet50_k80_tensorflow"
+    heading["Rank"].find_element(By.TAG_NAME, "button").click()
+    assert entries_in(browser, "CIFAR10-train_time") == TRAIN_TIME_ORDER
+    assert [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time tbody td:first-child")] == \
+        [str(k) for k in range(1, len(TRAIN_TIME_ORDER) + 1)]       # a row keeps its rank whatever the order
+
+    # Hardware "v100" (any part, any case): the V100 rows of every CIFAR10 table, none of another task's
+    box = browser.find_element(By.CSS_SELECTOR, '#CIFAR10 input[data-filter="hardware"]')
+    box.send_keys("v100")
+    v100 = ["erin_tie_v100_pytorch", "gina_tie_v100_pytorch", "dave_dip_v100_pytorch"]
+    assert entries_in(browser, "CIFAR10-train_time") == v100
+    assert entries_in(browser, "CIFAR10-train_cost_given") == v100
+    assert entries_in(browser, "CIFAR10-inference_latency") == []
+    assert entries_in(browser, "SQuAD-train_time") == ["ivan_bidaf_k80_tensorflow"]
+    shown = browser.find_element(By.CSS_SELECTOR, "#CIFAR10 form.filters output").text
+    assert shown == f"6 of {7 + 6 + 3 + 2} rows shown"
+    box.clear()
+    box.send_keys(" ")       # an input event with an empty filter: every row again
+    assert entries_in(browser, "CIFAR10-train_time") == TRAIN_TIME_ORDER
+    framework = browser.find_element(By.CSS_SELECTOR, '#CIFAR10 input[data-filter="framework"]')
+    framework.send_keys("TensorFlow")
+    assert entries_in(browser, "CIFAR10-train_time") == ["frank_noprice_tpu_tensorflow", "bob_resnet50_k80_tensorflow"]
+    framework.clear()
+    framework.send_keys(" ")
+    verified = Select(browser.find_element(By.CSS_SELECTOR, '#CIFAR10 select[data-filter="verification"]'))
+    assert [o.text for o in verified.options] == ["any", "not verified"]     # only what the rows have
+    verified.select_by_visible_text("not verified")
+    assert entries_in(browser, "CIFAR10-train_time") == TRAIN_TIME_ORDER      # every v1 entry: none has a run
+
+    # Each row links to its code; an entrant's javascript: URL is no link
+    alice = browser.find_element(By.CSS_SELECTOR, '#CIFAR10-train_time tr[data-entry="alice_resnet18_p3.2xlarge_pytorch"]')
+    assert alice.find_element(By.CSS_SELECTOR, "td.code a").get_attribute("href") == "https://example.org/alice/code"
+    evil = browser.find_element(By.CSS_SELECTOR, "#CIFAR10-train_time tbody tr:nth-child(6)")
+    assert evil.get_attribute("data-entry") == EVIL_STEM
+    assert evil.find_elements(By.CSS_SELECTOR, "td.code a") == []
+    assert evil.find_element(By.CSS_SELECTOR, "td.code span").text == "not a link"
+    # the verification badge: short words, the full sentence on hover
+    badge = alice.find_element(By.CSS_SELECTOR, "td.verification .badge")
+    assert badge.text == "\u2013 not verified"
+    assert badge.get_attribute("title") == "not verified: no run folder with stored predictions"
+    assert no_alert(browser)
