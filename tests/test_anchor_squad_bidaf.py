@@ -369,7 +369,8 @@ def test_the_twins_agree_step_for_step(data):
 # width of 3 for 5 (-0.04: at hidden 16 the 8 character filters are 8 of the highway's 108 inputs;
 # a width in the code rather than the config is caught by the parameter rows), and both embedding
 # tables frozen (-0.03: Adam moves an element by at most lr a step, 0.05 in 48 steps, against N(0, 1)
-# rows; test_*padding* and the hand steps check that the tables train).
+# rows; test_the_padding_character_is_trained and test_learned_word_vectors_train_and_glove_stays_frozen
+# in tests/test_squad_bidaf_{pytorch,tensorflow}.py check that the tables train).
 RECIPE_STEPS, RECIPE_SEEDS, RECIPE_TOLERANCE = 48, (0, 1), 0.1
 
 
