@@ -9,8 +9,8 @@ is a small separate process that outlives the harness by the few milliseconds it
 "+UID" / "-UID" lines on its stdin, and at end of file, which the kernel gives it the moment the
 harness dies whatever killed it, it kills every process of a uid still held, in its own PID
 namespace (a container's workers have their own harness), through a pidfd so that a reused pid is
-never hit, until /proc shows none alive. Each worker uid belongs to one harness in a PID namespace
-(sandbox.uid_mode_uids): two uid-mode harnesses side by side would freeze and kill each other's workers.
+never hit, until /proc shows none alive. Each worker uid belongs to one harness process
+(sandbox.uid_slot), so it never reaches another harness's workers.
 """
 from __future__ import annotations
 

@@ -42,17 +42,23 @@ from harness.provenance import BUILD_INFO
 
 ISOLATION_ENV = "DAWNBENCH_ISOLATION"      # "none" switches isolation off (never official)
 SANDBOX_UID = 65534                         # nobody: the reference's uid under bwrap-root
-# uid mode's worker uids, one a role. An image's are fixed: its Dockerfile makes the role folders
-# (ROLE_MOUNTS) for them. A harness outside an image (a root host without bubblewrap) takes others:
-# its kill(-1) as a uid reaches every process of that uid in the PID namespaces below its own, a
-# container's workers included. With one pair, a host's uid-mode run froze a container run's
-# trainer for good (a CI run of issue 35: the container's harness waited 30 minutes).
+# uid mode's worker uids. A uid-mode harness freezes and kills with kill(-1) as a worker's uid, which
+# reaches every process of that uid in its PID namespace and the ones below it; so no two harnesses
+# may share a uid where one can reach the other's workers. Each harness process takes a slot of its
+# own (uid_slot: a lock held while it lives), and its role's uid is the role's base plus twice the
+# slot: the ranks of one run, two runs on one host, and tests side by side each have their own. An
+# image's bases are fixed (slot 0 is 10002 and 10003); its Dockerfile gives the role folders
+# (ROLE_MOUNTS) to the base as a group, which every slot's worker of that role has. A harness
+# outside an image takes other bases: a host's uid-mode run once froze a container run's trainer
+# for good (a CI run of issue 35: the container's harness waited 30 minutes).
 IMAGE_UIDS = {"train": 10002, "predict": 10003}
-HOST_UIDS = {"train": 10012, "predict": 10013}
+HOST_UIDS = {"train": 20002, "predict": 20003}
+UID_SLOTS = 64                              # uid-mode harnesses at once in one PID namespace
+UID_SLOT_DIRS = (Path("/run/dawnbench-uid-slots"), Path(tempfile.gettempdir()) / "dawnbench-uid-slots")
 WORKER_USER = "dawnbench"                   # the user name a worker's environment gives
 VIEW = Path("/dawnbench")                   # where the scratch, data and snapshots appear in a bwrap view
 # Where a container launcher mounts a role's large folders (ImageNet's train/ and val/): one folder
-# per role, which only that role's uid may enter. Docker allows no mount namespaces, and copying
+# per role, which only that role's group may enter. Docker allows no mount namespaces, and copying
 # 140 GB per run is out of the question (uid mode).
 ROLE_MOUNTS = Path("/dawnbench-views")
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/sys")
@@ -243,18 +249,54 @@ def worker_reads_as(isolation: Isolation) -> int | None:
     return SANDBOX_UID if isolation.mode == "bwrap-root" else None
 
 
-def uid_mode_uids() -> dict[str, int]:
-    """The worker uid of each role in uid mode: the image's inside one, the host's outside."""
+def role_groups() -> dict[str, int]:
+    """Each role's group in uid mode: its base uid, the image's inside one, the host's outside."""
     return IMAGE_UIDS if BUILD_INFO.is_file() else HOST_UIDS     # every image's build writes BUILD_INFO
 
 
-def _child_setup(uid: int | None):
-    """preexec_fn: in uid mode, drop to `uid` with no way back; die with the harness."""
+def uid_mode_uids() -> dict[str, int]:
+    """The worker uid of each role in uid mode for this harness process (its slot's)."""
+    return {role: base + 2 * uid_slot() for role, base in role_groups().items()}
+
+
+_slot: list[int] = []        # [index, the lock's fd], once taken: held until this process ends
+
+
+def uid_slot() -> int:
+    """This process's uid slot: the first of UID_SLOTS lock files under a folder only root may
+    enter (uid mode is root's) that no other live process holds."""
+    if not _slot:
+        for folder in UID_SLOT_DIRS:
+            try:
+                folder.mkdir(mode=0o700, exist_ok=True)
+                if folder.is_symlink() or folder.stat().st_uid != os.geteuid() or folder.stat().st_mode & 0o077:
+                    continue            # not this user's own folder: another user could hold its locks
+            except OSError:
+                continue
+            for index in range(UID_SLOTS):
+                fd = os.open(folder / f"slot-{index}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                _slot[:] = [index, fd]
+                return index
+            raise DawnbenchError(f"{UID_SLOTS} uid-mode harnesses are running on this machine already "
+                                 f"(their locks are in {folder}): wait for one to end")
+        raise DawnbenchError(f"no folder for uid mode's locks: none of {', '.join(map(str, UID_SLOT_DIRS))} "
+                             f"could be made private to this user")
+    return _slot[0]
+
+
+def _child_setup(uid: int | None, group: int | None = None):
+    """preexec_fn: in uid mode, drop to `uid` (with its role's `group` beside its own) with no way
+    back; die with the harness."""
     harness = os.getpid()
 
     def setup():
         if uid is not None:
-            os.setgroups([])
+            os.setgroups([group] if group is not None else [])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
             _prctl(PR_SET_NO_NEW_PRIVS, 1)
@@ -655,7 +697,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
             target.parent.mkdir(parents=True, exist_ok=True)
             mounted = ROLE_MOUNTS / role / rel
             if Path(src).is_dir() and mounted.is_dir():
-                target.symlink_to(mounted)     # the launcher's mount, which only this role's uid may enter
+                target.symlink_to(mounted)     # the launcher's mount, which only this role's group may enter
             elif Path(src).is_dir():
                 shutil.copytree(src, target)
             else:
@@ -680,7 +722,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=stderr,
                                  pass_fds=(to_worker_r, from_worker_w), cwd=None if bwrap else str(scratch / "work"),
                                  env=_worker_env(home, tmp, env),
-                                 preexec_fn=_child_setup(uid))
+                                 preexec_fn=_child_setup(uid, role_groups()[role] if uid is not None else None))
     except BaseException:
         if uid is not None:
             guardian.release(uid)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
-import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,7 +32,6 @@ def default_run(tmp_path_factory, fashion_root) -> Path:
     """One real run of the default reference, shared by the tests that read one (verify, MLPerf's
     checker): one epoch through `python -m harness run` to a lowered threshold, model saved. Read it,
     never change it: copy it first."""
-    import fcntl
     import subprocess
 
     # Under xdist each worker has its own session: the first to get here makes the run, in the
@@ -169,16 +167,6 @@ def references_root(tmp_path, monkeypatch, fashion_root) -> Path:
     (root / "fashion-mnist-cnn-pytorch").symlink_to(REPO / "references" / "fashion-mnist-cnn-pytorch")
     monkeypatch.setenv("DAWNBENCH_REFERENCES", str(root))
     return root
-
-
-@pytest.fixture
-def uid_mode_turn():
-    """uid mode gives each role one uid in a PID namespace (harness.sandbox), and a uid-mode harness
-    freezes, kills and (harness.guardian) reaps every process of those uids: the tests that start
-    uid-mode workers take turns across xdist workers, or one would kill another's workers."""
-    with open(Path(tempfile.gettempdir()) / "dawnbench-tests-uid-mode.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def cli_env(**extra) -> dict:

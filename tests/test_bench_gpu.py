@@ -81,10 +81,9 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
 
 
 @pytest.mark.recipe_run
-def test_the_kill9_smoke_leaves_nothing(tmp_path, uid_mode_turn):
+def test_the_kill9_smoke_leaves_nothing(tmp_path):
     """bench.gpu's kill9 part on the CPU: a kill -9 of the harness in init, training and eval, in both
-    root modes; nothing is left within 2 s. Its uid-mode workers take their turn (uid_mode_turn): a
-    uid-mode harness's guardian reaps every process of the worker uids."""
+    root modes; nothing is left within 2 s."""
     out = tmp_path / "kill9.json"
     proc = bench_gpu("--cpu-smoke", "--parts", "kill9", "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -21,8 +21,7 @@ from cheats import write_reference
 
 from harness import datasets, sandbox, views
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: it needs root"),
-              pytest.mark.usefixtures("uid_mode_turn")]
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: it needs root")
 
 # The harness in uid mode, whatever this machine's bubblewrap can do.
 UID_MODE = ("import sys; from harness import sandbox; sandbox.probe = lambda: sandbox.Isolation('uid'); "

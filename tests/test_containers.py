@@ -572,7 +572,7 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
 
 def uid_processes() -> list[str]:
     """The host's processes of uid mode's worker uids (a container's included: no user namespace)."""
-    uids = set(sandbox.IMAGE_UIDS.values())
+    uids = {base + 2 * slot for base in sandbox.IMAGE_UIDS.values() for slot in range(sandbox.UID_SLOTS)}
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

@@ -9,6 +9,8 @@ itself write a counter; after `freeze()` neither may move for `STILL` seconds, i
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -169,3 +171,38 @@ def test_a_freeze_that_cannot_stop_every_process_raises(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         worker.kill()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: it needs root")
+def test_two_uid_mode_harnesses_side_by_side_leave_each_others_workers_alone(tmp_path):
+    """uid mode freezes and kills with kill(-1) as the worker's uid. With one uid a role, the ranks of
+    one run in a container, or two harnesses on one host, froze, thawed and killed each other's
+    workers (a CI run of issue 35 hung 30 minutes on it). Each harness process now holds a uid slot of
+    its own: here another process holds one, a process runs as that slot's trainer uid, and this
+    process's uid-mode worker is frozen, thawed and killed around it (with one uid a role, the
+    neighbour is killed: measured on the code before)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(sandbox.__file__).parent.parent)}
+    other = subprocess.Popen([sys.executable, "-c", "import sys; from harness import sandbox; "
+                              "print(sandbox.uid_slot(), flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    neighbour = None
+    try:
+        slot = int(other.stdout.readline())
+        assert slot != sandbox.uid_slot()
+        uid = sandbox.role_groups()["train"] + 2 * slot
+        neighbour = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "600"])
+        worker = start_hopper(tmp_path, "uid")
+        try:
+            assert worker.uid != uid and moved(worker, 10)
+            worker.freeze()
+            worker.thaw()
+        finally:
+            assert worker.kill() == []
+        state = Path(f"/proc/{neighbour.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        assert neighbour.poll() is None and state == b"S", f"the other slot's process was {state.decode()}"
+    finally:
+        if neighbour is not None:
+            neighbour.kill()
+            neighbour.wait()
+        other.stdin.close()
+        other.wait(timeout=30)

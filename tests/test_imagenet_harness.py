@@ -300,26 +300,32 @@ def role_mounts(tree, monkeypatch, request):
     os.chmod(mounts, 0o755)
     for role, source, relative in views.folder_views("imagenet", root):
         shutil.copytree(source, mounts / role / relative)
-        os.chown(mounts / role, sandbox.uid_mode_uids()[role], sandbox.uid_mode_uids()[role])
-        os.chmod(mounts / role, 0o700)
+        group = sandbox.role_groups()[role]      # as the Dockerfile: the role's group may enter
+        os.chown(mounts / role, group, group)
+        os.chmod(mounts / role, 0o750)
     monkeypatch.setattr(sandbox, "ROLE_MOUNTS", mounts)
     yield root, mounts
     shutil.rmtree(mounts, ignore_errors=True)
 
 
-def as_uid(uid: int, *command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *command],
+def as_uid(uid: int, group: int, *command: str) -> subprocess.CompletedProcess:
+    """`command` as a worker of uid mode runs: its uid, and its role's group beside its own."""
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", f"--groups={group}", *command],
                           capture_output=True, text=True)
 
 
 @root_only
 def test_each_role_uid_enters_its_own_mount_only(role_mounts):
     _, mounts = role_mounts
-    train, predict = sandbox.uid_mode_uids()["train"], sandbox.uid_mode_uids()["predict"]
-    assert as_uid(train, "ls", str(mounts / "train/imagenet/train")).stdout.split() == WNIDS
-    assert as_uid(predict, "ls", str(mounts / "predict/imagenet/val")).returncode == 0
-    assert "Permission denied" in as_uid(predict, "ls", str(mounts / "train/imagenet/train")).stderr
-    assert "Permission denied" in as_uid(train, "ls", str(mounts / "predict/imagenet/val")).stderr
+    uids, groups = sandbox.uid_mode_uids(), sandbox.role_groups()
+    train, predict = (uids["train"], groups["train"]), (uids["predict"], groups["predict"])
+    assert as_uid(*train, "ls", str(mounts / "train/imagenet/train")).stdout.split() == WNIDS
+    assert as_uid(*predict, "ls", str(mounts / "predict/imagenet/val")).returncode == 0
+    assert "Permission denied" in as_uid(*predict, "ls", str(mounts / "train/imagenet/train")).stderr
+    assert "Permission denied" in as_uid(*train, "ls", str(mounts / "predict/imagenet/val")).stderr
+    # another slot's trainer (another rank, another run) enters through the group as well
+    assert as_uid(groups["train"] + 2 * sandbox.UID_SLOTS, groups["train"], "ls",
+                  str(mounts / "train/imagenet/train")).stdout.split() == WNIDS
 
 
 @pytest.fixture
@@ -330,7 +336,7 @@ def no_interpreter(monkeypatch):
 
 
 @root_only
-def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path, no_interpreter, uid_mode_turn):
+def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path, no_interpreter):
     root, mounts = role_mounts
     packed = (root / "imagenet" / "recordio").is_dir()
     for role, split in (("train", "train"), ("predict", "val")):
@@ -349,7 +355,7 @@ def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path
 
 
 @root_only
-def test_without_a_mount_a_uid_mode_worker_gets_a_copy(spec, tree, tmp_path, no_interpreter, uid_mode_turn):
+def test_without_a_mount_a_uid_mode_worker_gets_a_copy(spec, tree, tmp_path, no_interpreter):
     root, _ = tree()
     worker, seen = runner.start_worker("predict", spec, sandbox.Isolation("uid"), data_root=root,
                                        derived=tmp_path / "derived", snapshots=None)
@@ -361,8 +367,14 @@ def test_without_a_mount_a_uid_mode_worker_gets_a_copy(spec, tree, tmp_path, no_
         worker.kill()
 
 
-def test_the_dockerfile_makes_the_role_mounts_for_the_sandbox_uids():
-    text = (Path(__file__).parent.parent / "references/imagenet-resnet50-pytorch/Dockerfile").read_text()
-    for role, uid in sandbox.IMAGE_UIDS.items():
-        assert f"chown {uid}:{uid} {sandbox.ROLE_MOUNTS}/{role}" in text
-    assert f"chmod 0700 {sandbox.ROLE_MOUNTS}/*" in text
+def test_the_dockerfiles_make_the_role_mounts_for_the_sandbox_groups():
+    """Every image that makes the role folders makes them alike: each given to its role's base uid
+    and group, entered by that group (every slot's worker of the role: harness.sandbox)."""
+    files = [f for f in (Path(__file__).parent.parent / "references").glob("*/Dockerfile*")
+             if str(sandbox.ROLE_MOUNTS) in f.read_text()]
+    assert len(files) >= 6, files
+    for file in files:
+        text = file.read_text()
+        for role, uid in sandbox.IMAGE_UIDS.items():
+            assert f"chown {uid}:{uid} {sandbox.ROLE_MOUNTS}/{role}" in text, file
+        assert f"chmod 0750 {sandbox.ROLE_MOUNTS}/*" in text, file

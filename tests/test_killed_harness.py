@@ -109,9 +109,7 @@ def modes() -> list:
 
 @pytest.mark.parametrize("mode", modes())
 @pytest.mark.parametrize("phase", sorted(PHASES))
-def test_a_harness_killed_with_9_leaves_no_process(tmp_path, fashion_root, phase, mode, request):
-    if mode == "uid":
-        request.getfixturevalue("uid_mode_turn")
+def test_a_harness_killed_with_9_leaves_no_process(tmp_path, fashion_root, phase, mode):
     references = tmp_path / "references"
     write_reference(references, "cheat", f'''
     import os, signal, sys, time
