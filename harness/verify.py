@@ -683,7 +683,6 @@ def verify(run_dir: Path, data_root: Path | None = None,
 
     check("events", events_check)
     check("tta", tta_check, "events")
-    check("eval schedule", lambda: _schedule_check(result, events), "events")
     check("predictions", predictions_check, "events")
     if "epochs" in state:
         try:
@@ -714,6 +713,7 @@ def verify(run_dir: Path, data_root: Path | None = None,
         name, lines = _tsv(run_dir, result)
         return _tsv_check(name, lines, task, state["epochs"], events, lower_bound)
     check("tsv", tsv_check, "events")
+    check("eval schedule", lambda: _schedule_check(result, events), "events")
     check("train time", lambda: _train_time_check(result, events, state["epochs"], state["run_stop"], lower_bound),
           "result.json")
     check("eval bound", lambda: _eval_bound_check(events, task, result.get("world_size", 1),
