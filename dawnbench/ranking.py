@@ -113,6 +113,7 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
             hours = row["hours"]
             base = {"hours": hours, "hms": entries.hms(hours), "epoch": number(row.get("epoch")),
                     "accuracy": row[entry.metric_column], "costPerHour": price, "price_basis": basis,
+                    "train_seconds": number(entry.fields.get("train_seconds")),    # shown, never ranked
                     "cost_usd": hours * price if price is not None else None,
                     "verification": status, "reproduction": reproduction.get(str(entry.path), NOT_TRIED)}
             base["reproduced"] = is_reproduced(base["reproduction"])     # "accuracy ... time not compared": no

@@ -324,13 +324,20 @@ def run_command(original: Original, code: Code, runtime: str, data_root: Path, r
             "--nproc-per-node", str(ranks), "--no-python", sys.executable, *harness_args]
 
 
+def _whole(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
 def run_once(original: Original, code: Code, runtime: str, data_root: Path, results: Path, run_id: str,
              python: Path | None) -> Path:
     """One run of the reference as the original ran; its run folder."""
     r = original.result
     name = r["reference"]
     run_args = ["--seed", str(r["seed"]), "--threshold", repr(float(r["threshold"])),
-                "--max-epochs", str(max(int(r.get("epochs") or 0), 1)), "--run-id", run_id, "--no-progress",
+                # as many epochs as the run had; never fewer than its first evaluated one (a run that
+                # evaluates no epoch at its last is refused), for a run that ended before it
+                "--max-epochs", str(max(int(r.get("epochs") or 0), _whole(r.get("eval_from_epoch")), 1)),
+                "--run-id", run_id, "--no-progress",
                 *overrides(r, code)]
     env = {**os.environ, paths.REFERENCES_ENV: str(code.references),
            "PYTHONPATH": os.pathsep.join([str(code.root), *filter(None, [os.environ.get("PYTHONPATH")])])}

@@ -53,6 +53,7 @@ BOUNDS = {
     ("cost_per_10k_items_usd", "maximum"): MAX_COST_USD,
     ("cost", "maximum"): MAX_COST_USD / 1e4,            # one item of the 10,000 of cost_per_10k_items_usd
     ("tta_seconds", "maximum"): MAX_SECONDS,
+    ("train_seconds", "maximum"): MAX_SECONDS,
     **{(name, "maxLength"): MAX_TEXT for name in ("author", "authorEmail", "framework", "codeURL", "model", "hardware")},
 }
 

@@ -71,6 +71,13 @@ def ms(value: float | None) -> str:
     return f"{value:,.0f} ms" if value >= 100 else f"{value:.2f} ms" if value >= 1 else f"{value:.3g} ms"
 
 
+def seconds(value: float | None) -> str:
+    """A train time: seconds to the hundredth under 100 s (a record's few seconds), else h:mm:ss."""
+    if value is None:
+        return ""
+    return f"{value:.2f} s" if value < 100 else entries.hms(value / 3600.0)
+
+
 def is_http_url(url) -> bool:
     """Whether a code URL may be a link: http(s), a host, no whitespace (javascript:, data:,
     relative and protocol-relative URLs stay text)."""
@@ -127,7 +134,8 @@ def price_source(fields: dict) -> str | None:
 # Each table's own columns, before the ones all tables share: (heading, the row's number it sorts by,
 # the number as shown). The page sorts by the number itself, never by the text ("$1,234.50", "0:45:00").
 COLUMNS = {
-    "train_time": [("Time to threshold", "hours", lambda v, t: entries.hms(v)), ("Cost", "cost_usd", lambda v, t: usd(v))],
+    "train_time": [("Time to threshold", "hours", lambda v, t: entries.hms(v)), ("Cost", "cost_usd", lambda v, t: usd(v)),
+                   ("Train time", "train_seconds", lambda v, t: seconds(v))],      # shown beside it, never ranked
     "train_cost": [("Cost", "cost_usd", lambda v, t: usd(v)), ("Time to threshold", "hours", lambda v, t: entries.hms(v))],
     "inference_latency": [("Latency", "latency_ms", lambda v, t: ms(v)),
                           ("Accuracy", "accuracy", lambda v, t: ranking.metric_label(t, v))],
@@ -294,6 +302,10 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
             rows.append(("Time to threshold", f"{entries.hms(row['hours'])} ({row['hours']:.4g} hours"
                          + (f", epoch {epoch:g}" if epoch is not None else "") + ")"))
             rows.append(("Training cost", usd(row["hours"] * price) if price is not None else "no price given"))
+            train = number(f.get("train_seconds"))
+            rows.append(("Train time", f"{seconds(train)}: the train spans only, through the converging epoch "
+                                       f"(no init, eval or harness time; not ranked)" if train is not None
+                         else "not recorded (a run before the train time, or not a dawnbench run)"))
         else:
             rows.append(("Time to threshold", "the log never reaches the threshold"))
         rows.append(("Verification", verification or "not checked"))

@@ -335,6 +335,7 @@ def train_entry(result: dict, stem: str, args, runs: dict | None) -> dict:
         "reference": result["reference"],
         "rules_version": result.get("rules_version"),
         "tta_seconds": result["tta_seconds"],
+        "train_seconds": result.get("train_seconds"),      # shown beside it, never ranked (docs/RULES.md)
         "cost_usd": result.get("cost_usd"),
         "nodes": result.get("nodes", 1),
         "instance": result.get("instance"),

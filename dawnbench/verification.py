@@ -4,7 +4,7 @@
 result.json, events.jsonl, TSV and stored predictions (the files `harness verify` reads). Here that
 folder is verified again (harness.verify: the log, the predictions re-scored against the official
 labels on this machine, result.json and the TSV agree) and tied to the entry: the entry's log must
-be the run's, byte for byte, and its tta_seconds and reference the run's. The status is one of
+be the run's, byte for byte, and its tta_seconds, train_seconds and reference the run's. The status is one of
 
     verified
     failed: <the first disagreement>
@@ -90,7 +90,7 @@ def _tied(entry: Entry, run: Path, root: Path) -> str | None:
         return f"the run's files cannot be read: {e.reason}"
     if entry_log != run_log:
         return "the entry's log is not the run's (its TSV must be the run's, byte for byte)"
-    for name in ("tta_seconds", "reference"):
+    for name in ("tta_seconds", "train_seconds", "reference"):
         if name in entry.fields and entry.fields[name] != result.get(name):
             return f"the entry's {name} {entry.fields[name]!r} is not the run's {result.get(name)!r}"
     return None

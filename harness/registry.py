@@ -43,6 +43,7 @@ class ReferenceSpec:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     max_epochs: int = 100
     max_seconds: float = 24 * 3600.0
+    eval_from_epoch: int = 1                # [budget] eval_from_epoch: epochs it..max_epochs are evaluated
     gpus: bool = False                      # [container] gpus: the reference is meant for GPUs
     container: dict[str, Any] = field(default_factory=dict)   # the raw [container] table, for host tools
     # [inference]: an entry that only infers (no training run; its model comes from elsewhere), and
@@ -187,7 +188,7 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
 
 TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
              "hyperparameters", "budget", "container", "inference")
-BUDGET_KEYS = ("max_epochs", "max_seconds", "max_snapshot_mib", "eval_passes")
+BUDGET_KEYS = ("max_epochs", "max_seconds", "eval_from_epoch", "max_snapshot_mib", "eval_passes")
 CONTAINER_KEYS = ("gpus",)
 INFERENCE_KEYS = ("only", "runtime", "precision")
 
@@ -202,7 +203,7 @@ def _check_table(toml_path: Path, raw: dict, key: str, valid: tuple[str, ...] | 
     return value
 
 
-def _check_budget(toml_path: Path, budget: dict) -> tuple[int, float]:
+def _check_budget(toml_path: Path, budget: dict) -> tuple[int, float, int]:
     epochs = budget.get("max_epochs", 100)
     if type(epochs) is not int or epochs < 1:
         raise UsageError(f"{toml_path}: field 'budget.max_epochs' = {epochs!r} must be a whole number of epochs, "
@@ -211,7 +212,22 @@ def _check_budget(toml_path: Path, budget: dict) -> tuple[int, float]:
     if type(seconds) not in (int, float) or not math.isfinite(seconds) or not 0 < seconds <= MAX_SECONDS:
         raise UsageError(f"{toml_path}: field 'budget.max_seconds' = {seconds!r} must be a positive number of "
                          f"seconds, at most {MAX_SECONDS:,} (100 days), e.g. max_seconds = 3600")
-    return epochs, float(seconds)
+    return epochs, float(seconds), _check_eval_from_epoch(toml_path, budget, epochs)
+
+
+def _check_eval_from_epoch(toml_path: Path, budget: dict, max_epochs: int) -> int:
+    """The first evaluated epoch (docs/RULES.md, "Evaluated epochs"): the recipe's choice, like its
+    epochs. Every epoch from it to max_epochs is evaluated, so the last epoch of the budget always is;
+    one that is not, or not a whole number, is refused."""
+    first = budget.get("eval_from_epoch", 1)
+    if type(first) is not int or first < 1:
+        raise UsageError(f"{toml_path}: field 'budget.eval_from_epoch' = {shown(repr(first), 40)} must be a whole "
+                         f"number of epochs, 1 or more (the first epoch evaluated), e.g. eval_from_epoch = 1")
+    if first > max_epochs:
+        raise UsageError(f"{toml_path}: field 'budget.eval_from_epoch' = {first} is after budget.max_epochs = "
+                         f"{max_epochs}: the run would never evaluate its last epoch; write eval_from_epoch = "
+                         f"{max_epochs} to evaluate only the last one")
+    return first
 
 
 def _check_snapshot_cap(toml_path: Path, budget: dict) -> None:
@@ -304,7 +320,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         raise UsageError(f"{toml_path}: field 'task': {e}") from None
     hyperparameters = _check_table(toml_path, raw, "hyperparameters", None)
     budget = _check_table(toml_path, raw, "budget", BUDGET_KEYS)
-    max_epochs, max_seconds = _check_budget(toml_path, budget)
+    max_epochs, max_seconds, eval_from_epoch = _check_budget(toml_path, budget)
     _check_snapshot_cap(toml_path, budget)
     _check_eval_passes(toml_path, budget)
     container = _check_table(toml_path, raw, "container", CONTAINER_KEYS)
@@ -317,7 +333,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         author_email=raw.get("author_email", ""), code_url=raw.get("code_url", f"references/{name}"),
         description=raw.get("description", ""),
         hyperparameters=dict(hyperparameters), max_epochs=max_epochs, max_seconds=max_seconds,
-        gpus=container.get("gpus", False), container=dict(container),
+        eval_from_epoch=eval_from_epoch, gpus=container.get("gpus", False), container=dict(container),
         infers_only=only, inference_runtime=runtime, inference_precision=precision,
     )
 

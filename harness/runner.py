@@ -3,7 +3,8 @@
     labels <- official files (checksummed)           before the clock (make_plan)
     run_start, setup                                 init span      (on the clock)
     for epoch: train_epoch                           train span     (on the clock)
-               predict + score                       eval span      (off the clock)
+               predict + score                       eval span      (off the clock), from the
+                                                     reference's eval_from_epoch on
                stop when the stop rules say so       (harness.stop_rules)
     save                                             checkpoint span (off the clock)
     run_stop, result.json                            (harness.run_record)
@@ -41,7 +42,7 @@ from harness import (
     worker_env,
 )
 from harness.clock import Clock
-from harness.errors import DawnbenchError
+from harness.errors import DawnbenchError, UsageError
 from harness.registry import ReferenceSpec, check_trains
 from harness.run_record import RunRecord
 from harness.stop_rules import CONVERGED, DNC, Budget, Outcome
@@ -192,7 +193,11 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     rank, world_size, local_rank = dist_env()
     threshold = task.threshold if opts.threshold is None else opts.threshold
     budget = Budget(max_epochs=opts.max_epochs or spec.max_epochs, max_seconds=opts.max_seconds or spec.max_seconds,
-                    threshold=threshold, metric=task.metric)
+                    threshold=threshold, metric=task.metric, eval_from_epoch=spec.eval_from_epoch)
+    if budget.max_epochs < budget.eval_from_epoch:      # the last epoch is always evaluated (docs/RULES.md)
+        raise UsageError(f"--max-epochs {budget.max_epochs} is before {spec.name}'s first evaluated epoch "
+                         f"(budget.eval_from_epoch = {budget.eval_from_epoch} in its reference.toml): the run would "
+                         f"never evaluate its last epoch; give --max-epochs {budget.eval_from_epoch} or more")
     data_root = Path(opts.data_root or datasets.default_data_root())
     dataset_files, data_reasons = datasets.check_all(task.dataset, data_root)
     labels = datasets.load_eval_labels(task.dataset, data_root)
@@ -232,7 +237,10 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                 trained = this.train(epoch)
                 outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock)
                 if outcome is None:
-                    reached = this.evaluate(epoch, trained)
+                    if stop_rules.evaluated(plan.budget, epoch):
+                        reached = this.evaluate(epoch, trained)
+                    else:       # before the reference's first evaluated epoch: on the clock, nothing scored
+                        reached = this.skip(epoch, trained)
                     outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock, reached)
                 if outcome is not None:
                     break
@@ -257,6 +265,7 @@ class Trained:
     handover_s: float
     train_s: float = 0.0        # the epoch's train span
     cpu_s: float = 0.0          # the trainer's CPU seconds in it (every process, reaped children too)
+    train_total_s: float = 0.0  # every train span so far, this epoch's included (every rank's max): the train time
 
 
 class _Run:
@@ -369,7 +378,8 @@ class _Run:
         self.record.header(hardware=self._hardware(), seed=self.opts.seed, eval_set=p.eval_set,
                            threshold=p.budget.threshold, hyperparameters=p.hyperparameters, isolation=p.isolation,
                            dataset_files=p.dataset_files,
-                           train_examples=(p.train_examples, p.train_examples_source))
+                           train_examples=(p.train_examples, p.train_examples_source),
+                           eval_from_epoch=p.budget.eval_from_epoch, max_epochs=p.budget.max_epochs)
         try:
             _, self.seen = self._start_worker("train", timeout=p.budget.max_seconds)
         except sandbox.CallTimeout:
@@ -383,7 +393,8 @@ class _Run:
         p = self.plan
         self.clock.lap("harness")
         self.record.epoch_started(epoch)
-        snapshot = f"{self.seen['snapshots']}/{_snapshot_name(epoch)}" if p.rank == 0 else None
+        scored = p.rank == 0 and stop_rules.evaluated(p.budget, epoch)     # no snapshot of an epoch never scored
+        snapshot = f"{self.seen['snapshots']}/{_snapshot_name(epoch)}" if scored else None
         try:
             reply, _ = self.trainer.call("train", epoch=epoch, snapshot=snapshot,
                                          timeout=self._on_clock_left(f"epoch {epoch}"))
@@ -397,13 +408,14 @@ class _Run:
         cpu_s, self.trainer_cpu = cpu - self.trainer_cpu, cpu
         stats = _check_stats(reply.get("stats") or {})
         loss = float(stats.get("loss", float("nan")))
-        on_clock, bad_loss = self.group.max([self.clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0])
+        on_clock, bad_loss, train_total = self.group.max([self.clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0,
+                                                          self.clock.totals["train"]])
         # `samples` is what this rank trained on; MLPerf's train_samples is the whole run's, every rank's
         (samples_all,) = self.group.sum([stats.get("samples", 0.0)])
         self.record.epoch_trained(epoch, stats, samples_all, p.world_size)
         if bad_loss and math.isfinite(loss):     # another rank's loss diverged: so did the run
             loss = float("nan")
-        return Trained(stats, loss, on_clock, handover, train_s, cpu_s)
+        return Trained(stats, loss, on_clock, handover, train_s, cpu_s, train_total)
 
     def evaluate(self, epoch: int, trained: Trained) -> bool:
         """Off the clock: rank 0 takes the epoch's snapshot out of the frozen trainer's reach and
@@ -420,12 +432,23 @@ class _Run:
         self.clock.lap("eval")
         handover = trained.handover_s + _timed(self.trainer.thaw)
         row = self.record.epoch_scored(epoch, value=value, scores=scores, stored=stored, on_clock=trained.on_clock,
-                                       stats=trained.stats, handover_s=handover, snapshot=taken, eval_cost=cost)
+                                       stats=trained.stats, handover_s=handover, snapshot=taken, eval_cost=cost,
+                                       train_seconds=trained.train_total_s)
         _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {100 * value:6.2f}% "
              f"(target {100 * p.budget.threshold:.2f}%)  time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
         if reached:
             self.reached_at = row
         return bool(reached)
+
+    def skip(self, epoch: int, trained: Trained) -> bool:
+        """An epoch before the reference's first evaluated one (eval_from_epoch): no snapshot is
+        scored (the trainer was asked for none), no eval span opens, the trainer goes on at once: the
+        clock runs on. Returns False: an unscored epoch reaches nothing."""
+        p = self.plan
+        self.trainer.thaw()
+        _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  not evaluated (the reference evaluates "
+             f"from epoch {p.budget.eval_from_epoch})  clock {trained.on_clock:7.1f} s", p.rank)
+        return False
 
     def _take_snapshot(self, epoch: int) -> snapshots.Taken:
         """The frozen trainer's snapshot, copied and hashed where it cannot reach; its own copy removed."""
@@ -525,7 +548,7 @@ class _Run:
         except Exception:   # a lost rank must not cost us the result file
             pass
         self.group.close()
-        self.record.close(outcome, wall)
+        self.record.close(outcome, wall, self.reached_at if outcome.status == CONVERGED else None)
         who = identity.fields(self.spec, system=self.system, isolation=p.isolation, prov=p.prov,
                               hardware=self._hardware(), cost_per_hour=self.opts.cost_per_hour,
                               instance=self.opts.instance, nodes=self.opts.nodes, price=self.opts.price,

@@ -1,6 +1,7 @@
 """When a run stops and how it ends (docs/RULES.md, "DNC"): one pure function and its inputs.
 
     after training epoch e:   a non-finite training loss (any rank)     -> DNC, diverged (not scored)
+                              e before eval_from_epoch: not scored, as if it had not reached the threshold
     after scoring epoch e:    the metric at or over the threshold        -> converged
                               on-clock seconds at or over max_seconds    -> DNC, the time budget
                               e == max_epochs                            -> DNC, the epoch budget
@@ -24,6 +25,13 @@ class Budget:
     max_seconds: float          # on-clock seconds
     threshold: float
     metric: str
+    eval_from_epoch: int = 1    # the reference's first evaluated epoch; every one after it is evaluated
+
+
+def evaluated(budget: Budget, epoch: int) -> bool:
+    """Whether `epoch` is scored: every epoch from the reference's eval_from_epoch on, so always the
+    budget's last (harness.registry refuses a schedule without it)."""
+    return epoch >= budget.eval_from_epoch
 
 
 @dataclass(frozen=True)

@@ -260,10 +260,46 @@ def _started(events: list[dict]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """Which epochs the run evaluates (docs/RULES.md, "Evaluated epochs"): from `first` to `max_epochs`,
+    as its log's dawnbench_eval_from_epoch says; a log of an earlier harness, which evaluated every
+    epoch, has none (`logged` False)."""
+    first: int = 1
+    max_epochs: int | None = None
+    logged: bool = False
+
+    def words(self) -> str:
+        if not self.logged:
+            return "every epoch evaluated (a log before eval_from_epoch)"
+        return (f"epochs {self.first} to {self.max_epochs} evaluated (eval_from_epoch {self.first})"
+                if self.first > 1 else f"every epoch to {self.max_epochs} evaluated")
+
+
+def _schedule(events: list[dict]) -> Schedule:
+    """The log's evaluated epochs; Disagreement when it names none that ends at its last epoch."""
+    logged = [e for e in events if e["key"] == "dawnbench_eval_from_epoch"]
+    if not logged:
+        return Schedule()
+    if len(logged) > 1:
+        raise Disagreement(f"line {logged[1]['line']}: a second dawnbench_eval_from_epoch (the log names one schedule)")
+    first, last = logged[0].get("value"), logged[0]["metadata"].get("max_epochs")
+    whole = [isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (first, last)]
+    if not all(whole):
+        raise Disagreement(f"line {logged[0]['line']}: dawnbench_eval_from_epoch {_shown(first)} with max_epochs "
+                           f"{_shown(last)} is not two whole numbers of epochs")
+    if first > last:
+        raise Disagreement(f"line {logged[0]['line']}: eval_from_epoch {first} is after max_epochs {last}: a run "
+                           f"that never evaluates its last epoch is refused before it starts")
+    return Schedule(first, last, True)
+
+
 def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch], dict, float, str, bool]:
     """The evaluated epochs, the run_stop event, the threshold, a summary and whether the run got past
-    its init; Disagreement otherwise. A run that ended in init has no epochs, and must be DNC."""
+    its init; Disagreement otherwise. A run that ended in init has no epochs, and must be DNC. The
+    epochs before the schedule's first are trained and never evaluated; every one from it on is."""
     started = _started(events)
+    schedule = _schedule(events)
     last, offsets = -math.inf, []
     for e in events:
         t = _clock(e)
@@ -304,6 +340,14 @@ def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch]
         slot = by_epoch[n]
         if n != k:
             raise Disagreement(f"epoch {n} is logged where epoch {k} should be (epochs count from 1, none skipped)")
+        if schedule.max_epochs is not None and n > schedule.max_epochs:
+            raise Disagreement(f"epoch {n} is logged, past the run's max_epochs {schedule.max_epochs}")
+        if n < schedule.first:      # trained, never evaluated: an eval of it is not the run's
+            if set(slot) != {"epoch_stop"}:
+                extra = ", ".join(sorted(set(slot) - {"epoch_stop"})) or "no epoch_stop"
+                raise Disagreement(f"epoch {n} is before the first evaluated epoch ({schedule.first}, the log's "
+                                   f"dawnbench_eval_from_epoch), but the log has its {extra}")
+            continue
         if "eval_accuracy" not in slot:
             if n == max(by_epoch) and set(slot) <= {"epoch_stop", "eval_start"}:
                 break       # the run ended in this epoch (diverged, or an error in predict): not evaluated
@@ -317,7 +361,8 @@ def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch]
         if epoch.accuracy["metadata"].get("metric") != task.metric or _number(epoch.accuracy.get("value")) is None:
             raise Disagreement(f"epoch {n}: eval_accuracy is not a {task.metric} value")
         epochs.append(epoch)
-    summary = f"{len(events)} events, " + (f"{len(epochs)} evaluated epochs" if started else "ended in init (no run_start)")
+    summary = f"{len(events)} events, " + (f"{len(epochs)} evaluated epochs ({schedule.words()})" if started
+                                           else "ended in init (no run_start)")
     return epochs, stops[0], threshold, summary, started
 
 
@@ -352,6 +397,56 @@ def _tta_tolerance(epoch: Epoch, events: list[dict]) -> float:
     readings = 1 + 2 * sum(1 for e in events if e["key"] in ("eval_stop", "checkpoint_stop")
                            and _clock(e) <= _clock(epoch.stop))
     return readings * READING_S + FLOAT_S
+
+
+def train_spans(events: list[dict], through: int) -> tuple[float, int]:
+    """The train time through epoch `through` from the log: every epoch's epoch_start to epoch_stop, from
+    the first epoch on, and the number of readings summed; Disagreement where an epoch's span is not there."""
+    clock: dict[tuple[str, int | None], float] = {}
+    for e in events:
+        if e["key"] in ("epoch_start", "epoch_stop"):
+            clock.setdefault((e["key"], _epoch_num(e)), _clock(e))
+    total = 0.0
+    for n in range(1, through + 1):
+        start, stop = clock.get(("epoch_start", n)), clock.get(("epoch_stop", n))
+        if start is None or stop is None or stop < start:
+            raise Disagreement(f"epoch {n}'s train span (epoch_start to epoch_stop) is not in the log")
+        total += stop - start
+    return total, 2 * through
+
+
+def _schedule_check(result: dict, events: list[dict]) -> str:
+    schedule = _schedule(events)
+    recorded = result.get("eval_from_epoch", 1 if not schedule.logged else None)
+    if recorded != schedule.first or isinstance(recorded, bool):
+        raise Disagreement(f"result.json's eval_from_epoch {_shown(recorded)} is not the log's {schedule.first}")
+    return schedule.words() + ("; result.json's eval_from_epoch agrees" if schedule.logged else "")
+
+
+def _train_time_check(result: dict, events: list[dict], epochs: list[Epoch], run_stop: dict,
+                      lower_bound: bool) -> str:
+    """The train time (docs/RULES.md): the train spans only, from the first epoch through the one that
+    converged, recomputed from the log for result.json, its history rows and run_stop."""
+    if "train_seconds" not in result and not _schedule(events).logged:
+        return "not recorded (a run of a harness before the train time)"
+    history = result.get("history") if isinstance(result.get("history"), list) else []
+    for row, epoch in zip(history, epochs):
+        total, readings = train_spans(events, epoch.number)
+        _same_time(f"history epoch {epoch.number}: train_seconds", row.get("train_seconds"), total,
+                   RESULT_S + readings * READING_S + FLOAT_S, lower_bound)
+    logged = run_stop["metadata"].get("train_seconds")
+    if result.get("status") != "converged":
+        if result.get("train_seconds") is not None or logged is not None:
+            raise Disagreement(f"train_seconds {_shown(result.get('train_seconds'))} (run_stop: {_shown(logged)}) "
+                               f"for a DNC run (it has none)")
+        return "none: the run did not converge"
+    through = epochs[-1].number
+    total, readings = train_spans(events, through)
+    tolerance = RESULT_S + readings * READING_S + FLOAT_S
+    _same_time("train_seconds", result.get("train_seconds"), total, tolerance, lower_bound)
+    _same_time("run_stop's train_seconds", logged, total, tolerance, lower_bound)
+    return (f"{total:.3f} s through epoch {through}: its train spans (epoch_start to epoch_stop) only, as "
+            f"result.json, its history and run_stop record; time-to-accuracy {epochs[-1].tta:.3f} s")
 
 
 # ---------------------------------------------------------------- the checks
@@ -449,6 +544,9 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
                                f"to epoch {epochs[-1].number}")
         if result.get("epochs") != reached.number:
             raise Disagreement(f"epochs is {result.get('epochs')!r}, the run converged at epoch {reached.number}")
+        trained = max((_epoch_num(e) or 0 for e in events if e["key"] == "epoch_stop"), default=0)
+        if trained != reached.number:
+            raise Disagreement(f"the run converged at epoch {reached.number}, but its log trains to epoch {trained}")
         if result.get("metric_value") != reached.scores[task.metric]:
             raise Disagreement(f"metric_value {result.get('metric_value')!r}, epoch {reached.number}'s "
                                f"{task.metric} is {reached.scores[task.metric]!r}")
@@ -468,8 +566,9 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
     last = epochs[-1].scores[task.metric] if epochs else None
     if result.get("metric_value") != last:
         raise Disagreement(f"metric_value {result.get('metric_value')!r}, the last evaluated epoch's is {last!r}")
-    if not isinstance(result.get("epochs"), int) or result["epochs"] < len(epochs):
-        raise Disagreement(f"epochs is {result.get('epochs')!r}, the log evaluated {len(epochs)}")
+    if not isinstance(result.get("epochs"), int) or result["epochs"] < (epochs[-1].number if epochs else 0):
+        raise Disagreement(f"epochs is {result.get('epochs')!r}, the log evaluated epochs to "
+                           f"{epochs[-1].number if epochs else 0}")
     if not started and result["epochs"] != 0:
         raise Disagreement(f"epochs is {result['epochs']!r}, but the run ended in init, before its first epoch")
     return (f"DNC, no epoch at or over {threshold}; status, dnc_reason, metric_value, epochs and {len(history)} "
@@ -614,6 +713,9 @@ def verify(run_dir: Path, data_root: Path | None = None,
         name, lines = _tsv(run_dir, result)
         return _tsv_check(name, lines, task, state["epochs"], events, lower_bound)
     check("tsv", tsv_check, "events")
+    check("eval schedule", lambda: _schedule_check(result, events), "events")
+    check("train time", lambda: _train_time_check(result, events, state["epochs"], state["run_stop"], lower_bound),
+          "result.json")
     check("eval bound", lambda: _eval_bound_check(events, task, result.get("world_size", 1),
                                                   result.get("official") is True), "events")
     check("model", lambda: _model_check(run_dir, events), "events")

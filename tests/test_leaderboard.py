@@ -551,3 +551,24 @@ def test_an_entry_page_says_where_its_price_came_from(tmp_path):
         "table_m_h_f": "aws:p3.2xlarge: https://aws.amazon.com/ec2/pricing/, published 2017-10-25; added by "
                        "`dawnbench submit --instance aws:p3.2xlarge` on 2026-11-26, after the run",
         "none_m_h_f": None}
+
+
+def test_the_train_time_is_shown_beside_time_to_accuracy_never_ranked(tmp_path):
+    # issue 37: the train time (the train spans only) is a column of the training-time table and a row of the
+    # entry's page; the table still ranks by time-to-accuracy (the faster train time ranks second here)
+    train(tmp_path, "CIFAR10", "fast_m_h_f", [(1, 0.5, 95.0)], costPerHour=1.0, tta_seconds=1800.0,
+          train_seconds=1500.0)
+    train(tmp_path, "CIFAR10", "slow_m_h_f", [(1, 0.6, 95.0)], costPerHour=1.0, tta_seconds=2160.0,
+          train_seconds=42.125)
+    train(tmp_path, "CIFAR10", "old_m_h_f", [(1, 0.7, 95.0)], costPerHour=1.0)
+    loaded, invalid = ranking.load_all(tmp_path)
+    assert not invalid, invalid
+    rows = ranking.rank(loaded)["tasks"]["CIFAR10"]["train_time"]
+    assert [(r["entry"], r["train_seconds"]) for r in rows] == [
+        ("fast_m_h_f", 1500.0), ("slow_m_h_f", 42.125), ("old_m_h_f", None)]
+    assert "Train time" in [heading for heading, _, _ in site.COLUMNS["train_time"]]
+    assert "Train time" not in [heading for heading, _, _ in site.COLUMNS["train_cost"]]
+    pages = {entry.name: site.entry_page(entry, [], None, None) for entry in loaded}
+    assert "<tr><th>Train time</th><td>0:25:00: the train spans only" in pages["fast_m_h_f"]
+    assert "<tr><th>Train time</th><td>42.12 s: the train spans only" in pages["slow_m_h_f"]
+    assert "<tr><th>Train time</th><td>not recorded" in pages["old_m_h_f"]
