@@ -202,13 +202,13 @@ def test_no_process_is_started_per_handover(tmp_path, mode, monkeypatch):
         monkeypatch.setattr(subprocess.Popen, "__init__", counted)
         forks = []
         monkeypatch.setattr(os, "fork", lambda: forks.append(1) or pytest.fail("the harness forked"))
-        pid = worker._signaller.pid
+        signaller = getattr(worker, "_signaller", None)
         for _ in range(10):
             worker.freeze()
             assert not moved(worker, 0.1)
             worker.thaw()
         assert started == [] and forks == [], f"{len(started)} processes started in 10 freezes and thaws"
-        assert worker._signaller.pid == pid
+        assert signaller is not None and worker._signaller is signaller, "not the same signaller throughout"
     finally:
         monkeypatch.undo()
         assert worker.kill() == []
@@ -222,7 +222,7 @@ def test_a_signaller_that_does_not_answer_is_replaced(tmp_path, mode):
     never waits for it unbounded, and never calls a worker frozen that was not stopped."""
     worker = start_hopper(tmp_path, mode)
     try:
-        worker.start_signaller()
+        worker.freeze()           # the hopper's SIGCONT would wake the signaller where its uid reaches it
         first, inside = worker._signaller, signaller_inside(worker)
         os.kill(inside, signal.SIGSTOP)           # what the worker could do
         t = time.monotonic()
