@@ -112,6 +112,17 @@ def _paired(reference, epochs, seed, repeats, sets, env, log, results: Path) -> 
             "harness_span_pct": 100 * statistics.median(spans) / h, "isolation": ",".join(sorted(modes))}
 
 
+HANDOVER_GOAL_MS = (2.0, 10.0)     # issue 37: median, p99 of a handover (freeze and thaw)
+
+
+def handover_goal(f: dict) -> str:
+    """The handover's figures against issue 37's goal, one line."""
+    median, p99 = f["handover_ms_median"], f["handover_ms_p99"]
+    met = median <= HANDOVER_GOAL_MS[0] and p99 <= HANDOVER_GOAL_MS[1]
+    return (f"handover: median {median:.2f} ms, p99 {p99:.2f} ms over {f['handovers']} "
+            f"(goal <= {HANDOVER_GOAL_MS[0]:g} / <= {HANDOVER_GOAL_MS[1]:g} ms): {'met' if met else 'not met'}")
+
+
 @reports_errors("python -m bench.overhead")
 def main(argv=None) -> int:
     p = Parser(prog="python -m bench.overhead", description=__doc__.split("\n\n")[0])
@@ -131,6 +142,7 @@ def main(argv=None) -> int:
     print(f"harness_overhead_ci95_pct={100 * (low - 1):.2f}..{100 * (high - 1):.2f}")
     print(f"handover_ms_median={f['handover_ms_median']:.2f} handover_ms_p99={f['handover_ms_p99']:.2f} "
           f"handover_ms_max={f['handover_ms_max']:.2f}")
+    print(handover_goal(f))
     # the run-to-run spread of the bare loop alone: differences below it are the machine, not the harness
     print(f"bare_spread_pct={f['bare_spread_pct']:.2f}")
     print(f"harness_span_pct={f['harness_span_pct']:.3f}")

@@ -353,6 +353,8 @@ class _Run:
                     world_size=p.world_size, local_rank=p.local_rank, show_progress=self.opts.progress, role=role,
                     data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"],
                     shown_directory=str(self.spec.directory))
+        if trains:      # its signaller now, in init, so that no handover starts a process
+            worker.start_signaller()
         return worker, seen
 
     def _on_clock_left(self, during: str) -> float:

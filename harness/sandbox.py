@@ -66,6 +66,7 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER =
 CLONE_NEWPID, CLONE_NEWUSER = 0x20000000, 0x10000000
 NS_GET_USERNS = 0xB701               # ioctl: the user namespace that owns a namespace
 FREEZE_SECONDS = 10.0       # a stop reaches a running thread in microseconds; a D-state wait may take longer
+SIGNAL_SECONDS = 2.0        # a signaller's answer takes microseconds; none by then: it is dropped, a fresh one asked
 
 
 class WorkerError(DawnbenchError):
@@ -357,6 +358,7 @@ class Worker:
         self.scratch, self.uid = scratch, uid
         self.frozen = False
         self._pidns: tuple[int, int] | None = None
+        self._signaller: subprocess.Popen | None = None
 
     def call(self, op: str, max_array: int = channel.MAX_ARRAY, timeout: float | None = None, **fields):
         """Ask the worker to do `op` and wait for its answer; CallTimeout after `timeout` seconds
@@ -415,6 +417,8 @@ class Worker:
                         pass
         if self.popen.poll() is not None:
             found.discard(self.popen.pid)
+        if self._signaller is not None:
+            found.discard(self._signaller.pid)    # uid mode: the harness's signaller has the worker's uid
         return sorted(found)
 
     def _signal_all(self, sig: int) -> list[int]:
@@ -449,24 +453,72 @@ class Worker:
                 level = deeper
         return self._pidns
 
-    def _signal_inside(self, sig: int) -> bool:
-        """kill(-1, sig) from inside the worker's PID namespace (bwrap) or as its uid (uid mode).
-        The kernel signals every process there in one pass under the task-list lock, and a fork in
-        progress hands the signal on to its child: nothing forks its way out, as it could between
-        a scan of /proc and a signal. A fresh interpreter sends it, not a fork of the harness: a
-        library the harness process holds may start threads in a forked child (MXNet does), and a
-        process with threads cannot join a user namespace. False when it could not be sent."""
+    def start_signaller(self) -> None:
+        """Start the worker's signaller, if it has none: the process that sends the freeze's signals
+        from inside the worker's PID namespace (bwrap) or as its uid (uid mode), started once and
+        then asked over a pipe, so that no freeze starts a process. The runner starts the trainer's
+        after its init, off the handover; otherwise the first signal starts it."""
+        if self._signaller is not None or self.popen.poll() is not None:
+            return
         ns = self._namespace()
         if ns is None and self.uid is None:
-            return False
-        argv = [sys.executable, "-I", "-S", "-c", _SIGNAL_INSIDE, str(sig), *(str(fd) for fd in ns or ())]
-        as_uid = {} if ns is not None else {"user": self.uid, "group": self.uid, "extra_groups": []}
+            return
+        # A fresh interpreter, not a fork of the harness: a library the harness process holds may
+        # start threads in a forked child (MXNet does), and a process with threads cannot join a
+        # user namespace. It is started as the harness's uid and changes uid itself without an exec,
+        # so it is never a dumpable process of the worker's uid (whose /proc/<pid>/fd would hand
+        # the worker its pipes).
+        args = [str(os.getpid()), *(str(fd) for fd in ns)] if ns else [str(os.getpid()), str(self.uid)]
         try:
-            code = subprocess.run(argv, pass_fds=ns or (), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=FREEZE_SECONDS, **as_uid).returncode
-        except (OSError, subprocess.TimeoutExpired):
+            self._signaller = subprocess.Popen([sys.executable, "-I", "-S", "-c", _SIGNALLER, *args],
+                                               pass_fds=ns or (), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                               stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True)
+        except OSError:
+            self._signaller = None
+
+    def _signal_inside(self, sig: int, timeout: float = SIGNAL_SECONDS) -> bool:
+        """kill(-1, sig) from inside the worker's PID namespace (bwrap) or as its uid (uid mode),
+        sent by its signaller. The kernel signals every process there in one pass under the
+        task-list lock, and a fork in progress hands the signal on to its child: nothing forks its
+        way out, as it could between a scan of /proc and a signal. False when it could not be sent,
+        or no answer came within `timeout` seconds (the worker may stop or kill its signaller: it
+        only keeps itself from being frozen, which fails the freeze); the signaller is then
+        dropped, and the next call starts a fresh one."""
+        self.start_signaller()
+        signaller = self._signaller
+        if signaller is None:
             return False
-        return code in (0, 4)        # 4: no process left to signal (ESRCH)
+        try:
+            os.write(signaller.stdin.fileno(), bytes([sig]))
+            if select.select([signaller.stdout.fileno()], [], [], max(timeout, 0.0))[0]:
+                answer = os.read(signaller.stdout.fileno(), 1)
+                if answer:
+                    return answer[0] in (0, 4)        # 4: no process left to signal (ESRCH)
+        except OSError:
+            pass
+        self._end_signaller()
+        return False
+
+    def _end_signaller(self) -> None:
+        """Close the signaller's pipes, and end it if the end of its input did not (a signaller the
+        worker stopped); bwrap: its parent outside the namespace kills it on SIGTERM and reaps it."""
+        signaller, self._signaller = self._signaller, None
+        if signaller is None:
+            return
+        for pipe in (signaller.stdin, signaller.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            signaller.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            signaller.terminate()
+            try:
+                signaller.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                signaller.kill()
+                signaller.wait()
 
     def cpu_seconds(self) -> float:
         """CPU seconds (user + system) of every process of the worker, with the children each has
@@ -483,21 +535,31 @@ class Worker:
 
     def freeze(self, timeout: float = FREEZE_SECONDS) -> None:
         """Stop every process of the worker, or raise FreezeError. The stop is sent from inside the
-        worker's namespace (or as its uid), and it holds only once two passes in a row find every
-        thread stopped: a thread that was inside a kill(SIGCONT) when the first stop arrived has
-        stopped by the second."""
-        deadline, calm = time.monotonic() + timeout, 0
-        while calm < 2:
-            inside = self._signal_inside(signal.SIGSTOP)
-            pids = self._signal_all(signal.SIGSTOP)      # the bubblewrap monitors outside it too
-            running = [p for p in pids if not _stopped(p)]
+        worker's namespace (or as its uid), and it holds only once two looks in a row find the same
+        threads, every one stopped and none of them run in between (its CPU time unchanged): then
+        there was a moment when all were stopped at once, and from then on none can wake another.
+        A thread that was inside a kill(SIGCONT) when a stop arrived is not stopped at the first
+        look, or has run by the second; the stop is sent again after any look that was not calm."""
+        deadline, seen, inside = time.monotonic() + timeout, None, False
+        while True:
+            if seen is None:         # after a calm pass, the next only looks: a stop sent again changes nothing
+                inside = self._signal_inside(signal.SIGSTOP, min(SIGNAL_SECONDS, deadline - time.monotonic()))
+                pids = self._signal_all(signal.SIGSTOP)      # the bubblewrap monitors outside it too
+            else:
+                pids = self.processes()
             if not pids and self.popen.poll() is not None:
                 break                                    # nothing of it is left to run
-            calm = calm + 1 if not running and (inside or self._pidns is None and self.uid is None) else 0
-            if calm < 2 and time.monotonic() > deadline:
+            threads = _threads(pids)
+            running = sorted({pid for (pid, _), (state, _) in threads.items() if state not in STOPPED})
+            calm = not running and (inside or self._pidns is None and self.uid is None)
+            if calm and threads == seen:
+                break
+            seen = threads if calm else None
+            if time.monotonic() > deadline:
                 raise FreezeError(f"the reference's {self.role} processes could not be stopped within "
                                   f"{timeout:g} s (still running: {running[:8] or 'the stop could not be sent'})")
-            time.sleep(0.001)
+            if not calm:
+                time.sleep(0.0002)    # a thread woken to stop needs a CPU for a moment
         self.frozen = True
 
     def thaw(self) -> None:
@@ -510,7 +572,7 @@ class Worker:
         after `timeout` (none, unless the kernel could not kill them)."""
         deadline, survivors, killed = time.monotonic() + timeout, [], set()
         while True:
-            self._signal_inside(signal.SIGKILL)
+            self._signal_inside(signal.SIGKILL, min(SIGNAL_SECONDS, deadline - time.monotonic()))
             survivors = [p for p in self._signal_all(signal.SIGKILL) if not _dead(p)]
             killed.update(survivors)
             if not survivors or time.monotonic() > deadline:
@@ -531,28 +593,60 @@ class Worker:
             except OSError:
                 pass
         self._pidns = None
+        self._end_signaller()
         if self.uid is not None and not survivors:
             guardian.release(self.uid)
         shutil.rmtree(self.scratch, ignore_errors=True)
         return survivors
 
 
-# Run as `python -I -S -c _SIGNAL_INSIDE SIG [USERNS_FD PIDNS_FD]`: joins the user namespace that
-# owns the worker's PID namespace (taking CAP_SYS_ADMIN there, which joining a PID namespace needs,
-# even for an unprivileged harness), then the PID namespace, whose members only its child becomes.
-_SIGNAL_INSIDE = f"""
-import ctypes, os, sys
+# The signaller, run as `python -I -S -c _SIGNALLER HARNESS_PID (USERNS_FD PIDNS_FD | UID)`. bwrap: it
+# joins the user namespace that owns the worker's PID namespace (taking CAP_SYS_ADMIN there, which
+# joining a PID namespace needs, even for an unprivileged harness), then the PID namespace, whose
+# members only its child becomes; the parent stays outside to reap that child (the namespace's init
+# waits for it when it dies) and kills it on SIGTERM. uid mode: it drops to the worker's uid. Then it
+# reads one byte a command, a signal number, sends kill(-1, sig), which spares the sender, and
+# answers one byte: 0, 4 (ESRCH: no process to signal) or 5. It ends at the end of its input, and
+# dies with the harness (parent-death signal) and, under bubblewrap, with the namespace. Undumpable
+# throughout: the worker can neither ptrace it nor open its /proc/<pid>/fd.
+_SIGNALLER = f"""
+import ctypes, os, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
-sig, fds = int(sys.argv[1]), [int(a) for a in sys.argv[2:]]
-if fds:
-    if os.fstat(fds[0]).st_ino != os.stat("/proc/self/ns/user").st_ino and libc.setns(fds[0], {CLONE_NEWUSER}):
+libc.prctl({PR_SET_DUMPABLE}, 0, 0, 0, 0)
+args = [int(a) for a in sys.argv[1:]]
+if len(args) == 3:
+    if os.fstat(args[1]).st_ino != os.stat("/proc/self/ns/user").st_ino and libc.setns(args[1], {CLONE_NEWUSER}):
         os._exit(2)
-    if libc.setns(fds[1], {CLONE_NEWPID}):
+    if libc.setns(args[2], {CLONE_NEWPID}):
         os._exit(3)
+    os.close(args[1])
+    os.close(args[2])
+    libc.prctl({PR_SET_PDEATHSIG}, {int(signal.SIGKILL)}, 0, 0, 0)
+    if os.getppid() != args[0]:
+        os._exit(1)
     child = os.fork()
     if child:
-        os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
-os._exit(0 if libc.kill(-1, sig) == 0 else 4)
+        os.close(0)
+        os.close(1)
+        signal.signal(signal.SIGTERM, lambda *_: os.kill(child, {int(signal.SIGKILL)}))
+        os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) & 255)
+else:
+    os.setgroups([])
+    os.setresgid(args[1], args[1], args[1])
+    os.setresuid(args[1], args[1], args[1])
+    libc.prctl({PR_SET_NO_NEW_PRIVS}, 1, 0, 0, 0)
+    libc.prctl({PR_SET_DUMPABLE}, 0, 0, 0, 0)
+    libc.prctl({PR_SET_PDEATHSIG}, {int(signal.SIGKILL)}, 0, 0, 0)     # after the uid change, which clears it
+    if os.getppid() != args[0]:
+        os._exit(1)
+if len(args) == 3:
+    libc.prctl({PR_SET_PDEATHSIG}, {int(signal.SIGKILL)}, 0, 0, 0)     # the child's: its parent outside
+while True:
+    sig = os.read(0, 1)
+    if not sig:
+        os._exit(0)
+    code = 0 if libc.kill(-1, sig[0]) == 0 else 4 if ctypes.get_errno() == 3 else 5
+    os.write(1, bytes([code]))
 """
 
 
@@ -560,8 +654,7 @@ def _children(pid: int) -> list[int]:
     found = []
     for task in os.scandir(f"/proc/{pid}/task"):
         try:
-            with open(f"{task.path}/children", "rb") as f:
-                found += [int(c) for c in f.read().split()]
+            found += [int(c) for c in _read(f"{task.path}/children").split()]
         except OSError:
             pass
     return found
@@ -582,8 +675,39 @@ def _states(pid: int) -> list[bytes]:
     return states
 
 
-def _stopped(pid: int) -> bool:
-    return all(state in (b"T", b"t", b"Z", b"X") for state in _states(pid))
+STOPPED = (b"T", b"t", b"Z", b"X")
+
+
+def _threads(pids: list[int]) -> dict[tuple[int, str], tuple[bytes, bytes]]:
+    """Every thread of `pids`: its state letter and the nanoseconds it has run (schedstat; without
+    it, its context switches), which change whenever it runs, even when it stops again."""
+    found = {}
+    for pid in pids:
+        try:
+            tasks = [entry.name for entry in os.scandir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                state = _read(f"/proc/{pid}/task/{tid}/stat").rsplit(b")", 1)[1].split()[0]
+                try:
+                    ran = _read(f"/proc/{pid}/task/{tid}/schedstat").split()[0]
+                except FileNotFoundError:     # a kernel without CONFIG_SCHED_INFO
+                    ran = b" ".join(line for line in _read(f"/proc/{pid}/task/{tid}/status").splitlines()
+                                    if b"ctxt_switches" in line)
+            except (OSError, IndexError):
+                continue
+            found[(pid, tid)] = (state, ran)
+    return found
+
+
+def _read(path: str) -> bytes:
+    """A small file of /proc, without the cost of a Python file object (a freeze reads hundreds)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
 
 
 def _dead(pid: int) -> bool:

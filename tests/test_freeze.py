@@ -9,6 +9,7 @@ itself write a counter; after `freeze()` neither may move for `STILL` seconds, i
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -96,10 +97,10 @@ MODES = [sandbox.probe().mode] + (["uid"] if os.geteuid() == 0 and sandbox.probe
 needs_isolation = pytest.mark.skipif(not sandbox.probe().isolated, reason=str(sandbox.probe().reason))
 
 
-def start_hopper(tmp_path: Path, mode: str | None = None) -> sandbox.Worker:
+def start_hopper(tmp_path: Path, mode: str | None = None, code: str = HOPPER) -> sandbox.Worker:
     folder = tmp_path / "references" / "hopper"
     folder.mkdir(parents=True)
-    (folder / "train.py").write_text(HOPPER)
+    (folder / "train.py").write_text(code)
     (folder / "reference.toml").write_text(TOML)
     isolation = sandbox.Isolation(mode) if mode else sandbox.probe()
     worker, seen = sandbox.start("train", isolation, reference_dir=folder, data_files=[], snapshots=None)
@@ -163,7 +164,7 @@ def test_a_freeze_that_cannot_stop_every_process_raises(tmp_path, monkeypatch):
     """A freeze never says frozen when a process still runs: here the stop is never sent."""
     worker = start_hopper(tmp_path)
     try:
-        monkeypatch.setattr(sandbox.Worker, "_signal_inside", lambda self, sig: False)
+        monkeypatch.setattr(sandbox.Worker, "_signal_inside", lambda self, sig, timeout=0: False)
         monkeypatch.setattr(sandbox.Worker, "_signal_all", lambda self, sig: self.processes())
         with pytest.raises(sandbox.FreezeError, match="could not be stopped"):
             worker.freeze(timeout=0.5)
@@ -206,3 +207,136 @@ def test_two_uid_mode_harnesses_side_by_side_leave_each_others_workers_alone(tmp
             neighbour.wait()
         other.stdin.close()
         other.wait(timeout=30)
+
+
+def signaller_inside(worker: sandbox.Worker) -> int:
+    """The pid of the process that sends the worker's signals: bwrap: the child its parent made
+    inside the namespace; uid mode: the signaller itself."""
+    outer = worker._signaller.pid
+    if worker.uid is not None:
+        return outer
+    deadline = time.monotonic() + 5
+    while not (children := sandbox._children(outer)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return children[0]
+
+
+@needs_isolation
+@pytest.mark.parametrize("mode", MODES)
+def test_no_process_is_started_per_handover(tmp_path, mode, monkeypatch):
+    """Issue 37: the signals come from a signaller started once, not from a process per freeze."""
+    worker = start_hopper(tmp_path, mode)
+    try:
+        worker.freeze()                  # the first may start the signaller
+        worker.thaw()
+        started = []
+        real = subprocess.Popen.__init__
+
+        def counted(self, *args, **kwargs):
+            started.append(args[0] if args else kwargs.get("args"))
+            real(self, *args, **kwargs)
+        monkeypatch.setattr(subprocess.Popen, "__init__", counted)
+        forks = []
+        monkeypatch.setattr(os, "fork", lambda: forks.append(1) or pytest.fail("the harness forked"))
+        signaller = getattr(worker, "_signaller", None)
+        for _ in range(10):
+            worker.freeze()
+            assert not moved(worker, 0.1)
+            worker.thaw()
+        assert started == [] and forks == [], f"{len(started)} processes started in 10 freezes and thaws"
+        assert signaller is not None and worker._signaller is signaller, "not the same signaller throughout"
+    finally:
+        monkeypatch.undo()
+        assert worker.kill() == []
+
+
+@needs_isolation
+@pytest.mark.parametrize("mode", MODES)
+def test_a_signaller_that_does_not_answer_is_replaced(tmp_path, mode):
+    """A worker may stop its signaller (uid mode, unprivileged bubblewrap: the same uid): the
+    harness hears nothing within its wait, drops it, and a fresh one sends the next stop; the freeze
+    never waits for it unbounded, and never calls a worker frozen that was not stopped."""
+    worker = start_hopper(tmp_path, mode)
+    try:
+        worker.freeze()           # the hopper's SIGCONT would wake the signaller where its uid reaches it
+        first, inside = worker._signaller, signaller_inside(worker)
+        os.kill(inside, signal.SIGSTOP)           # what the worker could do
+        t = time.monotonic()
+        assert worker._signal_inside(signal.SIGSTOP, timeout=0.3) is False
+        assert time.monotonic() - t < 3
+        assert worker._signaller is None and first.returncode is not None, "the silent signaller still runs"
+        assert not os.path.exists(f"/proc/{inside}"), "the silent signaller was not reaped"
+        worker.thaw()                              # a fresh one
+        assert worker._signaller is not None and worker._signaller.pid != first.pid
+        worker.freeze()
+        assert not moved(worker, STILL)
+        worker.thaw()
+        assert moved(worker, 5)
+    finally:
+        assert worker.kill() == []
+
+
+@needs_isolation
+@pytest.mark.parametrize("mode", MODES)
+def test_a_killed_signaller_is_replaced_and_the_freeze_holds(tmp_path, mode):
+    worker = start_hopper(tmp_path, mode)
+    try:
+        worker.start_signaller()
+        os.kill(signaller_inside(worker), signal.SIGKILL)        # what the worker could do
+        worker.freeze(timeout=5)
+        assert not moved(worker, STILL)
+        worker.thaw()
+    finally:
+        assert worker.kill() == []
+
+
+SABOTEUR = HOPPER.replace("CHAINS = 8", """CHAINS = 8
+
+
+def sabotage():
+    # stop every signaller this uid may reach, as it appears
+    me = os.getpid()
+    while True:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if int(pid) != me and b"-I\\0-S\\0-c" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(int(pid), signal.SIGSTOP)
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.001)
+
+
+threading.Thread(target=sabotage, daemon=True).start()""")
+
+
+@needs_isolation
+@pytest.mark.parametrize("mode", MODES)
+def test_a_worker_that_stops_its_signallers_is_never_called_frozen(tmp_path, mode):
+    """A worker that stops every signaller as it appears (where its uid may: uid mode, unprivileged
+    bubblewrap) makes the freeze fail within its timeout, or is frozen; it never hangs the harness
+    and is never called frozen while it runs."""
+    worker = start_hopper(tmp_path, mode, code=SABOTEUR)
+    try:
+        assert moved(worker, 10)
+        t = time.monotonic()
+        try:
+            worker.freeze(timeout=3)
+        except sandbox.FreezeError:
+            assert not worker.frozen
+        else:
+            assert not moved(worker, STILL), "called frozen, but the worker runs"
+        assert time.monotonic() - t < 3 + 2 * sandbox.SIGNAL_SECONDS
+    finally:
+        assert worker.kill() == []
+
+
+@needs_isolation
+@pytest.mark.parametrize("mode", MODES)
+def test_kill_leaves_no_signaller(tmp_path, mode):
+    worker = start_hopper(tmp_path, mode)
+    worker.freeze()
+    worker.thaw()
+    outer, inside = worker._signaller, signaller_inside(worker)
+    assert worker.kill() == []
+    assert worker._signaller is None and outer.returncode is not None
+    assert not os.path.exists(f"/proc/{inside}") and not os.path.exists(f"/proc/{outer.pid}")
