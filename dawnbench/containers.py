@@ -340,19 +340,25 @@ def make_base_image(tag: str = images.LOCAL_BASE_IMAGE, mirror: str | None = Non
     return tag
 
 
+DEBOOTSTRAP_EVERY_S = 15     # at least one line this often while debootstrap goes on
+
+
 def debootstrap_progress(lines, started: float) -> str:
-    """Say each stage of debootstrap as it starts (one line: retrieving, validating, extracting,
-    unpacking, configuring... rather than one per package); returns its last line, for an error."""
-    stage, last = None, ""
+    """Say each stage of debootstrap the first time it comes (retrieving, validating, extracting,
+    unpacking, configuring...), and otherwise a line every DEBOOTSTRAP_EVERY_S seconds, rather than
+    its 250 lines, one a package and stage; returns its last line, for an error."""
+    seen, said_at, last = set(), started, ""
     for line in lines:
         line = " ".join(line.split())
         if not line:
             continue
         last = line
         words = line.split()
-        if words[0] in ("I:", "W:", "E:") and len(words) > 1 and words[1] != stage:
-            stage = words[1]
-            _say(f"debootstrap: {line[3:][:150]} ({time.monotonic() - started:.0f} s)")
+        now = time.monotonic()
+        if words[0] in ("I:", "W:", "E:") and len(words) > 1 and (words[1] not in seen or now - said_at >= DEBOOTSTRAP_EVERY_S):
+            seen.add(words[1])
+            said_at = now
+            _say(f"debootstrap: {line[3:][:150]} ({now - started:.0f} s)")
     return last
 
 
