@@ -54,7 +54,8 @@ help:
 	@echo "bin/dawnbench list|run|infer|submit|validate|leaderboard|analyze|verify|data ...: the one command (README)"
 	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] [INFER_RUNTIMES=onnxruntime] | make compose"
-	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root)"
+	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root);"
+	@echo "                                         # later builds of the CPU references use it, no BASE_IMAGE= needed"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
 	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
@@ -101,16 +102,22 @@ infer-runtime: check-ref $(VENV)/.installed
 	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/infer-$(INFER_RUNTIME).txt $(QUIET_PIP)
 	@$(VENV)/bin/pip check >/dev/null || { $(VENV)/bin/pip check; exit 1; }
 
-# RUNTIME=auto: docker when an engine answers, else native; either way it says which it chose.
+# RUNTIME=auto: docker when an engine answers and has (or can pull) the base of REF's image, else
+# native; either way one line says which and why (python -m dawnbench.containers runtime: exit 0
+# docker, 3 native). Native rather than building a base: that needs root and minutes, and the
+# native path runs wherever make does.
 run: check-ref
 	@case "$(RUNTIME)" in \
 	  docker) echo "runtime: docker (RUNTIME=docker)"; $(MAKE) --no-print-directory run-docker ;; \
 	  native) echo "runtime: native (RUNTIME=native)"; $(MAKE) --no-print-directory run-native ;; \
-	  auto) if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
-	          echo "runtime: docker (an engine answers; RUNTIME=native to run here)"; $(MAKE) --no-print-directory run-docker; \
-	        else \
-	          echo "runtime: native (no Docker engine answers; RUNTIME=docker to insist)"; $(MAKE) --no-print-directory run-native; \
-	        fi ;; \
+	  auto) test -f $(TOOLS_VENV)/.installed || $(MAKE) --no-print-directory tools; \
+	        status=0; $(TOOLS_VENV)/bin/python -m dawnbench.containers runtime $(REF) \
+	            $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) || status=$$?; \
+	        case $$status in \
+	          0) $(MAKE) --no-print-directory run-docker ;; \
+	          3) $(MAKE) --no-print-directory run-native ;; \
+	          *) exit $$status ;; \
+	        esac ;; \
 	  *) echo "RUNTIME=$(RUNTIME): expected auto, docker or native" >&2; exit 2 ;; \
 	esac
 
@@ -126,7 +133,8 @@ build: check-ref $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers build $(REF) $(IMAGE_OPTS)
 
 # Where no registry answers: Debian bookworm with Python (debootstrap, as root), `docker import`ed
-# as dawnbench/debian-python:bookworm (or BASE_IMAGE), the base the engine tests use too.
+# as dawnbench/debian-python:bookworm (or BASE_IMAGE), the base the engine tests use too. Labelled,
+# so that every later build of a CPU reference whose pinned base is not on the engine uses it.
 base-image: $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers base-image $(if $(BASE_IMAGE),--tag $(BASE_IMAGE))
 

@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         images, build_seconds = {}, {}
         for pin in a.versions:
             started = time.monotonic()
-            images[pin] = containers.build(a.reference, a.base_image, pin, quiet=True)
+            images[pin] = containers.build(a.reference, a.base_image, pin, progress="steps")
             build_seconds[pin] = round(time.monotonic() - started, 1)
         runs = {pin: [] for pin in a.versions}
         for seed in range(a.runs):

@@ -3,7 +3,8 @@
   python -m dawnbench.containers build REF [--base-image IMG] [--framework-pin PIN] [--rebuild]
   python -m dawnbench.containers run REF [--nproc N] [--gpus auto|all|none] [-- DAWNBENCH RUN OPTIONS]
   python -m dawnbench.containers engine                  # does an engine answer? exit 0 / 1
-  python -m dawnbench.containers compose                 # write docker-compose.yml for today's references
+  python -m dawnbench.containers runtime REF [--base-image IMG]   # docker or native for `make run`: exit 0 / 3
+  python -m dawnbench.containers compose                 # write docker-compose.yml (git-ignored) for today's references
   python -m dawnbench.containers base-image [--tag TAG]  # a base image from Debian's packages, no registry
 
 Each reference directory holds its own Dockerfile, written by hand: its base pinned by tag in
@@ -11,7 +12,9 @@ Each reference directory holds its own Dockerfile, written by hand: its base pin
 framework build uses: docker/cuda.toml), its pinned requirements in /opt/venv, the harness,
 `common/` and the reference copied from the project, the non-root user `dawn`, and the harness
 as entrypoint. The reference is the build argument REFERENCE, so `cp -r` of a directory gives a
-fork whose Dockerfile builds the fork. A run starts the container as root (the harness drops the
+fork whose Dockerfile builds the fork. A CPU reference whose pinned base is not on the engine builds
+on the base `make base-image` made there, if any (choose_base): the engine's own images are the
+record, so no later command needs BASE_IMAGE=. A run starts the container as root (the harness drops the
 reference to uids of its own) and mounts the data read-only and the results folder under
 /dawnbench-private, which those uids cannot enter; it leaves the same result folder as a native one; the image's
 tag and ID (its digest) go into result.json and env.json. Uses the Docker SDK
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import images, prices
@@ -89,10 +93,14 @@ def default_base(spec: registry.ReferenceSpec) -> str:
     return base
 
 
-def compose(specs: list[registry.ReferenceSpec]) -> str:
+def compose(specs: list[registry.ReferenceSpec], bases: dict[str, str] | None = None) -> str:
+    """The compose file of `specs`; `bases` maps a reference to the base its service builds on where
+    that is not its Dockerfile's (choose_base)."""
+    bases = bases or {}
     lines = [
         "# One service per reference; written by `make compose` (python -m dawnbench.containers compose),",
         "# which `make build` and `make run RUNTIME=docker` also run, so a fork is listed once it is built.",
+        "# Generated and ignored by git: it depends on the references there are and the engine's images.",
         "#   docker compose run --rm fashion-mnist-cnn-pytorch [run fashion-mnist-cnn-pytorch ...]",
         f"# The data is mounted read-only and the results writable, both under {PRIVATE_IN_CONTAINER} (0700): the",
         "# harness runs as the container's root and drops the reference to uids that cannot enter it; the run",
@@ -117,7 +125,7 @@ def compose(specs: list[registry.ReferenceSpec]) -> str:
             f"      dockerfile: references/{spec.name}/Dockerfile",
             "      args:",
             f"        REFERENCE: {spec.name}",
-            f"        {BASE_ARG}: ${{BASE_IMAGE:-{default_base(spec)}}}",
+            f"        {BASE_ARG}: ${{BASE_IMAGE:-{bases.get(spec.name) or default_base(spec)}}}",
             "        GIT_COMMIT: ${GIT_COMMIT:-unknown}",
         ]
         if spec.gpus:
@@ -126,13 +134,33 @@ def compose(specs: list[registry.ReferenceSpec]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_compose() -> Path:
-    """docker-compose.yml for the references there are now (a fork included); written only when it changes."""
-    path = project_root() / "docker-compose.yml"
-    text = compose([registry.load_spec(name) for name in registry.available()])
+COMPOSE_FILE = "docker-compose.yml"     # at the project's root, where `docker compose` looks; git-ignored
+
+
+def write_compose(client=None) -> Path:
+    """docker-compose.yml for the references there are now (a fork included), each service on the base
+    a build here would use (the engine's, when one answers); written only when it changes. The file is
+    git-ignored: no command rewrites a tracked file."""
+    path = project_root() / COMPOSE_FILE
+    specs = [registry.load_spec(name) for name in registry.available()]
+    bases, notes = {}, set()
+    if client is None:
+        try:
+            client = engine()
+        except UsageError:
+            client = None       # no engine: the Dockerfiles' pinned bases
+    if client is not None:
+        local = local_images(client)
+        for spec in specs:
+            base, why = choose_base(spec, None, local)
+            if why:
+                bases[spec.name] = base
+                notes.add(base)
+    text = compose(specs, bases)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
-        _say(f"wrote {path}")
+        _say(f"wrote {path}" + (f" (the CPU references' services on {', '.join(sorted(notes))}, which `make "
+                                 f"base-image` made: their pinned base is not on this engine)" if notes else ""))
     return path
 
 
@@ -166,6 +194,102 @@ def engine_answers() -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
+# Which base an image is built on
+
+# On the base `make base-image` imports (docker import --change LABEL). Images built on it inherit
+# its labels, so a reference's image (org.dawnbench.reference) is never taken for a base.
+LOCAL_BASE_LABEL = "org.dawnbench.local-base"
+REFERENCE_LABEL = "org.dawnbench.reference"
+# How long the engine may take to ask a registry for a base's manifest: without a registry the
+# engine's own dial can hang far longer, and `make run` decides before anything is built.
+REGISTRY_TIMEOUT_S = 20
+
+
+@dataclass
+class LocalImages:
+    """What the engine holds that choosing a base needs: every tag, and the base `make base-image`
+    made last (None when it made none)."""
+    tags: set[str]
+    made_base: str | None
+
+
+def _labels(image) -> dict:
+    # An imported image may have no Config at all; the SDK's Image.labels then fails.
+    return (image.attrs.get("Config") or {}).get("Labels") or {}
+
+
+def local_images(client) -> LocalImages:
+    listed = client.images.list()
+    made = [image for image in listed
+            if (LOCAL_BASE_LABEL in _labels(image) or images.LOCAL_BASE_IMAGE in image.tags)
+            and REFERENCE_LABEL not in _labels(image)]
+    made.sort(key=lambda image: image.attrs.get("Created") or "", reverse=True)
+    for image in made:
+        pinned = sorted(tag for tag in image.tags if images.pinned_image(tag))
+        if pinned:
+            return LocalImages({tag for i in listed for tag in i.tags},
+                               images.LOCAL_BASE_IMAGE if images.LOCAL_BASE_IMAGE in pinned else pinned[0])
+    return LocalImages({tag for i in listed for tag in i.tags}, None)
+
+
+def choose_base(spec: registry.ReferenceSpec, asked: str | None, local: LocalImages) -> tuple[str, str | None]:
+    """(the base to build `spec` on, why when it is not the one asked for or the Dockerfile's): what
+    was asked (BASE_IMAGE); else the Dockerfile's pinned base when the engine has it; else, for a CPU
+    reference, the base `make base-image` made on this engine (it has no CUDA, so a GPU reference
+    never gets it unasked); else the pinned base, which the build pulls."""
+    if asked:
+        return asked, None
+    pinned = default_base(spec)
+    if pinned in local.tags or spec.gpus or not local.made_base:
+        return pinned, None
+    return local.made_base, (f"base {local.made_base}, which `make base-image` made: {spec.name}'s pinned base "
+                             f"{pinned} is not on this engine (docker pull {pinned}, and it is used instead)")
+
+
+def base_problem(client, base: str) -> str | None:
+    """None when the engine has `base` or a registry has it for the build to pull; else why not, a
+    phrase that begins with the base's name. Asks the registry for the manifest only (nothing is
+    downloaded)."""
+    import docker
+    try:
+        client.images.get(base)
+        return None
+    except docker.errors.ImageNotFound:
+        pass
+    except docker.errors.DockerException as e:
+        return f"{base} cannot be looked up on this engine ({' '.join(str(e).split())[:200]})"
+    timeout, client.api.timeout = client.api.timeout, REGISTRY_TIMEOUT_S
+    try:
+        client.images.get_registry_data(base)
+        return None
+    except Exception as e:      # the registry's refusal, no route to it, or no answer in time
+        detail = " ".join(str(getattr(e, "explanation", None) or e).split())
+        if "timed out" in detail.lower():
+            detail = f"no registry answered in {REGISTRY_TIMEOUT_S} s"
+        return f"{base} is not on this engine and cannot be pulled ({detail[:200]})"
+    finally:
+        client.api.timeout = timeout
+
+
+RUNTIME_NATIVE = 3      # the `runtime` command's exit status for native: not 1, which a crash could give
+
+
+def docker_or_why(name: str, base_image: str | None = None, references: Path | None = None) -> str | None:
+    """None when a run of `name` can go in Docker here (an engine answers and has, or can pull, the
+    base its image is built on); else why not, in a few words. What `make run` chooses by."""
+    try:
+        client = engine()
+    except UsageError:
+        return "no Docker engine answers"
+    spec = registry.load_spec(name, references)
+    base, _ = choose_base(spec, base_image, local_images(client))
+    problem = base_problem(client, base)
+    if problem:
+        return f"a Docker engine answers, but the base {problem}; `sudo make base-image` makes a local one"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
 # A base image without a registry
 
 DEBIAN_MIRROR_ENV = "DAWNBENCH_DEBIAN_MIRROR"
@@ -188,15 +312,19 @@ def make_base_image(tag: str = images.LOCAL_BASE_IMAGE, mirror: str | None = Non
     with tempfile.TemporaryDirectory(prefix="dawnbench-base-") as tmp:
         rootfs = Path(tmp) / "debian"
         _say(f"debootstrap of Debian bookworm with python3 from {mirror} into {rootfs} (minutes)")
+        started = time.monotonic()
         try:
-            boot = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
-                                   str(rootfs), mirror], capture_output=True, text=True)
-            if boot.returncode:
-                last = [line for line in (boot.stdout + boot.stderr).splitlines() if line.strip()]
-                raise UsageError(f"debootstrap failed: {' '.join(last[-1].split()) if last else boot.returncode}; "
+            boot = subprocess.Popen(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
+                                     str(rootfs), mirror], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            last = debootstrap_progress(boot.stdout, started)
+            if boot.wait():
+                raise UsageError(f"debootstrap failed: {last or boot.returncode}; "
                                  f"check the mirror ({DEBIAN_MIRROR_ENV}=URL) and the disk")
+            _say(f"importing it into the engine as {tag}")
             tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-            imported = subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout, capture_output=True, text=True)
+            # The label is the record later builds find it by (local_images): no BASE_IMAGE= after this.
+            imported = subprocess.run(["docker", "import", "--change", f"LABEL {LOCAL_BASE_LABEL}=debian-bookworm",
+                                       "-", tag], stdin=tar.stdout, capture_output=True, text=True)
             tar.stdout.close()
             tar.wait()
             if imported.returncode or tar.returncode:
@@ -207,8 +335,31 @@ def make_base_image(tag: str = images.LOCAL_BASE_IMAGE, mirror: str | None = Non
             for mount in ("dev/pts", "proc", "sys"):
                 if os.path.ismount(rootfs / mount):
                     subprocess.run(["umount", "-l", str(rootfs / mount)], capture_output=True)
-    _say(f"built {tag}; build and run the CPU references on it: make run BASE_IMAGE={tag}")
+    _say(f"built {tag} in {time.monotonic() - started:.0f} s; the CPU references build on it from now on, when "
+         f"their pinned base is not on this engine (make run, make build, make compare: no BASE_IMAGE= needed)")
     return tag
+
+
+DEBOOTSTRAP_EVERY_S = 15     # at least one line this often while debootstrap goes on
+
+
+def debootstrap_progress(lines, started: float) -> str:
+    """Say each stage of debootstrap the first time it comes (retrieving, validating, extracting,
+    unpacking, configuring...), and otherwise a line every DEBOOTSTRAP_EVERY_S seconds, rather than
+    its 250 lines, one a package and stage; returns its last line, for an error."""
+    seen, said_at, last = set(), started, ""
+    for line in lines:
+        line = " ".join(line.split())
+        if not line:
+            continue
+        last = line
+        words = line.split()
+        now = time.monotonic()
+        if words[0] in ("I:", "W:", "E:") and len(words) > 1 and (words[1] not in seen or now - said_at >= DEBOOTSTRAP_EVERY_S):
+            seen.add(words[1])
+            said_at = now
+            _say(f"debootstrap: {line[3:][:150]} ({now - started:.0f} s)")
+    return last
 
 
 # ----------------------------------------------------------------------------------------------
@@ -302,6 +453,7 @@ def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str, infer_runt
         offline = [*pip, "--no-index", "--find-links", str(cache), "--dest", str(wheelhouse)]
         proc = subprocess.run(offline, capture_output=True, text=True)
         if proc.returncode:
+            _say(f"downloading the wheels of {spec.name} that {cache} lacks (once; minutes for a framework)")
             proc = subprocess.run([*pip, "--dest", str(cache)], capture_output=True, text=True)
             if proc.returncode == 0:
                 proc = subprocess.run(offline, capture_output=True, text=True)
@@ -320,8 +472,10 @@ def fill_wheelhouse(spec: registry.ReferenceSpec, framework_pin: str, infer_runt
 
 
 def build(name: str, base_image: str | None = None, framework_pin: str = "", rebuild: bool = False,
-          quiet: bool = False, infer_runtimes: str = ""):
-    """Build (or reuse) the image of reference `name`; returns the SDK Image."""
+          progress: str = "lines", infer_runtimes: str = ""):
+    """Build (or reuse) the image of reference `name`; returns the SDK Image. `progress`: "lines"
+    shows every line of the build as it comes, "steps" one line as each Dockerfile step starts (a
+    comparison's two builds), so a build of minutes is never silent."""
     import docker
 
     spec = registry.load_spec(name)
@@ -329,20 +483,29 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     check_requirements(spec)
     client = engine()
     tag = image_tag(spec, framework_pin, infer_runtimes)
-    base = base_image or default_base(spec)
-    if not images.pinned_image(base):
-        raise UsageError(f"BASE_IMAGE {base!r}: pin it by a tag other than latest, e.g. {images.DEFAULT_BASE_IMAGE}")
+    if base_image and not images.pinned_image(base_image):
+        raise UsageError(f"BASE_IMAGE {base_image!r}: pin it by a tag other than latest, e.g. {images.DEFAULT_BASE_IMAGE}")
+    local = local_images(client)
+    base, why = choose_base(spec, base_image, local)
+    if why:
+        _say(why)
     root = project_root()
-    write_compose()
+    write_compose(client)
     # An image of committed code is reused; one of uncommitted code (or of no git) is built again.
     if not rebuild and not re.search(r":nogit|-dirty(-|$)", tag):
         try:
             image = client.images.get(tag)
-            if image.labels.get("org.dawnbench.base-image", base) == base:
+            if _labels(image).get("org.dawnbench.base-image", base) == base:
                 _say(f"image {tag} exists ({image.id[:19]}); --rebuild to build again")
                 return image
         except docker.errors.ImageNotFound:
             pass
+    # Before the wheels (minutes): a base the build could not get fails in seconds, in one line.
+    problem = None if base in local.tags else base_problem(client, base)
+    if problem:
+        raise UsageError(f"cannot build {tag}: the base {problem}: pull it, or pass BASE_IMAGE=<a local image>; "
+                         f"`sudo make base-image` makes {images.LOCAL_BASE_IMAGE} from Debian's packages, which the "
+                         f"CPU references then build on")
     started = time.monotonic()
     wheels = fill_wheelhouse(spec, framework_pin, infer_runtimes)
     gathered = time.monotonic()
@@ -361,10 +524,15 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
             text = chunk.get("stream", "").rstrip()
             if text.startswith("Step "):
                 steps.append([text.split(" : ", 1)[-1], time.monotonic()])
+                if progress == "steps":
+                    _say(f"{' '.join(text.split())[:150]} ({steps[-1][1] - gathered:.0f} s)")
             if text:
                 last = (last + [text])[-5:]
-                if not quiet:
-                    print(text, file=sys.stderr)
+                if progress == "lines":
+                    print(text, file=sys.stderr, flush=True)
+            # A base pulled by the build: its stages (a layer's byte counts carry a progressDetail).
+            elif "status" in chunk and "progressDetail" not in chunk:
+                _say(" ".join(f"{chunk.get('id', '')} {chunk['status']}".split())[:150])
     except Exception as e:
         error = " ".join(str(e).split())
     finally:
@@ -373,8 +541,8 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     if error:
         pulling = any(s in error for s in ("pull access denied", "not found", "manifest unknown", "registry", "dial tcp"))
         hint = (f"the base {base} is not on this engine and cannot be pulled: pull it, or pass BASE_IMAGE=<a local "
-                f"image>; `make base-image` makes {images.LOCAL_BASE_IMAGE} from Debian's packages, for the CPU "
-                f"references" if pulling else "the lines above say which step")
+                f"image>; `sudo make base-image` makes {images.LOCAL_BASE_IMAGE} from Debian's packages, which the "
+                f"CPU references then build on" if pulling else "the lines above say which step")
         raise UsageError(f"building {tag} failed: {error[:300]} ({hint})")
     image = client.images.get(tag)
     done = time.monotonic()
@@ -594,6 +762,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=DATA_FOLDER, default=None)
     p.add_argument("--results", type=RESULTS_FOLDER, default=None)
     sub.add_parser("engine", help="exit 0 when a Docker engine answers")
+    p = sub.add_parser("runtime", help=f"`make run`'s choice for a reference: say it; exit 0 for docker, "
+                                       f"{RUNTIME_NATIVE} for native")
+    p.add_argument("reference")
+    p.add_argument("--base-image", default=None)
     sub.add_parser("compose", help="write docker-compose.yml: one service per reference there is now")
     p = sub.add_parser("base-image", help="a base image without a registry: Debian with Python (debootstrap, root)")
     p.add_argument("--tag", default=images.LOCAL_BASE_IMAGE, help=f"default: {images.LOCAL_BASE_IMAGE}")
@@ -604,6 +776,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "engine":
             return 0 if engine_answers() else 1
+        if args.command == "runtime":
+            if args.base_image and not images.pinned_image(args.base_image):
+                raise UsageError(f"BASE_IMAGE {args.base_image!r}: pin it by a tag other than latest, "
+                                 f"e.g. {images.DEFAULT_BASE_IMAGE}")
+            why = docker_or_why(args.reference, args.base_image)
+            if why is None:
+                print("runtime: docker (an engine answers; RUNTIME=native to run here)", flush=True)
+                return 0
+            print(f"runtime: native ({why}; RUNTIME=docker to insist)", flush=True)
+            return RUNTIME_NATIVE
         if args.command == "compose":
             write_compose()
             return 0

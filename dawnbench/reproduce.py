@@ -216,17 +216,19 @@ def _extract(repo: Path, commit: str, folder: str, workdir: Path) -> Path:
 
 # ---------------------------------------------------------------- running it again
 
-def choose_runtime(asked: str | None) -> tuple[str, str]:
-    """(runtime, the line that says which and why)."""
+def choose_runtime(asked: str | None, name: str, references: Path | None = None) -> tuple[str, str]:
+    """(runtime, the line that says which and why): by default docker where `make run` would choose
+    it for reference `name` (an engine that has, or can pull, its image's base)."""
     from dawnbench import containers
     if asked == "native":
         return "native", "runtime: native (--runtime native)"
     if asked == "docker":
         containers.engine()         # no engine: its one line, before anything runs
         return "docker", "runtime: docker, in the reference's pinned image (--runtime docker)"
-    if containers.engine_answers():
+    why = containers.docker_or_why(name, references=references)
+    if why is None:
         return "docker", "runtime: docker, in the reference's pinned image (an engine answers; --runtime native to run here)"
-    return "native", "runtime: native (no Docker engine answers; --runtime docker to insist)"
+    return "native", f"runtime: native ({why}; --runtime docker to insist)"
 
 
 def overrides(result: dict, code: Code) -> list[str]:
@@ -624,7 +626,7 @@ def _run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="dawnbench-reproduce-") as workdir:
         code = find_code(original.result, args.references, Path(workdir))
         overrides(original.result, code)             # a hyperparameter that cannot be given: before any run
-        runtime, said = choose_runtime(asked_runtime)
+        runtime, said = choose_runtime(asked_runtime, original.result["reference"], code.references)
         runtime, said = ranks_here(original, runtime, said, asked_runtime)
         _say(f"code: {code.source}")
         _say(said)
