@@ -451,7 +451,10 @@ def adadelta(ref):
     ref.opt = torch.optim.Adadelta([p for p in ref.net.parameters() if p.requires_grad], lr=0.5)
 
 
-NOT_CAUGHT = pytest.mark.xfail(strict=True, reason="within the seeds' spread at 48 steps (see the statistic's note)")
+NOT_CAUGHT = pytest.mark.xfail(strict=True, reason=(
+    "a known blind spot of this twin: the bug moves the 48-step mean loss less than the 0.1 tolerance the seeds' "
+    "spread sets (char-CNN width -0.036, frozen embeddings -0.027); the network-size and trained-embedding "
+    "tests catch it instead. strict: a bug this statistic starts catching fails here, to be moved up"))
 
 
 @pytest.mark.recipe_run

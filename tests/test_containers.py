@@ -645,7 +645,7 @@ def test_no_command_rewrites_a_tracked_file_and_what_they_write_is_ignored(tmp_p
     """docker-compose.yml is generated (make compose, make build, make run in docker) into a file git
     ignores, never tracked; the folders the README's commands write are ignored too."""
     if not (REPO / ".git").exists():
-        pytest.skip("not a git checkout")
+        pytest.skip("not a git checkout (a source archive): git cannot say which files are tracked or ignored here")
 
     def git(*args):
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
