@@ -7,7 +7,8 @@
   python -m dawnbench.containers compose                 # write docker-compose.yml (git-ignored) for today's references
   python -m dawnbench.containers base-image [--tag TAG]  # a base image from Debian's packages, no registry
 
-Each reference directory holds its own Dockerfile, written by hand: its base pinned by tag in
+Each reference directory holds its own Dockerfile (the project's are written from a flavour:
+docker/flavours.py; an entrant's may be its own, built the same way): its base pinned by tag in
 `ARG FROM_IMAGE_NAME=...` (for GPU references, a base that names the CUDA and cuDNN its
 framework build uses: docker/cuda.toml), its pinned requirements in /opt/venv, the harness,
 `common/` and the reference copied from the project, the non-root user `dawn`, and the harness
@@ -75,8 +76,9 @@ def dockerfile_args(spec: registry.ReferenceSpec) -> dict[str, str]:
     """The Dockerfile's `ARG NAME=default` defaults (an ARG without one maps to "")."""
     path = dockerfile_path(spec)
     if not path.is_file():
-        raise UsageError(f"{spec.name} has no Dockerfile ({path}); copy one from a reference of the same "
-                         f"framework, e.g. references/fashion-mnist-cnn-pytorch/Dockerfile")
+        raise UsageError(f"{spec.name} has no Dockerfile ({path}); name its flavour in reference.toml "
+                         f"([container] flavour = \"cpu-pytorch\", say) and run `python3 docker/flavours.py generate "
+                         f"{spec.name}`, or copy one from a reference of the same framework")
     args: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         match = re.match(r"\s*ARG\s+(\w+)(?:=(\S*))?\s*$", line)

@@ -189,7 +189,7 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
 TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
              "hyperparameters", "budget", "container", "inference")
 BUDGET_KEYS = ("max_epochs", "max_seconds", "eval_from_epoch", "max_snapshot_mib", "eval_passes")
-CONTAINER_KEYS = ("gpus",)
+CONTAINER_KEYS = ("gpus", "flavour", "parts")   # flavour, parts: docker/flavours.py's, not the harness's
 INFERENCE_KEYS = ("only", "runtime", "precision")
 
 
