@@ -31,6 +31,9 @@ KERAS_REFS = ["cifar10-resnet20-tensorflow", "cifar10-resnet56-tensorflow", "cif
               "cifar10-resnet164-tensorflow", "cifar10-resnet164b-tensorflow"]
 ALL = TORCH_REFS + KERAS_REFS
 assert [n.rsplit("-", 1)[0] for n in TORCH_REFS] == [n.rsplit("-", 1)[0] for n in KERAS_REFS] == list(SEEDS)
+# Named here because test_anchor_tables finds a table's conformance module by its references' names;
+# that they are every cifar10-resnet* reference there is, is derived.
+assert sorted(ALL) == [n for n in registry.available() if n.startswith("cifar10-resnet")], "a ResNet twin missing here"
 CHECKED_HERE = {"parameters", "schedule", "optimizer", "augmentation", "eval_preprocessing", "config", "test"}
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)      # the tables' eval preprocessing
 MOMENTUM, DECAY = 0.9, 5e-4                                          # the tables' optimizer and decay

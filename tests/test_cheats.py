@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cheats import events, harness_run, needs_isolation, write_reference
+from polling import survivors, wait_for
 
 from harness import datasets
 
@@ -408,18 +409,10 @@ def test_sigterm_of_the_harness_kills_the_workers(world):
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "cheat", "--references", str(references),
                              "--data", str(data), "--results", str(results), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    import time
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(results.glob("cheat/*/events.jsonl")):
-        time.sleep(0.2)
-    time.sleep(3)
+    # the trainer is in train_epoch once the first epoch has started
+    assert wait_for(lambda: "epoch_start" in "".join(p.read_text() for p in results.glob("cheat/*/events.jsonl")),
+                    60), proc.stderr
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert proc.returncode == 1
-    time.sleep(0.5)
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            assert b"harness.worker" not in Path(f"/proc/{pid}/cmdline").read_bytes() or \
-                str(references).encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            pass
+    assert survivors(lambda cmdline: b"harness.worker" in cmdline and str(references).encode() in cmdline) == []

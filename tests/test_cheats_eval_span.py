@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from cheats import SMUGGLE, events, harness_run, needs_isolation, write_reference
+from polling import processes, survivors, wait_for
 
 from harness import sandbox, snapshots, verify
 
@@ -267,23 +268,12 @@ def test_a_harness_killed_with_9_during_eval_leaves_no_process_and_its_scratch_i
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "cheat", "--references", str(references),
                              "--data", str(data), "--results", str(results), "--no-progress"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp)})
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and "eval_start" not in "".join(
-            p.read_text() for p in results.glob("cheat/*/events.jsonl")):
-        time.sleep(0.05)
-    time.sleep(0.3)
+    # killed while the predictor runs (in load): a process of its scratch folder is there
+    assert wait_for(lambda: processes(lambda cmdline: str(tmp).encode() + b"/dawnbench-predict-" in cmdline), 120)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    time.sleep(1)
-    alive = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if str(tmp).encode() in cmdline or b"bwrap" in cmdline and str(references).encode() in cmdline:
-            alive.append((pid, cmdline[:120]))
-    assert alive == []
+    assert survivors(lambda cmdline: str(tmp).encode() in cmdline
+                     or b"bwrap" in cmdline and str(references).encode() in cmdline) == []
     left = sorted(p.name.split("-")[1] for p in tmp.glob("dawnbench-*-*-*"))
     assert {"run", "train", "predict"} <= set(left), left
     swept = sandbox.sweep_stale(tmp)

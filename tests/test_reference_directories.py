@@ -18,8 +18,10 @@ NAMES = registry.available()
 SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", "data", "results", "bench-results"}
 
 
-def test_there_are_references():
-    assert len(NAMES) >= 13 and "cifar10-resnet56-pytorch" in NAMES
+def test_every_folder_of_references_is_a_reference():
+    """The registry finds each folder of references/ (none is skipped, none stray), the default among them."""
+    folders = sorted(p.name for p in (REPO / "references").iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert NAMES == folders and "fashion-mnist-cnn-pytorch" in NAMES
 
 
 @pytest.mark.parametrize("name", NAMES)
