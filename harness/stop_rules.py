@@ -7,7 +7,7 @@
                               e == max_epochs                            -> DNC, the epoch budget
     anything raised on the way                                           -> DNC, error (`failed`)
 
-No clock, no file, no process: the runner measures, these rules decide, tests/test_stop_rules.py
+No clock, no file, no process: the runner measures, these rules decide, tests/harness_only/test_stop_rules.py
 holds their table.
 """
 from __future__ import annotations

@@ -7,10 +7,10 @@ a regression in the metric itself shows up here.
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from harness import metrics
 from harness.metrics import (
@@ -28,7 +28,7 @@ from harness.squad_eval import main as squad_main
 
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = REPO
 
 
 # --------------------------------------------------------------------------

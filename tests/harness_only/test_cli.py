@@ -1,5 +1,6 @@
 """Bad inputs get one clear line that says what is wrong and what to do; nothing is written."""
 import pytest
+from conftest import REPO
 
 from dawnbench.cli import main
 
@@ -103,7 +104,6 @@ def test_one_parser_tree_holds_every_subcommand_without_the_tools_libraries():
     matplotlib are absent (a reference's environment): `<tool> --help` needs no tools environment."""
     import subprocess
     import sys
-    from pathlib import Path
 
     from dawnbench import cli
 
@@ -118,7 +118,7 @@ def test_one_parser_tree_holds_every_subcommand_without_the_tools_libraries():
             "        assert e.code == 0, (name, e.code)\n"
             "    print('@@')\n")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                           cwd=Path(__file__).resolve().parent.parent)
+                           cwd=REPO)
     assert shown.returncode == 0, shown.stderr
     helps = shown.stdout.split("@@\n")[:-1]
     assert len(helps) == len(cli.TOOLS)

@@ -29,6 +29,7 @@ from cifar10_fixture import (
     write_cifar10_batches,
     write_cifar10_tarball,
 )
+from conftest import REPO
 
 import common.datasets as cds
 import dawnbench.fetch as fetcher
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.2
 
 NAME = "cifar10"
 FETCH_COMMAND = "dawnbench data fetch cifar10"
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (REPO / "README.md").read_text()
 FILES = ["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch", "batches.meta"]
 
 

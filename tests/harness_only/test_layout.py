@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import textwrap
@@ -156,3 +157,13 @@ def test_data_root_is_found_in_order(elsewhere, tmp_path, monkeypatch):
     assert paths.data_root() == elsewhere / "data"
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path))
     assert paths.data_root() == tmp_path
+
+
+def test_the_harness_only_tier_is_its_folder():
+    """`make test-harness-numpy1` runs tests/harness_only/ under numpy 1.23.5 (what MXNet's images
+    have): a module marked `harness` elsewhere would never run there, and one there without the
+    mark would be left out of `pytest -m harness`."""
+    tests = REPO / "tests"
+    marked = {p for p in tests.rglob("test_*.py")
+              if re.search(r"^pytestmark = pytest\.mark\.harness\b", p.read_text(encoding="utf-8"), re.M)}
+    assert marked == set((tests / "harness_only").glob("test_*.py")), sorted(str(p.relative_to(tests)) for p in marked)

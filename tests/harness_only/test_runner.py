@@ -1,16 +1,16 @@
 """The runner's loop, stop rules and DNC paths, driven by a scripted reference on real labels."""
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import REPO
 
 from dawnbench.cli import main
 from harness.events import read_events
 
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
 
-SCHEMA = json.loads((Path(__file__).parent.parent / "harness/data/result.schema.json").read_text())
+SCHEMA = json.loads((REPO / "harness/data/result.schema.json").read_text())
 
 
 def run(tmp_path, *args):
