@@ -48,7 +48,8 @@ def test_the_projects_references_name_a_flavour():
 
 @pytest.mark.parametrize("name", FLAVOURED)
 def test_dockerfile_is_what_its_flavour_writes(name):
-    assert flavours.difference(REPO / "references" / name) is None
+    problem = flavours.difference(REPO / "references" / name)
+    assert problem is None, problem
 
 
 def test_the_check_command_passes_on_this_checkout():
