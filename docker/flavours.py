@@ -67,6 +67,8 @@ def render(flavour: str, parts: list[str], table: dict | None = None, template: 
                 continue
             if slot not in names:
                 raise Problem(f"{where} fills slot {slot!r}, which docker/{TEMPLATE.name} does not have")
+            if not isinstance(text, str):
+                raise Problem(f"{where}: slot {slot!r} must be text (a TOML string), not {text!r}")
             pieces[slot].append(text.removesuffix("\n"))
     out = []
     for line in template.splitlines():
