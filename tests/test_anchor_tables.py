@@ -15,8 +15,13 @@ INFERENCE = [d.name for d in anchors.inference_references()]      # a table of e
 WITH_TABLE = [name for name in TRAINING + INFERENCE if (REPO / "references" / name / "anchor.toml").is_file()]
 
 
-def test_the_training_references_are_the_twenty():
-    assert len(TRAINING) == 20 and "imagenet-resnet50-cpu-inference" not in TRAINING
+def test_the_training_references_are_the_twenty_one():
+    # every reference directory is one or the other: a directory dropped from both is caught here,
+    # and the count says when one was added or removed (the 21st: cifar10-airbench-muon-pytorch)
+    directories = {d.name for d in (REPO / "references").iterdir() if (d / "reference.toml").is_file()}
+    assert set(TRAINING) | set(INFERENCE) == directories and not set(TRAINING) & set(INFERENCE)
+    assert len(TRAINING) == 21 and "imagenet-resnet50-cpu-inference" not in TRAINING
+    assert "cifar10-airbench-muon-pytorch" in TRAINING
     assert INFERENCE == ["imagenet-resnet50-cpu-inference"] and INFERENCE[0] in WITH_TABLE
 
 
