@@ -44,7 +44,7 @@ def train(spec):
 
 
 def context(spec, data_root, tmp_path, role="train", **overrides):
-    config = dict(spec.hyperparameters, batch_size=20, **overrides)
+    config = {**spec.hyperparameters, "batch_size": 20, **overrides}
     return Context(config=config, data_root=data_root, seed=0, task=spec.task, work_dir=tmp_path,
                    show_progress=False, role=role)
 
@@ -450,6 +450,11 @@ def test_loss_falls_on_a_repeated_batch(spec, cifar10_views, tmp_path):
     assert all(math.isfinite(v) for v in losses)
     # Label smoothing 0.2 keeps the loss above ~0.87 even for a perfect fit; it starts near ln 10.
     assert losses[0] > 2.0 and losses[-1] < 0.7 * losses[0], losses
+
+
+def test_a_batch_larger_than_the_training_set_is_one_line(spec, cifar10_views, tmp_path):
+    with pytest.raises(ValueError, match=r"batch_size 200 is more than the 100 training images: set a smaller one"):
+        make(spec, cifar10_views, tmp_path, batch_size=200, **SMALL)
 
 
 def test_a_run_past_the_schedule_learns_nothing_more(spec, cifar10_views, tmp_path):

@@ -193,7 +193,7 @@ def linear_to_zero(step: int, steps: int) -> float:
     """The learning rate's share before step `step` (from 0) of a schedule of `steps` steps: 1 at
     the start, falling linearly to 0 at `steps`, then 0: a run the harness continues past the
     schedule changes no weight (only batch-norm's running statistics follow the data)."""
-    return max(0.0, 1.0 - step / steps)
+    return max(0.0, 1.0 - step / steps) if steps > 0 else 0.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -263,6 +263,9 @@ class CifarMuon(TorchReference):
         self.batch = cfg["batch_size"] // ctx.world_size             # per rank; the global batch is fixed
         # Full batches only (the last partial one of an epoch is dropped), as airbench's loader does.
         self.steps_per_epoch = len(self.train_x) // cfg["batch_size"]
+        if self.steps_per_epoch == 0:
+            raise ValueError(f"batch_size {cfg['batch_size']} is more than the {len(self.train_x)} training images: "
+                             f"set a smaller one (--set batch_size=N)")
         self.total_steps = math.ceil(cfg["epochs"] * self.steps_per_epoch)
         self.whiten_bias_steps = math.ceil(cfg["whiten_bias_epochs"] * self.steps_per_epoch)
 
