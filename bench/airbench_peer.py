@@ -195,13 +195,13 @@ def part_peer(s: Setting, r: Report) -> None:
 
 
 def ours_tiny(s: Setting, r: Report) -> dict[str, tuple[float, float, int]]:
-    """The CPU smoke: each of OURS warmed up, then one timed tiny schedule; {key: (seconds, top-1, steps)}."""
+    """The CPU smoke: one timed tiny schedule of each of OURS, cold (no warm-up: the code paths, not a
+    figure); {key: (seconds, top-1, steps)}."""
     train = synthetic_cifar.template_images(TINY["images"], seed=1)
     test = synthetic_cifar.template_images(TINY["test_images"], seed=2)
     results = {}
     for key, name in OURS.items():
         recipe = OurReference(s, name, train, test, TINY["overrides"])
-        recipe.warm_up()
         seconds, accuracy, steps, _ = recipe.timed(seed=0)
         results[key] = (seconds, accuracy, steps)
         r.figure(f"peer_{key}_schedule_s", seconds, f"{name}: {steps} steps at {', '.join(TINY['overrides'])}")
