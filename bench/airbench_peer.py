@@ -7,15 +7,20 @@ side by side, on the same synthetic CIFAR-format images (bench/synthetic_cifar.p
   $AIRBENCH94_MUON): its network, Muon and `main`, 8 epochs of batch 2000, compiled as the file
   does but in torch.compile's default mode (the file's max-autotune costs minutes of compilation a
   short lease cannot spare; PEER_MUON_COMPILE_MODE says which was used);
-- cifar10-fast-pytorch: its own setup and train_epoch for its 9.9 epochs (476 steps), eager (its default).
+- cifar10-fast-pytorch: its own setup and train_epoch for its 9.9 epochs (476 steps), eager (its default);
+- cifar10-airbench-muon-pytorch, airbench94_muon's recipe as this project's reference: its own setup
+  and train_epoch for its 8 epochs (200 steps of 2,000), eager (its default).
 
 Each warms up once (cuDNN's plans, compilation), then ROUNDS rounds time each whole schedule in
 turn, so drift favours none. Seconds: airbench94's from outside `train94` (its network, whitening
 and normalization included); airbench94_muon's from its own CUDA-event timer (whitening, training
 and its final TTA evaluation; not its per-epoch evaluations), as its published 2.59 s is;
-cifar10-fast's from outside its epochs (setup excluded). The ratios carry to another GPU; an absolute
-time holds for this one only. Each recipe's held-out top-1 on the synthetic task (its own TTA) says
-the three learn the same task comparably; it is no CIFAR-10 accuracy.
+the two references' from outside their epochs (setup excluded). The ratios carry to another GPU; an
+absolute time holds for this one only. Each recipe's held-out top-1 on the synthetic task (its own
+TTA) says the four learn the same task comparably; it is no CIFAR-10 accuracy.
+
+In a CPU smoke (`--cpu-smoke`) airbench94 and airbench94_muon cannot run (CUDA only); the two
+references run their code paths at a tiny size (TINY) and report no goal.
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ import time
 from pathlib import Path
 
 from bench import synthetic_cifar
-from bench.gpu_common import REPO, NotMeasured, Report, Setting, one_line
+from bench.gpu_common import REPO, NotMeasured, Report, Setting, cpu_only, one_line
 
 AIRBENCH_PIN = "airbench==0.1.8"
 MUON_ENV = "AIRBENCH94_MUON"
@@ -39,6 +44,11 @@ MUON_SOURCE = "KellerJordan/cifar10-airbench airbench94_muon.py"
 PEER_MUON_COMPILE_MODE = "default"
 TRAIN_IMAGES, TEST_IMAGES = 50_000, 10_000      # CIFAR-10's split sizes: 48 steps an epoch at 1024
 ROUNDS = 3
+# This project's references in the race: figure key -> reference directory.
+OURS = {"cifar10_fast": "cifar10-fast-pytorch", "cifar10_airbench_muon": "cifar10-airbench-muon-pytorch"}
+# A CPU smoke: each reference's code paths in seconds (2 epochs of 2 steps on 64 images, a narrow network).
+TINY = {"images": 64, "test_images": 32, "rounds": 1,
+        "overrides": ["batch_size=32", "epochs=2", "widths=8,16,16", "tta_level=1", "eval_batch_size=32"]}
 
 
 @contextlib.contextmanager
@@ -121,24 +131,28 @@ def dynamo_graphs(torch) -> int:
         return -1
 
 
-class CifarFast:
-    """cifar10-fast-pytorch's own setup and train_epoch on the synthetic images (its loader swapped:
-    the data, never the recipe); its own `scores` (6-view TTA) on the held-out ones."""
+class OurReference:
+    """A reference's own setup and train_epoch on the synthetic images (its loader swapped: the data,
+    never the recipe); its own `scores` (its TTA) on the held-out ones."""
 
-    def __init__(self, s: Setting, train, test):
+    def __init__(self, s: Setting, name: str, train, test, overrides=()):
         from harness import registry
-        self.s, self.test = s, test
-        self.spec = registry.load_spec("cifar10-fast-pytorch", REPO / "references")
+        self.s, self.train, self.test = s, train, test
+        self.spec = registry.load_spec(name, REPO / "references")
         self.cls = self.spec.load_entry_class()
         self.module = sys.modules[self.cls.__module__]
-        self.module.load_cifar10 = lambda root, split: train
-        self.config = registry.resolve_hyperparameters(self.spec, [])
+        self.config = registry.resolve_hyperparameters(self.spec, list(overrides))
 
     def fresh(self, seed: int = 0):
         from harness.reference import Context
         ref = self.cls()
-        ref.setup(Context(config=self.config, data_root=Path(tempfile.gettempdir()), seed=seed, task=self.spec.task,
-                          show_progress=False))
+        # The loader swapped for setup only: the module is shared with anything else in this process.
+        original, self.module.load_cifar10 = self.module.load_cifar10, lambda root, split: self.train
+        try:
+            ref.setup(Context(config=self.config, data_root=Path(tempfile.gettempdir()), seed=seed,
+                              task=self.spec.task, show_progress=False))
+        finally:
+            self.module.load_cifar10 = original
         return ref
 
     def schedule(self, ref) -> None:
@@ -167,7 +181,11 @@ class CifarFast:
 
 def part_peer(s: Setting, r: Report) -> None:
     if s.smoke:
-        raise NotMeasured("airbench94 runs on CUDA only (it puts its network on the GPU in half precision)")
+        r.skip("peer", "airbench94 runs on CUDA only (it puts its network on the GPU in half precision), and so "
+                       "does airbench94_muon; this project's references ran at a tiny size")
+        with cpu_only(s.torch):
+            ours_tiny(s, r)
+        return
     try:
         import airbench
     except Exception as exc:
@@ -176,12 +194,28 @@ def part_peer(s: Setting, r: Report) -> None:
         side_by_side(s, r, airbench, Path(work))
 
 
+def ours_tiny(s: Setting, r: Report) -> dict[str, tuple[float, float, int]]:
+    """The CPU smoke: one timed tiny schedule of each of OURS, cold (no warm-up: the code paths, not a
+    figure); {key: (seconds, top-1, steps)}."""
+    train = synthetic_cifar.template_images(TINY["images"], seed=1)
+    test = synthetic_cifar.template_images(TINY["test_images"], seed=2)
+    results = {}
+    for key, name in OURS.items():
+        recipe = OurReference(s, name, train, test, TINY["overrides"])
+        seconds, accuracy, steps, _ = recipe.timed(seed=0)
+        results[key] = (seconds, accuracy, steps)
+        r.figure(f"peer_{key}_schedule_s", seconds, f"{name}: {steps} steps at {', '.join(TINY['overrides'])}")
+        r.figure(f"peer_{key}_top1", accuracy, f"{TINY['test_images']} held-out synthetic images, its own TTA")
+    return results
+
+
 def side_by_side(s: Setting, r: Report, airbench, work: Path) -> None:
     torch = s.torch
     train = synthetic_cifar.template_images(TRAIN_IMAGES, seed=1)
     test = synthetic_cifar.template_images(TEST_IMAGES, seed=2)
     write_airbench_data(torch, work / "cifar10", *train, *test)
-    recipes = {"airbench94": Airbench94(s, airbench, work), "cifar10_fast": CifarFast(s, train, test)}
+    recipes = {"airbench94": Airbench94(s, airbench, work),
+               **{key: OurReference(s, name, train, test) for key, name in OURS.items()}}
     muon_path = os.environ.get(MUON_ENV)
     if not muon_path or not Path(muon_path).is_file():
         r.skip("peer_airbench94_muon", f"${MUON_ENV} names no file: set it to a copy of {MUON_SOURCE}")
@@ -190,7 +224,7 @@ def side_by_side(s: Setting, r: Report, airbench, work: Path) -> None:
             recipes["airbench94_muon"] = Airbench94Muon(s, Path(muon_path), work)
         except Exception as exc:
             r.skip("peer_airbench94_muon", one_line(exc))
-    warm = {"airbench94": recipes["airbench94"].warm_up, "cifar10_fast": recipes["cifar10_fast"].warm_up}
+    warm = {"airbench94": recipes["airbench94"].warm_up, **{key: recipes[key].warm_up for key in OURS}}
     if "airbench94_muon" in recipes:
         warm["airbench94_muon"] = lambda: recipes["airbench94_muon"].run("warmup")
     for name, fn in list(warm.items()):
@@ -204,12 +238,12 @@ def side_by_side(s: Setting, r: Report, airbench, work: Path) -> None:
         r.figure(f"peer_{name}_warm_up_s", time.perf_counter() - start, "the first schedule: compilation and autotuning")
     seconds: dict[str, list[float]] = {name: [] for name in recipes}
     accuracy: dict[str, list[float]] = {name: [] for name in recipes}
-    graphs = 0
+    graphs = {key: 0 for key in OURS}
     for round_ in range(ROUNDS):
         for name, recipe in recipes.items():
-            if name == "cifar10_fast":
+            if name in OURS:
                 t, acc, steps, new_graphs = recipe.timed(seed=round_)
-                graphs += max(new_graphs, 0)
+                graphs[name] += max(new_graphs, 0)
             elif name == "airbench94_muon":
                 t, acc = recipe.run(round_)
             else:
@@ -221,8 +255,10 @@ def side_by_side(s: Setting, r: Report, airbench, work: Path) -> None:
                            "weights, eager; its network, whitening and normalization included",
              "airbench94_muon": f"{MUON_SOURCE}: 8 epochs of batch 2000, Muon, torch.compile mode "
                                 f"{PEER_MUON_COMPILE_MODE!r} (the file's own: max-autotune); its own timer",
-             "cifar10_fast": "476 steps of 1024, bf16 autocast, channels_last, eager; setup excluded"
-                             + ("; no recompilation while timed" if graphs == 0 else f"; {graphs} graph(s) compiled while timed")}
+             "cifar10_fast": "476 steps of 1024, bf16 autocast, channels_last, eager; setup excluded",
+             "cifar10_airbench_muon": "200 steps of 2000, bf16 autocast, channels_last, eager; setup excluded"}
+    for key in OURS:
+        notes[key] += "; no recompilation while timed" if graphs[key] == 0 else f"; {graphs[key]} graph(s) compiled while timed"
     medians = {}
     for name in recipes:
         medians[name] = statistics.median(seconds[name])
@@ -231,12 +267,18 @@ def side_by_side(s: Setting, r: Report, airbench, work: Path) -> None:
         r.figure(f"peer_{name}_top1", statistics.fmean(accuracy[name]),
                  f"mean of {ROUNDS} on the synthetic held-out set, its own TTA")
     for ours, theirs in (("cifar10_fast", "airbench94"), ("cifar10_fast", "airbench94_muon"),
-                         ("airbench94", "airbench94_muon")):
+                         ("airbench94", "airbench94_muon"), ("cifar10_airbench_muon", "airbench94_muon"),
+                         ("cifar10_airbench_muon", "cifar10_fast")):
         if ours in medians and theirs in medians:
             paired = [a / b for a, b in zip(seconds[ours], seconds[theirs])]
             r.figure(f"peer_ratio_{ours}_over_{theirs}", statistics.median(paired),
                      f"median of {ROUNDS} rounds' ratios")
-    if "airbench94" in medians:
+    if "airbench94_muon" in medians and "cifar10_airbench_muon" in medians:
+        ratio = medians["cifar10_airbench_muon"] / medians["airbench94_muon"]
+        r.goal("cifar10_airbench_muon_vs_airbench94_muon", ratio <= 1.0,
+               f"{medians['cifar10_airbench_muon']:.2f} s against airbench94_muon's {medians['airbench94_muon']:.2f} s "
+               f"on {s.name}")
+    if "airbench94" in medians and "cifar10_fast" in medians:
         ratio = medians["cifar10_fast"] / medians["airbench94"]
         r.goal("cifar10_fast_vs_airbench94", ratio <= 1.0,
                f"{medians['cifar10_fast']:.2f} s against airbench94's {medians['airbench94']:.2f} s on {s.name}")

@@ -19,9 +19,10 @@ Parts, each printed as name=value lines with its anchors, or as `<part>: not mea
   steps           each PyTorch reference's own training step at its real batch and input size on
                   synthetic data: ms a step, peak memory, whether the loss falls (bench/reference_steps.py)
   peer            the public frontier side by side: airbench94 (PyPI airbench 0.1.8), airbench94_muon
-                  (the file given by $AIRBENCH94_MUON) and cifar10-fast-pytorch, the same synthetic
-                  images, the same GPU: each whole schedule's seconds, their ratios, held-out top-1
-                  (bench/airbench_peer.py)
+                  (the file given by $AIRBENCH94_MUON), cifar10-fast-pytorch and
+                  cifar10-airbench-muon-pytorch, the same synthetic images, the same GPU: each whole
+                  schedule's seconds, their ratios, held-out top-1 (bench/airbench_peer.py); in a CPU
+                  smoke the two references only, at a tiny size
   harness_cost    what the harness costs a record-class run: cifar10-fast's whole schedule under
                   `dawnbench run` against a bare loop, paired repeats; the handover's median and p99
                   (bench/harness_cost.py)

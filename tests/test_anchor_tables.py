@@ -18,11 +18,14 @@ WITH_TABLE = [name for name in TRAINING + INFERENCE if (REPO / "references" / na
 
 def test_the_training_references_are_those_that_train():
     """The tables' split (train.py, or infer.py only) is the references' own: inference-only ones are
-    what reference.toml's [inference] only says, every other reference trains."""
+    what reference.toml's [inference] only says, every other reference trains, and every reference
+    directory is one or the other (a directory dropped from both is caught here)."""
     specs = [registry.load_spec(name) for name in registry.available()]
     assert TRAINING == [s.name for s in specs if not s.infers_only] and len(TRAINING) > 1
     assert INFERENCE == [s.name for s in specs if s.infers_only] and INFERENCE
     assert set(INFERENCE) <= set(WITH_TABLE)
+    directories = {d.name for d in (REPO / "references").iterdir() if (d / "reference.toml").is_file()}
+    assert set(TRAINING) | set(INFERENCE) == directories and not set(TRAINING) & set(INFERENCE)
 
 
 def test_every_reference_has_its_table():

@@ -33,7 +33,11 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
     out = tmp_path / "bench.json"
     # every part but kill9, which starts uid-mode workers and so takes its turn with the other tests that do
     parts = ",".join(part for part in gpu.PARTS if part != "kill9")
-    proc = bench_gpu("--cpu-smoke", "--out", str(out), "--tta-reference", "scripted-test", "--parts", parts)
+    # 420 s: the peer part now trains cifar10-fast and cifar10-airbench-muon at a tiny size (12 s
+    # in-process at load average 7). On the shared 2-core machine the whole test took 249 s at load 5
+    # and ran past the old 300 s at load 10 (2026-11-26)
+    proc = bench_gpu("--cpu-smoke", "--out", str(out), "--tta-reference", "scripted-test", "--parts", parts,
+                     timeout=420)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("device=cpu") and lines[-1] == f"json={out}"
@@ -76,6 +80,7 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
         assert figures[f"precision_{precision}_epoch_s"] > 0 and 0 <= figures[f"precision_{precision}_top1"] <= 1
     assert figures["precision_epoch_ratio_fp16_over_bf16"] > 0
     assert report["not_measured"]["peer"].startswith("airbench94 runs on CUDA only")
+    assert figures["peer_cifar10_fast_schedule_s"] > 0 and figures["peer_cifar10_airbench_muon_schedule_s"] > 0
     assert set(report["not_measured"]) <= {"multi_gpu", "mfu_peak", "dali", "bidaf_tensorflow", "peer"}, \
         report["not_measured"]
 
@@ -139,3 +144,29 @@ def test_a_run_that_did_not_converge_is_no_figure(tmp_path):
     result.write_text(json.dumps({"status": "DNC", "tta_seconds": None, "dnc_reason": "budget"}))
     with pytest.raises(gpu.NotMeasured, match="ended DNC: budget"):
         gpu.tta_of(result)
+
+
+def test_the_peer_runs_this_projects_references_at_a_tiny_size_on_the_cpu():
+    """bench.gpu's peer part in a CPU smoke: airbench94 and airbench94_muon are not measured (CUDA
+    only); cifar10-fast-pytorch and cifar10-airbench-muon-pytorch run their own setup, train_epoch
+    and scores at a tiny size (2 epochs of 2 steps), and their loaders are put back afterwards."""
+    import sys
+
+    import torch
+
+    from bench import airbench_peer
+    from bench.gpu_common import Report, Setting
+    from harness import registry
+
+    s, r = Setting(torch, smoke=True, quick=True), Report("cpu smoke")
+    is_available = torch.cuda.is_available
+    airbench_peer.part_peer(s, r)
+    assert torch.cuda.is_available is is_available                     # cpu_only put CUDA back
+    assert r.not_measured["peer"].startswith("airbench94 runs on CUDA only") and "airbench94_muon" in r.not_measured["peer"]
+    assert set(airbench_peer.OURS) == {"cifar10_fast", "cifar10_airbench_muon"}
+    for key, name in airbench_peer.OURS.items():
+        assert r.figures[f"peer_{key}_schedule_s"] > 0 and 0 <= r.figures[f"peer_{key}_top1"] <= 1, key
+        assert r.notes[f"peer_{key}_schedule_s"].startswith(f"{name}: 4 steps at batch_size=32"), r.notes
+        module = sys.modules[registry.load_spec(name).load_entry_class().__module__]
+        assert module.load_cifar10.__module__ == "common.datasets"        # the swap did not outlive setup
+    assert r.goals == {}                 # a smoke sets no goal: its figures are the CPU's

@@ -2,7 +2,7 @@
 format whose test batch has the full 10,000 images (the harness insists on a prediction for
 every one), with a tiny training set so an epoch is a few steps.
 
-One reference per recipe file (PyTorch ResNet, TensorFlow ResNet, the fast one): `dawnbench run`
+One reference per recipe file (PyTorch ResNet, TensorFlow ResNet, the fast one, the Muon one): `dawnbench run`
 to a lowered threshold, every file of the result folder, then `dawnbench infer` on the saved
 model with the hyperparameters the run recorded. The smoke tests of each recipe cover every
 reference directory; the real 94% runs need a GPU and the real data.
@@ -31,6 +31,7 @@ CASES = {
     "cifar10-resnet20-pytorch": (["batch_size=16"], "PyTorch 2."),
     "cifar10-resnet20-tensorflow": (["batch_size=16"], "TensorFlow 2."),
     "cifar10-fast-pytorch": (["batch_size=16", "widths=16,32,32", "tta_level=1"], "PyTorch 2."),
+    "cifar10-airbench-muon-pytorch": (["batch_size=16", "widths=16,32,32", "tta_level=1"], "PyTorch 2."),
 }
 
 
