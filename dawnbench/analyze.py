@@ -585,6 +585,9 @@ def plot_roofline(numbers: dict, path: Path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
+        heights = [r["achieved_flops_per_s"] for r in placed] + [f for f, _, _ in roofs]
+        if heights:      # a decade below the lowest point to a little above the highest roof
+            ax.set_ylim(min(heights) / 10, max(heights) * 3)
         ax.set_xlabel("operational intensity (FLOP per byte moved, estimated)")
         ax.set_ylabel("FLOP/s (counted FLOPs over the train spans)")
         ax.set_title("roofline: achieved vs peak (informative, never ranked)")

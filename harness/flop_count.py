@@ -91,18 +91,24 @@ def _tensorflow(model, x: np.ndarray) -> tuple[float, dict, str]:
             out = model(batch, training=True)
             out = out[0] if isinstance(out, (tuple, list)) else out
             loss = tf.reduce_sum(tf.cast(out, tf.float32))
-        return tape.gradient(loss, model.trainable_variables)
+        return loss, tape.gradient(loss, model.trainable_variables)     # the loss too: the forward is kept
 
     frozen = convert_variables_to_constants_v2(step.get_concrete_function(tf.constant(x)))
     options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
     options["output"] = "none"
     profile = tf.compat.v1.profiler.profile(graph=frozen.graph, run_meta=tf.compat.v1.RunMetadata(), cmd="op",
                                             options=options)
-    by_op = {child.name: float(child.total_float_ops) for child in profile.children
-             if child.total_float_ops and child.name.startswith(TF_OPS)}
+    # the op view nests the op types as a chain (each the child of the one before, its total_float_ops
+    # the rest of the chain's): each type's own count is its float_ops
+    by_op, nodes = {}, list(profile.children)
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(node.children)
+        if node.float_ops and node.name.startswith(TF_OPS):
+            by_op[node.name] = by_op.get(node.name, 0.0) + float(node.float_ops)
     everything = float(profile.total_float_ops)
     by_op["(all float ops the profiler counts, for reference)"] = everything
-    parameter_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.weights)
+    parameter_bytes = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in model.weights)
     try:          # each layer's output, as a functional model declares it (None where it does not)
         activations = float(sum(int(np.prod([len(x), *layer.output.shape[1:]])) * tf.as_dtype(layer.output.dtype).size
                                 for layer in model.layers))
