@@ -16,6 +16,8 @@ training mode needs two.
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 EXAMPLES = 2
@@ -44,8 +46,10 @@ def count(framework: str, ref) -> dict:
 
 
 def _torch(net, x: np.ndarray) -> tuple[float, dict, str]:
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
+    # imported by name, as harness.worker does: the harness depends on no framework; the reference's
+    # process, where this runs, has its own
+    torch = importlib.import_module("torch")
+    FlopCounterMode = importlib.import_module("torch.utils.flop_counter").FlopCounterMode
     param = next(net.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     batch = torch.from_numpy(np.ascontiguousarray(x)).to(device)
@@ -82,8 +86,9 @@ TF_OPS = ("Conv2D", "Conv3D", "DepthwiseConv2dNative", "MatMul", "BatchMatMul", 
 
 
 def _tensorflow(model, x: np.ndarray) -> tuple[float, dict, str]:
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    tf = importlib.import_module("tensorflow")
+    convert_variables_to_constants_v2 = importlib.import_module(
+        "tensorflow.python.framework.convert_to_constants").convert_variables_to_constants_v2
 
     @tf.function
     def step(batch):
