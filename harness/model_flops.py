@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from harness import inference, sandbox, views
+from harness.errors import UsageError
 from harness.registry import ReferenceSpec
 
 
@@ -31,13 +32,15 @@ def count(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
     worker = None
     try:
         shutil.copytree(model_dir, work / "models" / "model", symlinks=True)
-        worker, seen = inference._start("predict", spec, hyperparameters, data_root, work, isolation, seed,
-                                        snapshots=work / "models")
-        inference._load(worker, seen, spec, model_dir)
         try:
+            worker, seen = inference._start("predict", spec, hyperparameters, data_root, work, isolation, seed,
+                                            snapshots=work / "models")
+            inference._load(worker, seen, spec, model_dir)
             reply, _ = worker.call("flops")
-        except sandbox.WorkerError as e:
-            return {"not_counted": "the predictor could not count it: " + inference._one_line(str(e), "flops failed")}
+        except (sandbox.WorkerError, sandbox.WorkerDied, UsageError) as e:
+            # the reference's own error (its framework missing from the workers' Python, a model that does
+            # not load): the count is informative, so the analysis goes on without it, saying why
+            return {"not_counted": "the predictor could not count it: " + inference._one_line(str(e), "failed")}
     finally:
         if worker is not None:
             worker.kill()
