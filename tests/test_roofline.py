@@ -206,3 +206,41 @@ def test_a_folder_without_result_json_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "no result.json" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_the_entry_page_shows_utilization_and_energy(tmp_path, capsys):
+    pytest.importorskip("jinja2", reason="the site needs jinja2; `make test` runs this with it")
+    from leaderboard_fixture import write_entries
+
+    from dawnbench import entries, site
+    tree = write_entries(tmp_path / "entries")
+    path = next(p for p in sorted(tree.rglob("train/*.json")))
+    entry = entries.load(path)
+    page = site.entry_page(entry, [], None, None)
+    assert "Utilization" not in page and "Energy" not in page        # no run folder: no rows
+    folder = entries.run_folder(path)
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps({"energy": {
+        "available": True, "joules": 7200.0, "method": "nvml", "how": "NVML, read by the harness", "train_spans": 3,
+        "devices": [], "ranked": False}}))
+    numbers = {"analysis": "roofline", "inputs": [{
+        "source": str(folder), "achieved_flops_per_s": 2.5e14, "mfu": 0.25,
+        "peak": {"flops_per_s": 1e15, "method": "data sheet, dense bf16, x 1 devices"},
+        "flops": {"flops_per_example": 2.4e10, "counter": "torch.utils.flop_counter.FlopCounterMode"}}]}
+    page = site.entry_page(entry, [], None, None, utilization=site.utilization_lines(numbers))
+    assert ("<tr><th>Utilization</th><td>MFU 25.00%: 250 of 1e+03 TFLOP/s (data sheet, dense bf16, x 1 devices); "
+            "24 GFLOP per training example, counted by torch.utils.flop_counter.FlopCounterMode") in page
+    assert ("<tr><th>Energy</th><td>7,200.0 J (0.002 kWh) over 3 train spans: NVML, read by the harness "
+            "(informative, never ranked)</td></tr>") in page
+    (folder / "result.json").write_text(json.dumps({"energy": {"available": False, "reason": "NVML: no GPU; RAPL: none",
+                                                               "ranked": False}}))
+    page = site.entry_page(entry, [], None, None)
+    assert "<tr><th>Energy</th><td>not available: NVML: no GPU; RAPL: none</td></tr>" in page
+    assert "<tr><th>Utilization</th><td>not analysed (dawnbench analyze roofline" in page
+    # the leaderboard takes the analysis with --roofline; anything else is one line
+    (tmp_path / "other.json").write_text(json.dumps({"analysis": "curves"}))
+    code = main(["leaderboard", str(tree), "--out", str(tmp_path / "site"), "--roofline", str(tmp_path / "other.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1 and "not a roofline analysis" in err[0]
+    (tmp_path / "roofline.json").write_text(json.dumps(numbers))
+    assert main(["leaderboard", str(tree), "--out", str(tmp_path / "site"), "--roofline", str(tmp_path / "roofline.json")]) == 0
