@@ -193,6 +193,7 @@ def run_numbers(run_dir: Path, *, counted: dict, precision: str | None = None, c
     peak = _peak(device, chosen, table, cpu_peak)
     flops = counted.get("flops_per_example")
     achieved = flops * examples / train_s if flops and examples and train_s else None
+    mfu = achieved / peak["flops_per_s"] if achieved and peak.get("flops_per_s") else None
     params, acts = counted.get("parameter_bytes"), counted.get("activation_bytes_per_example")
     batch = hyper.get("batch_size") if isinstance(hyper.get("batch_size"), int) and hyper.get("batch_size") > 0 else None
     moved = 2 * acts + 3 * params / batch if isinstance(acts, (int, float)) and isinstance(params, int) and batch else None
@@ -210,7 +211,10 @@ def run_numbers(run_dir: Path, *, counted: dict, precision: str | None = None, c
         "train_seconds": train_s, "train_seconds_source": train_source,
         "achieved_flops_per_s": achieved,
         "peak": peak,
-        "mfu": achieved / peak["flops_per_s"] if achieved and peak.get("flops_per_s") else None,
+        "mfu": mfu,
+        **({"warning": "MFU over 1: the measured peak is below what the training reached (the machine was busier "
+                       "when the peak was measured, or the network's kernels beat a plain matmul): read the peak as "
+                       "a lower bound"} if mfu and mfu > 1 else {}),
         "bytes_per_example": {"estimate": True, "bytes": moved, "formula": BYTES_FORMULA, "parameter_bytes": params,
                               "activation_bytes_per_example": acts, "batch_size": batch,
                               **({} if moved else {"why_none": "no batch_size hyperparameter or no layer sizes"})},

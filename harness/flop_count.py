@@ -98,19 +98,26 @@ def _tensorflow(model, x: np.ndarray) -> tuple[float, dict, str]:
             loss = tf.reduce_sum(tf.cast(out, tf.float32))
         return loss, tape.gradient(loss, model.trainable_variables)     # the loss too: the forward is kept
 
-    frozen = convert_variables_to_constants_v2(step.get_concrete_function(tf.constant(x)))
+    concrete = step.get_concrete_function(tf.constant(x))
+    try:
+        function = convert_variables_to_constants_v2(concrete)
+    except (ValueError, TypeError):     # a training step that assigns variables (batch norm's averages)
+        function = concrete             # cannot be frozen; its own graph has the shapes the count needs
+    graph = function.graph
     options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
     options["output"] = "none"
-    profile = tf.compat.v1.profiler.profile(graph=frozen.graph, run_meta=tf.compat.v1.RunMetadata(), cmd="op",
+    profile = tf.compat.v1.profiler.profile(graph=graph, run_meta=tf.compat.v1.RunMetadata(), cmd="scope",
                                             options=options)
-    # the op view nests the op types as a chain (each the child of the one before, its total_float_ops
-    # the rest of the chain's): each type's own count is its float_ops
+    # Only the ops the step's results need: a gradient function makes both of a convolution's
+    # gradients, and the unfrozen graph keeps the input's (the images') that nothing uses
+    needed = _ancestors([t.op for t in function.outputs] + list(graph.control_outputs))
     by_op, nodes = {}, list(profile.children)
     while nodes:
         node = nodes.pop()
         nodes.extend(node.children)
-        if node.float_ops and node.name.startswith(TF_OPS):
-            by_op[node.name] = by_op.get(node.name, 0.0) + float(node.float_ops)
+        op = needed.get(node.name)
+        if node.float_ops and op is not None and op.type.startswith(TF_OPS):
+            by_op[op.type] = by_op.get(op.type, 0.0) + float(node.float_ops)
     everything = float(profile.total_float_ops)
     by_op["(all float ops the profiler counts, for reference)"] = everything
     parameter_bytes = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in model.weights)
@@ -121,3 +128,16 @@ def _tensorflow(model, x: np.ndarray) -> tuple[float, dict, str]:
         activations = None
     return (sum(v for k, v in by_op.items() if not k.startswith("(")), by_op,
             f"tf.compat.v1.profiler float_ops (TensorFlow {tf.__version__})", (int(parameter_bytes), activations))
+
+
+def _ancestors(ops: list) -> dict:
+    """Every op the given ones depend on (data and control inputs), by name."""
+    seen, stack = {}, list(ops)
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen[op.name] = op
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen
