@@ -45,7 +45,7 @@ def count(framework: str, ref) -> dict:
             "activation_bytes_per_example": sizes[1] / len(x) if sizes[1] is not None else None}
 
 
-def _torch(net, x: np.ndarray) -> tuple[float, dict, str]:
+def _torch(net, x: np.ndarray) -> tuple[float, dict, str, tuple]:
     # imported by name, as harness.worker does: the harness depends on no framework; the reference's
     # process, where this runs, has its own
     torch = importlib.import_module("torch")
@@ -85,7 +85,7 @@ def _torch(net, x: np.ndarray) -> tuple[float, dict, str]:
 TF_OPS = ("Conv2D", "Conv3D", "DepthwiseConv2dNative", "MatMul", "BatchMatMul", "Einsum")
 
 
-def _tensorflow(model, x: np.ndarray) -> tuple[float, dict, str]:
+def _tensorflow(model, x: np.ndarray) -> tuple[float, dict, str, tuple]:
     tf = importlib.import_module("tensorflow")
     convert_variables_to_constants_v2 = importlib.import_module(
         "tensorflow.python.framework.convert_to_constants").convert_variables_to_constants_v2

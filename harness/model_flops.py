@@ -51,6 +51,16 @@ def count(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
     flops = counted.get("flops_per_example") if isinstance(counted, dict) else None
     if not isinstance(flops, (int, float)) or isinstance(flops, bool) or not math.isfinite(flops) or flops <= 0:
         return {"not_counted": f"the predictor's count is not a positive number ({flops!r})"}
-    return {**counted, "where": "the sandboxed predictor, on the run's stored model (the reference's process: "
-                                "informative, never ranked)"}
+    # The rest came from the reference's process too: kept to what the analysis reads, sized and typed
+    def amount(value):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        return value if ok else None
+    by_op = counted.get("by_op") if isinstance(counted.get("by_op"), dict) else {}
+    return {"flops_per_example": float(flops), "counter": str(counted.get("counter"))[:200],
+            "examples": amount(counted.get("examples")), "input_shape": [amount(v) for v in counted.get("input_shape") or []][:8],
+            "by_op": {str(k)[:80]: amount(v) for k, v in list(by_op.items())[:40]},
+            "convention": str(counted.get("convention"))[:200], "parameter_bytes": amount(counted.get("parameter_bytes")),
+            "activation_bytes_per_example": amount(counted.get("activation_bytes_per_example")),
+            "where": "the sandboxed predictor, on the run's stored model (the reference's process: informative, "
+                     "never ranked)"}
 

@@ -252,3 +252,29 @@ def test_the_entry_page_shows_utilization_and_energy(tmp_path, capsys):
     assert code != 0 and len(err) == 1 and "not a roofline analysis" in err[0]
     (tmp_path / "roofline.json").write_text(json.dumps(numbers))
     assert main(["leaderboard", str(tree), "--out", str(tmp_path / "site"), "--roofline", str(tmp_path / "roofline.json")]) == 0
+
+
+@pytest.mark.parametrize("flops", [float("nan"), -1.0, 0.0, True, "1e9", None])
+def test_a_count_from_the_predictor_that_is_no_positive_number_is_not_counted(tmp_path, monkeypatch, flops):
+    """The count comes from the reference's process: the harness takes a positive finite number and
+    the rest clipped, or nothing."""
+    class Predictor:
+        def call(self, op, **fields):
+            assert op == "flops"
+            return {"count": {"flops_per_example": flops, "counter": "x" * 5000, "by_op": {"y" * 500: 1.0}}}, None
+
+        def kill(self):
+            return []
+    monkeypatch.setattr(model_flops.inference, "_start", lambda *a, **k: (Predictor(), {}))
+    monkeypatch.setattr(model_flops.inference, "_load", lambda *a, **k: None)
+    monkeypatch.setattr(model_flops.views, "check_workers_can_read", lambda *a, **k: None)
+    monkeypatch.setattr(model_flops.sandbox, "protect_harness", lambda: None)
+    (tmp_path / "model").mkdir()
+    spec = registry.load_spec("fashion-mnist-cnn-pytorch", REPO / "references")
+    answer = model_flops.count(spec, {}, tmp_path / "model", tmp_path)
+    assert set(answer) == {"not_counted"} and "not a positive number" in answer["not_counted"]
+    monkeypatch.setattr(Predictor, "call", lambda self, op, **f: ({"count": {
+        "flops_per_example": 5.0, "counter": "x" * 5000, "by_op": {"y" * 500: 1.0, "z": float("inf")}}}, None))
+    answer = model_flops.count(spec, {}, tmp_path / "model", tmp_path)
+    assert answer["flops_per_example"] == 5.0 and len(answer["counter"]) == 200
+    assert answer["by_op"] == {"y" * 80: 1.0, "z": None}
