@@ -4,6 +4,8 @@
     dawnbench analyze stability    SERIES...       --out DIR   repeated runs: each run's TTA, median, DNC, cv
     dawnbench analyze cost-vs-time ENTRIES...      --out DIR   training cost vs time; training time vs latency
     dawnbench analyze curves       RUN_OR_ENTRY... --out DIR   accuracy vs on-clock time, several runs
+    dawnbench analyze roofline     RUN...          --out DIR   counted FLOPs, achieved vs peak FLOP/s, MFU, energy
+                                                               (dawnbench/roofline.py)
 
 Each writes <analysis>.png and <analysis>.json into DIR and prints their paths. The numbers come
 from plain functions (`*_numbers`), apart from the drawing (`plot_*`). Metric values are in the
@@ -19,7 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench import entries, safe_read
+from dawnbench import entries, roofline, safe_read
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
 from harness import outputs
@@ -551,6 +553,50 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
         _save(fig, plt, path)
 
 
+def plot_roofline(numbers: dict, path: Path) -> None:
+    """Achieved FLOP/s against operational intensity (log-log), under each device's roofs: its peak
+    (flat) and, where the table has it, its memory bandwidth (the slope). A run without an estimate
+    of its bytes sits at the left edge, its MFU in the label."""
+    runs = numbers["inputs"]
+    with _pyplot() as plt:
+        fig, axes = _grid(plt, 1, width=7.0, height=4.6)
+        ax = axes[0, 0]
+        placed = [r for r in runs if r["achieved_flops_per_s"]]
+        intensities = [r["operational_intensity"] for r in placed if r["operational_intensity"]] or [1.0]
+        lo, hi = min(intensities) / 30, max(intensities) * 30
+        roofs = {}
+        for r in runs:
+            peak = r["peak"]
+            if peak.get("flops_per_s"):
+                roofs.setdefault((peak["flops_per_s"], peak.get("memory_gbps"), r["device"]["count"]),
+                                 f"{r['device']['count']} x {_short(r['device']['name'])} {r['precision']['value']}")
+        for (flops, gbps, count), name in roofs.items():
+            xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+            ys = [min(flops, x * gbps * 1e9 * count) if gbps else flops for x in xs]
+            ax.plot(xs, ys, linestyle="--", linewidth=1, label=f"roof: {name}, {flops / 1e12:.3g} TFLOP/s"
+                    + (f", {gbps * count:g} GB/s" if gbps else " (measured matmul)"))
+        for r in placed:
+            x = r["operational_intensity"] or lo
+            mfu = f"MFU {100 * r['mfu']:.2f}%" if r["mfu"] is not None else "no peak"
+            ax.plot([x], [r["achieved_flops_per_s"]], "o",
+                    label=f"{_short(r['label'])}: {r['achieved_flops_per_s'] / 1e9:.3g} GFLOP/s, {mfu}")
+        if not placed:
+            ax.text(0.5, 0.5, "no run with a FLOP count", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        heights = [r["achieved_flops_per_s"] for r in placed] + [f for f, _, _ in roofs]
+        if heights:      # a decade below the lowest point to a little above the highest roof
+            ax.set_ylim(min(heights) / 10, max(heights) * 3)
+        ax.set_xlabel("operational intensity (FLOP per byte moved, estimated)")
+        ax.set_ylabel("FLOP/s (counted FLOPs over the train spans)")
+        ax.set_title("roofline: achieved vs peak (informative, never ranked)")
+        ax.grid(alpha=0.3, which="both")
+        _legend_outside(ax)
+        fig.tight_layout()
+        _save(fig, plt, path)
+
+
 # ---------------------------------------------------------------- the command
 
 ANALYSES = {
@@ -558,6 +604,8 @@ ANALYSES = {
     "stability": ("repeated-run statistics: each run's TTA, median, DNC count, cv", "series folders or summary.json"),
     "cost-vs-time": ("training cost vs time; training time vs inference latency", "entry files or entry trees"),
     "curves": ("accuracy vs on-clock time for several runs", "run folders or training entries"),
+    "roofline": ("how well each run used its hardware: counted FLOPs per example, achieved and peak FLOP/s, MFU, "
+                 "operational intensity, energy (informative, never ranked)", "run folders"),
 }
 
 
@@ -573,7 +621,27 @@ def build_parser(p: Parser | None = None) -> Parser:
         a.add_argument("--out", type=folder("--out", "give the folder to write the PNG and JSON into (made if "
                                                      "missing), e.g. --out analysis/"),
                        required=True, help="the folder to write the PNG and JSON into")
+        if name == "roofline":
+            a.add_argument("--precision", choices=roofline.PRECISIONS,
+                           help="the arithmetic's precision, for the peak (default: read from the run's hyperparameters)")
+            a.add_argument("--references", type=folder("--references", "give the folder holding <reference>/reference.toml"),
+                           help="where the runs' references are (to load their stored models)")
+            a.add_argument("--data", type=folder("--data", "give the data root, e.g. --data data/"),
+                           help="the data root (the predictor that counts the FLOPs reads the eval inputs)")
     return p
+
+
+def read_roofline(path: Path, args) -> list[dict]:
+    """A run folder (or its result.json): its FLOPs counted by a sandboxed predictor, then its figures."""
+    path = Path(path)
+    run_dir = path.parent if path.is_file() and path.name == "result.json" else path
+    if not (run_dir / "result.json").is_file():
+        raise InputError(f"{path}: not a run folder (no result.json); give results/<reference>/<run id>/")
+    try:
+        counted = roofline.count_flops(run_dir, args.references, args.data)
+        return [roofline.run_numbers(run_dir, counted=counted, precision=args.precision)]
+    except roofline.InputError as e:
+        raise InputError(str(e)) from None
 
 
 def _skipped(say):
@@ -585,11 +653,11 @@ READERS = {"stability": lambda path, say: [read_series(path, say)],
            "thresholds": lambda path, say: read_curves([path], _skipped(say)),
            "curves": lambda path, say: read_curves([path], _skipped(say))}
 NUMBERS = {"stability": stability_numbers, "cost-vs-time": cost_vs_time_numbers,
-           "thresholds": thresholds_numbers, "curves": curves_numbers}
+           "thresholds": thresholds_numbers, "curves": curves_numbers, "roofline": roofline.roofline_numbers}
 
 
 PLOTS = {"thresholds": plot_thresholds, "stability": plot_stability, "cost-vs-time": plot_cost_vs_time,
-         "curves": plot_curves}
+         "curves": plot_curves, "roofline": plot_roofline}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -608,7 +676,7 @@ def run(args) -> int:
     items, errors = [], []
     for path in args.inputs:        # every bad input gets its line, then nothing is written
         try:
-            items += READERS[args.analysis](path, warn)
+            items += (read_roofline(path, args) if args.analysis == "roofline" else READERS[args.analysis](path, warn))
         except InputError as e:
             errors.append(e)
     if not errors and not items:

@@ -14,7 +14,8 @@ import json
 import sys
 
 from dawnbench import entries, ranking, reproduction, site, validate, verification
-from harness.arguments import DATA_FOLDER, Parser, folder, reports_errors
+from harness import safe_read
+from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors
 from harness.errors import EXIT_OK, UsageError, command
 
 PROG = command("leaderboard")
@@ -37,7 +38,24 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("--data", type=DATA_FOLDER, default=None,
                    help="the data root with the official eval labels, to verify each training entry's run "
                         "(default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--roofline", type=regular_file("--roofline", "give the roofline.json that `dawnbench analyze "
+                                                                 "roofline RUN_FOLDER... --out DIR` wrote"),
+                   default=None, help="utilization of the entries' runs, from `dawnbench analyze roofline` over their "
+                                      "run folders (informative: shown, never ranked)")
     return p
+
+
+def _utilization(path) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        numbers = safe_read.read_json(path, path.parent)
+    except safe_read.Refused as e:
+        raise UsageError(f"--roofline {path}: not readable JSON: {e.reason}") from None
+    if not isinstance(numbers, dict) or numbers.get("analysis") != "roofline":
+        raise UsageError(f"--roofline {path}: not a roofline analysis (give the roofline.json that "
+                         f"`dawnbench analyze roofline` wrote)")
+    return site.utilization_lines(numbers)
 
 
 def _run(args) -> int:
@@ -49,6 +67,7 @@ def _run(args) -> int:
     if not entries.find(args.entries):
         raise UsageError(f"no entries under {args.entries}: expected {args.entries}/<"
                          f"{'|'.join(entries.TASK_BY_DIR)}>/<train|inference>/*.json")
+    utilization = _utilization(args.roofline)      # a bad file is said before any work
     loaded, invalid = ranking.load_all(args.entries,
                                        report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr),
                                        level=args.level,
@@ -64,7 +83,7 @@ def _run(args) -> int:
         json.dump(rankings, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
-    index = site.build(loaded, rankings, args.out, statuses, reproduced, models)
+    index = site.build(loaded, rankings, args.out, statuses, reproduced, models, utilization)
     ranked = sum(len(rows) for tables in rankings["tasks"].values() for rows in tables.values())
     warnings = len(rankings["warnings"])
     print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid, "

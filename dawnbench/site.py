@@ -279,8 +279,55 @@ def machine_load(entry: Entry) -> str | None:
     return ("busy: " if busy else "") + words
 
 
+def energy_line(entry: Entry) -> str | None:
+    """The entry page's "Energy" row: what the run's devices reported over its train spans, as the run
+    folder's result.json records it (harness.energy); None where the entry has no run folder.
+    Information beside the entry, never ranked."""
+    result_file = entries.run_folder(entry.path) / "result.json"
+    if not result_file.is_file():
+        return None
+    try:
+        result = safe_read.read_json(result_file, entry.path.parent)
+    except (DawnbenchError, OSError, ValueError):
+        return "not shown: the run folder's result.json cannot be read"
+    record = result.get("energy") if isinstance(result, dict) else None
+    if not isinstance(record, dict):
+        return "not recorded (a run from before the harness read energy)"
+    if record.get("available") is not True:
+        return f"not available: {entries.text(record.get('reason'))}"
+    joules = number(record.get("joules"))
+    if joules is None:
+        return "not shown: the record has no number 'joules'"
+    return (f"{joules:,.1f} J ({joules / 3.6e6:.3g} kWh) over {entries.text(record.get('train_spans'))} train spans: "
+            f"{entries.text(record.get('how'))} (informative, never ranked)")
+
+
+def utilization_lines(numbers: dict) -> dict[str, str]:
+    """The "Utilization" row of each run `dawnbench analyze roofline` analysed (its roofline.json),
+    by the run folder's resolved path."""
+    lines = {}
+    for item in numbers.get("inputs") or []:
+        if not isinstance(item, dict) or not isinstance(item.get("source"), str):
+            continue
+        flops = item.get("flops") if isinstance(item.get("flops"), dict) else {}
+        achieved, mfu, peak = number(item.get("achieved_flops_per_s")), number(item.get("mfu")), item.get("peak") or {}
+        if achieved is None:
+            line = f"not counted: {entries.text(flops.get('not_counted') or 'no achieved FLOP/s')}"
+        elif mfu is None:
+            line = f"{achieved / 1e12:.3g} TFLOP/s achieved; no peak: {entries.text(peak.get('why_none'))}"
+        else:
+            line = (f"MFU {100 * mfu:.2f}%: {achieved / 1e12:.3g} of {number(peak.get('flops_per_s')) / 1e12:.3g} "
+                    f"TFLOP/s ({entries.text(peak.get('method'))})")
+        if achieved is not None:
+            line += (f"; {number(flops.get('flops_per_example')) / 1e9:.4g} GFLOP per training example, counted by "
+                     f"{entries.text(flops.get('counter'))}")
+        lines[str(Path(item["source"]).resolve())] = line + " (dawnbench analyze roofline; informative, never ranked)"
+    return lines
+
+
 def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None,
-               verification: str | None = None, reproduction: str | None = None, model: str | None = None) -> str:
+               verification: str | None = None, reproduction: str | None = None, model: str | None = None,
+               utilization: dict[str, str] | None = None) -> str:
     f = entry.fields
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
@@ -313,6 +360,12 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         measured = machine_load(entry)
         if measured is not None:
             rows.append(("Machine load", measured))
+        if entries.run_folder(entry.path).is_dir():
+            run = str(entries.run_folder(entry.path).resolve())
+            rows.append(("Utilization", (utilization or {}).get(run) or
+                         "not analysed (dawnbench analyze roofline RUN_FOLDER --out DIR, then leaderboard "
+                         "--roofline DIR/roofline.json)"))
+            rows.append(("Energy", energy_line(entry)))
     else:
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
@@ -377,18 +430,20 @@ def _swap(tmp: Path, out: Path) -> None:
 
 
 def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str] | None = None,
-          reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None) -> Path:
+          reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None,
+          utilization: dict[str, str] | None = None) -> Path:
     """Write the site for `loaded` (ranked as `rankings`; entries' `verification` statuses, training
     entries' `reproduction` words and inference entries' model provenance (`models`), by path) into
     `out`; returns the index's path."""
     try:
-        return _build(loaded, rankings, Path(out), verification or {}, reproduction or {}, models or {})
+        return _build(loaded, rankings, Path(out), verification or {}, reproduction or {}, models or {},
+                      utilization or {})
     except OSError as e:
         raise SiteError(outputs.write_problem(out, e, "--out")) from None
 
 
 def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str],
-           reproduction: dict[str, str], models: dict[str, str]) -> Path:
+           reproduction: dict[str, str], models: dict[str, str], utilization: dict[str, str]) -> Path:
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
@@ -429,7 +484,7 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
             sibling = f"../{other_kind}/{Path(sibling).name}" if sibling else None
             w.text(relative, entry_page(entry, ranks.get(relative, []), image, sibling,
                                         verification.get(str(entry.path)), reproduction.get(str(entry.path)),
-                                        models.get(str(entry.path))))
+                                        models.get(str(entry.path)), utilization))
 
         w.text("index.html", index_page(rankings, plots, len(loaded)))
         _swap(tmp, out)

@@ -27,6 +27,7 @@ from pathlib import Path
 from harness import (
     collective,
     datasets,
+    energy,
     environment,
     eval_bound,
     identity,
@@ -292,6 +293,8 @@ class _Run:
         self.predictors_cpu = 0.0           # every eval's predictor's CPU seconds
         self.meter: load.Meter | None = None    # the machine's load, read at start() and before the kill
         self.load_raw: dict | None = None
+        # the devices' energy over the train spans, read by the harness (rank 0: its machine's devices)
+        self.energy = energy.Meter() if plan.rank == 0 else None
         self.survivors: list[int] = []      # processes the final kill could not end
         # One trainer needs no network. Several ranks keep their harness's for the collective: the host's,
         # or under `python -m harness.local_ranks` one namespace with only a loopback that they share.
@@ -397,15 +400,21 @@ class _Run:
         self.record.epoch_started(epoch)
         scored = p.rank == 0 and stop_rules.evaluated(p.budget, epoch)     # no snapshot of an epoch never scored
         snapshot = f"{self.seen['snapshots']}/{_snapshot_name(epoch)}" if scored else None
+        if self.energy:
+            self.energy.begin()
         try:
             reply, _ = self.trainer.call("train", epoch=epoch, snapshot=snapshot,
                                          timeout=self._on_clock_left(f"epoch {epoch}"))
         except sandbox.CallTimeout:
             self.trainer.freeze()
             self.clock.lap("train")
+            if self.energy:
+                self.energy.end()
             raise self._spent(f"epoch {epoch}") from None
         handover = _timed(self.trainer.freeze)
         train_s = self.clock.lap("train")
+        if self.energy:
+            self.energy.end()
         cpu = self.trainer.cpu_seconds()         # frozen: nothing of it runs, the count holds still
         cpu_s, self.trainer_cpu = cpu - self.trainer_cpu, cpu
         stats = _check_stats(reply.get("stats") or {})
@@ -560,6 +569,10 @@ class _Run:
                                     eval_examples=p.eval_set.scored, seed=self.opts.seed, world_size=p.world_size,
                                     hyperparameters=p.hyperparameters)
         machine = self._load(run_cpu)
+        if self.energy:
+            self.energy.end()       # a span a failure cut short
+            result["energy"] = self.energy.record()     # informative, never ranked (harness.energy)
+            self.energy.close()
         if p.rank == 0:
             self.record.write(result, {**self.system, "framework_extra": self.framework_extra, "load": machine})
             if outcome.status == CONVERGED:

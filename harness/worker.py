@@ -43,6 +43,7 @@ class Worker:
         self.ref = None
         self.inputs = None
         self.sync = lambda: None
+        self.framework = ""
 
     def init(self, msg: dict) -> dict:
         from harness import registry
@@ -50,6 +51,7 @@ class Worker:
         from harness.tasks import get_task
         spec = registry.load_spec(msg["name"], Path(msg["references"]))
         self.sync = _device_sync(spec.framework)
+        self.framework = spec.framework
         # This process sees a copy of the reference under the sandbox's path, which means nothing to
         # the entrant: messages name the folder the harness names, else the reference's own name.
         cls = spec.load_entry_class(shown=Path(msg.get("shown_directory") or spec.name))
@@ -115,6 +117,14 @@ class Worker:
     def calibration(self, msg: dict):
         return {}, _as_array(self.ref.calibration_inputs(int(msg["count"])))
 
+    def flops(self, msg: dict) -> dict:
+        """The loaded model's FLOPs per training example (harness.flop_count), or why not counted."""
+        from harness import flop_count
+        try:
+            return {"count": flop_count.count(self.framework, self.ref)}
+        except flop_count.NotCounted as e:
+            return {"not_counted": str(e)}
+
     def noop(self, msg: dict) -> dict:
         return {}
 
@@ -130,6 +140,7 @@ class Worker:
         handlers = {"init": self.init, "train": self.train, "load": self.load, "predict": self.predict,
                     "inputs": self.inputs_count, "infer": self.infer, "noop": self.noop,
                     "export": self.export, "export_inputs": self.export_inputs, "calibration": self.calibration,
+                    "flops": self.flops,
                     "versions": self.versions, "close": self.close}
         while True:
             try:
