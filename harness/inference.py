@@ -22,15 +22,6 @@ from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
 from harness.registry import ReferenceSpec, UsageError
 
 
-def _answer(question_id: str, output) -> tuple[str, str]:
-    if isinstance(output, str):
-        return question_id, output
-    if isinstance(output, list) and len(output) == 2:
-        return str(output[0]), str(output[1])
-    raise ValueError(f"infer() must return the answer text of one question (or [question id, answer text]), "
-                     f"got {type(output).__name__}")
-
-
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
           warmup: int = 50, limit: int | None = None, cost_per_hour: float | None = None,
           out_dir: Path | None = None, progress: bool = True, seed: int = 0,
@@ -44,7 +35,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     a harness process of their own (harness.runtimes), at `precision`, on `threads` threads."""
     task = spec.task
     runtimes.check_options(runtime, precision, threads, spec.framework)
-    if runtime in runtimes.EXPORTED and task.metric == "f1":
+    if runtime in runtimes.EXPORTED and not task.kind.exportable:
         raise UsageError(f"--runtime {runtime} runs classifiers (scores out); {task.name}'s answers are text: "
                          f"use --runtime reference")
     threads = threads or runtimes.physical_cores()
@@ -102,15 +93,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     outputs, latencies, n = run.pop("outputs"), run.pop("latencies"), run.pop("items")
     run["runtime"] = runtime
 
-    if task.metric == "f1":
-        # SQuAD: infer returns the answer text of the i-th question in canonical order (or a pair
-        # (question id, answer text)); scored over exactly the questions inferred
-        predictions = dict(_answer(labels.ids[i], o) for i, o in enumerate(outputs))
-        scores = task.score(predictions, labels[:n])
-    else:
-        predictions = np.stack([np.asarray(o) for o in outputs])
-        # the blacklist (ImageNet's) applies to the whole eval set, as in a run
-        scores = task.score(predictions, labels[:n], dropped if n == len(labels) else None)
+    predictions = task.kind.from_outputs(outputs, labels)
+    # the blacklist (ImageNet's) applies to the whole eval set, as in a run
+    scores = task.score(predictions, labels[:n], dropped if n == len(labels) else None)
     value = scores[task.metric]
     ms = latencies * 1000.0
     mean_ms = float(ms.mean())
@@ -137,14 +122,14 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         **scores,
         "threshold": threshold,
         "official_threshold": threshold == task.threshold,
-        "reached_threshold": bool(value >= threshold),
+        "reached_threshold": task.reaches(value, threshold),
         # DAWNBench v1: cost per item = costPerHour x latency / 3.6e6
         "cost": cost_per_hour * mean_ms / 3.6e6 if cost_per_hour is not None else None,
         "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4 if cost_per_hour is not None else None,
         **run,     # runtime, runtime_version, precision, threads, timer, exported model, calibration
     }
     try:
-        if task.metric != "f1":     # exactly the predictions scored, for anyone to re-score
+        if task.kind.keeps_inference_predictions():     # exactly the predictions scored, for anyone to re-score
             np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)
     except OSError as e:
         raise outputs_module.WriteError(out_dir / "predictions.npy", e, "--out") from None

@@ -193,7 +193,8 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     rank, world_size, local_rank = dist_env()
     threshold = task.threshold if opts.threshold is None else opts.threshold
     budget = Budget(max_epochs=opts.max_epochs or spec.max_epochs, max_seconds=opts.max_seconds or spec.max_seconds,
-                    threshold=threshold, metric=task.metric, eval_from_epoch=spec.eval_from_epoch)
+                    threshold=threshold, metric=task.metric, eval_from_epoch=spec.eval_from_epoch,
+                    lower_is_better=task.lower_is_better)
     if budget.max_epochs < budget.eval_from_epoch:      # the last epoch is always evaluated (docs/RULES.md)
         raise UsageError(f"--max-epochs {budget.max_epochs} is before {spec.name}'s first evaluated epoch "
                          f"(budget.eval_from_epoch = {budget.eval_from_epoch} in its reference.toml): the run would "
@@ -429,7 +430,7 @@ class _Run:
         if p.rank == 0:
             taken = self._take_snapshot(epoch)
             value, scores, stored, cost = self._score(epoch, trained)
-            verdict = 1.0 if stop_rules.reaches(value, p.budget.threshold) else 0.0
+            verdict = 1.0 if self.task.reaches(value, p.budget.threshold) else 0.0
         (reached,) = self.group.broadcast([verdict])
         self.clock.lap("eval")
         handover = trained.handover_s + _timed(self.trainer.thaw)

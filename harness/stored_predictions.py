@@ -44,7 +44,7 @@ __all__ = ["save", "load", "file_name", "sha256_bytes", "Refused"]
 
 def file_name(epoch: int, task: Task) -> str:
     """The stored file of `epoch`, relative to the run folder."""
-    return f"{FOLDER}/epoch-{epoch:03d}.{'json.gz' if task.metric == 'f1' else 'npz'}"
+    return f"{FOLDER}/epoch-{epoch:03d}.{task.kind.stored_suffix}"
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -76,16 +76,24 @@ def ranked_ids(predictions: Any) -> np.ndarray:
 
 
 def encode(task: Task, predictions: Any) -> bytes:
-    """The stored file's bytes for `predictions` of `task`."""
-    if task.metric == "f1":
-        if not isinstance(predictions, dict):
-            raise ValueError(f"SQuAD predictions must be {{question id: answer text}}, not {type(predictions).__name__}")
-        text = json.dumps({str(k): str(v) for k, v in predictions.items()}, ensure_ascii=False, sort_keys=True)
-        # mtime=0: the same answers give the same bytes, so the same sha256
-        return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+    """The stored file's bytes for `predictions` of `task` (its kind says which of the encodings below)."""
+    return task.kind.encode(task, predictions)
+
+
+def encode_ids(predictions: Any) -> bytes:
+    """Class predictions as their ranked ids, one compressed npz array."""
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **{ARRAY: ranked_ids(predictions)})
     return buffer.getvalue()
+
+
+def encode_answers(predictions: Any) -> bytes:
+    """{question id: answer text} as gzip'd JSON."""
+    if not isinstance(predictions, dict):
+        raise ValueError(f"SQuAD predictions must be {{question id: answer text}}, not {type(predictions).__name__}")
+    text = json.dumps({str(k): str(v) for k, v in predictions.items()}, ensure_ascii=False, sort_keys=True)
+    # mtime=0: the same answers give the same bytes, so the same sha256
+    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
 
 
 def save(run_dir: Path, epoch: int, task: Task, predictions: Any) -> dict:
@@ -127,9 +135,7 @@ def read_file(run_dir: Path, relative: object) -> bytes:
 
 def decode(task: Task, data: bytes, name: str = "predictions") -> Any:
     """The predictions a stored file holds: ranked ids (N, k) int16/int32, or {question id: text}."""
-    if task.metric == "f1":
-        return _decode_answers(task, data, name)
-    return _decode_ids(task, data, name)
+    return task.kind.decode(task, data, name)
 
 
 def load(run_dir: Path, relative: str, task: Task, sha256: str | None = None) -> Any:
@@ -142,7 +148,7 @@ def load(run_dir: Path, relative: str, task: Task, sha256: str | None = None) ->
     return decode(task, data, relative)
 
 
-def _decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
+def decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
@@ -176,7 +182,7 @@ def _decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
     return np.ascontiguousarray(ids)
 
 
-def _decode_answers(task: Task, data: bytes, name: str) -> dict:
+def decode_answers(task: Task, data: bytes, name: str) -> dict:
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
             raw = f.read(MAX_JSON_BYTES + 1)
