@@ -393,7 +393,7 @@ def summary_lines(result: dict) -> list[str]:
         f"{result['items']} items, batch 1: mean {lat['mean']:.3f} ms  p50 {lat['p50']:.3f}  "
         f"p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  ({how})",
         f"{result['metric']} {100 * result['metric_value']:.2f}% "
-        f"({'reaches' if result['reached_threshold'] else 'BELOW'} the {100 * result['threshold']:.0f}% threshold)",
+        f"({'reaches' if result['reached_threshold'] else 'does NOT reach'} the {100 * result['threshold']:.0f}% threshold)",
     ]
     if result["cost_per_10k_items_usd"] is not None:
         lines.append(f"cost per 10,000 items: ${result['cost_per_10k_items_usd']:.6f}")

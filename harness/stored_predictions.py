@@ -22,6 +22,8 @@ import json
 import os
 import zipfile
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ __all__ = ["save", "load", "file_name", "sha256_bytes", "Refused"]
 
 def file_name(epoch: int, task: Task) -> str:
     """The stored file of `epoch`, relative to the run folder."""
-    return f"{FOLDER}/epoch-{epoch:03d}.{task.kind.stored_suffix}"
+    return f"{FOLDER}/epoch-{epoch:03d}.{CODECS[task.kind.stored_as].suffix}"
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -76,8 +78,8 @@ def ranked_ids(predictions: Any) -> np.ndarray:
 
 
 def encode(task: Task, predictions: Any) -> bytes:
-    """The stored file's bytes for `predictions` of `task` (its kind says which of the encodings below)."""
-    return task.kind.encode(task, predictions)
+    """The stored file's bytes for `predictions` of `task` (its kind names the codec)."""
+    return CODECS[task.kind.stored_as].encode(predictions)
 
 
 def encode_ids(predictions: Any) -> bytes:
@@ -135,7 +137,7 @@ def read_file(run_dir: Path, relative: object) -> bytes:
 
 def decode(task: Task, data: bytes, name: str = "predictions") -> Any:
     """The predictions a stored file holds: ranked ids (N, k) int16/int32, or {question id: text}."""
-    return task.kind.decode(task, data, name)
+    return CODECS[task.kind.stored_as].decode(task, data, name)
 
 
 def load(run_dir: Path, relative: str, task: Task, sha256: str | None = None) -> Any:
@@ -197,3 +199,14 @@ def decode_answers(task: Task, data: bytes, name: str) -> dict:
         raise Refused(f"{name}: {len(answers)} answers, not the {task.eval_examples} questions of {task.name}")
     return answers
 
+
+@dataclass(frozen=True)
+class Codec:
+    """One way a run keeps predictions: the file's suffix, and its writer and (untrusted) reader."""
+    suffix: str
+    encode: Callable[[Any], bytes]
+    decode: Callable[[Task, bytes, str], Any]
+
+
+# The codec a task's kind names (harness.task_kinds.TaskKind.stored_as)
+CODECS = {"ids": Codec("npz", encode_ids, decode_ids), "answers": Codec("json.gz", encode_answers, decode_answers)}

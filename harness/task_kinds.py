@@ -63,7 +63,7 @@ class TaskKind:
     score_names: ClassVar[tuple[str, ...]]    # every key score() may return
     lower_is_better: ClassVar[bool] = False
     exportable: ClassVar[bool] = True         # an ONNX export gives its predictions (scores out)
-    stored_suffix: ClassVar[str]              # the stored predictions file's suffix
+    stored_as: ClassVar[str]                  # how a run keeps its predictions: a codec of harness.stored_predictions
 
     def figure(self, metric: str) -> Figure:
         for figure in self.figures:
@@ -97,14 +97,6 @@ class TaskKind:
         """An inference's per-example outputs, in eval order, as the predictions score() takes."""
         raise NotImplementedError
 
-    def encode(self, task, predictions: Any) -> bytes:
-        """The stored predictions file's bytes (harness.stored_predictions writes them)."""
-        raise NotImplementedError
-
-    def decode(self, task, data: bytes, name: str) -> Any:
-        """The predictions a stored file holds; harness.safe_read.Refused when it is not what the task stores."""
-        raise NotImplementedError
-
     def keeps_inference_predictions(self) -> bool:
         """Whether an inference writes the predictions it scored (predictions.npy) beside its record."""
         return False
@@ -117,7 +109,7 @@ class ImageClassification(TaskKind):
     figures = (Figure("top1", "top1Accuracy", 100, "top-1 accuracy"),
                Figure("top5", "top5Accuracy", 100, "top-5 accuracy"))
     score_names = ("top1", "top5")
-    stored_suffix = "npz"
+    stored_as = "ids"
 
     def kept(self, predictions, labels, drop):
         """The predictions and labels left once `drop` (ImageNet's blacklist, indices) is taken out;
@@ -142,14 +134,6 @@ class ImageClassification(TaskKind):
         import numpy as np
         return np.stack([np.asarray(o) for o in outputs])
 
-    def encode(self, task, predictions) -> bytes:
-        from harness import stored_predictions
-        return stored_predictions.encode_ids(predictions)
-
-    def decode(self, task, data: bytes, name: str):
-        from harness import stored_predictions
-        return stored_predictions.decode_ids(task, data, name)
-
     def keeps_inference_predictions(self) -> bool:
         return True
 
@@ -162,7 +146,7 @@ class SpanAnswer(TaskKind):
     figures = (Figure("f1", "f1Score", 1, "F1"),)
     score_names = ("f1", "exact_match")
     exportable = False
-    stored_suffix = "json.gz"
+    stored_as = "answers"
 
     def score(self, task, predictions, labels, drop=None) -> dict[str, float]:
         from harness import metrics
@@ -176,13 +160,6 @@ class SpanAnswer(TaskKind):
         # (question id, answer text); scored over exactly the questions inferred
         return dict(_answer(labels.ids[i], o) for i, o in enumerate(outputs))
 
-    def encode(self, task, predictions) -> bytes:
-        from harness import stored_predictions
-        return stored_predictions.encode_answers(predictions)
-
-    def decode(self, task, data: bytes, name: str):
-        from harness import stored_predictions
-        return stored_predictions.decode_answers(task, data, name)
 
 
 def _answer(question_id: str, output) -> tuple[str, str]:

@@ -88,7 +88,7 @@ def _task(name: str, t: dict) -> Task:
         kind=resolve(t["kind"], name),
         other_thresholds=tuple((float(o["value"]), str(o["source"])) for o in t.get("other_thresholds", ())),
     )
-    task.figure     # a metric its kind does not know fails here, at import, with its one line
+    task.kind.figure(task.metric)      # a metric its kind does not know fails here, at import, in one line
     unknown = [c for c in task.tsv_columns[2:] if c not in {f.field for f in task.kind.figures}]
     if list(task.tsv_columns[:2]) != ["epoch", "hours"] or unknown:
         raise UnknownKindError(f"tasks.toml [tasks.{name}]: tsv_columns must be epoch, hours, then fields of the "
