@@ -21,7 +21,7 @@ import math
 import sys
 from pathlib import Path
 
-from harness import datasets, inference, paths, registry, runner, runtimes, task_kinds
+from harness import datasets, inference, paths, plan, registry, runner, runtimes, task_kinds
 from harness.arguments import (
     DATA_FOLDER,
     MAX_EPOCHS,
@@ -209,9 +209,9 @@ def prepare_run(args: argparse.Namespace):
 
 # --- commands -----------------------------------------------------------------------------------
 
-def run_options(args: argparse.Namespace, cost: dict) -> runner.RunOptions:
+def run_options(args: argparse.Namespace, cost: dict) -> plan.RunOptions:
     """The typed options of a run (what `dawnbench run --runs` hands each run of its series)."""
-    opts = runner.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
+    opts = plan.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
                              threshold=args.threshold, data_root=args.data, run_id=args.run_id, series_id=args.series_id,
                              progress=not args.no_progress, save_model=not args.no_save, **cost)
     if args.results is not None:

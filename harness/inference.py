@@ -16,10 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, identity, paths, runner, runtimes, sandbox, views, worker_env
+from harness import datasets, environment, identity, paths, runtimes, sandbox, views, worker_env
 from harness import outputs as outputs_module
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
+from harness.eval_set import EvalSet
+from harness.official import official_verdict
 from harness.registry import ReferenceSpec, UsageError
+from harness.roles import start_worker
 
 
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
@@ -59,9 +62,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     model_record = model_source(model_path)
     # Before any of the reference's code runs: the code, data and model this inference is of, and
     # whether it can be an official entry.
-    eval_set = runner.EvalSet(task, len(labels), dropped)
+    eval_set = EvalSet(task, len(labels), dropped)
     worker = worker_env.describe()
-    prov = runner.official_verdict(spec, threshold, data_reasons, eval_set, isolation,
+    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation,
                                    _inference_reasons(limit, len(labels), model_record), data_root=data_root,
                                    worker=worker)
     sandbox.protect_harness()
@@ -186,7 +189,7 @@ def _one_line(text: str, default: str) -> str:
 
 def _start(role: str, spec, hyperparameters, data_root, work, isolation, seed, snapshots=None, env=None):
     """A sandboxed worker of `role` with the reference set up in it."""
-    worker, seen = runner.start_worker(role, spec, isolation, data_root=data_root, derived=work / f"derived-{role}",
+    worker, seen = start_worker(role, spec, isolation, data_root=data_root, derived=work / f"derived-{role}",
                                        snapshots=snapshots, env=env)
     try:
         worker.call("init", name=spec.name, config=dict(hyperparameters), seed=seed, task=spec.task.name, rank=0,

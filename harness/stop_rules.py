@@ -65,8 +65,8 @@ def decide(budget: Budget, epoch: int, loss: float, on_clock: float, reached: bo
     if on_clock >= budget.max_seconds:
         return Outcome(DNC, f"budget: {on_clock:.1f} s on the clock >= max_seconds={budget.max_seconds:g}")
     if epoch >= budget.max_epochs:
-        return Outcome(DNC, f"budget: max_epochs={budget.max_epochs} reached without {budget.metric} "
-                            f"{'<=' if budget.lower_is_better else '>='} "
+        side = "<=" if budget.lower_is_better else ">="
+        return Outcome(DNC, f"budget: max_epochs={budget.max_epochs} reached without {budget.metric} {side} "
                             f"{budget.threshold}")
     return None
 

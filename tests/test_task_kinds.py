@@ -19,7 +19,7 @@ import pytest
 from conftest import SCRIPTED, SCRIPTED_TOML
 from project_copy import commit_all, copy_project
 
-from harness import cli, datasets, task_kinds
+from harness import cli, datasets, stop_rules, task_kinds
 from harness.tasks import FIGURES, SCORE_NAMES, TASKS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,6 +101,8 @@ def test_lower_is_better_reaches_at_or_under():
     assert Loss().reaches(0.08, 0.08) and Loss().reaches(0.05, 0.08) and not Loss().reaches(0.5, 0.08)
     assert not Loss().reaches(float("nan"), 0.08) and Loss().short_side == "above"
     assert task_kinds.ImageClassification().reaches(0.5, 0.08)
+    budget = stop_rules.Budget(max_epochs=2, max_seconds=60.0, threshold=0.08, metric="error", lower_is_better=True)
+    assert stop_rules.decide(budget, 2, 0.1, 1.0, False).reason == "budget: max_epochs=2 reached without error <= 0.08"
 
 
 TOY_KIND = '''"""A toy kind: the error rate of a classifier, where lower is better (tests/test_task_kinds.py)."""
