@@ -32,12 +32,7 @@ from harness.tasks import TASKS, Task
 PROG = command("analyze")
 LABEL_CHARS = 60      # longer labels are cut in the plots (never in the numbers)
 
-# Thresholds `thresholds` also reads a task's logs at, with their source (docs/RULES.md, "Tasks").
-# SQuAD: DAWNBench's entries README states dev F1 0.73 (stanford-futuredata/dawn-bench-entries
-# README.md:302-304, 333-334), while its submission check and published leaderboard use 0.75
-# (tests/test_submissions.py:217), the task's threshold here. The seed crosses 0.73 at epoch 5 and
-# 0.75 at epoch 10, so which one is read halves or doubles a BiDAF time.
-OTHER_THRESHOLDS = {"squad": ((0.73, "DAWNBench v1 entries README (dawn-bench-entries README.md:303)"),)}
+# The other thresholds `thresholds` reads a task's logs at are the task's (tasks.toml's other_thresholds).
 TASK_THRESHOLD_SOURCE = "the task's threshold (harness/data/tasks.toml)"
 
 
@@ -57,7 +52,7 @@ class Curve:
 
     @property
     def column(self) -> str:
-        return entries.METRIC_COLUMNS[self.task.metric]
+        return self.task.accuracy_field
 
     @property
     def threshold(self) -> float:
@@ -104,7 +99,7 @@ def curve_from_run(run_dir: Path) -> Curve:
         raise InputError(f"{result_file}: not a run's result.json (field 'task' must be one of "
                          f"{', '.join(TASKS)})")
     task = TASKS[result["task"]]
-    column = entries.METRIC_COLUMNS[task.metric]
+    column = task.accuracy_field
     label = f"{result.get('reference') or run_dir.parent.name}/{run_dir.name}"
     name = result.get("logFilename")
     log = run_dir / name if isinstance(name, str) and name and Path(name).name == name else None
@@ -248,9 +243,9 @@ def threshold_steps(points: list[tuple[float, float]]) -> list[tuple[float, floa
 
 
 def crossings(c: Curve) -> list[dict]:
-    """The time-to-accuracy at the task's threshold and at each of OTHER_THRESHOLDS, lowest first;
+    """The time-to-accuracy at the task's threshold and at each of its other_thresholds, lowest first;
     epoch: the crossing's row (1-based) in the log."""
-    marks = [(to_log_units(c.task, v), why) for v, why in OTHER_THRESHOLDS.get(c.task.name, ())]
+    marks = [(to_log_units(c.task, v), why) for v, why in c.task.other_thresholds]
     out = []
     for threshold, why in sorted(marks + [(c.threshold, TASK_THRESHOLD_SOURCE)]):
         row = next((n for n, (_, value) in enumerate(c.points, start=1) if value >= threshold), None)

@@ -6,8 +6,9 @@
 
 This module reads entries (every file through `dawnbench.safe_read`) and computes the figures the
 leaderboard and the analyses show (hours to the threshold, costs, latency); `dawnbench validate`
-says what is wrong with an entry. Accuracies in the logs and in inference entries are in percent,
-F1 is a fraction: `log_threshold` converts a task's threshold to those units.
+says what is wrong with an entry. Each figure in the logs and in inference entries is in its field's
+unit (harness.task_kinds.Figure: percent for accuracies, a fraction for F1): `log_threshold` converts
+a task's threshold to those units.
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from harness.errors import DawnbenchError
 from harness.tasks import TASKS, Task
 
 KINDS = ("train", "inference")
-METRIC_COLUMNS = {"top1": "top1Accuracy", "top5": "top5Accuracy", "f1": "f1Score"}
 TASK_BY_DIR = {task.display_name: task for task in TASKS.values()}     # "CIFAR10" -> cifar10
 ITEMS = 10_000   # inference cost is quoted per 10,000 items, as DAWNBench did
 RUN_SUFFIX = ".run"     # <stem>.run/ beside an entry: the run (or inference) it came from, as submit verified it
@@ -58,7 +58,7 @@ class Entry:
 
     @property
     def metric_column(self) -> str:
-        return METRIC_COLUMNS[self.task.metric]
+        return self.task.accuracy_field
 
     def first_at_threshold(self) -> dict[str, float] | None:
         """The first log row at or over the task's threshold: the row a training entry ranks by."""
@@ -74,9 +74,9 @@ def number(value) -> float | None:
 
 
 def to_log_units(task: Task, fraction: float) -> float:
-    """A metric as the harness computes it (a fraction) in the units of the logs: percent for
-    accuracies, a fraction for F1."""
-    return fraction if task.metric == "f1" else 100.0 * fraction
+    """A metric as the harness computes it (a fraction) in the units of the logs: its field's (percent
+    for accuracies, a fraction for F1; harness.task_kinds.Figure)."""
+    return task.figure.to_log(fraction)
 
 
 def log_threshold(task: Task) -> float:
@@ -85,10 +85,10 @@ def log_threshold(task: Task) -> float:
 
 
 def first_at_threshold(rows: list[dict[str, float]], task: Task) -> dict[str, float] | None:
-    column, target = METRIC_COLUMNS[task.metric], log_threshold(task)
+    column, target = task.accuracy_field, log_threshold(task)
     for row in rows:
         value = row.get(column)
-        if value is not None and math.isfinite(value) and value >= target:
+        if value is not None and math.isfinite(value) and task.reaches(value, target):
             return row
     return None
 
@@ -257,7 +257,7 @@ def inference_accuracy(entry: Entry) -> float | None:
 
 def reaches_threshold(entry: Entry) -> bool:
     accuracy = inference_accuracy(entry)
-    return accuracy is not None and accuracy >= log_threshold(entry.task)
+    return accuracy is not None and entry.task.reaches(accuracy, log_threshold(entry.task))
 
 
 def latency_ms(entry: Entry) -> float | None:

@@ -123,10 +123,11 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                 tables[table].append((hours * price, entry, base))
         else:
             accuracy, latency = entries.inference_accuracy(entry), entries.latency_ms(entry)
-            if accuracy is None or accuracy < threshold or latency is None:
+            reached = accuracy is not None and entry.task.reaches(accuracy, threshold)
+            if not reached or latency is None:
                 reason = (f"no {entry.metric_column}" if accuracy is None else
-                          f"{entry.metric_column} {accuracy:g} is under the threshold {threshold:g}"
-                          if accuracy < threshold else "no latency")
+                          f"{entry.metric_column} {accuracy:g} is {'over' if entry.task.lower_is_better else 'under'} "
+                          f"the threshold {threshold:g}" if not reached else "no latency")
                 unranked.append({**_common(entry), "kind": entry.kind, "reason": reason})
                 continue
             if basis == entries.TABLE_PRICE:
@@ -209,8 +210,8 @@ def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, 
 def metric_label(task: Task, value: float) -> str:
     """A metric value in the logs' units as the pages show it: accuracies are percent ("94.2%"),
     F1 a fraction ("0.76")."""
-    return f"{value:g}" if task.metric == "f1" else f"{value:g}%"
+    return task.figure.shown(value)
 
 
 def threshold_label(task: Task) -> str:
-    return f"{entries.METRIC_COLUMNS[task.metric]} {metric_label(task, entries.log_threshold(task))}"
+    return f"{task.accuracy_field} {metric_label(task, entries.log_threshold(task))}"

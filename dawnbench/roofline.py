@@ -196,7 +196,8 @@ def run_numbers(run_dir: Path, *, counted: dict, precision: str | None = None, c
     mfu = achieved / peak["flops_per_s"] if achieved and peak.get("flops_per_s") else None
     params, acts = counted.get("parameter_bytes"), counted.get("activation_bytes_per_example")
     batch = hyper.get("batch_size") if isinstance(hyper.get("batch_size"), int) and hyper.get("batch_size") > 0 else None
-    moved = 2 * acts + 3 * params / batch if isinstance(acts, (int, float)) and isinstance(params, (int, float)) and batch else None
+    sized = isinstance(acts, (int, float)) and isinstance(params, (int, float)) and batch
+    moved = 2 * acts + 3 * params / batch if sized else None
     energy = result.get("energy") if isinstance(result.get("energy"), dict) else None
     joules = energy.get("joules") if energy else None
     return {

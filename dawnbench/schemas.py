@@ -39,6 +39,21 @@ def _load(name: str) -> dict:
 SCHEMAS = {name: _load(name) for name in ("fields", *KINDS)}
 with open(RESULT_SCHEMA_FILE, encoding="utf-8") as _f:
     RESULT_SCHEMA = json.load(_f)
+
+
+def _from_tasks() -> None:
+    """The enums and figure fields the tasks define are tasks.toml's, whatever the files say: a task
+    added there (with its kind) is a task here. tests/test_task_kinds.py keeps the files equal to it."""
+    RESULT_SCHEMA["properties"]["task"]["enum"] = list(harness.tasks.TASKS)
+    RESULT_SCHEMA["properties"]["metric"]["enum"] = list(dict.fromkeys(t.metric for t in harness.tasks.TASKS.values()))
+    properties = SCHEMAS["fields"]["properties"]
+    for name, figure in harness.tasks.FIGURES.items():
+        unit = "percent" if figure.percent else "a fraction"
+        properties.setdefault(name, {"type": "number", "minimum": 0, "description": f"a number >= 0 ({unit})",
+                                     "examples": [figure.to_log(0.751)]})
+
+
+_from_tasks()
 FIELDS: dict[str, dict] = SCHEMAS["fields"]["properties"]
 REQUIRED: tuple[str, ...] = tuple(SCHEMAS["fields"]["required"])
 SUBFIELDS: dict[str, tuple[str, ...]] = {name: tuple(spec["properties"]) for name, spec in FIELDS.items()

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import datasets, outputs, runner
+from harness import datasets, outputs, plan, runner
 from harness.cli import run_command
 from harness.registry import ReferenceSpec, UsageError
 
@@ -105,14 +105,14 @@ def table(summary: dict) -> list[str]:
     return lines
 
 
-def run_series(spec: ReferenceSpec, hyperparameters: dict, opts: runner.RunOptions, runs: int) -> int:
+def run_series(spec: ReferenceSpec, hyperparameters: dict, opts: plan.RunOptions, runs: int) -> int:
     """Run the series: `opts` for seeds opts.seed .. opts.seed + runs - 1; 0 only when every run converged."""
     if runs < 1:
         raise UsageError(f"--runs {runs}: give the number of runs, 1 or more")
     if opts.run_id is not None:
         raise UsageError("--runs and --run-id do not go together: a series names its runs seed<k> inside "
                          "its own folder results/<REF>/<series id>/")
-    world_size = runner.dist_env()[1]
+    world_size = plan.dist_env()[1]
     if world_size > 1:
         raise UsageError(f"--runs under torchrun (WORLD_SIZE={world_size}): start a series from a plain shell, "
                          f"where each run is a fresh process; for multi-process runs launch torchrun once per --seed")
@@ -178,7 +178,7 @@ class _Interrupted(Exception):
         self.signum = signum
 
 
-def _run_in_own_process(spec: ReferenceSpec, hyperparameters: dict, opts: runner.RunOptions) -> tuple[int, dict | None]:
+def _run_in_own_process(spec: ReferenceSpec, hyperparameters: dict, opts: plan.RunOptions) -> tuple[int, dict | None]:
     """One run of the series, `runner.run` with these typed options in a child process (a fork of
     this one, which never imports the reference's framework: the reference runs in the run's own
     sandboxed workers). Its crash or kill costs only its own result. Returns (exit code, result or
@@ -205,7 +205,7 @@ def _run_in_own_process(spec: ReferenceSpec, hyperparameters: dict, opts: runner
     return proc.exitcode, result
 
 
-def _one_run(spec: ReferenceSpec, hyperparameters: dict, opts: runner.RunOptions, writer, parent: int) -> None:
+def _one_run(spec: ReferenceSpec, hyperparameters: dict, opts: plan.RunOptions, writer, parent: int) -> None:
     """The child: its own process group, so a Ctrl-C reaches the series alone, which passes it on
     exactly once (a second signal could cut the DNC result short); SIGTERM when the series dies,
     even by SIGKILL, so no run goes on alone. Exits as `dawnbench run` would."""

@@ -381,10 +381,11 @@ def _check_scores(path: Path, infer: dict, result: dict, allow_unofficial: bool)
     if infer.get("official_threshold") is not True and not allow_unofficial:
         raise SubmitError(f"{path}: scored against a lowered threshold {validate.show(infer.get('threshold'))}: "
                           f"a smoke test, not an entry (rerun `{command('infer')}` without --threshold)")
-    value, threshold = infer.get("metric_value"), infer.get("threshold")
-    if not (validate.is_number(value) and validate.is_number(threshold) and math.isfinite(value)
-            and value >= threshold and infer.get("reached_threshold") is True):
-        raise SubmitError(f"{path}: {infer.get('metric')} {validate.show(value)} is below the threshold "
+    value, threshold, task = infer.get("metric_value"), infer.get("threshold"), TASKS.get(result.get("task"))
+    if not (validate.is_number(value) and validate.is_number(threshold) and task is not None
+            and task.reaches(value, threshold) and infer.get("reached_threshold") is True):
+        side = task.kind.short_side if task else "below"
+        raise SubmitError(f"{path}: {infer.get('metric')} {validate.show(value)} is {side} the threshold "
                           f"{validate.show(threshold)}: only a model that reaches it is an inference entry")
     if not validate.is_number(infer.get("latency")) or not infer["latency"] > 0:
         raise SubmitError(f"{path}: latency is {validate.show(infer.get('latency'))}, expected ms per item "
@@ -418,9 +419,9 @@ def inference_entry(infer: dict, result: dict, args) -> dict:
     if isinstance(infer.get("framework"), str) and infer["framework"].strip():
         common["framework"] = infer["framework"]
     accuracy = {}
-    for metric, column in entries.METRIC_COLUMNS.items():
-        if validate.is_number(infer.get(metric)):
-            accuracy[column] = infer[metric] if metric == "f1" else round(100 * infer[metric], 4)
+    for figure in task.kind.figures:
+        if validate.is_number(infer.get(figure.metric)):
+            accuracy[figure.field] = figure.entry_value(infer[figure.metric])
     stats = infer.get("latency_ms") if isinstance(infer.get("latency_ms"), dict) else {}
     entry = {
         **common,

@@ -29,11 +29,11 @@ from pathlib import Path
 from dawnbench import entries, safe_read, schemas
 from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
-from harness.tasks import Task
+from harness.tasks import FIGURES, Task
 
 PROG = command("validate")
-ACCURACY_FIELDS = ("top1Accuracy", "top5Accuracy", "f1Score")
-PERCENT_FIELDS = ("top1Accuracy", "top5Accuracy")
+# Every figure field an entry may carry, and its unit, as the tasks' kinds name them (harness.task_kinds)
+ACCURACY_FIELDS = FIGURES
 REL_TOL = 0.01                  # cost and time consistency: within 1%
 HOURS_ULP = 1e-6                # the logs' hours have 6 decimals: tolerate their rounding
 LEVELS = ("strict", "v1")
@@ -205,11 +205,12 @@ def _units_of_value(report: _Report, name: str, value: float, line: int | None =
     if value < 0:
         report.at(name, f"{value:g} is negative (an accuracy is at least 0)", line)
         return False
-    if name == "f1Score" and value > 1:
+    figure = FIGURES[name]
+    if not figure.percent and value > 1:
         report.at(name, f"{value:g} is above 1: a percent in a fraction column "
-                        f"(write F1 as a fraction, e.g. {value / 100:g})", line)
+                        f"(write {figure.label} as a fraction, e.g. {value / 100:g})", line)
         return False
-    if name in PERCENT_FIELDS and value > 100:
+    if figure.percent and value > 100:
         report.at(name, f"{value:g} is above 100 (write the accuracy in percent, 0-100)", line)
         return False
     return True
@@ -292,20 +293,20 @@ def _check_tsv(report: _Report, log: Path, task: Task, threshold: float, root: P
         values = [(line, row[column]) for line, row in rows]
         bad = next(((line, v) for line, v in values if not _units_of_value(report, column, v, line)), None)
         if bad:
-            units_ok = units_ok and column != entries.METRIC_COLUMNS[task.metric]
+            units_ok = units_ok and column != task.accuracy_field
             continue
-        if column in PERCENT_FIELDS and values and all(0 < v <= 1 for _, v in values):
+        if FIGURES[column].percent and values and all(0 < v <= 1 for _, v in values):
             report.at(column, f"every value is in (0, 1]: a fraction in a percent column "
                               f"(write {values[-1][1]:g} as {100 * values[-1][1]:g})", values[0][0])
-            if column == entries.METRIC_COLUMNS[task.metric]:
+            if column == task.accuracy_field:
                 units_ok = False
-    column = entries.METRIC_COLUMNS[task.metric]
-    reached = next(((line, row) for line, row in rows if row[column] >= threshold), None)
+    column = task.accuracy_field
+    reached = next(((line, row) for line, row in rows if task.reaches(row[column], threshold)), None)
     if units_ok and reached is not None and reached[1]["hours"] == 0:
         report.at("hours", "0 is not positive on the row that reaches the threshold (it would rank in no time; "
                            "hours are on-clock time since the start of the run)", reached[0])
-    if units_ok and rows and not any(row[column] >= threshold for _, row in rows):
-        best = max(row[column] for _, row in rows)
+    if units_ok and rows and reached is None:
+        best = task.kind.best(row[column] for _, row in rows)
         report.at(column, f"the threshold {threshold:g} is never reached (best {best:g}) "
                           f"(train until a logged epoch reaches it)", rows[-1][0])
     return rows
@@ -321,7 +322,7 @@ def _threshold(report: _Report, task: Task, fields: dict, allow_unofficial: bool
             report.at("official_threshold", "false: a run to a lowered threshold is a smoke test, not an entry "
                                             "(rerun to the official threshold)")
         elif schemas.conforms(("threshold",), recorded):
-            return recorded if task.metric == "f1" else round(100 * as_float(recorded), 6)
+            return round(task.figure.to_log(as_float(recorded)), 6)
         else:
             report.at("threshold", "missing or not a fraction in (0, 1] for an unofficial entry "
                                    "(record the threshold it was run to)")
@@ -362,7 +363,7 @@ def _schema_problems(report: _Report, fields: dict, task: Task | None, kind: str
     required = [*schemas.REQUIRED]
     if kind == "inference":
         # the accuracy field an inference entry needs depends on its task, which is its folder's, not a field
-        column = entries.METRIC_COLUMNS[task.metric]
+        column = task.accuracy_field
         if column not in fields:
             found[(column,)] = ((1, 1), column, f"required in a {task.display_name} inference entry "
                                                 f'(add "{column}": {schemas.example((column,))})', 1, None)
@@ -564,8 +565,8 @@ def _check_train(report: _Report, path: Path, task: Task, fields: dict, valid: d
     rows = check_tsv(report, log, task, threshold, root)
     if not rows:
         return log, rows
-    column = entries.METRIC_COLUMNS[task.metric]
-    reached = next((row for _, row in rows if row[column] >= threshold), None)
+    column = task.accuracy_field
+    reached = next((row for _, row in rows if task.reaches(row[column], threshold)), None)
     if reached is None:
         return log, rows
     hours = reached["hours"]
@@ -590,17 +591,18 @@ def _check_inference(report: _Report, task: Task, fields: dict, valid: dict, thr
     for name in ACCURACY_FIELDS:
         if name in valid:
             value = as_float(valid[name])
-            if report.level == "v1" and name == "f1Score" and 1 < value <= 100:   # strict: _units_of_value refuses it
+            figure = ACCURACY_FIELDS[name]
+            if report.level == "v1" and not figure.percent and 1 < value <= 100:   # strict: _units_of_value refuses it
                 report.at(name, f"{value:g} is above 1: a percent, read as the fraction {value / 100:g} "
                                 f"(divided by 100)", warning=True)
                 value = value / 100
                 report.fixes[name] = value
             ok = _units_of_value(report, name, value)
-            if ok and name in PERCENT_FIELDS and 0 < value <= 1:
+            if ok and figure.percent and 0 < value <= 1:
                 report.at(name, f"{value:g} looks like a fraction; {name} is in percent (write {100 * value:g})")
                 ok = False
-            if ok and name == entries.METRIC_COLUMNS[task.metric] and value < threshold:
-                report.at(name, f"{value:g} is below the threshold {threshold:g} "
+            if ok and name == task.accuracy_field and not task.reaches(value, threshold):
+                report.at(name, f"{value:g} is {task.kind.short_side} the threshold {threshold:g} "
                                 f"(an inference entry must reach it: submit a model that does)")
     latency, cost, per_hour = valid.get("latency"), valid.get("cost"), valid.get("costPerHour")
     if latency is not None and cost is not None and per_hour is not None:
@@ -668,9 +670,9 @@ def backed_fields(kind: str, record: dict, fields: dict) -> dict[str, object]:
         stats = record.get("latency_ms")
         if isinstance(stats, dict):
             backed["latency_ms"] = {k: stats.get(k) for k in ("mean", "p50", "p90", "p99")}
-        for metric, column in entries.METRIC_COLUMNS.items():
-            if is_number(record.get(metric)):
-                backed[column] = record[metric] if metric == "f1" else round(100 * record[metric], 4)
+        for figure in FIGURES.values():
+            if is_number(record.get(figure.metric)):
+                backed[figure.field] = figure.entry_value(record[figure.metric])
         if isinstance(record.get("model_source"), dict):
             backed["misc.model_source"] = record["model_source"]
     per_hour = record.get("costPerHour")

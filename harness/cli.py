@@ -21,7 +21,7 @@ import math
 import sys
 from pathlib import Path
 
-from harness import datasets, inference, paths, registry, runner, runtimes
+from harness import datasets, inference, paths, plan, registry, runner, runtimes, task_kinds
 from harness.arguments import (
     DATA_FOLDER,
     MAX_EPOCHS,
@@ -42,6 +42,7 @@ from harness.arguments import (
     whole,
 )
 from harness.errors import DawnbenchError, UsageError, command, quiet_on_closed_pipe, report, shown
+from harness.tasks import TASKS
 
 PROG = "harness"
 PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
@@ -121,13 +122,14 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_eval_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["squad"])
+    p.add_argument("what", choices=sorted(task_kinds.EVALUATORS))
     p.add_argument("args", nargs=argparse.REMAINDER)
 
 
 def add_data_options(p: argparse.ArgumentParser, actions: tuple[str, ...] = ("verify",)) -> None:
     p.add_argument("action", choices=list(actions))
-    p.add_argument("dataset", nargs="?", help="a dataset name: fashion-mnist, cifar10, imagenet, squad or glove")
+    task_datasets = ", ".join(sorted({t.dataset for t in TASKS.values()}))
+    p.add_argument("dataset", nargs="?", help=f"a dataset name: a task's ({task_datasets}) or a companion's (glove)")
     p.add_argument("--reference", help="instead of a dataset name: the dataset of this reference's task")
     p.add_argument("--data", type=DATA_FOLDER, default=None)
     add_references_option(p)
@@ -207,9 +209,9 @@ def prepare_run(args: argparse.Namespace):
 
 # --- commands -----------------------------------------------------------------------------------
 
-def run_options(args: argparse.Namespace, cost: dict) -> runner.RunOptions:
+def run_options(args: argparse.Namespace, cost: dict) -> plan.RunOptions:
     """The typed options of a run (what `dawnbench run --runs` hands each run of its series)."""
-    opts = runner.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
+    opts = plan.RunOptions(seed=args.seed, max_epochs=args.max_epochs, max_seconds=args.max_seconds,
                              threshold=args.threshold, data_root=args.data, run_id=args.run_id, series_id=args.series_id,
                              progress=not args.no_progress, save_model=not args.no_save, **cost)
     if args.results is not None:
@@ -287,8 +289,9 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from harness import squad_eval
-    return squad_eval.main(args.args, prog=f"{getattr(args, 'prog', PROG)} eval squad")
+    import importlib
+    evaluator = importlib.import_module(task_kinds.EVALUATORS[args.what])
+    return evaluator.main(args.args, prog=f"{getattr(args, 'prog', PROG)} eval {args.what}")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -16,19 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, identity, paths, runner, runtimes, sandbox, views, worker_env
+from harness import datasets, environment, identity, paths, runtimes, sandbox, views, worker_env
 from harness import outputs as outputs_module
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
+from harness.eval_set import EvalSet
+from harness.official import official_verdict
 from harness.registry import ReferenceSpec, UsageError
-
-
-def _answer(question_id: str, output) -> tuple[str, str]:
-    if isinstance(output, str):
-        return question_id, output
-    if isinstance(output, list) and len(output) == 2:
-        return str(output[0]), str(output[1])
-    raise ValueError(f"infer() must return the answer text of one question (or [question id, answer text]), "
-                     f"got {type(output).__name__}")
+from harness.roles import start_worker
 
 
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
@@ -44,7 +38,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     a harness process of their own (harness.runtimes), at `precision`, on `threads` threads."""
     task = spec.task
     runtimes.check_options(runtime, precision, threads, spec.framework)
-    if runtime in runtimes.EXPORTED and task.metric == "f1":
+    if runtime in runtimes.EXPORTED and not task.kind.exportable:
         raise UsageError(f"--runtime {runtime} runs classifiers (scores out); {task.name}'s answers are text: "
                          f"use --runtime reference")
     threads = threads or runtimes.physical_cores()
@@ -68,9 +62,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     model_record = model_source(model_path)
     # Before any of the reference's code runs: the code, data and model this inference is of, and
     # whether it can be an official entry.
-    eval_set = runner.EvalSet(task, len(labels), dropped)
+    eval_set = EvalSet(task, len(labels), dropped)
     worker = worker_env.describe()
-    prov = runner.official_verdict(spec, threshold, data_reasons, eval_set, isolation,
+    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation,
                                    _inference_reasons(limit, len(labels), model_record), data_root=data_root,
                                    worker=worker)
     sandbox.protect_harness()
@@ -102,15 +96,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     outputs, latencies, n = run.pop("outputs"), run.pop("latencies"), run.pop("items")
     run["runtime"] = runtime
 
-    if task.metric == "f1":
-        # SQuAD: infer returns the answer text of the i-th question in canonical order (or a pair
-        # (question id, answer text)); scored over exactly the questions inferred
-        predictions = dict(_answer(labels.ids[i], o) for i, o in enumerate(outputs))
-        scores = task.score(predictions, labels[:n])
-    else:
-        predictions = np.stack([np.asarray(o) for o in outputs])
-        # the blacklist (ImageNet's) applies to the whole eval set, as in a run
-        scores = task.score(predictions, labels[:n], dropped if n == len(labels) else None)
+    predictions = task.kind.from_outputs(outputs, labels)
+    # the blacklist (ImageNet's) applies to the whole eval set, as in a run
+    scores = task.score(predictions, labels[:n], dropped if n == len(labels) else None)
     value = scores[task.metric]
     ms = latencies * 1000.0
     mean_ms = float(ms.mean())
@@ -137,14 +125,14 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         **scores,
         "threshold": threshold,
         "official_threshold": threshold == task.threshold,
-        "reached_threshold": bool(value >= threshold),
+        "reached_threshold": task.reaches(value, threshold),
         # DAWNBench v1: cost per item = costPerHour x latency / 3.6e6
         "cost": cost_per_hour * mean_ms / 3.6e6 if cost_per_hour is not None else None,
         "cost_per_10k_items_usd": cost_per_hour * mean_ms / 3.6e6 * 1e4 if cost_per_hour is not None else None,
         **run,     # runtime, runtime_version, precision, threads, timer, exported model, calibration
     }
     try:
-        if task.metric != "f1":     # exactly the predictions scored, for anyone to re-score
+        if task.kind.keeps_inference_predictions():     # exactly the predictions scored, for anyone to re-score
             np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)
     except OSError as e:
         raise outputs_module.WriteError(out_dir / "predictions.npy", e, "--out") from None
@@ -201,7 +189,7 @@ def _one_line(text: str, default: str) -> str:
 
 def _start(role: str, spec, hyperparameters, data_root, work, isolation, seed, snapshots=None, env=None):
     """A sandboxed worker of `role` with the reference set up in it."""
-    worker, seen = runner.start_worker(role, spec, isolation, data_root=data_root, derived=work / f"derived-{role}",
+    worker, seen = start_worker(role, spec, isolation, data_root=data_root, derived=work / f"derived-{role}",
                                        snapshots=snapshots, env=env)
     try:
         worker.call("init", name=spec.name, config=dict(hyperparameters), seed=seed, task=spec.task.name, rank=0,
@@ -408,7 +396,7 @@ def summary_lines(result: dict) -> list[str]:
         f"{result['items']} items, batch 1: mean {lat['mean']:.3f} ms  p50 {lat['p50']:.3f}  "
         f"p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  ({how})",
         f"{result['metric']} {100 * result['metric_value']:.2f}% "
-        f"({'reaches' if result['reached_threshold'] else 'BELOW'} the {100 * result['threshold']:.0f}% threshold)",
+        f"({'reaches' if result['reached_threshold'] else 'does NOT reach'} the {100 * result['threshold']:.0f}% threshold)",
     ]
     if result["cost_per_10k_items_usd"] is not None:
         lines.append(f"cost per 10,000 items: ${result['cost_per_10k_items_usd']:.6f}")

@@ -20,13 +20,14 @@ from harness import outputs, stored_predictions
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.stop_rules import CONVERGED, Outcome
+from harness.tasks import SCORE_NAMES
 
 # The names the harness writes beside a trainer's stats: in epoch_stop's metadata, and in a history row of
 # result.json (the scores of every task, the times). A trainer's stat of one of these names would stand
 # in for the harness's figure (a "tta_seconds" in train_epoch's dict was result.json's time, issue 33),
 # so the runner refuses it (harness.runner._check_stats).
 HARNESS_KEYS = frozenset({"clock_s", "epoch_num", "samples_all_ranks", "epoch", "tta_seconds", "wall_seconds",
-                          "handover_ms", "top1", "top5", "f1", "exact_match", "train_seconds"})
+                          "handover_ms", "train_seconds", *SCORE_NAMES})
 
 
 class RunRecord:

@@ -1,6 +1,6 @@
 """The runner: the one loop every reference runs under. It owns the clock.
 
-    labels <- official files (checksummed)           before the clock (make_plan)
+    labels <- official files (checksummed)           before the clock (harness.plan)
     run_start, setup                                 init span      (on the clock)
     for epoch: train_epoch                           train span     (on the clock)
                predict + score                       eval span      (off the clock), from the
@@ -21,32 +21,31 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import (
     collective,
-    datasets,
     energy,
     environment,
     eval_bound,
     identity,
     load,
     outputs,
-    paths,
     provenance,
     run_record,
     sandbox,
     snapshots,
     stop_rules,
     views,
-    worker_env,
 )
 from harness.clock import Clock
-from harness.errors import DawnbenchError, UsageError
+from harness.errors import DawnbenchError
+from harness.plan import Plan, RunOptions, make_plan
 from harness.registry import ReferenceSpec, check_trains
+from harness.roles import start_worker
 from harness.run_record import RunRecord
-from harness.stop_rules import CONVERGED, DNC, Budget, Outcome
+from harness.stop_rules import CONVERGED, DNC, Outcome
 
 
 class Terminated(BaseException):
@@ -65,159 +64,9 @@ class BudgetSpent(DawnbenchError):
 VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, sandbox.FreezeError)
 
 
-@dataclass
-class RunOptions:
-    seed: int = 0
-    max_epochs: int | None = None       # default: the reference's budget
-    max_seconds: float | None = None    # on-clock seconds; default: the reference's budget
-    threshold: float | None = None      # default: the task's; a lowered one is marked unofficial
-    results_root: Path = field(default_factory=paths.results_root)     # default ./results
-    data_root: Path | None = None
-    run_id: str | None = None
-    series_id: str | None = None        # the run folder is results/<REF>/<series id>/<run id>
-    progress: bool = True
-    cost_per_hour: float | None = None  # USD per hour for every node together (price x nodes)
-    save_model: bool = True
-    instance: str | None = None         # "provider:instance" the price came from (the host's prices table)
-    nodes: int = 1
-    price: dict | None = None           # {"instance", "usd_per_hour", "source", "date"} of one node
-
-
-@dataclass(frozen=True)
-class EvalSet:
-    """The eval set a run scores: `examples` predictions are asked for, all but the `dropped` ones
-    (ImageNet's blacklist) are scored."""
-    task: object
-    examples: int
-    dropped_indices: object = None
-
-    @property
-    def dropped(self) -> int:
-        return 0 if self.dropped_indices is None else len(self.dropped_indices)
-
-    @property
-    def scored(self) -> int:
-        return self.examples - self.dropped
-
-    def reasons(self) -> list[str]:
-        """Why a run on this eval set is not official: a fixture's or a subset's size."""
-        if self.examples == self.task.eval_examples:
-            return []
-        return [f"the eval set has {self.examples} examples, not the {self.task.eval_examples} of the "
-                f"{self.task.name} task (fixture or subset data)"]
-
-
-def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[str], eval_set: EvalSet, isolation,
-                     reasons: list[str] | tuple = (), data_root: Path | None = None,
-                     worker: dict | None = None) -> dict:
-    """git, provenance, official and unofficial_reasons (harness.provenance.collect) of a run or of
-    an inference on this eval set: the harness's reasons first, then the caller's `reasons`.
-    `worker`: the workers' environment (harness.worker_env.describe), whose hash provenance records."""
-    task = spec.task
-    found = [] if threshold == task.threshold else [
-        f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
-    found += list(data_reasons) + eval_set.reasons() + list(reasons)
-    blacklist = datasets.manifest(task.dataset).get("blacklist", {})
-    if eval_set.dropped_indices is not None and "sha256" not in blacklist:
-        found.append(f"the {task.dataset} blacklist cannot be proven official: datasets.toml records no sha256 "
-                     f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
-    if not isolation.isolated:
-        found.append(isolation.reason)
-    if isolation.mode == "uid":
-        # uid mode has no mount namespace: the workers see the host's files as any other user does, so
-        # the eval labels are out of their reach only where the folders holding them are private.
-        for folder in views.label_folders(task.dataset, data_root):
-            if sandbox.reachable_by_others(folder):
-                found.append(f"uid mode: other users can reach {folder}, which holds the {task.dataset} eval labels, "
-                             f"so the sandboxed workers could read them; make it private (chmod o-rwx {folder}) "
-                             f"or run where bubblewrap works")
-    worker = worker if worker is not None else worker_env.describe()
-    found += worker_env.reasons(worker, worker_env.harness_record(worker))
-    prov = provenance.collect(spec, datasets.verified_files(), found)
-    prov["provenance"]["worker_environment_sha256"] = worker["sha256"]
-    return prov
-
-
-def dist_env() -> tuple[int, int, int]:
-    """(rank, world size, local rank) as torchrun and other launchers set them."""
-    return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-            int(os.environ.get("LOCAL_RANK", 0)))
-
-
 def _say(msg: str, rank: int) -> None:
     if rank == 0:
         print(msg, file=sys.stderr, flush=True)
-
-
-def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, derived: Path,
-                 snapshots: Path | None, env: dict[str, str] | None = None, network: bool = False,
-                 data_files: list | None = None):
-    """A sandboxed worker of `role`, with the role's data (`data_files`: the view's files as an earlier
-    start of the role found them); returns it and the paths it sees."""
-    env, copies = dict(env or {}), []
-    override = os.environ.get(datasets.MANIFEST_ENV)
-    if override:   # the fixture checksums an unofficial run was started with, for the worker's own checks
-        copies.append(Path(override))
-        env[datasets.MANIFEST_ENV] = "{scratch}/" + Path(override).name
-    return sandbox.start(role, isolation, reference_dir=spec.directory,
-                         data_files=data_files or views.view_files(spec.task.dataset, data_root, role, derived),
-                         snapshots=snapshots, copies=copies, env=env, hidden=views.system_copies(),
-                         network=network)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A run as settled before any folder exists or any of the reference's code runs: its budget,
-    its data (checked), the harness's eval labels, and whether it can be official."""
-    spec: ReferenceSpec
-    hyperparameters: dict
-    opts: RunOptions
-    budget: Budget
-    data_root: Path
-    dataset_files: list
-    labels: object
-    eval_set: EvalSet
-    isolation: sandbox.Isolation
-    prov: dict
-    rank: int
-    world_size: int
-    local_rank: int
-    worker_env: dict            # what the workers' environment holds (harness.worker_env), for env.json
-    train_examples: int = 0     # the eval bound's training set: the task's, or counted on disk for unofficial data
-    train_examples_source: str = "task"
-
-
-def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> Plan:
-    """The plan of a run; a missing or corrupt dataset fails here, before any folder is made, with
-    the fetch command."""
-    task = spec.task
-    rank, world_size, local_rank = dist_env()
-    threshold = task.threshold if opts.threshold is None else opts.threshold
-    budget = Budget(max_epochs=opts.max_epochs or spec.max_epochs, max_seconds=opts.max_seconds or spec.max_seconds,
-                    threshold=threshold, metric=task.metric, eval_from_epoch=spec.eval_from_epoch)
-    if budget.max_epochs < budget.eval_from_epoch:      # the last epoch is always evaluated (docs/RULES.md)
-        raise UsageError(f"--max-epochs {budget.max_epochs} is before {spec.name}'s first evaluated epoch "
-                         f"(budget.eval_from_epoch = {budget.eval_from_epoch} in its reference.toml): the run would "
-                         f"never evaluate its last epoch; give --max-epochs {budget.eval_from_epoch} or more")
-    data_root = Path(opts.data_root or datasets.default_data_root())
-    dataset_files, data_reasons = datasets.check_all(task.dataset, data_root)
-    labels = datasets.load_eval_labels(task.dataset, data_root)
-    eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
-    isolation = sandbox.probe()
-    views.check_workers_can_read(task.dataset, data_root, isolation)
-    worker = worker_env.describe()
-    prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root, worker=worker)
-    # The eval bound's denominator: the task's training set (tasks.toml) on the official data. Data that
-    # are not (a fixture, a subset: the run is unofficial for it) have the size the harness counts on
-    # disk, so their bound stays what training on them cost. Never the trainer's own count (issue 33).
-    train_examples, source = task.train_examples, "task"
-    if data_reasons or os.environ.get(datasets.MANIFEST_ENV):
-        try:
-            train_examples, source = max(datasets.count_train_examples(task.dataset, data_root), 1), "counted on disk"
-        except datasets.DatasetError:       # no training split to count: the task's, the stricter bound
-            pass
-    return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,
-                isolation, prov, rank, world_size, local_rank, worker, train_examples, source)
 
 
 def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
@@ -438,7 +287,7 @@ class _Run:
         if p.rank == 0:
             taken = self._take_snapshot(epoch)
             value, scores, stored, cost = self._score(epoch, trained)
-            verdict = 1.0 if stop_rules.reaches(value, p.budget.threshold) else 0.0
+            verdict = 1.0 if self.task.reaches(value, p.budget.threshold) else 0.0
         (reached,) = self.group.broadcast([verdict])
         self.clock.lap("eval")
         handover = trained.handover_s + _timed(self.trainer.thaw)

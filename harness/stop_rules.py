@@ -2,7 +2,7 @@
 
     after training epoch e:   a non-finite training loss (any rank)     -> DNC, diverged (not scored)
                               e before eval_from_epoch: not scored, as if it had not reached the threshold
-    after scoring epoch e:    the metric at or over the threshold        -> converged
+    after scoring epoch e:    the metric at the threshold (or better)    -> converged
                               on-clock seconds at or over max_seconds    -> DNC, the time budget
                               e == max_epochs                            -> DNC, the epoch budget
     anything raised on the way                                           -> DNC, error (`failed`)
@@ -26,6 +26,7 @@ class Budget:
     threshold: float
     metric: str
     eval_from_epoch: int = 1    # the reference's first evaluated epoch; every one after it is evaluated
+    lower_is_better: bool = False   # the task's kind's (a loss, an error rate): reached at or under the threshold
 
 
 def evaluated(budget: Budget, epoch: int) -> bool:
@@ -45,9 +46,10 @@ class Outcome:
         return self.reason.startswith("diverged")
 
 
-def reaches(value: float, threshold: float) -> bool:
-    """The metric counts as reached at or over the threshold; NaN never reaches it."""
-    return value >= threshold
+def reaches(value: float, threshold: float, lower_is_better: bool = False) -> bool:
+    """The metric counts as reached at or over the threshold (at or under it where lower is better,
+    a loss or an error rate); NaN never reaches it."""
+    return value <= threshold if lower_is_better else value >= threshold
 
 
 def decide(budget: Budget, epoch: int, loss: float, on_clock: float, reached: bool | None = None) -> Outcome | None:
@@ -63,7 +65,8 @@ def decide(budget: Budget, epoch: int, loss: float, on_clock: float, reached: bo
     if on_clock >= budget.max_seconds:
         return Outcome(DNC, f"budget: {on_clock:.1f} s on the clock >= max_seconds={budget.max_seconds:g}")
     if epoch >= budget.max_epochs:
-        return Outcome(DNC, f"budget: max_epochs={budget.max_epochs} reached without {budget.metric} >= "
+        side = "<=" if budget.lower_is_better else ">="
+        return Outcome(DNC, f"budget: max_epochs={budget.max_epochs} reached without {budget.metric} {side} "
                             f"{budget.threshold}")
     return None
 

@@ -22,6 +22,8 @@ import json
 import os
 import zipfile
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ __all__ = ["save", "load", "file_name", "sha256_bytes", "Refused"]
 
 def file_name(epoch: int, task: Task) -> str:
     """The stored file of `epoch`, relative to the run folder."""
-    return f"{FOLDER}/epoch-{epoch:03d}.{'json.gz' if task.metric == 'f1' else 'npz'}"
+    return f"{FOLDER}/epoch-{epoch:03d}.{CODECS[task.kind.stored_as].suffix}"
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -76,16 +78,24 @@ def ranked_ids(predictions: Any) -> np.ndarray:
 
 
 def encode(task: Task, predictions: Any) -> bytes:
-    """The stored file's bytes for `predictions` of `task`."""
-    if task.metric == "f1":
-        if not isinstance(predictions, dict):
-            raise ValueError(f"SQuAD predictions must be {{question id: answer text}}, not {type(predictions).__name__}")
-        text = json.dumps({str(k): str(v) for k, v in predictions.items()}, ensure_ascii=False, sort_keys=True)
-        # mtime=0: the same answers give the same bytes, so the same sha256
-        return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+    """The stored file's bytes for `predictions` of `task` (its kind names the codec)."""
+    return CODECS[task.kind.stored_as].encode(predictions)
+
+
+def encode_ids(predictions: Any) -> bytes:
+    """Class predictions as their ranked ids, one compressed npz array."""
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **{ARRAY: ranked_ids(predictions)})
     return buffer.getvalue()
+
+
+def encode_answers(predictions: Any) -> bytes:
+    """{question id: answer text} as gzip'd JSON."""
+    if not isinstance(predictions, dict):
+        raise ValueError(f"SQuAD predictions must be {{question id: answer text}}, not {type(predictions).__name__}")
+    text = json.dumps({str(k): str(v) for k, v in predictions.items()}, ensure_ascii=False, sort_keys=True)
+    # mtime=0: the same answers give the same bytes, so the same sha256
+    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
 
 
 def save(run_dir: Path, epoch: int, task: Task, predictions: Any) -> dict:
@@ -127,9 +137,7 @@ def read_file(run_dir: Path, relative: object) -> bytes:
 
 def decode(task: Task, data: bytes, name: str = "predictions") -> Any:
     """The predictions a stored file holds: ranked ids (N, k) int16/int32, or {question id: text}."""
-    if task.metric == "f1":
-        return _decode_answers(task, data, name)
-    return _decode_ids(task, data, name)
+    return CODECS[task.kind.stored_as].decode(task, data, name)
 
 
 def load(run_dir: Path, relative: str, task: Task, sha256: str | None = None) -> Any:
@@ -142,7 +150,7 @@ def load(run_dir: Path, relative: str, task: Task, sha256: str | None = None) ->
     return decode(task, data, relative)
 
 
-def _decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
+def decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
@@ -176,7 +184,7 @@ def _decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
     return np.ascontiguousarray(ids)
 
 
-def _decode_answers(task: Task, data: bytes, name: str) -> dict:
+def decode_answers(task: Task, data: bytes, name: str) -> dict:
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
             raw = f.read(MAX_JSON_BYTES + 1)
@@ -191,3 +199,14 @@ def _decode_answers(task: Task, data: bytes, name: str) -> dict:
         raise Refused(f"{name}: {len(answers)} answers, not the {task.eval_examples} questions of {task.name}")
     return answers
 
+
+@dataclass(frozen=True)
+class Codec:
+    """One way a run keeps predictions: the file's suffix, and its writer and (untrusted) reader."""
+    suffix: str
+    encode: Callable[[Any], bytes]
+    decode: Callable[[Task, bytes, str], Any]
+
+
+# The codec a task's kind names (harness.task_kinds.TaskKind.stored_as)
+CODECS = {"ids": Codec("npz", encode_ids, decode_ids), "answers": Codec("json.gz", encode_answers, decode_answers)}

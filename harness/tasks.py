@@ -1,14 +1,16 @@
-"""The task registry: metric, threshold, eval-set size and log columns of each task.
+"""The task registry: kind, metric, threshold, eval-set size and log columns of each task.
 
-The numbers live in data/tasks.toml; this module only reads them and scores predictions.
+The numbers live in data/tasks.toml; this module reads them, and a task's kind (harness.task_kinds)
+counts, scores and compares its predictions.
 """
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import DawnbenchError
+from harness.task_kinds import Figure, ImageClassification, TaskKind, UnknownKindError, resolve
 
 _TASKS_FILE = Path(__file__).parent / "data" / "tasks.toml"
 
@@ -22,77 +24,89 @@ class Task:
     name: str
     display_name: str
     dataset: str
-    metric: str            # "top1" | "top5" | "f1"
+    metric: str            # one of its kind's figures ("top1", "top5", "f1", ...)
     threshold: float       # as a fraction, for every metric
     eval_examples: int
     tsv_columns: tuple[str, ...]
     train_examples: int = 0         # the official training set's size (the eval bound's denominator)
     max_snapshot_mib: float = 0.0   # the cap on a snapshot, the task's alone (docs/RULES.md, "Snapshots ...")
     eval_passes: float = 1.0        # what an eval example may cost in the eval bound, the task's alone
+    kind: TaskKind = field(default_factory=ImageClassification)
+    other_thresholds: tuple[tuple[float, str], ...] = ()   # (value, source): where analyses also read the logs
+
+    @property
+    def figure(self) -> Figure:
+        """The ranked figure: the metric, the entry's field that carries it and its unit."""
+        return self.kind.figure(self.metric)
+
+    @property
+    def accuracy_field(self) -> str:
+        """The entry's (and TSV's) field of the ranked figure: top1Accuracy, f1Score, ..."""
+        return self.figure.field
+
+    @property
+    def figures(self) -> tuple[Figure, ...]:
+        """Every figure the task logs: its kind's that its TSV has a column for, and its metric."""
+        return tuple(f for f in self.kind.figures if f.field in self.tsv_columns or f.metric == self.metric)
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.kind.lower_is_better
+
+    def reaches(self, value: float, threshold: float | None = None) -> bool:
+        """Whether `value` (a fraction, as the harness computes it) meets `threshold` (default: the task's)."""
+        return self.kind.reaches(value, self.threshold if threshold is None else threshold)
 
     def score(self, predictions, labels, drop=None) -> dict[str, float]:
         """Every metric the task logs, as fractions; the harness calls this, never a reference.
         `drop`: indices of eval examples left out of the score (ImageNet's blacklist); the
         predictions still cover every example."""
-        # numpy here, not at the top: `dawnbench list` reads the tasks from a bare Python (dawnbench.launcher)
-        import numpy as np
-
-        from harness import metrics
-        if drop is not None and len(drop):
-            keep = np.ones(len(labels), dtype=bool)
-            keep[np.asarray(drop)] = False
-            if np.shape(predictions)[0] != len(labels):
-                raise ValueError(f"{np.shape(predictions)[0]} predictions for {len(labels)} labels")
-            predictions, labels = np.asarray(predictions)[keep], np.asarray(labels)[keep]
-        if self.metric == "f1":
-            # labels: the official dataset's `data` list (as SquadLabels); predictions: {question id: text}
-            data = labels.data if isinstance(labels, metrics.SquadLabels) else labels
-            result = metrics.squad_evaluate(data, predictions)
-            return {"f1": result["f1"] / 100.0, "exact_match": result["exact_match"] / 100.0}
-        scores = {"top1": metrics.topk_accuracy(predictions, labels, 1)}
-        if "top5Accuracy" in self.tsv_columns or self.metric == "top5":
-            scores["top5"] = metrics.topk_accuracy(predictions, labels, 5)
-        return scores
+        return self.kind.score(self, predictions, labels, drop)
 
     def count(self, predictions) -> int:
-        import numpy as np
-
-        return len(predictions) if isinstance(predictions, dict) else int(np.shape(predictions)[0])
+        return self.kind.count(predictions)
 
     def tsv_row(self, epoch: int, hours: float, scores: dict[str, float]) -> list[str]:
-        """One DAWNBench log row: accuracies in percent, F1 as a fraction, as the v1 entries."""
-        cells = {
-            "epoch": str(epoch),
-            "hours": f"{hours:.6f}",
-            "top1Accuracy": f"{100 * scores.get('top1', float('nan')):.2f}",
-            "top5Accuracy": f"{100 * scores.get('top5', float('nan')):.2f}",
-            "f1Score": f"{scores.get('f1', float('nan')):.4f}",
-        }
+        """One DAWNBench log row: each figure in its field's unit, as the v1 entries."""
+        cells = {"epoch": str(epoch), "hours": f"{hours:.6f}"}
+        cells.update({f.field: f.tsv_cell(scores.get(f.metric, float("nan"))) for f in self.kind.figures})
         return [cells[c] for c in self.tsv_columns]
+
+
+def _task(name: str, t: dict) -> Task:
+    task = Task(
+        name=name,
+        display_name=t["display_name"],
+        dataset=t["dataset"],
+        metric=t["metric"],
+        threshold=float(t["threshold"]),
+        eval_examples=int(t["eval_examples"]),
+        tsv_columns=tuple(t["tsv_columns"]),
+        train_examples=int(t["train_examples"]),
+        max_snapshot_mib=float(t["max_snapshot_mib"]),
+        eval_passes=float(t.get("eval_passes", 1.0)),
+        kind=resolve(t["kind"], name),
+        other_thresholds=tuple((float(o["value"]), str(o["source"])) for o in t.get("other_thresholds", ())),
+    )
+    task.kind.figure(task.metric)      # a metric its kind does not know fails here, at import, in one line
+    unknown = [c for c in task.tsv_columns[2:] if c not in {f.field for f in task.kind.figures}]
+    if list(task.tsv_columns[:2]) != ["epoch", "hours"] or unknown:
+        raise UnknownKindError(f"tasks.toml [tasks.{name}]: tsv_columns must be epoch, hours, then fields of the "
+                               f"{task.kind.name} kind ({', '.join(f.field for f in task.kind.figures)})")
+    return task
 
 
 def _load() -> tuple[str, dict[str, Task]]:
     with open(_TASKS_FILE, "rb") as f:
         raw = tomllib.load(f)
-    tasks = {
-        name: Task(
-            name=name,
-            display_name=t["display_name"],
-            dataset=t["dataset"],
-            metric=t["metric"],
-            threshold=float(t["threshold"]),
-            eval_examples=int(t["eval_examples"]),
-            tsv_columns=tuple(t["tsv_columns"]),
-            train_examples=int(t["train_examples"]),
-            max_snapshot_mib=float(t["max_snapshot_mib"]),
-            eval_passes=float(t.get("eval_passes", 1.0)),
-        )
-        for name, t in raw["tasks"].items()
-    }
-    return raw["rules_version"], tasks
+    return raw["rules_version"], {name: _task(name, t) for name, t in raw["tasks"].items()}
 
 
 RULES_VERSION, TASKS = _load()
+# Every score a task's kind may log (a history row's and an eval_accuracy's names): top1, f1, ...
+SCORE_NAMES = frozenset(name for task in TASKS.values() for name in task.kind.score_names)
+# Every figure field an entry or a log may carry (top1Accuracy, f1Score, ...), with its unit
+FIGURES = {figure.field: figure for task in TASKS.values() for figure in task.kind.figures}
 
 
 def get_task(name: str) -> Task:

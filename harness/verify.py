@@ -501,7 +501,7 @@ def _logged_scores(task: Task, epochs: list[Epoch]) -> None:
     for epoch in epochs:
         meta = epoch.accuracy["metadata"]
         epoch.scores = {task.metric: float(epoch.accuracy["value"]),
-                        **{k: float(v) for k, v in meta.items() if k in ("top1", "top5", "exact_match", "f1")
+                        **{k: float(v) for k, v in meta.items() if k in task.kind.score_names
                            and _number(v) is not None}}
 
 
@@ -535,7 +535,7 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
                    RESULT_S + READING_S + FLOAT_S, False)
     _same_time("wall_seconds", result.get("wall_seconds"), _clock(run_stop), RESULT_S + READING_S + FLOAT_S, False)
 
-    reached = next((e for e in epochs if e.scores[task.metric] >= threshold), None)
+    reached = next((e for e in epochs if task.reaches(e.scores[task.metric], threshold)), None)
     if status == "converged":
         if reached is None:
             raise Disagreement(f"status converged, but no epoch's {task.metric} reaches {threshold}")

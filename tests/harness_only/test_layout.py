@@ -49,6 +49,31 @@ def test_imports_go_one_way(package, forbidden):
     assert not bad, f"{package} must not import {sorted(forbidden)}: {bad}"
 
 
+def harness_modules_imported(path: Path) -> set[str]:
+    """The harness modules a file imports: `import harness.x`, `from harness import x`, `from harness.x import y`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("harness.")}
+        elif isinstance(node, ast.ImportFrom) and node.module == "harness":
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def test_the_runner_is_the_loop_and_inference_does_not_borrow_it(tmp_path):
+    """The plan, the eval set, the verdict and the worker start live where both users reach them
+    (harness.plan, eval_set, official, roles): an inference has nothing of the runner's loop."""
+    assert "runner" not in harness_modules_imported(REPO / "harness" / "inference.py")
+    sample = tmp_path / "sample.py"
+    sample.write_text("from harness import datasets, runner\nfrom harness.plan import Plan\n")
+    assert harness_modules_imported(sample) == {"datasets", "runner", "plan"}
+    runner = (REPO / "harness" / "runner.py").read_text(encoding="utf-8")
+    assert not any(f"\n{d} " in runner for d in ("class EvalSet", "def official_verdict", "def make_plan",
+                                                   "class Plan", "class RunOptions", "def start_worker"))
+
+
 def test_the_harness_runs_without_the_host_package(references_root, fashion_root, tmp_path):
     """Run, list and data verify with dawnbench, common and PyYAML made unimportable: what an image has."""
     script = textwrap.dedent(f"""

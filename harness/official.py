@@ -1,0 +1,42 @@
+"""Whether a run or an inference can be an official result: every reason the harness finds that it
+cannot (a lowered threshold, unofficial data, a partial eval set, no isolation, labels other users can
+reach, a changed worker environment), recorded with its provenance (harness.provenance) before any of
+the reference's code runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import datasets, provenance, sandbox, views, worker_env
+from harness.eval_set import EvalSet
+from harness.registry import ReferenceSpec
+
+
+def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[str], eval_set: EvalSet, isolation,
+                     reasons: list[str] | tuple = (), data_root: Path | None = None,
+                     worker: dict | None = None) -> dict:
+    """git, provenance, official and unofficial_reasons (harness.provenance.collect) of a run or of
+    an inference on this eval set: the harness's reasons first, then the caller's `reasons`.
+    `worker`: the workers' environment (harness.worker_env.describe), whose hash provenance records."""
+    task = spec.task
+    found = [] if threshold == task.threshold else [
+        f"--threshold {threshold:g} is not the task's {task.threshold:g} (a smoke test)"]
+    found += list(data_reasons) + eval_set.reasons() + list(reasons)
+    blacklist = datasets.manifest(task.dataset).get("blacklist", {})
+    if eval_set.dropped_indices is not None and "sha256" not in blacklist:
+        found.append(f"the {task.dataset} blacklist cannot be proven official: datasets.toml records no sha256 "
+                     f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
+    if not isolation.isolated:
+        found.append(isolation.reason)
+    if isolation.mode == "uid":
+        # uid mode has no mount namespace: the workers see the host's files as any other user does, so
+        # the eval labels are out of their reach only where the folders holding them are private.
+        for folder in views.label_folders(task.dataset, data_root):
+            if sandbox.reachable_by_others(folder):
+                found.append(f"uid mode: other users can reach {folder}, which holds the {task.dataset} eval labels, "
+                             f"so the sandboxed workers could read them; make it private (chmod o-rwx {folder}) "
+                             f"or run where bubblewrap works")
+    worker = worker if worker is not None else worker_env.describe()
+    found += worker_env.reasons(worker, worker_env.harness_record(worker))
+    prov = provenance.collect(spec, datasets.verified_files(), found)
+    prov["provenance"]["worker_environment_sha256"] = worker["sha256"]
+    return prov

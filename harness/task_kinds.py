@@ -1,0 +1,193 @@
+"""The kinds of task: everything that differs between an image classification and a span answer.
+
+A kind owns how a task's predictions are counted, scored, stored and compared with its target
+(whether lower is better), what an inference's outputs become, and the figures an entry and its
+log carry (their field names and units). harness/data/tasks.toml gives each task its `kind`: a name
+of KINDS, or `harness.<module>:<Class>`, a class in a module of the harness itself, never a path an
+entrant's files could name. Code outside this module never branches on which task or metric it is:
+tests/test_task_kinds.py scans harness/ and dawnbench/ for such a branch.
+
+numpy only inside methods: `dawnbench list` reads the tasks from a bare Python (dawnbench.launcher).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from harness import stop_rules
+from harness.errors import DawnbenchError
+
+HARNESS_PACKAGE = "harness"
+
+
+class UnknownKindError(DawnbenchError, ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure a task logs: its name in the harness's scores and log, the DAWNBench entry's (and
+    TSV's) field that carries it, and that field's unit: `scale` 100 for percent, 1 for a fraction."""
+    metric: str
+    field: str
+    scale: float
+    label: str          # what a message calls it: "F1", "top-1 accuracy"
+
+    @property
+    def percent(self) -> bool:
+        return self.scale == 100
+
+    def to_log(self, fraction: float) -> float:
+        """A figure as the harness computes it (a fraction) in the units of the entries and logs."""
+        return fraction * self.scale
+
+    def entry_value(self, fraction: float) -> float:
+        """The figure as an entry writes it: percent to 4 decimals, a fraction as computed."""
+        return round(self.to_log(fraction), 4) if self.percent else fraction
+
+    def tsv_cell(self, fraction: float) -> str:
+        """One DAWNBench log cell: percent with 2 decimals, a fraction with 4, as the v1 entries."""
+        return f"{self.to_log(fraction):.2f}" if self.percent else f"{fraction:.4f}"
+
+    def shown(self, value: float) -> str:
+        """A value in log units as the pages show it: "94.2%", or "0.76" for a fraction."""
+        return f"{value:g}%" if self.percent else f"{value:g}"
+
+
+class TaskKind:
+    """The base every kind fills in. A kind is stateless: a task's own numbers come as `task`."""
+
+    name: ClassVar[str]
+    figures: ClassVar[tuple[Figure, ...]]     # every figure a task of this kind may log
+    score_names: ClassVar[tuple[str, ...]]    # every key score() may return
+    lower_is_better: ClassVar[bool] = False
+    exportable: ClassVar[bool] = True         # an ONNX export gives its predictions (scores out)
+    stored_as: ClassVar[str]                  # how a run keeps its predictions: a codec of harness.stored_predictions
+
+    def figure(self, metric: str) -> Figure:
+        for figure in self.figures:
+            if figure.metric == metric:
+                return figure
+        raise UnknownKindError(f"the {self.name} kind has no metric {metric!r}; "
+                               f"its metrics: {', '.join(f.metric for f in self.figures)}")
+
+    def reaches(self, value: float, threshold: float) -> bool:
+        """Whether a value meets the target (harness.stop_rules.reaches); NaN never does."""
+        return stop_rules.reaches(value, threshold, self.lower_is_better)
+
+    @property
+    def short_side(self) -> str:
+        """Where a value that misses the target lies: "below" it, or "above" when lower is better."""
+        return "above" if self.lower_is_better else "below"
+
+    def best(self, values):
+        """The best of `values` (messages: "best 0.61")."""
+        return min(values) if self.lower_is_better else max(values)
+
+    def count(self, predictions: Any) -> int:
+        """How many examples `predictions` answers (the runner checks it is the eval set's size)."""
+        import numpy as np
+        return len(predictions) if isinstance(predictions, dict) else int(np.shape(predictions)[0])
+
+    def score(self, task, predictions: Any, labels: Any, drop=None) -> dict[str, float]:
+        raise NotImplementedError
+
+    def from_outputs(self, outputs: list, labels: Any) -> Any:
+        """An inference's per-example outputs, in eval order, as the predictions score() takes."""
+        raise NotImplementedError
+
+    def keeps_inference_predictions(self) -> bool:
+        """Whether an inference writes the predictions it scored (predictions.npy) beside its record."""
+        return False
+
+
+class ImageClassification(TaskKind):
+    """Class scores (N, C), ranked class ids (N, k) or ids (N,) per eval image; top-k accuracy."""
+
+    name = "image-classification"
+    figures = (Figure("top1", "top1Accuracy", 100, "top-1 accuracy"),
+               Figure("top5", "top5Accuracy", 100, "top-5 accuracy"))
+    score_names = ("top1", "top5")
+    stored_as = "ids"
+
+    def kept(self, predictions, labels, drop):
+        """The predictions and labels left once `drop` (ImageNet's blacklist, indices) is taken out;
+        the predictions still cover every example."""
+        import numpy as np
+        if drop is not None and len(drop):
+            keep = np.ones(len(labels), dtype=bool)
+            keep[np.asarray(drop)] = False
+            if np.shape(predictions)[0] != len(labels):
+                raise ValueError(f"{np.shape(predictions)[0]} predictions for {len(labels)} labels")
+            predictions, labels = np.asarray(predictions)[keep], np.asarray(labels)[keep]
+        return predictions, labels
+
+    def score(self, task, predictions, labels, drop=None) -> dict[str, float]:
+        from harness import metrics
+        predictions, labels = self.kept(predictions, labels, drop)
+        logged = {f.metric for f in task.figures}
+        return {f"top{k}": metrics.topk_accuracy(predictions, labels, k) for k in (1, 5)
+                if k == 1 or f"top{k}" in logged}
+
+    def from_outputs(self, outputs: list, labels: Any) -> Any:
+        import numpy as np
+        return np.stack([np.asarray(o) for o in outputs])
+
+    def keeps_inference_predictions(self) -> bool:
+        return True
+
+
+class SpanAnswer(TaskKind):
+    """{question id: answer text} per eval question; SQuAD v1.1's F1 and exact match (official
+    normalization). The predictor sees the questions without their answers (harness.views)."""
+
+    name = "span-answer"
+    figures = (Figure("f1", "f1Score", 1, "F1"),)
+    score_names = ("f1", "exact_match")
+    exportable = False
+    stored_as = "answers"
+
+    def score(self, task, predictions, labels, drop=None) -> dict[str, float]:
+        from harness import metrics
+        # labels: the official dataset's `data` list (as SquadLabels); predictions: {question id: text}
+        data = labels.data if isinstance(labels, metrics.SquadLabels) else labels
+        result = metrics.squad_evaluate(data, predictions)
+        return {"f1": result["f1"] / 100.0, "exact_match": result["exact_match"] / 100.0}
+
+    def from_outputs(self, outputs: list, labels: Any) -> Any:
+        # infer returns the answer text of the i-th question in canonical order, or a pair
+        # (question id, answer text); scored over exactly the questions inferred
+        return dict(_answer(labels.ids[i], o) for i, o in enumerate(outputs))
+
+
+
+def _answer(question_id: str, output) -> tuple[str, str]:
+    if isinstance(output, str):
+        return question_id, output
+    if isinstance(output, list) and len(output) == 2:
+        return str(output[0]), str(output[1])
+    raise ValueError(f"infer() must return the answer text of one question (or [question id, answer text]), "
+                     f"got {type(output).__name__}")
+
+
+KINDS: dict[str, type[TaskKind]] = {k.name: k for k in (ImageClassification, SpanAnswer)}
+# The offline evaluators `harness eval NAME` runs: the official script of a kind's metric.
+EVALUATORS = {"squad": "harness.squad_eval"}
+
+
+def resolve(spec: str, task: str) -> TaskKind:
+    """The kind tasks.toml names for `task`: a name of KINDS, or `harness.<module>:<Class>`."""
+    if spec in KINDS:
+        return KINDS[spec]()
+    module, _, attr = str(spec).partition(":")
+    if not (module.startswith(HARNESS_PACKAGE + ".") and attr and module.replace(".", "").replace("_", "").isalnum()):
+        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} is not one of {', '.join(sorted(KINDS))} "
+                               f"nor a harness.<module>:<Class> (a kind lives in the harness)")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} cannot be loaded ({e})") from None
+    if not (isinstance(cls, type) and issubclass(cls, TaskKind)):
+        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} is not a harness.task_kinds.TaskKind")
+    return cls()
