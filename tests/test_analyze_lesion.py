@@ -195,3 +195,15 @@ def test_a_lesion_study_of_the_default(fixture_data, tmp_path):
     assert slow["note"] == "no run of 1 converged"
     assert slow["final_metric"]["mean"] == runs["without slow"]["metric_value"] < 0.25 < recipe["final_metric"]["mean"]
     assert np.isclose(slow["final_metric"]["mean"], runs["without slow"]["history"][-1]["top1"])
+
+
+def test_the_launcher_routes_a_lesion_study_as_a_run_of_its_reference():
+    """Its runs' workers need the reference's framework, the study the tools' plotting: a lesion routed
+    as the other analyses are ran its trainers in the tools environment, which has no PyTorch."""
+    from dawnbench import launcher
+
+    r = launcher.route(["analyze", "lesion", "--off", "flip", REF, "--factor", "--out", "x"])
+    assert (r.env, r.workers) == (REF, True)
+    assert {"torch", "matplotlib", "scipy"} <= set(r.needs)
+    assert launcher.route(["analyze", "lesion", REF, "--help"]).env == launcher.TOOLS_ENV
+    assert launcher.route(["analyze", "scaling", "x", "--out", "y"]).workers is False
