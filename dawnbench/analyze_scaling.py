@@ -136,7 +136,7 @@ def plot_scaling(numbers: dict, path: Path) -> None:
         ax.set_title(analyze._short(f"{numbers['reference']}: scaling"))
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-        analyze._legend_outside(ax)
+        ax.legend(loc="upper left", fontsize=7)     # inside: a legend outside would run into the right panel
         ax = axes[0, 1]
         ax.bar([str(x) for x in xs], [r["epochs_to_converge_median"] or 0 for r in rows])
         for i, r in enumerate(rows):
@@ -144,6 +144,8 @@ def plot_scaling(numbers: dict, path: Path) -> None:
                         fontsize=7, ha="center", textcoords="offset points", xytext=(0, 3))
         ax.set_xlabel("processes")
         ax.set_ylabel("epochs to converge (median)")
+        ax.set_ylim(0, 1.2 * max([r["epochs_to_converge_median"] or 0 for r in rows] + [1]))
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.set_title("epochs to converge")
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
