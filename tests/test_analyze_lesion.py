@@ -207,3 +207,17 @@ def test_the_launcher_routes_a_lesion_study_as_a_run_of_its_reference():
     assert {"torch", "matplotlib", "scipy"} <= set(r.needs)
     assert launcher.route(["analyze", "lesion", REF, "--help"]).env == launcher.TOOLS_ENV
     assert launcher.route(["analyze", "scaling", "x", "--out", "y"]).workers is False
+
+
+def test_a_bad_lesion_is_one_line_before_any_run(tmp_path, capsys):
+    from dawnbench.cli import main
+
+    for argv, message in (([REF, "--off", "mixup"], "declares no technique 'mixup'"),
+                          ([REF, "--off", "flip", "--set", "flip=true"], "'flip' is given twice"),
+                          ([REF], "the following arguments are required: --off"),
+                          ([REF, "--off", "flip", "--runs", "0"], "--runs 0: give a whole number from 1")):
+        code = main(["analyze", "lesion", *argv, "--results", str(tmp_path / "results"), "--out", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and message in err[0], err
+        assert err[0].startswith("dawnbench analyze: error: ")
+    assert not (tmp_path / "results").exists() and not (tmp_path / "out").exists()
