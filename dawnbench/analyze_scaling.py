@@ -15,11 +15,13 @@ converged run its time-to-accuracy speedup is null, and `note` says why.
 from __future__ import annotations
 
 import statistics
+import sys
 from pathlib import Path
 
 from dawnbench import analyze
 from dawnbench.analyze import InputError
 from dawnbench.entries import number
+from harness.errors import report
 
 
 def _run(run_dir: Path) -> dict:
@@ -154,10 +156,6 @@ def plot_scaling(numbers: dict, path: Path) -> None:
 
 def run(args) -> int:
     """`analyze scaling` on parsed options: every bad input its line, then nothing written."""
-    import sys
-
-    from harness.errors import report
-
     def warn(line: str) -> None:
         print(f"{analyze.PROG}: {line}", file=sys.stderr)
 
