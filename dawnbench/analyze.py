@@ -611,11 +611,7 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.description = "The analyses of the DAWNBench papers: each writes <analysis>.png and <analysis>.json into --out."
     sub = p.add_subparsers(dest="analysis", required=True)
     for name, (help_text, inputs) in ANALYSES.items():
-        a = sub.add_parser(name, help=help_text, description=help_text)
-        a.add_argument("inputs", nargs="+", type=file_or_folder("", "give " + inputs), metavar="INPUT", help=inputs)
-        a.add_argument("--out", type=folder("--out", "give the folder to write the PNG and JSON into (made if "
-                                                     "missing), e.g. --out analysis/"),
-                       required=True, help="the folder to write the PNG and JSON into")
+        a = add_analysis(sub, name, help_text, inputs)
         if name == "roofline":
             a.add_argument("--precision", choices=roofline.PRECISIONS,
                            help="the arithmetic's precision, for the peak (default: read from the run's hyperparameters)")
@@ -623,7 +619,30 @@ def build_parser(p: Parser | None = None) -> Parser:
                            help="where the runs' references are (to load their stored models)")
             a.add_argument("--data", type=folder("--data", "give the data root, e.g. --data data/"),
                            help="the data root (the predictor that counts the FLOPs reads the eval inputs)")
+    for module in _own_modules().values():
+        module.add_parser(sub)
     return p
+
+
+def add_analysis(sub, name: str, help_text: str, inputs: str) -> Parser:
+    """An analysis' subcommand: its inputs and --out."""
+    a = sub.add_parser(name, help=help_text, description=help_text)
+    a.add_argument("inputs", nargs="+", type=file_or_folder("", "give " + inputs), metavar="INPUT", help=inputs)
+    add_out(a)
+    return a
+
+
+def add_out(a: Parser) -> None:
+    a.add_argument("--out", type=folder("--out", "give the folder to write the PNG and JSON into (made if "
+                                                 "missing), e.g. --out analysis/"),
+                   required=True, help="the folder to write the PNG and JSON into")
+
+
+def _own_modules() -> dict:
+    """The analyses that are modules of their own (they import this one, so they are imported here,
+    late): {name: module with add_parser(sub) and run(args)}."""
+    from dawnbench import analyze_lesion, analyze_scaling
+    return {"scaling": analyze_scaling, "lesion": analyze_lesion}
 
 
 def read_roofline(path: Path, args) -> list[dict]:
@@ -665,6 +684,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
+    own = _own_modules()
+    if args.analysis in own:
+        return own[args.analysis].run(args)
+
     def warn(line: str) -> None:
         print(f"{PROG}: {line}", file=sys.stderr)
 
@@ -682,6 +705,11 @@ def run(args) -> int:
                                  "and inference entries of the same name do: nothing to plot"))
     if errors:
         return max(report(PROG, e) for e in errors)
+    return write_outputs(args, numbers, PLOTS[args.analysis])
+
+
+def write_outputs(args, numbers: dict, plot) -> int:
+    """<analysis>.png (drawn by `plot`) and <analysis>.json into --out; their paths printed."""
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -689,7 +717,7 @@ def run(args) -> int:
     png, data = args.out / f"{args.analysis}.png", args.out / f"{args.analysis}.json"
     try:
         try:
-            PLOTS[args.analysis](numbers, png)
+            plot(numbers, png)
         except OSError as e:
             raise outputs.WriteError(png, e, "--out") from None
         outputs.write_json(data, numbers, "--out")

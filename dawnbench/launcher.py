@@ -1,7 +1,7 @@
 """The one `dawnbench` a user types: `bin/dawnbench` in the checkout, or any environment's
 `dawnbench` console script. It decides where each subcommand runs and goes there:
 
-    run REF, infer REF                     the harness in the tools environment, .venv/tools; its sandboxed
+    run REF, infer REF, analyze lesion REF  the harness in the tools environment, .venv/tools; its sandboxed
                                            workers in REF's, .venv/REF (`make setup REF=REF`), named to it
                                            by $DAWNBENCH_WORKER_PYTHON
     the entry tools, data prepare          the tools environment, .venv/tools (`make tools`)
@@ -52,9 +52,9 @@ TOOLS = (*BASE, "jsonschema", "jinja2", "matplotlib", "docker", "mlperf_logging"
 FRAMEWORKS = {"pytorch": ("torch",), "tensorflow": ("tensorflow",), "mxnet": ("mxnet",)}
 # The exported runtimes of `infer`: the modules each needs (int8 calibrates with onnxruntime's quantizer).
 RUNTIME_MODULES = {"onnxruntime": ("onnx", "onnxruntime"), "openvino": ("onnx", "openvino", "onnxruntime")}
-# Options of run, infer and data that take no value (tests/test_launcher.py keeps it equal to the
+# Options of run, infer, data and analyze lesion that take no value (tests/test_launcher.py keeps it equal to the
 # parsers'); every other long option takes one, so the token after it is not the reference.
-FLAGS = ("--no-progress", "--no-save", "--allow-unverified")
+FLAGS = ("--no-progress", "--no-save", "--allow-unverified", "--factor")
 # The progress line's estimate. Measured on a shared 2-core VM with pip's cache warm: .venv/tools 34 s,
 # .venv/fashion-mnist-cnn-pytorch about 60 s (94 s with a one-epoch run). TensorFlow's and MXNet's are
 # guesses from their wheels' sizes; a cold cache downloads them too.
@@ -152,6 +152,11 @@ def route(argv: list[str]) -> Route | None:
     command, rest = argv[0], argv[1:]
     if command in HERE:
         return None
+    lesion = command == "analyze" and rest[:1] == ["lesion"] and not ("-h" in rest or "--help" in rest)
+    if lesion:
+        # a lesion study is runs of its reference: routed as `run REF` is (the harness in the tools
+        # environment, the workers in REF's), and it plots as the entry tools do
+        command, rest, argv = "run", rest[1:], ["run", *rest[1:]]
     if command in ENTRY_TOOLS:
         # their options are in dawnbench.cli's one tree, which any environment builds
         return light if "-h" in rest or "--help" in rest else tools
@@ -172,7 +177,7 @@ def route(argv: list[str]) -> Route | None:
         # fetch and verify need no framework: any environment there is; with none yet, the
         # reference's, which its run needs next anyway
         return Route(name, BASE, setup, minutes, anywhere=True)
-    needs = (*BASE, *FRAMEWORKS.get(framework, ()))
+    needs = (*(TOOLS if lesion else BASE), *FRAMEWORKS.get(framework, ()))
     runtime = None
     if command == "infer":
         runtime = _option(rest, "--runtime") or toml.get("inference", {}).get("runtime")

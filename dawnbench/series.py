@@ -105,8 +105,10 @@ def table(summary: dict) -> list[str]:
     return lines
 
 
-def run_series(spec: ReferenceSpec, hyperparameters: dict, opts: plan.RunOptions, runs: int) -> int:
-    """Run the series: `opts` for seeds opts.seed .. opts.seed + runs - 1; 0 only when every run converged."""
+def run_series(spec: ReferenceSpec, hyperparameters: dict, opts: plan.RunOptions, runs: int,
+               series_dir: Path | None = None) -> int:
+    """Run the series: `opts` for seeds opts.seed .. opts.seed + runs - 1; 0 only when every run converged.
+    Into `series_dir` (from new_series_dir) when given, else a new folder named by the time."""
     if runs < 1:
         raise UsageError(f"--runs {runs}: give the number of runs, 1 or more")
     if opts.run_id is not None:
@@ -121,7 +123,7 @@ def run_series(spec: ReferenceSpec, hyperparameters: dict, opts: plan.RunOptions
     datasets.verified_checksums(spec.task.dataset, opts.data_root or datasets.default_data_root())
 
     results_root = Path(opts.results_root).resolve()
-    series_dir = _new_series_dir(results_root, spec.name)
+    series_dir = series_dir or new_series_dir(results_root, spec.name)
     finished: list[dict] = []
     stopped_by: int | None = None
     failed_to_start = False
@@ -238,9 +240,10 @@ def _write_summary(series_dir: Path, finished: list[dict], requested: int, *, in
     return summary
 
 
-def _new_series_dir(results_root: Path, reference: str) -> Path:
-    """results/<REF>/<time>-series, a new folder; a read-only or full results folder is one line."""
-    stem = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-series"
+def new_series_dir(results_root: Path, reference: str, stem: str | None = None) -> Path:
+    """results/<REF>/<stem> (default <time>-series), a new folder (-2, -3... if taken); a read-only or
+    full results folder is one line."""
+    stem = stem or time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-series"
     for n in range(1, 1000):
         try:
             return outputs.new_run_dir(results_root, reference, 0, run_id=stem if n == 1 else f"{stem}-{n}")

@@ -51,6 +51,9 @@ class ReferenceSpec:
     infers_only: bool = False
     inference_runtime: str = "reference"
     inference_precision: str = "fp32"
+    # [techniques]: name -> {"off": the --set assignments that turn it off, "about": one line}
+    # (`dawnbench analyze lesion`); data only, checked like --set by _check_techniques
+    techniques: dict[str, dict] = field(default_factory=dict)
 
     def load_entry_class(self, shown: Path | None = None):
         """The entry class: `module:Class` with module.py a file of the reference directory. Only
@@ -187,7 +190,8 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
 
 
 TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
-             "hyperparameters", "budget", "container", "inference")
+             "hyperparameters", "budget", "container", "inference", "techniques")
+TECHNIQUE_KEYS = ("off", "about")
 BUDGET_KEYS = ("max_epochs", "max_seconds", "eval_from_epoch", "max_snapshot_mib", "eval_passes")
 CONTAINER_KEYS = ("gpus", "flavour", "parts")   # flavour, parts: docker/flavours.py's, not the harness's
 INFERENCE_KEYS = ("only", "runtime", "precision")
@@ -327,7 +331,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
     if not isinstance(container.get("gpus", False), bool):
         raise UsageError(f"{toml_path}: field 'container.gpus' must be true or false")
     only, runtime, precision = _check_inference(toml_path, _check_table(toml_path, raw, "inference", INFERENCE_KEYS))
-    return ReferenceSpec(
+    spec = ReferenceSpec(
         name=name, directory=directory, task=task, framework=raw["framework"], model=raw["model"],
         entry=raw["entry"], author=raw.get("author", "dawnbench"),
         author_email=raw.get("author_email", ""), code_url=raw.get("code_url", f"references/{name}"),
@@ -336,6 +340,43 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         eval_from_epoch=eval_from_epoch, gpus=container.get("gpus", False), container=dict(container),
         infers_only=only, inference_runtime=runtime, inference_precision=precision,
     )
+    spec.techniques = _check_techniques(toml_path, spec, _check_table(toml_path, raw, "techniques", None))
+    return spec
+
+
+TECHNIQUE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def _check_techniques(toml_path: Path, spec: ReferenceSpec, table: dict) -> dict[str, dict]:
+    """[techniques]: each `name = { off = "key=value" or ["key=value", ...], about = "..." }`. `off` is
+    only --set assignments of the reference's own hyperparameters, checked as --set checks them (never
+    code), and must change at least one of them, or the lesion would turn nothing off."""
+    fix = 'write name = { off = "key=value", about = "what it is" }'
+    checked = {}
+    for name, value in table.items():
+        where = f"{toml_path}: technique {shown(repr(name), 40)}"
+        if not TECHNIQUE_NAME.fullmatch(name):
+            raise UsageError(f"{where}: a name is lower-case letters, digits and _ (at most 40), starting with a letter")
+        if not isinstance(value, dict):
+            raise UsageError(f"{where}: must be a table; {fix}")
+        unknown = sorted(set(value) - set(TECHNIQUE_KEYS))
+        if unknown:
+            raise UsageError(f"{where}: unknown field {unknown[0]!r}; valid: {', '.join(TECHNIQUE_KEYS)}")
+        off = [value["off"]] if isinstance(value.get("off"), str) else value.get("off")
+        if not isinstance(off, list) or not off or not all(isinstance(a, str) for a in off):
+            raise UsageError(f"{where}: 'off' must be a --set assignment or a list of them; {fix}")
+        about = value.get("about", "")
+        if not isinstance(about, str) or one_line(about) != about or len(about) > MAX_TEXT:
+            raise UsageError(f"{where}: 'about' must be one line of at most {MAX_TEXT} characters")
+        try:
+            resolved = resolve_hyperparameters(spec, off)
+        except UsageError as e:
+            raise UsageError(f"{where}: 'off': {e}") from None
+        if resolved == spec.hyperparameters:
+            raise UsageError(f"{where}: 'off' = {shown(repr(value['off']), 60)} sets every hyperparameter to its "
+                             f"default: it turns nothing off; give the values that remove the technique")
+        checked[name] = {"off": list(off), "about": about}
+    return checked
 
 
 # A whole-number hyperparameter goes to the frameworks, whose shapes, counts and steps are C ints: beyond

@@ -293,7 +293,7 @@ def test_the_launchers_flags_are_the_parsers_options_without_a_value():
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():
-                    if parser.prog.count(" ") or name in launcher.REFERENCE_COMMANDS:
+                    if parser.prog.count(" ") or name in (*launcher.REFERENCE_COMMANDS, "analyze"):
                         found |= flags(sub)
             elif action.nargs == 0 and not isinstance(action, argparse._HelpAction):
                 found |= set(action.option_strings)

@@ -90,7 +90,8 @@ class FashionCNN(TorchReference):
         for i in ctx.progress(range(self.steps_per_epoch), total=self.steps_per_epoch, desc=f"epoch {epoch}"):
             start = i * cfg["batch_size"] + ctx.rank * self.batch
             idx = order[start:start + self.batch]
-            total_loss += self.train_step(flip(self.train_x[idx], flips[idx]), self.train_y[idx])
+            x = flip(self.train_x[idx], flips[idx]) if cfg["flip"] else self.train_x[idx]
+            total_loss += self.train_step(x, self.train_y[idx])
         return {"loss": total_loss.item() / self.steps_per_epoch,
                 "samples": self.steps_per_epoch * self.batch, "lr": self.lr_at(self.step)}
 
@@ -115,4 +116,6 @@ class FashionCNN(TorchReference):
     @torch.inference_mode()
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         # Flip test-time augmentation: average the logits of the image and its mirror.
+        if not self.ctx.config["flip_tta"]:
+            return self.net(x)
         return (self.net(x) + self.net(x.flip(3))) / 2
