@@ -77,7 +77,7 @@ def summary_lines(results: list[dict | None]) -> list[str]:
                   " ".join(f"median_{k}_seconds={medians[k]:.3f}" for k in (*SPANS, "eval")),
                   # each span's median against the median time-to-accuracy (medians of parts need not add up)
                   "spans of the time-to-accuracy, medians: " + ", ".join(
-                      f"{k} {medians[k]:.2f} s ({100 * medians[k] / tta:.1f}%)" for k in SPANS)
+                      f"{k} {medians[k]:.3f} s ({100 * medians[k] / tta:.2f}%)" for k in SPANS)
                   + f"; eval {medians['eval']:.2f} s, off the clock",
                   goal_line("time-to-accuracy", f"median {tta:.2f} s over {len(ttas)} converged runs",
                             tta <= TTA_GOAL_S, f"<= {TTA_GOAL_S:g} s")]

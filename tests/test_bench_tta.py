@@ -51,7 +51,8 @@ def test_the_summary_gives_the_median_spans_and_each_goal():
     assert lines[1] == "tta_seconds=24.00 tta_min=20.00 tta_max=26.00"
     assert lines[2] == ("median_init_seconds=3.000 median_train_seconds=20.985 median_handover_seconds=0.005 "
                         "median_harness_seconds=0.010 median_eval_seconds=4.000")
-    assert lines[3].startswith("spans of the time-to-accuracy, medians: init 3.00 s (12.5%), train 20.99 s (87.4%)")
+    assert lines[3] == ("spans of the time-to-accuracy, medians: init 3.000 s (12.50%), train 20.985 s (87.44%), "
+                        "handover 0.005 s (0.02%), harness 0.010 s (0.04%); eval 4.00 s, off the clock")
     assert lines[4] == "time-to-accuracy: median 24.00 s over 3 converged runs (goal <= 25 s): met"
     assert lines[5] == "converged: 3 of 3 runs (goal every run): met"
     assert lines[6] == "handover: median 2.00 ms, p99 3.00 ms over 6 (goal <= 2 / <= 10 ms): met"
