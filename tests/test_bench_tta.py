@@ -38,7 +38,6 @@ def test_the_spans_come_from_the_run_s_records_and_add_up_to_its_time_to_accurac
 
 def fake(tta_s: float, handovers_ms=(2.0, 3.0), status="converged") -> dict:
     """A result.json with only what bench.tta reads: init 3 s, harness 0.01 s, the rest trains."""
-    handover = sum(handovers_ms) / 1000
     return {"status": status, "epochs": len(handovers_ms), "metric": "top1", "metric_value": 0.925,
             "tta_seconds": tta_s if status == "converged" else None, "wall_seconds": tta_s + 4,
             "spans_seconds": {"init": 3.0, "train": tta_s - 3.01, "harness": 0.01, "eval": 4.0},

@@ -1,6 +1,7 @@
 """Issue 37 §5: the default's top-1 after each epoch of a schedule, per seed, to see its margin over 92%.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. .venv/test/bin/python bench/measured/2026-11-26-cpu-2core/issue37-four-epochs.py SEED [KEY=VALUE ...]
+    OMP_NUM_THREADS=1 PYTHONPATH=. .venv/test/bin/python \
+        bench/measured/2026-11-26-cpu-2core/issue37-four-epochs.py SEED [KEY=VALUE ...]
 
 An in-process loop over the reference's own setup, train_epoch and predict (as bench/overhead.py's
 bare loop), a predictor that loads the trainer's weights after each epoch, scored against the test
