@@ -58,7 +58,7 @@ def measure(s: Setting, r: Report, root: Path) -> None:
              + what)
     r.figure(f"{key}_ratio_ci95_low", low)
     r.figure(f"{key}_ratio_ci95_high", high)
-    r.figure(f"{key}_handover_ms_median", f["handover_ms_median"], f"per epoch, {f['handovers']} handovers")
+    r.figure(f"{key}_handover_ms_median", f["handover_ms_median"], f"per evaluated epoch, {f['handovers']} handovers")
     r.figure(f"{key}_handover_ms_p99", f["handover_ms_p99"], "nearest rank")
     r.figure(f"{key}_handover_ms_max", f["handover_ms_max"])
     r.figure(f"{key}_bare_spread_pct", f["bare_spread_pct"], "the bare loop's own run-to-run spread")
