@@ -116,11 +116,20 @@ def gpu_pids() -> set[int] | None:
     return {int(x) for x in done.stdout.split() if x.strip().isdigit()}
 
 
+def first_evaluated_epoch() -> int:
+    """This checkout's cifar10-fast's first evaluated epoch ([budget] eval_from_epoch)."""
+    from bench.gpu_common import REPO
+    from harness import registry
+    return registry.load_spec(REFERENCE, REPO / "references").eval_from_epoch
+
+
 def killed_once(mode: str, phase: str, env: dict, results: Path, sets: tuple[str, ...], log) -> dict:
     harness = [sys.executable, "-c", UID_MODE] if mode == "uid" else [sys.executable, "-m", "harness"]
     options = [arg for kv in sets for arg in ("--set", kv)]
     tag = f"kill9-{mode}-{phase}"
-    keeper, pid = keep([*harness, "run", REFERENCE, "--max-epochs", "3", "--threshold", "1.0", "--no-progress",
+    # through its first evaluated epoch, so that an eval span comes to be killed in
+    epochs = max(3, first_evaluated_epoch())
+    keeper, pid = keep([*harness, "run", REFERENCE, "--max-epochs", str(epochs), "--threshold", "1.0", "--no-progress",
                         "--no-save", "--results", str(results), "--run-id", tag, *options], env=env,
                        stderr=subprocess.DEVNULL)
     events = results / REFERENCE / tag / "events.jsonl"

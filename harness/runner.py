@@ -242,12 +242,14 @@ class _Run:
         self.record.initialized()
 
     def train(self, epoch: int) -> Trained:
-        """One epoch on the clock. Then the trainer is frozen: nothing of it runs until the next
-        epoch, so no thread trains on while the harness evaluates off the clock."""
+        """One epoch on the clock. Then, where the epoch is evaluated, the trainer is frozen: nothing
+        of it runs until the next epoch, so no thread trains on while the harness evaluates off the
+        clock. An epoch that is not evaluated has no off-clock span after it: the trainer is left running."""
         p = self.plan
         self.clock.lap("harness")
         self.record.epoch_started(epoch)
-        scored = p.rank == 0 and stop_rules.evaluated(p.budget, epoch)     # no snapshot of an epoch never scored
+        evaluated = stop_rules.evaluated(p.budget, epoch)
+        scored = p.rank == 0 and evaluated      # no snapshot of an epoch never scored
         snapshot = f"{self.seen['snapshots']}/{_snapshot_name(epoch)}" if scored else None
         if self.energy:
             self.energy.begin()
@@ -260,11 +262,19 @@ class _Run:
             if self.energy:
                 self.energy.end()
             raise self._spent(f"epoch {epoch}") from None
-        handover = _timed(self.trainer.freeze)
+        # Every rank freezes before an evaluated epoch's eval, which is off the clock on every rank. Before
+        # an epoch that is not evaluated, the freeze guards nothing: no span leaves the clock until the next
+        # epoch's end, so whatever the trainer does meanwhile is timed (on the clock, in the harness span
+        # and the next train span), and the snapshot it could touch is taken only after a freeze. Its freeze and
+        # thaw would cost about 2 ms on the clock for nothing (docs/RULES.md, "The freeze").
+        handover = _timed(self.trainer.freeze) if evaluated else 0.0
         train_s = self.clock.lap("train")
         if self.energy:
             self.energy.end()
-        cpu = self.trainer.cpu_seconds()         # frozen: nothing of it runs, the count holds still
+        # Frozen, the count holds still: exact. Not frozen (an unevaluated epoch), it is read live; the CPU
+        # seconds it misses go to the next epoch's count, which is only logged, never bounded (docs/RULES.md,
+        # "The eval span"), and the run's total is read at its end.
+        cpu = self.trainer.cpu_seconds()
         cpu_s, self.trainer_cpu = cpu - self.trainer_cpu, cpu
         stats = _check_stats(reply.get("stats") or {})
         loss = float(stats.get("loss", float("nan")))
@@ -302,10 +312,9 @@ class _Run:
 
     def skip(self, epoch: int, trained: Trained) -> bool:
         """An epoch before the reference's first evaluated one (eval_from_epoch): no snapshot is
-        scored (the trainer was asked for none), no eval span opens, the trainer goes on at once: the
-        clock runs on. Returns False: an unscored epoch reaches nothing."""
+        scored (the trainer was asked for none), no eval span opens, the trainer was not frozen (`train`)
+        and goes on: the clock runs on. Returns False: an unscored epoch reaches nothing."""
         p = self.plan
-        self.trainer.thaw()
         _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  not evaluated (the reference evaluates "
              f"from epoch {p.budget.eval_from_epoch})  clock {trained.on_clock:7.1f} s", p.rank)
         return False

@@ -18,7 +18,7 @@ import pytest
 from cifar10_fixture import fixture_manifest, write_cifar10_batches
 from conftest import PYTHON, REPO, cli_env
 
-from harness import datasets
+from harness import datasets, registry
 from harness.events import read_events
 
 pytestmark = pytest.mark.recipe_run     # each CIFAR-10 reference trained and inferred through the CLI
@@ -57,8 +57,9 @@ def test_run_then_infer_through_the_cli(name, full_eval_root, tmp_path):
     overrides, framework = CASES[name]
     sets = [arg for kv in overrides for arg in ("--set", kv)]
     results = tmp_path / "results"
+    first = registry.load_spec(name, REPO / "references").eval_from_epoch      # cifar10-fast evaluates from its 10th
     proc = dawnbench(manifest, "run", name, "--data", str(data_root), "--results", str(results), *sets,
-                     "--threshold", "0.01", "--max-epochs", "2", "--no-progress", "--seed", "1")
+                     "--threshold", "0.01", "--max-epochs", str(first + 1), "--no-progress", "--seed", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "time-to-accuracy" in proc.stderr
 
@@ -73,7 +74,8 @@ def test_run_then_infer_through_the_cli(name, full_eval_root, tmp_path):
     assert result["hyperparameters"]["batch_size"] == 16
     assert 0 < result["tta_seconds"] < result["wall_seconds"]
     rows = [r.split("\t") for r in (run_dir / f"{name}.tsv").read_text().splitlines()]
-    assert rows[0] == ["epoch", "hours", "top1Accuracy"] and len(rows) - 1 == result["epochs"]
+    # a row per evaluated epoch: the first evaluated one reaches the lowered threshold
+    assert rows[0] == ["epoch", "hours", "top1Accuracy"] and len(rows) - 1 == 1 and result["epochs"] == first
     events = read_events(run_dir / "events.jsonl")
     samples = sum(e["metadata"]["samples"] for e in events if e["key"] == "epoch_stop")
     assert samples == result["epochs"] * (5 * TRAIN_PER_BATCH // 16) * 16
@@ -103,7 +105,8 @@ def test_infer_refuses_a_model_of_another_shape(full_eval_root, tmp_path):
     name = "cifar10-fast-pytorch"
     proc = dawnbench(manifest, "run", name, "--data", str(data_root), "--results", str(results),
                      "--set", "batch_size=16", "--set", "widths=16,32,32", "--set", "tta_level=1",
-                     "--threshold", "0.01", "--max-epochs", "1", "--no-progress")
+                     "--threshold", "0.01", "--max-epochs", str(registry.load_spec(name, REPO / "references").eval_from_epoch),
+                     "--no-progress")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = (results / name).iterdir()
     (run_dir / "result.json").rename(run_dir / "result.moved.json")

@@ -264,3 +264,36 @@ def test_a_dnc_in_an_unevaluated_epoch_verifies_with_no_train_time(tmp_path, fas
     assert not [e for e in read_events(run_dir / "events.jsonl") if e["key"] in ("eval_start", "eval_accuracy", "eval_stop")]
     report = verify_run(run_dir)
     assert report.verified, report.lines()
+
+
+def test_an_unevaluated_epoch_is_not_frozen_and_an_evaluated_one_is(tmp_path, fashion_root, monkeypatch):
+    """Issue 37: the freeze keeps the trainer still through an eval span, off the clock. An epoch before
+    eval_from_epoch has none, so it is not frozen and thawed (about 2 ms on the clock for nothing);
+    the evaluated epoch still is, before its snapshot is taken, and its CPU count is read frozen."""
+    from dawnbench.cli import main
+    from harness import sandbox
+    handovers, freeze, thaw = [], sandbox.Worker.freeze, sandbox.Worker.thaw
+
+    def recorded(action, original):
+        def wrapper(self, *args, **kwargs):
+            handovers.append((self.role, action))
+            return original(self, *args, **kwargs)
+        return wrapper
+    monkeypatch.setattr(sandbox.Worker, "freeze", recorded("freeze", freeze))
+    monkeypatch.setattr(sandbox.Worker, "thaw", recorded("thaw", thaw))
+    write_scripted(tmp_path / "references", NAME, "max_epochs = 3\neval_from_epoch = 3\n")
+    code = main(["run", NAME, "--references", str(tmp_path / "references"), "--results", str(tmp_path / "results"),
+                 "--no-progress", *ARGS])
+    assert code == 0
+    (run_dir,) = (tmp_path / "results" / NAME).iterdir()
+    result, events = result_of(run_dir), read_events(run_dir / "events.jsonl")
+    assert result["status"] == "converged" and result["epochs"] == 3
+    # epochs 1 and 2: no freeze, no thaw; epoch 3: frozen for its eval (the predictor is frozen at its
+    # eval's end), then thawed, as the freeze's own tests require
+    trainer = [action for role, action in handovers if role == "train"]
+    assert trainer == ["freeze", "thaw"], handovers
+    (row,) = result["history"]
+    assert row["epoch"] == 3 and row["handover_ms"] > 0
+    (stop,) = [e for e in events if e["key"] == "eval_stop"]
+    assert stop["metadata"]["train_cpu_s"] >= 0 and stop["metadata"]["epoch_num"] == 3
+    assert verify_run(run_dir).verified
