@@ -13,31 +13,20 @@ units of the DAWNBench logs: percent for accuracies, a fraction for F1.
 """
 from __future__ import annotations
 
-import contextlib
-import math
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench import entries, roofline, safe_read
+from dawnbench import analyze_lesion, analyze_scaling, entries, plots, roofline, safe_read
+from dawnbench.analysis_io import PROG, InputError, add_analysis, read_json, read_series, write_outputs
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
-from harness import outputs
-from harness.arguments import Parser, file_or_folder, folder
-from harness.errors import EXIT_OK, DawnbenchError, command, report
+from harness.arguments import Parser, folder
+from harness.errors import DawnbenchError, report
 from harness.tasks import TASKS, Task
-
-PROG = command("analyze")
-LABEL_CHARS = 60      # longer labels are cut in the plots (never in the numbers)
 
 # The other thresholds `thresholds` reads a task's logs at are the task's (tasks.toml's other_thresholds).
 TASK_THRESHOLD_SOURCE = "the task's threshold (harness/data/tasks.toml)"
-
-
-class InputError(DawnbenchError):
-    """An input that cannot be analysed; the message names it and says what was expected."""
 
 
 @dataclass
@@ -60,14 +49,6 @@ class Curve:
 
 
 # ---------------------------------------------------------------- reading inputs
-
-def _read_json(path: Path):
-    """A run's or a series' JSON, read like an entry's: nothing from outside its folder, bounded."""
-    try:
-        return safe_read.read_json(path, Path(path).parent)
-    except safe_read.Refused as e:
-        raise InputError(f"{path}: not readable JSON: {e.reason}") from None
-
 
 def curve_from_entry(entry: Entry) -> Curve:
     if entry.kind != "train":
@@ -94,7 +75,7 @@ def _system(fields: dict) -> dict:
 def curve_from_run(run_dir: Path) -> Curve:
     """A run folder: result.json and its <reference>.tsv, or result.json's per-epoch `history`."""
     result_file = run_dir / "result.json"
-    result = _read_json(result_file)
+    result = read_json(result_file)
     if not isinstance(result, dict) or result.get("task") not in TASKS:
         raise InputError(f"{result_file}: not a run's result.json (field 'task' must be one of "
                          f"{', '.join(TASKS)})")
@@ -193,33 +174,6 @@ def read_entries(paths: list[Path], warn=None) -> list[Entry]:
         else:
             raise InputError(f"{path}: no such file or folder")
     return found
-
-
-def read_series(path: Path, warn=lambda line: None) -> dict:
-    """A repeated-run series: its folder (holding summary.json) or the summary.json itself. One
-    that did not finish its runs (killed, interrupted, still going) is said to `warn`, and marked."""
-    path = Path(path)
-    summary_file = path / "summary.json" if path.is_dir() else path
-    if not summary_file.is_file():
-        raise InputError(f"{path}: no summary.json; give a series folder written by "
-                         f"`dawnbench run REF --runs N` (results/<REF>/<series id>/) or its summary.json")
-    summary = _read_json(summary_file)
-    runs = summary.get("runs") if isinstance(summary, dict) else None
-    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
-        raise InputError(f"{summary_file}: not a series summary (field 'runs' must be a list of objects)")
-    for n, run in enumerate(runs):
-        if run.get("status") == "converged" and number(run.get("tta_seconds")) is None:
-            raise InputError(f"{summary_file}: runs[{n}] converged but has no number 'tta_seconds'")
-    summary["_source"] = str(summary_file)
-    summary["_label"] = f"{summary.get('reference') or summary_file.parent.parent.name}/{summary_file.parent.name}"
-    requested = summary.get("requested_runs")
-    short = isinstance(requested, int) and not isinstance(requested, bool) and len(runs) < requested
-    if short or summary.get("in_progress") is True or summary.get("interrupted") is True:
-        how = ("interrupted" if summary.get("interrupted") is True else
-               "still running, or killed before it could say so" if summary.get("in_progress") is True else "short")
-        summary["_unfinished"] = f"{len(runs)} of {requested if isinstance(requested, int) else '?'} runs ({how})"
-        warn(f"{summary_file}: an unfinished series: {summary['_unfinished']}; its statistics cover those runs only")
-    return summary
 
 
 # ---------------------------------------------------------------- the numbers
@@ -330,97 +284,12 @@ def cost_vs_time_numbers(loaded: list[Entry], price_of=None) -> dict:
 
 # ---------------------------------------------------------------- the plots
 
-@contextlib.contextmanager
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    with matplotlib.rc_context({"font.size": 9}):
-        yield plt
-
-
-def _short(label: str) -> str:
-    """A label from an entry, cut to size, as plain text: an unescaped "$" would start mathtext
-    (and a malformed formula fails the drawing)."""
-    label = label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
-    return label.replace("$", r"\$")
-
-
-def time_unit(max_hours: float) -> tuple[str, float]:
-    """A readable unit for a time axis: (name, factor from hours)."""
-    seconds = max_hours * 3600
-    if seconds < 120:
-        return "seconds", 3600.0
-    if seconds < 2 * 3600:
-        return "minutes", 60.0
-    return "hours", 1.0
-
-
 def curve_legend(item: dict) -> str:
     """A curve's legend entry: the run, its time to the task's threshold, and what ran it (the
     framework, its runtime, on the hardware), so that curves of one reference on two systems differ."""
     reached = f"TTA {item['tta_hms']}" if item.get("tta_hms") else "threshold not reached"
     ran = " on ".join(v for v in (item.get("framework"), item.get("hardware")) if v)
-    return f"{_short(item['label'])} ({reached})" + (f"\n{_short(ran)}" if ran else "")
-
-
-def _legend_outside(ax) -> None:
-    """The legend right of the axes, where it covers no curve however many there are; left out of
-    tight_layout (which would shrink the axes to fit it) and added to the saved image by _save."""
-    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
-    legend.set_in_layout(False)
-
-
-def _single_values_spread(ax) -> None:
-    """An axis whose data is one value (one point, or points that share it) gets limits from zero to
-    past the value, or a decade around it on a log axis, instead of matplotlib's +-5% around it,
-    which reads as a range the data does not have. The quantities here (times, costs, latencies,
-    accuracies) are >= 0, so zero is their natural origin."""
-    box = ax.dataLim
-    for lo, hi, set_limits, scale in ((box.x0, box.x1, ax.set_xlim, ax.get_xscale()),
-                                      (box.y0, box.y1, ax.set_ylim, ax.get_yscale())):
-        if not (math.isfinite(lo) and math.isfinite(hi)) or hi != lo:
-            continue
-        if scale == "log" and hi > 0:
-            set_limits(hi / 10 ** 0.5, hi * 10 ** 0.5)
-        elif hi != 0:
-            set_limits(sorted((0.0, 1.25 * hi)))
-        else:
-            set_limits(-1.0, 1.0)
-
-
-def _save(fig, plt, path: Path) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-    try:
-        # the image grows to hold the legends outside the axes (and nothing else is cut)
-        fig.savefig(tmp, dpi=100, format="png", bbox_inches="tight", bbox_extra_artists=legends)
-        os.chmod(tmp, 0o644)          # mkstemp's 0600 would hide the plot from a web server
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _label_inside(ax, labels: list[tuple[str, float, float]]) -> None:
-    """Each point's label beside it and inside the axes, where the axes clip it: to the point's left
-    in the right half of the axes, below it near the top (a label always to the upper right ran into
-    the right and top edges, and was cut there)."""
-    ax.get_xlim(), ax.get_ylim()        # the limits as drawn (autoscaled), before reading positions
-    to_axes = ax.transData + ax.transAxes.inverted()
-    for text, px, py in labels:
-        fx, fy = to_axes.transform((px, py))
-        left, below = fx > 0.5, fy > 0.85
-        ax.annotate(text, (px, py), fontsize=7, textcoords="offset points", xytext=(-3 if left else 3, -3 if below else 3),
-                    ha="right" if left else "left", va="top" if below else "bottom")
-
-
-def _grid(plt, n: int, cols: int = 1, width: float = 6.4, height: float = 4.0):
-    fig, axes = plt.subplots(n, cols, figsize=(width * cols, height * n), squeeze=False)
-    return fig, axes
+    return f"{plots.short(item['label'])} ({reached})" + (f"\n{plots.short(ran)}" if ran else "")
 
 
 def _by_task(items: list[dict]) -> dict[str, list[dict]]:
@@ -432,15 +301,15 @@ def _by_task(items: list[dict]) -> dict[str, list[dict]]:
 
 def plot_thresholds(numbers: dict, path: Path) -> None:
     groups = _by_task(numbers["inputs"])
-    with _pyplot() as plt:
-        fig, axes = _grid(plt, len(groups))
+    with plots.pyplot() as plt:
+        fig, axes = plots.grid(plt, len(groups))
         for ax, (task, items) in zip(axes[:, 0], groups.items()):
-            unit, factor = time_unit(max(s["hours"] for i in items for s in i["steps"]))
+            unit, factor = plots.time_unit(max(s["hours"] for i in items for s in i["steps"]))
             for item in items:
                 steps = item["steps"]
                 xs = [item["range"][0]] + [s["threshold"] for s in steps]
                 ys = [steps[0]["hours"] * factor] + [s["hours"] * factor for s in steps]
-                (line,) = ax.step(xs, ys, where="pre", label=_short(item["label"]))
+                (line,) = ax.step(xs, ys, where="pre", label=plots.short(item["label"]))
                 for mark in item["crossings"]:
                     if mark["hours"] is not None:
                         task_mark = mark["threshold"] == item["task_threshold"]
@@ -451,23 +320,23 @@ def plot_thresholds(numbers: dict, path: Path) -> None:
             for mark in items[0]["crossings"]:
                 if mark["threshold"] != threshold:
                     ax.axvline(mark["threshold"], color="gray", linestyle=":", linewidth=1,
-                               label=f"{mark['threshold']:g}: {_short(mark['source'].split(' (')[0])}")
+                               label=f"{mark['threshold']:g}: {plots.short(mark['source'].split(' (')[0])}")
             ax.set_xlabel(f"threshold ({items[0]['metric']})")
             ax.set_ylabel(f"time to accuracy ({unit})")
             ax.set_title(f"{task}: time-to-accuracy vs threshold")
             ax.grid(alpha=0.3)
-            _single_values_spread(ax)
-            _legend_outside(ax)
+            plots.single_values_spread(ax)
+            plots.legend_outside(ax)
         fig.tight_layout()
-        _save(fig, plt, path)
+        plots.save(fig, plt, path)
 
 
 def plot_curves(numbers: dict, path: Path, title: str | None = None) -> None:
     groups = _by_task(numbers["inputs"])
-    with _pyplot() as plt:
-        fig, axes = _grid(plt, len(groups))
+    with plots.pyplot() as plt:
+        fig, axes = plots.grid(plt, len(groups))
         for ax, (task, items) in zip(axes[:, 0], groups.items()):
-            unit, factor = time_unit(max(p["hours"] for i in items for p in i["points"]))
+            unit, factor = plots.time_unit(max(p["hours"] for i in items for p in i["points"]))
             for item in items:
                 ax.plot([p["hours"] * factor for p in item["points"]], [p["value"] for p in item["points"]],
                         marker=".", label=curve_legend(item))
@@ -478,31 +347,31 @@ def plot_curves(numbers: dict, path: Path, title: str | None = None) -> None:
             ax.axhline(threshold, color="k", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
             ax.set_xlabel(f"on-clock time ({unit})")
             ax.set_ylabel(items[0]["metric"])
-            ax.set_title(_short(title) if title else f"{task}: accuracy vs time")
+            ax.set_title(plots.short(title) if title else f"{task}: accuracy vs time")
             ax.grid(alpha=0.3)
-            _single_values_spread(ax)
-            _legend_outside(ax)
+            plots.single_values_spread(ax)
+            plots.legend_outside(ax)
         fig.tight_layout()
-        _save(fig, plt, path)
+        plots.save(fig, plt, path)
 
 
 def plot_stability(numbers: dict, path: Path) -> None:
     series = numbers["series"]
-    with _pyplot() as plt:
-        fig, axes = _grid(plt, 1, width=max(6.4, 2.2 * len(series)))
+    with plots.pyplot() as plt:
+        fig, axes = plots.grid(plt, 1, width=max(6.4, 2.2 * len(series)))
         ax = axes[0, 0]
         top = max([t for s in series for t in s["tta_seconds"]] or [1.0])
-        unit, factor = time_unit(top / 3600)
+        unit, factor = plots.time_unit(top / 3600)
         factor /= 3600        # from seconds
         ticks = []
         for x, s in enumerate(series):
             times = [t * factor for t in s["tta_seconds"]]
             cv = f"{100 * s['cv']:.1f}%" if s["cv"] is not None else "n/a"
             ax.plot([x] * len(times), times, "o", alpha=0.7,
-                    label=f"{_short(s['label'])}: cv {cv}, DNC {s['dnc']}/{s['n']}")
+                    label=f"{plots.short(s['label'])}: cv {cv}, DNC {s['dnc']}/{s['n']}")
             if s["median_seconds"] is not None:
                 ax.hlines(s["median_seconds"] * factor, x - 0.25, x + 0.25, color="k", linewidth=2)
-            ticks.append(f"{_short(s['label'])}\n{s['converged']}/{s['n']} reached, DNC {s['dnc']}"
+            ticks.append(f"{plots.short(s['label'])}\n{s['converged']}/{s['n']} reached, DNC {s['dnc']}"
                          + (f"\nunfinished: {s['unfinished']}" if s.get("unfinished") else ""))
         ax.set_xticks(range(len(series)), ticks)
         ax.set_xlim(-0.6, len(series) - 0.4)
@@ -510,15 +379,15 @@ def plot_stability(numbers: dict, path: Path) -> None:
         ax.set_ylabel(f"time to accuracy ({unit}); bar: median")
         ax.set_title("stability over repeated runs")
         ax.grid(axis="y", alpha=0.3)
-        _legend_outside(ax)
+        plots.legend_outside(ax)
         fig.tight_layout()
-        _save(fig, plt, path)
+        plots.save(fig, plt, path)
 
 
 def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None) -> None:
     groups = {t: v for t, v in numbers["tasks"].items() if tasks is None or t in tasks}
-    with _pyplot() as plt:
-        fig, axes = _grid(plt, max(1, len(groups)), cols=2, width=5.2)
+    with plots.pyplot() as plt:
+        fig, axes = plots.grid(plt, max(1, len(groups)), cols=2, width=5.2)
         for row, (task, data) in zip(axes, groups.items()):
             for ax, points, x, y, xlabel, ylabel, title in (
                     (row[0], data["cost_vs_time"], "hours", "cost_usd", "training time (hours)",
@@ -540,12 +409,12 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
                     ax.set_xscale("log")
                 if min(ys) > 0 and max(ys) / min(ys) > 20:
                     ax.set_yscale("log")
-                _single_values_spread(ax)
+                plots.single_values_spread(ax)
                 if len(points) <= 12:
-                    _label_inside(ax, [(_short(p["model"] or p["entry"]), p[x], p[y]) for p in points])
+                    plots.label_inside(ax, [(plots.short(p["model"] or p["entry"]), p[x], p[y]) for p in points])
                 ax.grid(alpha=0.3, which="both")
         fig.tight_layout()
-        _save(fig, plt, path)
+        plots.save(fig, plt, path)
 
 
 def plot_roofline(numbers: dict, path: Path) -> None:
@@ -553,8 +422,8 @@ def plot_roofline(numbers: dict, path: Path) -> None:
     (flat) and, where the table has it, its memory bandwidth (the slope). A run without an estimate
     of its bytes sits at the left edge, its MFU in the label."""
     runs = numbers["inputs"]
-    with _pyplot() as plt:
-        fig, axes = _grid(plt, 1, width=7.0, height=4.6)
+    with plots.pyplot() as plt:
+        fig, axes = plots.grid(plt, 1, width=7.0, height=4.6)
         ax = axes[0, 0]
         placed = [r for r in runs if r["achieved_flops_per_s"]]
         intensities = [r["operational_intensity"] for r in placed if r["operational_intensity"]] or [1.0]
@@ -564,7 +433,7 @@ def plot_roofline(numbers: dict, path: Path) -> None:
             peak = r["peak"]
             if peak.get("flops_per_s"):
                 roofs.setdefault((peak["flops_per_s"], peak.get("memory_gbps"), r["device"]["count"]),
-                                 f"{r['device']['count']} x {_short(r['device']['name'])} {r['precision']['value']}")
+                                 f"{r['device']['count']} x {plots.short(r['device']['name'])} {r['precision']['value']}")
         for (flops, gbps, count), name in roofs.items():
             xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
             ys = [min(flops, x * gbps * 1e9 * count) if gbps else flops for x in xs]
@@ -574,7 +443,7 @@ def plot_roofline(numbers: dict, path: Path) -> None:
             x = r["operational_intensity"] or lo
             mfu = f"MFU {100 * r['mfu']:.2f}%" if r["mfu"] is not None else "no peak"
             ax.plot([x], [r["achieved_flops_per_s"]], "o",
-                    label=f"{_short(r['label'])}: {r['achieved_flops_per_s'] / 1e9:.3g} GFLOP/s, {mfu}")
+                    label=f"{plots.short(r['label'])}: {r['achieved_flops_per_s'] / 1e9:.3g} GFLOP/s, {mfu}")
         if not placed:
             ax.text(0.5, 0.5, "no run with a FLOP count", ha="center", va="center", transform=ax.transAxes)
         ax.set_xscale("log")
@@ -587,12 +456,15 @@ def plot_roofline(numbers: dict, path: Path) -> None:
         ax.set_ylabel("FLOP/s (counted FLOPs over the train spans)")
         ax.set_title("roofline: achieved vs peak (informative, never ranked)")
         ax.grid(alpha=0.3, which="both")
-        _legend_outside(ax)
+        plots.legend_outside(ax)
         fig.tight_layout()
-        _save(fig, plt, path)
+        plots.save(fig, plt, path)
 
 
 # ---------------------------------------------------------------- the command
+
+# The analyses that are modules of their own: {name: module with add_parser(sub) and run(args)}.
+OWN_MODULES = {"scaling": analyze_scaling, "lesion": analyze_lesion}
 
 ANALYSES = {
     "thresholds": ("time-to-accuracy as a function of the threshold", "run folders or training entries"),
@@ -619,30 +491,9 @@ def build_parser(p: Parser | None = None) -> Parser:
                            help="where the runs' references are (to load their stored models)")
             a.add_argument("--data", type=folder("--data", "give the data root, e.g. --data data/"),
                            help="the data root (the predictor that counts the FLOPs reads the eval inputs)")
-    for module in _own_modules().values():
+    for module in OWN_MODULES.values():
         module.add_parser(sub)
     return p
-
-
-def add_analysis(sub, name: str, help_text: str, inputs: str) -> Parser:
-    """An analysis' subcommand: its inputs and --out."""
-    a = sub.add_parser(name, help=help_text, description=help_text)
-    a.add_argument("inputs", nargs="+", type=file_or_folder("", "give " + inputs), metavar="INPUT", help=inputs)
-    add_out(a)
-    return a
-
-
-def add_out(a: Parser) -> None:
-    a.add_argument("--out", type=folder("--out", "give the folder to write the PNG and JSON into (made if "
-                                                 "missing), e.g. --out analysis/"),
-                   required=True, help="the folder to write the PNG and JSON into")
-
-
-def _own_modules() -> dict:
-    """The analyses that are modules of their own (they import this one, so they are imported here,
-    late): {name: module with add_parser(sub) and run(args)}."""
-    from dawnbench import analyze_lesion, analyze_scaling
-    return {"scaling": analyze_scaling, "lesion": analyze_lesion}
 
 
 def read_roofline(path: Path, args) -> list[dict]:
@@ -684,9 +535,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
-    own = _own_modules()
-    if args.analysis in own:
-        return own[args.analysis].run(args)
+    if args.analysis in OWN_MODULES:
+        return OWN_MODULES[args.analysis].run(args)
 
     def warn(line: str) -> None:
         print(f"{PROG}: {line}", file=sys.stderr)
@@ -706,26 +556,6 @@ def run(args) -> int:
     if errors:
         return max(report(PROG, e) for e in errors)
     return write_outputs(args, numbers, PLOTS[args.analysis])
-
-
-def write_outputs(args, numbers: dict, plot) -> int:
-    """<analysis>.png (drawn by `plot`) and <analysis>.json into --out; their paths printed."""
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return report(PROG, InputError(f"cannot make the output folder {args.out} ({e})"))
-    png, data = args.out / f"{args.analysis}.png", args.out / f"{args.analysis}.json"
-    try:
-        try:
-            plot(numbers, png)
-        except OSError as e:
-            raise outputs.WriteError(png, e, "--out") from None
-        outputs.write_json(data, numbers, "--out")
-    except outputs.WriteError as e:
-        return report(PROG, e)
-    print(png)
-    print(data)
-    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from dawnbench import analyze, series
+from dawnbench import analysis_io, plots, series
 from harness import cli as harness_cli
 from harness import registry
 from harness.arguments import MAX_RUNS, whole
@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
                    help="factor analysis: start with every named technique off, add them back one at a time")
     a.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=1, metavar="N",
                    help="runs per variant, seeds SEED..SEED+N-1 (default 1)")
-    analyze.add_out(a)
+    analysis_io.add_out(a)
 
 
 def variants(spec, names: list[str], factor: bool) -> list[dict]:
@@ -109,9 +109,9 @@ def lesion_numbers(spec, plan: list[dict], summaries: list[dict], factor: bool) 
 
 def plot_lesion(numbers: dict, path: Path) -> None:
     rows = numbers["variants"]
-    labels = [analyze._short(r["label"]) for r in rows]
-    with analyze._pyplot() as plt:
-        fig, axes = analyze._grid(plt, 1, cols=2, width=max(5.2, 1.6 * len(rows)))
+    labels = [plots.short(r["label"]) for r in rows]
+    with plots.pyplot() as plt:
+        fig, axes = plots.grid(plt, 1, cols=2, width=max(5.2, 1.6 * len(rows)))
         for ax, key, ylabel in ((axes[0, 0], "tta_seconds", "time to accuracy (s), median; bar: 95% interval"),
                                 (axes[0, 1], "final_metric", f"final {numbers['metric']}, mean; bar: 95% interval")):
             centre = "median" if key == "tta_seconds" else "mean"
@@ -130,11 +130,11 @@ def plot_lesion(numbers: dict, path: Path) -> None:
             ax.set_ylabel(ylabel)
             ax.set_ylim(bottom=0)
             ax.grid(axis="y", alpha=0.3)
-        axes[0, 0].set_title(analyze._short(f"{numbers['reference']}: {numbers['kind']}"))
+        axes[0, 0].set_title(plots.short(f"{numbers['reference']}: {numbers['kind']}"))
         if numbers["threshold"] is not None:
             axes[0, 1].axhline(numbers["threshold"], color="k", linestyle="--", linewidth=1)
         fig.tight_layout()
-        analyze._save(fig, plt, path)
+        plots.save(fig, plt, path)
 
 
 def run(args) -> int:
@@ -157,7 +157,7 @@ def run(args) -> int:
             slug = "recipe" if not v["off"] else ("none" if args.factor and k == 1 else
                                                    "-".join(v["off"]) if not args.factor else f"plus-{k - 1}")
             folder = series.new_series_dir(results_root, spec.name, f"{stamp}-lesion-{k}-{slug}")
-            print(f"{analyze.PROG}: variant {k}/{len(plan)}: {v['label']} ({' '.join(v['sets']) or 'as declared'}) "
+            print(f"{analysis_io.PROG}: variant {k}/{len(plan)}: {v['label']} ({' '.join(v['sets']) or 'as declared'}) "
                   f"in {folder}", file=sys.stderr, flush=True)
             try:
                 code = series.run_series(spec, v.pop("hyperparameters"), opts, args.runs, series_dir=folder)
@@ -167,9 +167,9 @@ def run(args) -> int:
                 raise
             if code >= 128 or code == 2:       # interrupted, or a run that could not start: stop here
                 return code
-            summaries.append(analyze.read_series(folder))
+            summaries.append(analysis_io.read_series(folder))
     except DawnbenchError as e:
-        return report(analyze.PROG, e)
+        return report(analysis_io.PROG, e)
     for v in plan:
         v.pop("hyperparameters", None)
-    return analyze.write_outputs(args, lesion_numbers(spec, plan, summaries, args.factor), plot_lesion)
+    return analysis_io.write_outputs(args, lesion_numbers(spec, plan, summaries, args.factor), plot_lesion)

@@ -18,14 +18,14 @@ import statistics
 import sys
 from pathlib import Path
 
-from dawnbench import analyze
-from dawnbench.analyze import InputError
+from dawnbench import analysis_io, plots
+from dawnbench.analysis_io import InputError
 from dawnbench.entries import number
 from harness.errors import report
 
 
 def _run(run_dir: Path) -> dict:
-    result = analyze._read_json(run_dir / "result.json")
+    result = analysis_io.read_json(run_dir / "result.json")
     if not isinstance(result, dict):
         raise InputError(f"{run_dir / 'result.json'}: not a run's result.json (not a JSON object)")
     world = result.get("world_size")
@@ -54,7 +54,7 @@ def read_runs(path: Path, warn=lambda line: None) -> list[dict]:
     if path.is_dir() and (path / "result.json").is_file():
         return [_run(path)]
     if (path.is_dir() and (path / "summary.json").is_file()) or (path.is_file() and path.name == "summary.json"):
-        summary = analyze.read_series(path, warn)
+        summary = analysis_io.read_series(path, warn)
         folder = Path(summary["_source"]).parent
         runs = []
         for n, entry in enumerate(summary["runs"]):
@@ -120,8 +120,8 @@ def scaling_numbers(runs: list[dict]) -> dict:
 def plot_scaling(numbers: dict, path: Path) -> None:
     rows = numbers["counts"]
     xs = [r["processes"] for r in rows]
-    with analyze._pyplot() as plt:
-        fig, axes = analyze._grid(plt, 1, cols=2, width=5.2)
+    with plots.pyplot() as plt:
+        fig, axes = plots.grid(plt, 1, cols=2, width=5.2)
         ax = axes[0, 0]
         ax.plot(xs, [r["ideal_speedup"] for r in rows], "k--", linewidth=1, label="ideal (linear)")
         for key, label, marker in (("speedup_tta", "time-to-accuracy", "o"), ("speedup_per_epoch", "time per epoch", "s")):
@@ -135,7 +135,7 @@ def plot_scaling(numbers: dict, path: Path) -> None:
         ax.set_xticks(xs)
         ax.set_xlabel("processes")
         ax.set_ylabel(f"speedup over {numbers['base_processes']} process(es)")
-        ax.set_title(analyze._short(f"{numbers['reference']}: scaling"))
+        ax.set_title(plots.short(f"{numbers['reference']}: scaling"))
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left", fontsize=7)     # inside: a legend outside would run into the right panel
@@ -151,13 +151,13 @@ def plot_scaling(numbers: dict, path: Path) -> None:
         ax.set_title("epochs to converge")
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
-        analyze._save(fig, plt, path)
+        plots.save(fig, plt, path)
 
 
 def run(args) -> int:
     """`analyze scaling` on parsed options: every bad input its line, then nothing written."""
     def warn(line: str) -> None:
-        print(f"{analyze.PROG}: {line}", file=sys.stderr)
+        print(f"{analysis_io.PROG}: {line}", file=sys.stderr)
 
     runs, errors = [], []
     for path in args.inputs:
@@ -172,13 +172,13 @@ def run(args) -> int:
         except InputError as e:
             errors.append(e)
     if errors:
-        return max(report(analyze.PROG, e) for e in errors)
-    return analyze.write_outputs(args, numbers, plot_scaling)
+        return max(report(analysis_io.PROG, e) for e in errors)
+    return analysis_io.write_outputs(args, numbers, plot_scaling)
 
 
 HELP = "speedup of time-to-accuracy and per epoch over process counts, epochs to converge, the ideal line"
 
 
 def add_parser(sub) -> None:
-    analyze.add_analysis(sub, "scaling", HELP, "series folders (summary.json) or run folders of one reference "
+    analysis_io.add_analysis(sub, "scaling", HELP, "series folders (summary.json) or run folders of one reference "
                                                "at several process counts")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from leaderboard_fixture import inference, train, write_entries
 
-from dawnbench import analyze
+from dawnbench import analyze, plots
 from dawnbench.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -231,14 +231,14 @@ def test_each_bad_input_gets_one_line_and_nothing_is_written(tmp_path, capsys):
 @pytest.fixture
 def figures(monkeypatch) -> list:
     """Every figure the analyses save, kept (and drawn with Agg) for a look at its axes and legends."""
-    kept, save = [], analyze._save
+    kept, save = [], plots.save
 
     def keep(fig, plt, path):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         save(fig, plt, path)
         FigureCanvasAgg(fig).draw()          # closing it left a canvas that cannot draw
         kept.append(fig)
-    monkeypatch.setattr(analyze, "_save", keep)
+    monkeypatch.setattr(plots, "save", keep)
     return kept
 
 
@@ -330,7 +330,7 @@ def test_a_single_point_gets_limits_around_it(tmp_path, capsys, figures):
     fig, ax = plt.subplots()
     ax.set_yscale("log")
     ax.plot([2.0], [40.0], "o")
-    analyze._single_values_spread(ax)
+    plots.single_values_spread(ax)
     assert_spread_around(*ax.get_xlim(), 2.0)
     assert_spread_around(*ax.get_ylim(), 40.0) and ax.get_ylim()[0] > 0
     plt.close(fig)

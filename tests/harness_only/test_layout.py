@@ -49,6 +49,46 @@ def test_imports_go_one_way(package, forbidden):
     assert not bad, f"{package} must not import {sorted(forbidden)}: {bad}"
 
 
+def project_modules_imported(path: Path, modules: set[str]) -> set[str]:
+    """The project's modules (dotted names among `modules`) a file imports, at its top or inside a
+    function (a late import closes a circle all the same)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules}
+            found |= {node.module} & modules
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    """No circle of imports in harness, common, dawnbench or bench: each module stands above what it
+    imports (a shared part moves down to a module of its own, as dawnbench/analysis_io.py did for the
+    analyses that are modules of their own)."""
+    files = {".".join(path.relative_to(REPO).with_suffix("").parts): path
+             for package in ("harness", "common", "dawnbench", "bench") for path in (REPO / package).rglob("*.py")
+             if "measured" not in path.parts and path.name != "__init__.py"}
+    edges = {name: project_modules_imported(path, set(files)) - {name} for name, path in files.items()}
+    state: dict[str, int] = {}          # 1: on the walk's path, 2: done
+    circles = []
+
+    def walk(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for other in sorted(edges[name]):
+            if state.get(other) == 1:
+                circles.append(trail[trail.index(other):] + [other])
+            elif other not in state:
+                walk(other, trail + [other])
+        state[name] = 2
+
+    for name in sorted(files):
+        if name not in state:
+            walk(name, [name])
+    assert len(files) > 50 and sum(map(len, edges.values())) > 50      # the walk saw the house
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
+
+
 def harness_modules_imported(path: Path) -> set[str]:
     """The harness modules a file imports: `import harness.x`, `from harness import x`, `from harness.x import y`."""
     found = set()
