@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench import analyze_lesion, analyze_scaling, entries, plots, roofline, safe_read
+from dawnbench import analyze_generalization, analyze_lesion, analyze_scaling, entries, plots, roofline, safe_read
 from dawnbench.analysis_io import PROG, InputError, add_analysis, read_json, read_series, write_outputs
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
@@ -464,7 +464,7 @@ def plot_roofline(numbers: dict, path: Path) -> None:
 # ---------------------------------------------------------------- the command
 
 # The analyses that are modules of their own: {name: module with add_parser(sub) and run(args)}.
-OWN_MODULES = {"scaling": analyze_scaling, "lesion": analyze_lesion}
+OWN_MODULES = {"scaling": analyze_scaling, "lesion": analyze_lesion, "generalization": analyze_generalization}
 
 ANALYSES = {
     "thresholds": ("time-to-accuracy as a function of the threshold", "run folders or training entries"),

@@ -100,7 +100,18 @@ def default_data_root() -> Path:
 
 MANIFEST_ENV = "DAWNBENCH_DATASETS_MANIFEST"
 
-CHECKSUMS = ("sha256", "md5")  # the algorithms a file entry may name; every one given is checked
+CHECKSUMS = ("sha256", "md5", "git_sha1")  # the algorithms a file entry may name; every one given is checked
+# "git_sha1": git's object id of the file (sha1 of "blob <size>\0" + the bytes): what a repository
+# that publishes a file without a checksum (CIFAR-10.1's data on GitHub) still proves about it.
+GIT_BLOB = "git_sha1"
+
+
+def _digest(algo: str, size: int):
+    if algo == GIT_BLOB:
+        digest = hashlib.sha1(usedforsecurity=False)
+        digest.update(b"blob %d\0" % size)
+        return digest
+    return hashlib.new(algo, usedforsecurity=False)
 
 
 @functools.lru_cache(maxsize=1)
@@ -182,8 +193,9 @@ def files_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:
 
 
 def _hash_file(path: str | os.PathLike, algorithms) -> dict[str, str]:
-    digests = {algo: hashlib.new(algo, usedforsecurity=False) for algo in algorithms}
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        digests = {algo: _digest(algo, size) for algo in algorithms}
         while chunk := f.read(CHUNK_SIZE):
             for digest in digests.values():
                 digest.update(chunk)
@@ -630,13 +642,28 @@ def load_eval_labels(name: str, data_root: str | os.PathLike | None = None):
             return metrics.SquadLabels(metrics.load_squad_dataset(path)["data"])
         except metrics.MetricInputError as exc:
             raise DatasetError(f"{exc}; re-fetch it with: {entry['fetch_command']}") from None
+    if file_format == "npy":
+        labels = read_npy(path, name)
+        if labels.ndim != 1 or labels.dtype.kind not in "iu":
+            raise DatasetError(f"malformed labels {path}: expected 1-D integers, got {labels.dtype} {labels.shape}; "
+                               f"re-fetch it with: {entry['fetch_command']}")
+        return labels.astype(np.int64)
     if file_format != "idx":
         raise DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}; "
-                           "known: idx, cifar-pickle, imagenet-folders, squad-json")
+                           "known: idx, cifar-pickle, imagenet-folders, squad-json, npy")
     labels = read_idx(path)
     if labels.ndim != 1:
         raise DatasetError(f"malformed IDX file {path}: eval labels must be 1-D, got shape {labels.shape}")
     return labels.astype(np.int64)
+
+
+def read_npy(path: Path, name: str) -> np.ndarray:
+    """A checksummed .npy file (CIFAR-10.1's), never unpickled."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{path} is not a readable .npy array ({exc}); re-fetch it with: "
+                           f"{manifest(name)['fetch_command']}") from None
 
 
 # --- prepared folders (ImageNet) ---------------------------------------------------------------

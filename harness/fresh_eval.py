@@ -1,0 +1,122 @@
+"""A run's stored model scored by the harness on its task's eval set and on a FRESH test set (one
+drawn later the same way: CIFAR-10.1 for CIFAR-10), for `dawnbench analyze generalization`.
+
+Each set is scored as a run's eval is: a sandboxed predictor of the run's reference (its recorded
+hyperparameters), shown only the set's label-free view, loads the run's model/ and predicts every
+example; the harness checks the count and scores the predictions against the labels it read from
+the checksummed files. The fresh set's view is the original's, at the original's paths, holding the
+fresh images (CIFAR-10.1's as CIFAR-10's label-free `test_batch.images.npy`), so the reference's
+unchanged loader reads it. Its labels never leave this process.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from harness import datasets, inference, sandbox, views
+from harness.errors import UsageError
+from harness.registry import ReferenceSpec
+from harness.roles import start_worker
+
+
+class FreshSetError(datasets.DatasetError):
+    """A fresh set that cannot be shown to the predictor; the message says why."""
+
+
+def fresh_set_of(task_dataset: str) -> str | None:
+    """The manifest's fresh test set for models of `task_dataset` (its `fresh_for`), or None."""
+    for name in datasets.dataset_names():
+        try:
+            if datasets.manifest(name).get("fresh_for") == task_dataset:
+                return name
+        except datasets.DatasetError:
+            continue
+    return None
+
+
+def _fresh_images(name: str, data_root: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(images uint8 (N, 32, 32, 3), labels int64 (N,)) of a fresh set in .npy files, checksummed."""
+    entry = datasets.manifest(name)
+    datasets.check_present(name, data_root)
+    test = entry["splits"]["test"]
+    images = datasets.read_npy(datasets.verify_file(name, data_root, test["images"]), name)
+    labels = datasets.load_eval_labels(name, data_root)
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (32, 32, 3) or len(images) != len(labels):
+        raise FreshSetError(f"{name}: expected uint8 (N, 32, 32, 3) images and N labels, got {images.dtype} "
+                            f"{images.shape} and {len(labels)}; re-fetch it with: {entry['fetch_command']}")
+    return images, labels
+
+
+def fresh_view(name: str, original: str, data_root: Path, derived: Path) -> tuple[list[tuple[Path, str]], np.ndarray]:
+    """(the predictor's data files, the labels): the fresh set's images where the original's
+    label-free eval inputs are."""
+    if datasets.manifest(original).get("format") != "cifar-pickle":
+        raise FreshSetError(f"{name}: showing it in place of {original}'s eval set is not written yet "
+                            f"(only CIFAR-10's pickled batches are)")
+    images, labels = _fresh_images(name, data_root)
+    entry = datasets.manifest(original)
+    (test_file,) = views._flatten(entry["splits"]["test"])
+    derived.mkdir(parents=True, exist_ok=True)
+    target = derived / (test_file + views.DERIVED_SUFFIX)
+    # CIFAR-10's rows: channel-major (1024 R, 1024 G, 1024 B), as the label-free copy of test_batch holds them
+    np.save(target, np.ascontiguousarray(images.transpose(0, 3, 1, 2)).reshape(len(images), 3072), allow_pickle=False)
+    relative = Path(entry["dir"]) / entry.get("subdir", "") / target.name
+    return [(target, str(relative))], labels
+
+
+def _predict(spec: ReferenceSpec, hyperparameters: dict, data_root: Path, work: Path, isolation, seed: int,
+             model_dir: Path, data_files, examples: int, role_dir: str):
+    """The predictions of the run's model on one view, checked for count."""
+    worker = None
+    try:
+        worker, seen = start_worker("predict", spec, isolation, data_root=data_root, derived=work / role_dir,
+                                    snapshots=work / "models", data_files=data_files)
+        worker.call("init", name=spec.name, config=dict(hyperparameters), seed=seed, task=spec.task.name, rank=0,
+                    world_size=1, local_rank=0, show_progress=False, role="predict", eval_examples=examples,
+                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"])
+        inference._load(worker, seen, spec, model_dir)
+        answer, array = worker.call("predict")
+    finally:
+        if worker is not None:
+            worker.kill()
+    predictions = answer["answers"] if "answers" in answer else array
+    count = spec.task.count(predictions) if predictions is not None else 0
+    if count != examples:
+        raise UsageError(f"{spec.name}'s predict() returned {count} predictions for a set of {examples} examples")
+    return predictions
+
+
+def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root: Path, fresh: str,
+          seed: int = 0) -> dict:
+    """{"original": {scores, "examples"}, "fresh": {scores, "examples"}}, each scored by the harness."""
+    task = spec.task
+    original = task.dataset
+    datasets.check_present(original, data_root)
+    labels = datasets.load_eval_labels(original, data_root)
+    dropped = datasets.load_blacklist(original, data_root)
+    isolation = sandbox.probe()
+    views.check_workers_can_read(original, data_root, isolation)
+    sandbox.protect_harness()
+    work = sandbox.private_dir("fresh")
+    os.chmod(work, 0o755)
+    try:
+        shutil.copytree(model_dir, work / "models" / "model", symlinks=True)
+        files, fresh_labels = fresh_view(fresh, original, data_root, work / "derived-fresh")
+        for path, _ in files:
+            os.chmod(path, 0o644)
+        os.chmod(work / "derived-fresh", 0o755)
+        out = {}
+        for key, view, truth, drop in (("original", None, labels, dropped), ("fresh", files, fresh_labels, None)):
+            predictions = _predict(spec, hyperparameters, data_root, work, isolation, seed, model_dir, view,
+                                   len(truth), f"derived-{key}")
+            scores = task.score(predictions, truth, drop)
+            out[key] = {**scores, "examples": int(len(truth) - (0 if drop is None else len(drop))),
+                        "dataset": original if key == "original" else fresh}
+        return out
+    except (sandbox.WorkerError, sandbox.WorkerDied) as e:
+        raise UsageError(f"the predictor of {spec.name} failed: {inference._one_line(str(e), 'failed')}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

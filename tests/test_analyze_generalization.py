@@ -1,0 +1,129 @@
+"""`dawnbench analyze generalization`: a real harnessed CIFAR-10 run's stored model scored by the
+harness on its eval set and on a CIFAR-10.1 fixture (the published .npy format) whose expected
+accuracy is computed here from the run's own stored predictions; the intervals against hand
+formulas; the one lines for a task with no fresh set and for a fresh set not on the machine."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cifar10_1_fixture import manifest_lines, write_cifar10_1
+from cifar10_fixture import fixture_manifest, write_cifar10_batches
+from conftest import PYTHON, REPO, cli_env
+
+from dawnbench import analyze_generalization as gen
+from dawnbench.cli import main
+from harness import datasets
+
+PNG = b"\x89PNG\r\n\x1a\n"
+N_TEST = 300                    # the fixture's eval set: a prediction pass is a second on the CPU
+FRESH = np.arange(0, N_TEST, 3)  # the eval images copied into the fresh set (100)
+
+
+@pytest.fixture(scope="module")
+def cifar_run(tmp_path_factory) -> tuple[Path, Path, Path, dict]:
+    """(run folder, data root, manifest, the test batch): one epoch of cifar10-resnet20-pytorch on a
+    CIFAR-10 fixture, to a lowered threshold, model saved; and a CIFAR-10.1 fixture made of eval images."""
+    tmp = tmp_path_factory.mktemp("generalization")
+    batches_dir = tmp / "data" / "cifar10" / "cifar-10-batches-py"
+    batches = write_cifar10_batches(batches_dir, per_batch=8, n_test=N_TEST)
+    manifest = fixture_manifest(tmp / "datasets.toml", batches_dir=batches_dir)
+    test = batches["test_batch"]
+    images = test[b"data"].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)[FRESH]
+    labels = np.asarray(test[b"labels"])[FRESH]
+    # every other copied image relabelled: the fresh accuracy then differs from the original's
+    labels = np.where(np.arange(len(labels)) % 2 == 0, labels, (labels + 1) % 10)
+    fresh_dir = tmp / "data" / "cifar10.1"
+    write_cifar10_1(fresh_dir, images, labels)
+    with open(manifest, "a", encoding="utf-8") as f:
+        f.write("\n".join(manifest_lines(fresh_dir)) + "\n")
+    env = cli_env(**{datasets.MANIFEST_ENV: str(manifest), "OMP_NUM_THREADS": "2"})
+    proc = subprocess.run([PYTHON, "-m", "dawnbench", "run", "cifar10-resnet20-pytorch", "--data", str(tmp / "data"),
+                           "--results", str(tmp / "results"), "--set", "batch_size=16", "--threshold", "0.01",
+                           "--max-epochs", "1", "--no-progress", "--seed", "1"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = (tmp / "results" / "cifar10-resnet20-pytorch").iterdir()
+    return run_dir, tmp / "data", manifest, {"labels": np.asarray(test[b"labels"]), "fresh_labels": labels}
+
+
+def stored_top1(run_dir: Path) -> np.ndarray:
+    """The top-1 class of each eval image, from the converging epoch's stored predictions (the
+    file its eval_accuracy event names: an .npz of ranked ids), read with numpy, not the harness."""
+    lines = [json.loads(line[len(":::MLLOG "):]) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    (event,) = [e for e in lines if e["key"] == "eval_accuracy"]
+    with np.load(run_dir / event["metadata"]["predictions_file"], allow_pickle=False) as stored:
+        return stored["ids"][:, 0]
+
+
+def test_gap_of_a_real_run_on_a_fresh_set_of_known_accuracy(cifar_run, tmp_path, capsys, monkeypatch):
+    run_dir, data_root, manifest, truth = cifar_run
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    out = tmp_path / "out"
+    code = main(["analyze", "generalization", str(run_dir), "--out", str(out), "--data", str(data_root),
+                 "--references", str(REPO / "references")])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert printed.out.split() == [str(out / "generalization.png"), str(out / "generalization.json")]
+    assert (out / "generalization.png").read_bytes()[:8] == PNG
+    numbers = json.loads((out / "generalization.json").read_text())
+    (row,) = numbers["inputs"]
+
+    top1 = stored_top1(run_dir)
+    original = float(np.mean(top1 == truth["labels"]))
+    fresh = float(np.mean(top1[FRESH] == truth["fresh_labels"]))
+    result = json.loads((run_dir / "result.json").read_text())
+    assert original == pytest.approx(result["metric_value"])        # what the run scored, read independently
+    assert row["fresh_set"] == "cifar10.1" and row["metric"] == "top1"
+    assert row["original"]["accuracy"] == pytest.approx(original) and row["original"]["examples"] == N_TEST
+    assert row["fresh"]["accuracy"] == pytest.approx(fresh) and row["fresh"]["examples"] == len(FRESH)
+    assert row["gap_points"] == pytest.approx(100 * (original - fresh))
+    low, high = row["fresh"]["interval_95"]
+    assert low <= fresh <= high
+    g_low, g_high = row["gap_interval_95_points"]
+    assert g_low <= row["gap_points"] <= g_high
+    assert row["published_gap_points"]["low_points"] == 4.0 and "1806.00451" in row["published_gap_points"]["source"]
+    assert numbers["ranked"] is False
+
+
+def test_wilson_and_newcombe_match_hand_values():
+    # Newcombe (1998), Statistics in Medicine 17:857, table II, example (a): 56/70 vs 48/80,
+    # method 10 gives 0.0524 to 0.3339 (its Wilson intervals in, so they are checked too)
+    low, high = gen.newcombe(56, 70, 48, 80)
+    assert (round(low, 4), round(high, 4)) == (0.0524, 0.3339)
+    w_low, w_high = gen.wilson(56, 70)
+    p, n, z = 0.8, 70, gen.Z95
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    assert (w_low, w_high) == pytest.approx((centre - half, centre + half))
+    assert gen.wilson(0, 10)[0] == 0.0 and round(gen.wilson(0, 10)[1], 4) == 0.2775     # 0 of 10: z^2 / (n + z^2)
+
+
+def test_a_task_with_no_fresh_set_is_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps({"reference": "fashion-mnist-cnn-pytorch", "task": "fashion-mnist"}))
+    out = tmp_path / "out"
+    assert main(["analyze", "generalization", str(run), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    (line,) = err.strip().splitlines()
+    assert "no fresh test set of Fashion-MNIST" in line and "a split of the training set is no stand-in" in line
+    (row,) = json.loads((out / "generalization.json").read_text())["inputs"]
+    assert row["fresh_set"] is None and "gap_points" not in row
+
+
+def test_a_fresh_set_not_on_the_machine_says_how_to_fetch_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps({"reference": "cifar10-resnet20-pytorch", "task": "cifar10"}))
+    code = main(["analyze", "generalization", str(run), "--out", str(tmp_path / "out"), "--data", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert "cifar10.1" in line and "data fetch cifar10.1" in line
+    assert not (tmp_path / "out").exists()
