@@ -53,12 +53,15 @@ import zlib
 from pathlib import Path, PurePosixPath
 
 from harness.datasets import (
+    CHECKSUMS,
     CHUNK_SIZE,
     DatasetError,
+    checksum_mismatch,
     dataset_dir,
     file_matches,
     files_dir,
     manifest,
+    new_digest,
     sha256_file,
     verify_dataset,
     verify_prepared,
@@ -127,13 +130,21 @@ def _temp_file(directory: Path, name: str):
 
 def _copy_hashing(source, out, algorithm: str) -> tuple[str, int]:
     """Copy the readable ``source`` into ``out``; (hex digest, size) of what was copied."""
-    digest = hashlib.new(algorithm, usedforsecurity=False)
+    digests, size = _copy_hashing_all(source, out, [algorithm])
+    return digests[algorithm], size
+
+
+def _copy_hashing_all(source, out, algorithms, expected_size: int = 0) -> tuple[dict[str, str], int]:
+    """As _copy_hashing, with every algorithm of ``algorithms``. A git object id hashes the size
+    first: the manifest's, so a file of another size cannot match it."""
+    digests = {a: new_digest(a, expected_size) for a in algorithms}
     size = 0
     while chunk := source.read(CHUNK_SIZE):
-        digest.update(chunk)
+        for digest in digests.values():
+            digest.update(chunk)
         out.write(chunk)
         size += len(chunk)
-    return digest.hexdigest(), size
+    return {a: d.hexdigest() for a, d in digests.items()}, size
 
 
 COMPRESSIONS = ("gzip", "none")   # how a dataset's files are served: <file>.gz, or <file> as it is
@@ -154,12 +165,14 @@ def _install(name: str, stream, target: Path, expected: dict, source: str, compr
     a temp file in the same directory, checked, then renamed, so ``target`` is whole or absent."""
     entry = manifest(name)
     with _temp_file(target.parent, target.name) as (out, tmp):
+        algorithms = [a for a in CHECKSUMS if a in expected]
         with _decompressed(stream, compression) as source_file:
-            actual, size = _copy_hashing(source_file, out, "sha256")
-        if actual != expected["sha256"] or size != expected.get("size", size):
+            actual, size = _copy_hashing_all(source_file, out, algorithms, expected.get("size", 0))
+        mismatch = checksum_mismatch(expected, actual)
+        if mismatch or size != expected.get("size", size):
             raise DatasetError(
-                f"checksum mismatch for {target.name} from {source}: expected sha256 {expected['sha256']}, "
-                f"got {actual} (size {size}, expected {expected.get('size', 'unknown')}); nothing was written to "
+                f"checksum mismatch for {target.name} from {source}: {mismatch or 'checksums match'} "
+                f"(size {size}, expected {expected.get('size', 'unknown')}); nothing was written to "
                 f"{target.parent}; the source is corrupt, re-fetch with: {entry['fetch_command']}"
             )
     os.replace(tmp, target)
@@ -174,7 +187,7 @@ def _files_to_fetch(name: str, directory: Path) -> list[str]:
         path = directory / filename
         if not path.exists():
             needed.append(filename)
-        elif sha256_file(path) == expected["sha256"]:
+        elif file_matches(path, expected) is None:
             _say(name, f"ok {filename} (already present, checksum matches; kept)")
         else:
             _say(name, f"{filename} is present but its checksum does not match; removing it and fetching again")

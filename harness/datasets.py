@@ -106,7 +106,8 @@ CHECKSUMS = ("sha256", "md5", "git_sha1")  # the algorithms a file entry may nam
 GIT_BLOB = "git_sha1"
 
 
-def _digest(algo: str, size: int):
+def new_digest(algo: str, size: int):
+    """A hash object for `algo`; git's object id starts with its header, so it needs the size."""
     if algo == GIT_BLOB:
         digest = hashlib.sha1(usedforsecurity=False)
         digest.update(b"blob %d\0" % size)
@@ -195,7 +196,7 @@ def files_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:
 def _hash_file(path: str | os.PathLike, algorithms) -> dict[str, str]:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        digests = {algo: _digest(algo, size) for algo in algorithms}
+        digests = {algo: new_digest(algo, size) for algo in algorithms}
         while chunk := f.read(CHUNK_SIZE):
             for digest in digests.values():
                 digest.update(chunk)

@@ -25,8 +25,16 @@ def write_cifar10_1(directory: Path, images: np.ndarray, labels: np.ndarray) -> 
     np.save(directory / LABELS, np.asarray(labels, dtype="<i4"), allow_pickle=False)
 
 
-def manifest_lines(directory: Path) -> list[str]:
-    """TOML lines of the ``["cifar10.1"]`` entry with the fixture files' sha256s (no git ids)."""
+def git_object_id(data: bytes) -> str:
+    """What `git hash-object` prints for a file of these bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def manifest_lines(directory: Path, git_ids: bool = False) -> list[str]:
+    """TOML lines of the ``["cifar10.1"]`` entry with the fixture files' sha256s, or their git
+    object ids and sizes (as the built-in entry pins the official data file)."""
     entry = builtin_entry("cifar10.1")
-    entry["files"] = {f: {"sha256": hashlib.sha256((directory / f).read_bytes()).hexdigest()} for f in (DATA, LABELS)}
+    files = {f: (directory / f).read_bytes() for f in (DATA, LABELS)}
+    entry["files"] = {f: ({"git_sha1": git_object_id(b), "size": len(b)} if git_ids else
+                          {"sha256": hashlib.sha256(b).hexdigest()}) for f, b in files.items()}
     return ['["cifar10.1"]'] + [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in entry.items()]

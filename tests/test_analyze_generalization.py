@@ -127,3 +127,41 @@ def test_a_fresh_set_not_on_the_machine_says_how_to_fetch_it(tmp_path, capsys):
     (line,) = err.strip().splitlines()
     assert "cifar10.1" in line and "data fetch cifar10.1" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_fetch_cifar10_1_checks_git_object_ids(http_server, tmp_path, monkeypatch, capsys):
+    """`dawnbench data fetch cifar10.1` from the mirror variable: files pinned by git object id (as the
+    official data file is) are written; a corrupt one is refused and nothing is left under its name."""
+    from dawnbench.fetch import fetch
+    source = tmp_path / "published"
+    rng = np.random.default_rng(0)
+    write_cifar10_1(source, rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8), np.arange(20) % 10)
+    manifest = tmp_path / "datasets.toml"
+    manifest.write_text("\n".join(manifest_lines(source, git_ids=True)) + "\n")
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
+    files = {f"mirror/{p.name}": p.read_bytes() for p in source.iterdir()}
+    url, requests = http_server(files)
+    monkeypatch.setenv("DAWNBENCH_CIFAR10_1_URL", url + "mirror/")
+    root = tmp_path / "data"
+    fetch("cifar10.1", root, progress=False)
+    assert sorted(requests) == sorted(files)
+    assert datasets.load_eval_labels("cifar10.1", root).tolist() == (np.arange(20) % 10).tolist()
+    # Same size, one byte changed: the git object id differs
+    bad = bytearray(files["mirror/cifar10.1_v6_data.npy"])
+    bad[-1] ^= 1
+    url, _ = http_server({**files, "mirror/cifar10.1_v6_data.npy": bytes(bad)})
+    monkeypatch.setenv("DAWNBENCH_CIFAR10_1_URL", url + "mirror/")
+    (root / "cifar10.1" / "cifar10.1_v6_data.npy").unlink()
+    with pytest.raises(datasets.DatasetError, match="expected git_sha1"):
+        fetch("cifar10.1", root, progress=False)
+    assert not (root / "cifar10.1" / "cifar10.1_v6_data.npy").exists()
+
+
+def test_manifest_pins_the_official_files():
+    """The built-in entry: the official URL, and the labels' two checksums agree on the published
+    size (2,000 int32 + the 128-byte .npy header), as does the data's (2,000 x 3,072 bytes + 128)."""
+    entry = datasets.manifest("cifar10.1")
+    assert entry["url_base"] == "https://github.com/modestyachts/CIFAR-10.1/raw/master/datasets/"
+    assert entry["files"]["cifar10.1_v6_labels.npy"]["size"] == 2000 * 4 + 128
+    assert entry["files"]["cifar10.1_v6_data.npy"]["size"] == 2000 * 3072 + 128
+    assert entry["fresh_for"] == "cifar10" and entry["url_env"] == "DAWNBENCH_CIFAR10_1_URL"
