@@ -42,20 +42,26 @@ def build_parser(p: Parser | None = None) -> Parser:
                                                                  "roofline RUN_FOLDER... --out DIR` wrote"),
                    default=None, help="utilization of the entries' runs, from `dawnbench analyze roofline` over their "
                                       "run folders (informative: shown, never ranked)")
+    p.add_argument("--generalization", type=regular_file("--generalization", "give the generalization.json that "
+                                                                             "`dawnbench analyze generalization "
+                                                                             "RUN_FOLDER... --out DIR` wrote"),
+                   default=None, help="the generalization gap of the entries' runs, from `dawnbench analyze "
+                                      "generalization` over their run folders (informative: shown, never ranked)")
     return p
 
 
-def _utilization(path) -> dict[str, str]:
+def _analysis_rows(path, analysis: str, lines) -> dict[str, str]:
+    """The entry-page rows of an analysis' JSON (--roofline, --generalization), by run folder."""
     if path is None:
         return {}
     try:
         numbers = safe_read.read_json(path, path.parent)
     except safe_read.Refused as e:
-        raise UsageError(f"--roofline {path}: not readable JSON: {e.reason}") from None
-    if not isinstance(numbers, dict) or numbers.get("analysis") != "roofline":
-        raise UsageError(f"--roofline {path}: not a roofline analysis (give the roofline.json that "
-                         f"`dawnbench analyze roofline` wrote)")
-    return site.utilization_lines(numbers)
+        raise UsageError(f"--{analysis} {path}: not readable JSON: {e.reason}") from None
+    if not isinstance(numbers, dict) or numbers.get("analysis") != analysis:
+        raise UsageError(f"--{analysis} {path}: not a {analysis} analysis (give the {analysis}.json that "
+                         f"`dawnbench analyze {analysis}` wrote)")
+    return lines(numbers)
 
 
 def _run(args) -> int:
@@ -67,7 +73,9 @@ def _run(args) -> int:
     if not entries.find(args.entries):
         raise UsageError(f"no entries under {args.entries}: expected {args.entries}/<"
                          f"{'|'.join(entries.TASK_BY_DIR)}>/<train|inference>/*.json")
-    utilization = _utilization(args.roofline)      # a bad file is said before any work
+    # a bad file is said before any work
+    utilization = _analysis_rows(args.roofline, "roofline", site.utilization_lines)
+    generalization = _analysis_rows(args.generalization, "generalization", site.generalization_lines)
     loaded, invalid = ranking.load_all(args.entries,
                                        report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr),
                                        level=args.level,
@@ -83,7 +91,7 @@ def _run(args) -> int:
         json.dump(rankings, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
-    index = site.build(loaded, rankings, args.out, statuses, reproduced, models, utilization)
+    index = site.build(loaded, rankings, args.out, statuses, reproduced, models, utilization, generalization)
     ranked = sum(len(rows) for tables in rankings["tasks"].values() for rows in tables.values())
     warnings = len(rankings["warnings"])
     print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid, "

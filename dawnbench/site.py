@@ -325,9 +325,42 @@ def utilization_lines(numbers: dict) -> dict[str, str]:
     return lines
 
 
+def generalization_lines(numbers: dict) -> dict[str, str]:
+    """The "Generalization" row of each run `dawnbench analyze generalization` analysed (its
+    generalization.json), by the run folder's resolved path."""
+    lines = {}
+    for item in numbers.get("inputs") or []:
+        if not isinstance(item, dict) or not isinstance(item.get("source"), str):
+            continue
+        original, fresh = item.get("original") or {}, item.get("fresh") or {}
+        gap, span = number(item.get("gap_points")), item.get("gap_interval_95_points")
+        a, b = number(original.get("accuracy")), number(fresh.get("accuracy"))
+        if item.get("fresh_set") is None or None in (gap, a, b) or not isinstance(span, list) or len(span) != 2:
+            line = entries.text(item.get("note") or "no generalization gap")
+        else:
+            line = (f"gap {gap:.1f} points (95% interval {number(span[0]):.1f} to {number(span[1]):.1f}): "
+                    f"{entries.text(item.get('metric'))} {100 * a:.2f}% on {entries.text(original.get('dataset'))}, "
+                    f"{100 * b:.2f}% on {entries.text(fresh.get('dataset'))} ({fresh.get('examples')} images)")
+            published = item.get("published_gap_points") or {}
+            low, high = number(published.get("low_points")), number(published.get("high_points"))
+            if low is not None and high is not None:
+                line += f"; published for standard models: {low:g} to {high:g} points"
+        lines[str(Path(item["source"]).resolve())] = line + " (dawnbench analyze generalization; informative, never ranked)"
+    return lines
+
+
+def generalization_missing(entry: Entry) -> str:
+    """The row of an entry whose run was not analysed: how to, or that its task has no fresh set."""
+    from harness import fresh_eval
+    if fresh_eval.fresh_set_of(entry.task.dataset) is None:
+        return f"no fresh test set of {entry.task.display_name} exists (a split of the training set is no stand-in)"
+    return ("not analysed (dawnbench analyze generalization RUN_FOLDER --out DIR, then leaderboard "
+            "--generalization DIR/generalization.json)")
+
+
 def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None,
                verification: str | None = None, reproduction: str | None = None, model: str | None = None,
-               utilization: dict[str, str] | None = None) -> str:
+               utilization: dict[str, str] | None = None, generalization: dict[str, str] | None = None) -> str:
     f = entry.fields
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
@@ -366,6 +399,7 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
                          "not analysed (dawnbench analyze roofline RUN_FOLDER --out DIR, then leaderboard "
                          "--roofline DIR/roofline.json)"))
             rows.append(("Energy", energy_line(entry)))
+            rows.append(("Generalization", (generalization or {}).get(run) or generalization_missing(entry)))
     else:
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
@@ -431,19 +465,20 @@ def _swap(tmp: Path, out: Path) -> None:
 
 def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str] | None = None,
           reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None,
-          utilization: dict[str, str] | None = None) -> Path:
+          utilization: dict[str, str] | None = None, generalization: dict[str, str] | None = None) -> Path:
     """Write the site for `loaded` (ranked as `rankings`; entries' `verification` statuses, training
     entries' `reproduction` words and inference entries' model provenance (`models`), by path) into
     `out`; returns the index's path."""
     try:
         return _build(loaded, rankings, Path(out), verification or {}, reproduction or {}, models or {},
-                      utilization or {})
+                      utilization or {}, generalization or {})
     except OSError as e:
         raise SiteError(outputs.write_problem(out, e, "--out")) from None
 
 
 def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str],
-           reproduction: dict[str, str], models: dict[str, str], utilization: dict[str, str]) -> Path:
+           reproduction: dict[str, str], models: dict[str, str], utilization: dict[str, str],
+           generalization: dict[str, str]) -> Path:
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
@@ -484,7 +519,7 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
             sibling = f"../{other_kind}/{Path(sibling).name}" if sibling else None
             w.text(relative, entry_page(entry, ranks.get(relative, []), image, sibling,
                                         verification.get(str(entry.path)), reproduction.get(str(entry.path)),
-                                        models.get(str(entry.path)), utilization))
+                                        models.get(str(entry.path)), utilization, generalization))
 
         w.text("index.html", index_page(rankings, plots, len(loaded)))
         _swap(tmp, out)

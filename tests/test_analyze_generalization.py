@@ -165,3 +165,37 @@ def test_manifest_pins_the_official_files():
     assert entry["files"]["cifar10.1_v6_labels.npy"]["size"] == 2000 * 4 + 128
     assert entry["files"]["cifar10.1_v6_data.npy"]["size"] == 2000 * 3072 + 128
     assert entry["fresh_for"] == "cifar10" and entry["url_env"] == "DAWNBENCH_CIFAR10_1_URL"
+
+
+def test_the_entry_page_shows_the_gap(tmp_path, capsys):
+    pytest.importorskip("jinja2", reason="the site needs jinja2; `make test` runs this with it")
+    from leaderboard_fixture import write_entries
+
+    from dawnbench import entries, site
+    tree = write_entries(tmp_path / "entries")
+    cifar, squad = (entries.load(tree / t / "train" / f"{n}.json") for t, n in (
+        ("CIFAR10", "alice_resnet18_p3.2xlarge_pytorch"), ("SQuAD", "ivan_bidaf_k80_tensorflow")))
+    assert "Generalization" not in site.entry_page(cifar, [], None, None)          # no run folder: no row
+    for entry in (cifar, squad):
+        folder = entries.run_folder(entry.path)
+        folder.mkdir()
+        (folder / "result.json").write_text("{}")
+    numbers = {"analysis": "generalization", "inputs": [{
+        "source": str(entries.run_folder(cifar.path)), "fresh_set": "cifar10.1", "metric": "top1",
+        "original": {"dataset": "cifar10", "accuracy": 0.94}, "fresh": {"dataset": "cifar10.1", "accuracy": 0.865,
+                                                                      "examples": 2000},
+        "gap_points": 7.5, "gap_interval_95_points": [6.0, 9.1],
+        "published_gap_points": {"low_points": 4.0, "high_points": 10.0}}]}
+    rows = site.generalization_lines(numbers)
+    page = site.entry_page(cifar, [], None, None, generalization=rows)
+    assert ("<tr><th>Generalization</th><td>gap 7.5 points (95% interval 6.0 to 9.1): top1 94.00% on cifar10, "
+            "86.50% on cifar10.1 (2000 images); published for standard models: 4 to 10 points") in page
+    assert "not analysed (dawnbench analyze generalization" in site.entry_page(cifar, [], None, None)
+    assert "no fresh test set of SQuAD exists" in site.entry_page(squad, [], None, None, generalization=rows)
+    (tmp_path / "other.json").write_text(json.dumps({"analysis": "roofline"}))
+    code = main(["leaderboard", str(tree), "--out", str(tmp_path / "site"), "--generalization", str(tmp_path / "other.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1 and "not a generalization analysis" in err[0]
+    (tmp_path / "generalization.json").write_text(json.dumps(numbers))
+    assert main(["leaderboard", str(tree), "--out", str(tmp_path / "site"),
+                 "--generalization", str(tmp_path / "generalization.json")]) == 0
