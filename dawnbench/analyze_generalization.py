@@ -75,6 +75,12 @@ def gap_numbers(scored: dict, metric: str, published: dict | None) -> dict:
     return row
 
 
+def no_fresh_set(task: str, display_name: str, gaps: dict | None = None) -> str:
+    """Why a task has no gap: the published_gaps.toml line, and that no split stands in."""
+    why = (gaps or load_gaps()).get("none", {}).get(task, f"no fresh test set of {display_name} is in the dataset manifest")
+    return f"{why}; a split of the training set is no stand-in, so no generalization gap"
+
+
 def _stored_model_scores(run_dir: Path, result: dict, fresh: str, references, data_root) -> dict:
     from harness import fresh_eval
     name = result["reference"]
@@ -115,8 +121,7 @@ def run_numbers(path: Path, args, gaps: dict, say) -> dict:
     label = f"{result['reference']}/{run_dir.name}"
     fresh = fresh_eval.fresh_set_of(task.dataset)
     if fresh is None:
-        why = gaps.get("none", {}).get(task.name, f"no fresh test set of {task.name} is in the dataset manifest")
-        line = f"{label}: {why}; a split of the training set is no stand-in, so no generalization gap"
+        line = f"{label}: {no_fresh_set(task.name, task.display_name, gaps)}"
         say(line)
         return {"label": label, "source": str(run_dir), "task": task.name, "fresh_set": None, "note": line}
     try:

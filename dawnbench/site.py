@@ -351,9 +351,10 @@ def generalization_lines(numbers: dict) -> dict[str, str]:
 
 def generalization_missing(entry: Entry) -> str:
     """The row of an entry whose run was not analysed: how to, or that its task has no fresh set."""
+    from dawnbench import analyze_generalization
     from harness import fresh_eval
     if fresh_eval.fresh_set_of(entry.task.dataset) is None:
-        return f"no fresh test set of {entry.task.display_name} exists (a split of the training set is no stand-in)"
+        return analyze_generalization.no_fresh_set(entry.task.name, entry.task.display_name)
     return ("not analysed (dawnbench analyze generalization RUN_FOLDER --out DIR, then leaderboard "
             "--generalization DIR/generalization.json)")
 

@@ -191,7 +191,8 @@ def test_the_entry_page_shows_the_gap(tmp_path, capsys):
     assert ("<tr><th>Generalization</th><td>gap 7.5 points (95% interval 6.0 to 9.1): top1 94.00% on cifar10, "
             "86.50% on cifar10.1 (2000 images); published for standard models: 4 to 10 points") in page
     assert "not analysed (dawnbench analyze generalization" in site.entry_page(cifar, [], None, None)
-    assert "no fresh test set of SQuAD exists" in site.entry_page(squad, [], None, None, generalization=rows)
+    assert "no fresh test set of SQuAD v1.1 is in the manifest" in site.entry_page(squad, [], None, None,
+                                                                                  generalization=rows)
     (tmp_path / "other.json").write_text(json.dumps({"analysis": "roofline"}))
     code = main(["leaderboard", str(tree), "--out", str(tmp_path / "site"), "--generalization", str(tmp_path / "other.json")])
     err = capsys.readouterr().err.strip().splitlines()
