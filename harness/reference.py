@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.errors import UsageError
 from harness.tasks import Task
@@ -57,8 +57,40 @@ class Context:
                     dynamic_ncols=True, mininterval=0.5)
 
 
+@dataclass(frozen=True)
+class SetupSets:
+    """An attribute that a framework base class (common/) reads and the reference's `setup` must set.
+
+    Required in `roles` ("train", "predict") unless the subclass overrides every method of `read_by`
+    (then the base's reader never runs); with `only_with`, only where the subclass defines that method
+    (int8 calibration reads the training examples only where the reference says how to prepare them)."""
+    name: str
+    roles: tuple[str, ...]
+    read_by: tuple[str, ...] = ()
+    only_with: str | None = None
+    what: str = ""
+
+
 class Reference(abc.ABC):
     """One benchmark entry. Subclass it in references/<name>/ and name it in reference.toml."""
+
+    # What `setup` must set, declared by the framework base classes in common/; checked after setup.
+    SETUP_SETS: ClassVar[tuple[SetupSets, ...]] = ()
+
+    def check_setup(self, ctx: Context) -> None:
+        """After `setup`: one line naming the first attribute a base class reads that setup left unset."""
+        cls = type(self)
+        for owner in reversed(cls.__mro__):
+            for need in vars(owner).get("SETUP_SETS", ()):
+                if ctx.role not in need.roles or hasattr(self, need.name):
+                    continue
+                if need.read_by and all(getattr(cls, m) is not getattr(owner, m) for m in need.read_by):
+                    continue
+                if need.only_with and getattr(cls, need.only_with) is getattr(owner, need.only_with):
+                    continue
+                readers = f" ({owner.__name__}.{', '.join(need.read_by)} read it)" if need.read_by else ""
+                raise UsageError(f"{cls.__name__}.setup left self.{need.name} unset in the {ctx.role} role{readers}: "
+                                 f"set self.{need.name} = {need.what} in setup")
 
     @abc.abstractmethod
     def setup(self, ctx: Context) -> None:
