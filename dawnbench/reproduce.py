@@ -44,9 +44,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dawnbench import reproduction, safe_read, verification
+from dawnbench import reproduction, verification
 from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
-from harness import datasets, outputs, paths, provenance, registry, verify, worker_env
+from harness import datasets, outputs, paths, provenance, registry, safe_read, verify, worker_env
 from harness.arguments import (
     DATA_FOLDER,
     MAX_RUNS,

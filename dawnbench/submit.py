@@ -33,8 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import entries, prices, safe_read, schemas, validate, verification
-from harness import arguments, outputs, paths, verify
+from dawnbench import entries, prices, schemas, validate, verification
+from harness import arguments, outputs, paths, safe_read, verify
 from harness.arguments import DATA_FOLDER, Parser, folder
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report, shown
 from harness.tasks import TASKS

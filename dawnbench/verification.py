@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from dawnbench import entries, safe_read
+from dawnbench import entries
 from dawnbench.entries import Entry
-from harness import datasets, verify
+from harness import datasets, safe_read, verify
 from harness.errors import DawnbenchError
 from harness.tasks import Task
 

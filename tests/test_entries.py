@@ -12,7 +12,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from dawnbench import entries, safe_read, schemas
+from dawnbench import entries, schemas
+from harness import safe_read
 from harness.tasks import RULES_VERSION, TASKS
 
 REPO = Path(__file__).resolve().parent.parent

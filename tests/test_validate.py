@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dawnbench import safe_read, schemas, validate
+from dawnbench import schemas, validate
 from dawnbench.cli import main as cli_main
+from harness import safe_read
 
 REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^(?P<file>.+?):(?P<line>[1-9][0-9]*): (?P<field>[A-Za-z0-9_.]+): (?P<message>\S.*)$")
