@@ -139,7 +139,7 @@ class Reference(abc.ABC):
     def infer(self, example: Any) -> Any:
         """One example -> one prediction (scores or ids for one item, or answer text)."""
 
-    # Optional hooks of `dawnbench infer --runtime onnxruntime|openvino` (common/torch_runtime.py
+    # Optional hooks of `dawnbench infer --runtime onnxruntime|openvino` (common/torch_base.py
     # implements them for PyTorch references). The harness runs the exported network in a process
     # of its own, which never imports the reference's code, and times each call there.
     def export_onnx(self, path: Path) -> None:

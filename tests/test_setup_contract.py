@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.torch_runtime import TorchReference
+from common.torch_base import TorchReference
 from harness.errors import UsageError
 from harness.reference import Context
 from harness.tasks import get_task
