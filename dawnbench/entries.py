@@ -173,7 +173,7 @@ def tree_root(path: Path) -> Path:
 def load(json_path: Path, root: Path | None = None) -> Entry:
     """One entry, JSON and (for training) its TSV rows as numbers, read from the entries tree `root`
     (default: the tree its place names). Raises EntryError. It is not validated: see
-    `dawnbench.validate.load_entry` for an entry to rank."""
+    `dawnbench.validate_entries.load_entry` for an entry to rank."""
     json_path = Path(json_path)
     task, kind = locate(json_path)
     root = tree_root(json_path) if root is None else root

@@ -296,11 +296,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """One line per check and a verdict; 0 verified, 1 a disagreement, 2 (raised) a bad RUN_DIR."""
-    from harness import verify
+    from harness import verify_run
     if args.data is not None and not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: not a folder; give the data root that holds the task's dataset "
                          f"(default $DAWNBENCH_DATA or ./data), or leave --data out")
-    return verify.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True),
+    return verify_run.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True),
                        emit_error=lambda line: print(f"{command()}: {line}", file=sys.stderr, flush=True))
 
 

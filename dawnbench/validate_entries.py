@@ -843,7 +843,7 @@ def _owner_of(log: Path) -> Path | None:
 
 def build_parser(p: Parser | None = None) -> Parser:
     """The options, on `p` (dawnbench.cli's subcommand of this name, in the one tree) or on a parser
-    of its own (`python -m dawnbench.validate`)."""
+    of its own (`python -m dawnbench.validate_entries`)."""
     p = p if p is not None else Parser(prog=PROG)
     p.description = ("Check DAWNBench v1 entries: one line per problem, FILE:LINE: FIELD: what is wrong (how to "
                      "fix); at the v1 level, FILE:LINE: FIELD: warning: what v1 tolerated (how it is read).")
