@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, identity, inference_engines, paths, sandbox, views, worker_env
+from harness import datasets, environment, inference_engines, paths, result_identity, sandbox, views, worker_env
 from harness import outputs as outputs_module
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
 from harness.eval_set import EvalSet
@@ -104,11 +104,12 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     mean_ms = float(ms.mean())
     system = environment.describe_system(data_root, worker)
     result = {
-        # who and what, as a run's result.json says them (harness.identity): an inference-only entry
+        # who and what, as a run's result.json says them (harness.result_identity): an inference-only entry
         # has no run to take them from
-        **identity.fields(spec, system=system, isolation=isolation, prov=prov, hardware=environment.hardware_label(system, 1),
-                          cost_per_hour=cost_per_hour, instance=instance, nodes=nodes, price=price, started=None,
-                          used_blacklist=dropped is not None and n == len(labels)),
+        **result_identity.fields(spec, system=system, isolation=isolation, prov=prov,
+                                 hardware=environment.hardware_label(system, 1),
+                                 cost_per_hour=cost_per_hour, instance=instance, nodes=nodes, price=price, started=None,
+                                 used_blacklist=dropped is not None and n == len(labels)),
         "model_path": str(model_path),
         "model_source": model_record,
         "infers_only": spec.infers_only,
