@@ -58,7 +58,8 @@ class KerasReference(Reference):
     SETUP_SETS = (
         SetupSets("ctx", ("train", "predict"), what="ctx (the Context setup gets)"),
         SetupSets("model", ("train", "predict"), ("evaluated",), what="the Keras model"),
-        SetupSets("eval_x", ("predict",), ("predict", "eval_inputs", "example_spec"),
+        # infer reads it through example_spec's default only
+        SetupSets("eval_x", ("predict",), ("predict", "eval_inputs", ("infer", "example_spec")),
                   what="the eval images as the model takes them"),
         SetupSets("train_x", ("train",), ("calibration_inputs",), only_with="calibration_batch",
                   what="the training examples calibration_batch indexes"),

@@ -61,12 +61,13 @@ class Context:
 class SetupSets:
     """An attribute that a framework base class (common/) reads and the reference's `setup` must set.
 
-    Required in `roles` ("train", "predict") unless the subclass overrides every method of `read_by`
-    (then the base's reader never runs); with `only_with`, only where the subclass defines that method
+    Required in `roles` ("train", "predict") unless the subclass overrides a method of every reader in
+    `read_by` (then no base reader runs); a reader is a method, or a tuple of methods that reads the
+    attribute only when the subclass overrides none of them; with `only_with`, only where the subclass defines that method
     (int8 calibration reads the training examples only where the reference says how to prepare them)."""
     name: str
     roles: tuple[str, ...]
-    read_by: tuple[str, ...] = ()
+    read_by: tuple[str | tuple[str, ...], ...] = ()
     only_with: str | None = None
     what: str = ""
 
@@ -84,11 +85,12 @@ class Reference(abc.ABC):
             for need in vars(owner).get("SETUP_SETS", ()):
                 if ctx.role not in need.roles or hasattr(self, need.name):
                     continue
-                if need.read_by and all(getattr(cls, m) is not getattr(owner, m) for m in need.read_by):
+                groups = [(r,) if isinstance(r, str) else tuple(r) for r in need.read_by]
+                if groups and not any(all(getattr(cls, m) is getattr(owner, m) for m in g) for g in groups):
                     continue
                 if need.only_with and getattr(cls, need.only_with) is getattr(owner, need.only_with):
                     continue
-                readers = f" ({owner.__name__}.{', '.join(need.read_by)} read it)" if need.read_by else ""
+                readers = f" ({owner.__name__}.{', '.join('+'.join(g) for g in groups)} read it)" if groups else ""
                 raise UsageError(f"{cls.__name__}.setup left self.{need.name} unset in the {ctx.role} role{readers}: "
                                  f"set self.{need.name} = {need.what} in setup")
 

@@ -97,3 +97,35 @@ def test_the_worker_checks_the_contract_after_setup():
     from harness import worker
     source = inspect.getsource(worker)
     assert "self.ref.setup(ctx)\n        self.ref.check_setup(ctx)" in source
+
+
+def test_the_keras_contract_follows_what_the_subclass_overrides():
+    """squad-bidaf-tensorflow overrides predict, eval_inputs and infer (its own answers), the ImageNet
+    references predict, eval_inputs and example_spec (images decoded on demand): neither keeps
+    self.eval_x, and neither is refused; a subclass that keeps the default infer and example_spec is."""
+    pytest.importorskip("tensorflow")
+    from common.tf_base import KerasReference
+
+    class Base(KerasReference):
+        def __init__(self):     # no CUDA check: nothing here runs on a device
+            pass
+
+        def setup(self, ctx):
+            self.ctx, self.model = ctx, object()
+
+        def train_epoch(self, epoch):
+            return {"loss": 0.0, "samples": 1}
+
+    own = {"predict": lambda self: None, "eval_inputs": lambda self: []}
+    squad_like = type("SquadLike", (Base,), {**own, "infer": lambda self, x: x})
+    imagenet_like = type("ImageNetLike", (Base,), {**own, "example_spec": lambda self: None})
+    default_infer = type("DefaultInfer", (Base,), own)
+    ctx = _ctx("predict")
+    for cls in (squad_like, imagenet_like):
+        ref = cls()
+        ref.setup(ctx)
+        ref.check_setup(ctx)
+    ref = default_infer()
+    ref.setup(ctx)
+    with pytest.raises(UsageError, match=r"left self.eval_x unset in the predict role \(KerasReference.*infer\+example_spec"):
+        ref.check_setup(ctx)
