@@ -57,7 +57,8 @@ class KerasReference(Reference):
     gpu: bool = False
     SETUP_SETS = (
         SetupSets("ctx", ("train", "predict"), what="ctx (the Context setup gets)"),
-        SetupSets("model", ("train", "predict"), ("evaluated",), what="the Keras model"),
+        # The trainer's: a predictor may build its model in load (squad-bidaf-tensorflow does).
+        SetupSets("model", ("train",), ("evaluated",), what="the Keras model"),
         # infer reads it through example_spec's default only
         SetupSets("eval_x", ("predict",), ("predict", "eval_inputs", ("infer", "example_spec")),
                   what="the eval images as the model takes them"),

@@ -57,7 +57,8 @@ class TorchReference(Reference):
     train_x: torch.Tensor
     SETUP_SETS = (
         SetupSets("ctx", ("train", "predict"), what="ctx (the Context setup gets)"),
-        SetupSets("net", ("train", "predict"), ("evaluated",),
+        # The trainer's: a predictor may build its network in load.
+        SetupSets("net", ("train",), ("evaluated",),
                   what="the bare network (not wrapped in DistributedDataParallel or torch.compile)"),
         SetupSets("eval_x", ("predict",), ("predict", "eval_inputs"),
                   what="the eval images as the network takes them, on the device"),

@@ -76,7 +76,7 @@ def test_a_reference_that_sets_what_its_base_reads_passes(cls, role):
     ref.check_setup(ctx)
 
 
-@pytest.mark.parametrize("cls, role, name", [(NoNet, "train", "net"), (NoNet, "predict", "net"),
+@pytest.mark.parametrize("cls, role, name", [(NoNet, "train", "net"),
                                              (NoEvalX, "predict", "eval_x"), (NoTrainX, "train", "train_x")])
 def test_a_missing_attribute_is_named_in_one_line(cls, role, name):
     ref = cls()
