@@ -6,7 +6,7 @@ ResNet-50 in torchvision's layout, randomly initialized, eval mode, with its uin
 at 224 px: torch eager fp32, then its ONNX export (what `dawnbench infer --runtime ...` runs) through
 onnxruntime fp32, OpenVINO fp32 and bf16 (bf16 where the CPU has it: the precision OpenVINO reports is
 printed), and int8 (onnxruntime's static QDQ quantization, calibrated on a few random images: a
-latency figure only, no accuracy). The runtimes are driven by harness/runtimes.py, the code
+latency figure only, no accuracy). The runtimes are driven by harness/inference_engines.py, the code
 `dawnbench infer` uses. Each: warm-up calls, then N timed calls (time.perf_counter around the call),
 median and p99 in ms, printed as name=value lines.
 
@@ -72,7 +72,7 @@ def timed(call, x: np.ndarray, warmup: int, calls: int) -> dict[str, float]:
 
 @reports_errors("python -m bench.infer_runtimes")
 def main(argv=None) -> int:
-    from harness import registry, runtimes
+    from harness import inference_engines, registry
     p = Parser(prog="python -m bench.infer_runtimes")
     p.add_argument("--threads", type=whole("--threads", 1, MAX_THREADS, 4), default=None,
                    help="default: the physical cores")
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=whole("--size", 32, 4096, 224), default=224)
     p.add_argument("--no-int8", action="store_true", help="skip int8 (its quantization takes a while)")
     args = p.parse_args(argv)
-    threads = args.threads or runtimes.physical_cores()
+    threads = args.threads or inference_engines.physical_cores()
 
     import torch
     torch.set_num_threads(threads)
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as folder:
         model = Path(folder) / "resnet50.onnx"
-        torch.onnx.export(net, (torch.from_numpy(x),), str(model), dynamo=False, opset_version=runtimes.OPSET,
+        torch.onnx.export(net, (torch.from_numpy(x),), str(model), dynamo=False, opset_version=inference_engines.OPSET,
                           input_names=["input"], output_names=["scores"],
                           dynamic_axes={"input": {0: "batch"}, "scores": {0: "batch"}})
         settings = [("onnxruntime", "fp32", model), ("openvino", "fp32", model), ("openvino", "bf16", model)]
@@ -109,15 +109,15 @@ def main(argv=None) -> int:
             quantized = Path(folder) / "resnet50.int8.onnx"
             t0 = time.perf_counter()
             calibration = np.random.default_rng(1).integers(0, 256, (8, 3, args.size, args.size), dtype=np.uint8)
-            runtimes.quantize(model, calibration, quantized)
+            inference_engines.quantize(model, calibration, quantized)
             out["int8_quantize_seconds"] = time.perf_counter() - t0
             settings += [("onnxruntime", "int8", quantized), ("openvino", "int8", quantized)]
         for runtime, precision, path in settings:
             name = f"{runtime}_{precision}"
             if runtime == "onnxruntime":
-                call, details = runtimes.onnxruntime_session(path, threads)
+                call, details = inference_engines.onnxruntime_session(path, threads)
             else:
-                call, details = runtimes.openvino_model(path, threads, precision)
+                call, details = inference_engines.openvino_model(path, threads, precision)
                 out[f"{name}_precision_used"] = details["inference_precision"]
             out[f"{runtime}_version"] = details["runtime_version"]
             for k, v in timed(call, x, args.warmup, args.calls).items():

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dawnbench import safe_read
 from dawnbench.entries import number
-from harness import outputs
+from harness import outputs, safe_read
 from harness.arguments import Parser, file_or_folder, folder
 from harness.errors import EXIT_OK, DawnbenchError, command, report
 

@@ -17,10 +17,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench import analyze_generalization, analyze_lesion, analyze_scaling, entries, plots, roofline, safe_read
+from dawnbench import analyze_generalization, analyze_lesion, analyze_scaling, entries, plots, roofline
 from dawnbench.analysis_io import PROG, InputError, add_analysis, read_json, read_series, write_outputs
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
+from harness import safe_read
 from harness.arguments import Parser, folder
 from harness.errors import DawnbenchError, report
 from harness.tasks import TASKS, Task

@@ -26,6 +26,8 @@ TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "compliance": "check a run's events.jsonl with MLPerf's official compliance checker",
          "reproduce": "run an entry again from its provenance and compare its figures with the claim",
          "fork": "copy a reference to a new one with its own author and model, then edit, commit, run"}
+# A tool's module where its name would not say its job ("validate" alone could be any of five checks).
+TOOL_MODULES = {"validate": "validate_entries"}
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -81,7 +83,7 @@ def build_parser() -> Parser:
     harness_cli.add_references_option(sub.add_parser("list", help="list the references"))
     harness_cli.add_eval_options(sub.add_parser("eval", help="score a predictions file like the official scripts"))
     for name, text in TOOLS.items():
-        tool = importlib.import_module(f"dawnbench.{name}")
+        tool = importlib.import_module(f"dawnbench.{TOOL_MODULES.get(name, name)}")
         tool.build_parser(sub.add_parser(name, help=text)).set_defaults(tool=tool)
     add_data_options(sub.add_parser("data", help="fetch, prepare (ImageNet) or verify a dataset"))
     harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run offline: its log, stored "

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dawnbench import images, prices
+from dawnbench import prices
 from harness import datasets, environment, errors, paths, provenance, registry, sandbox, views
 from harness.arguments import DATA_FOLDER, RESULTS_FOLDER, Parser, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
@@ -53,6 +53,12 @@ CONTAINER_USER = "0:0"      # the harness; it drops each worker to an unprivileg
 # It also means the engine never has to find an address pool for a network of the run's.
 NETWORK_MODE = "none"
 BASE_ARG = "FROM_IMAGE_NAME"          # the build argument naming a Dockerfile's base, MLPerf style
+# The base of the CPU references: a base is pinned by tag (or digest), never `latest`; a reference's
+# base is its Dockerfile's `ARG FROM_IMAGE_NAME=` default, which `make build BASE_IMAGE=...` overrides.
+DEFAULT_BASE_IMAGE = "python:3.11.14-slim-bookworm"
+# What `make base-image` makes where no registry answers: Debian bookworm's Python 3.11, from
+# Debian's packages (make_base_image). No CUDA: for the CPU references.
+LOCAL_BASE_IMAGE = "dawnbench/debian-python:bookworm"
 
 
 def project_root() -> Path:
@@ -223,14 +229,14 @@ def _labels(image) -> dict:
 def local_images(client) -> LocalImages:
     listed = client.images.list()
     made = [image for image in listed
-            if (LOCAL_BASE_LABEL in _labels(image) or images.LOCAL_BASE_IMAGE in image.tags)
+            if (LOCAL_BASE_LABEL in _labels(image) or LOCAL_BASE_IMAGE in image.tags)
             and REFERENCE_LABEL not in _labels(image)]
     made.sort(key=lambda image: image.attrs.get("Created") or "", reverse=True)
     for image in made:
-        pinned = sorted(tag for tag in image.tags if images.pinned_image(tag))
+        pinned = sorted(tag for tag in image.tags if pinned_image(tag))
         if pinned:
             return LocalImages({tag for i in listed for tag in i.tags},
-                               images.LOCAL_BASE_IMAGE if images.LOCAL_BASE_IMAGE in pinned else pinned[0])
+                               LOCAL_BASE_IMAGE if LOCAL_BASE_IMAGE in pinned else pinned[0])
     return LocalImages({tag for i in listed for tag in i.tags}, None)
 
 
@@ -298,12 +304,20 @@ DEBIAN_MIRROR_ENV = "DAWNBENCH_DEBIAN_MIRROR"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 
 
-def make_base_image(tag: str = images.LOCAL_BASE_IMAGE, mirror: str | None = None) -> str:
+def pinned_image(ref: str) -> bool:
+    """`name:tag` with a tag other than latest, or `name@sha256:...`: a base that cannot move."""
+    if "@sha256:" in ref:
+        return True
+    name, _, tag = ref.rpartition(":")
+    return bool(name) and "/" not in tag and tag not in ("", "latest")
+
+
+def make_base_image(tag: str = LOCAL_BASE_IMAGE, mirror: str | None = None) -> str:
     """Debian bookworm with Python 3 and venv (debootstrap, minbase), `docker import`ed as `tag`:
     a base for the CPU references' Dockerfiles (BASE_IMAGE=tag) where no registry can be reached.
     Needs root, debootstrap and the docker command; takes minutes."""
-    if not images.pinned_image(tag):
-        raise UsageError(f"--tag {tag!r}: pin it by a tag other than latest, e.g. {images.LOCAL_BASE_IMAGE}")
+    if not pinned_image(tag):
+        raise UsageError(f"--tag {tag!r}: pin it by a tag other than latest, e.g. {LOCAL_BASE_IMAGE}")
     if os.geteuid() != 0:
         raise UsageError("debootstrap needs root: run sudo make base-image")
     for command, package in (("debootstrap", "debootstrap"), ("docker", "docker.io")):
@@ -485,8 +499,8 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     check_requirements(spec)
     client = engine()
     tag = image_tag(spec, framework_pin, infer_runtimes)
-    if base_image and not images.pinned_image(base_image):
-        raise UsageError(f"BASE_IMAGE {base_image!r}: pin it by a tag other than latest, e.g. {images.DEFAULT_BASE_IMAGE}")
+    if base_image and not pinned_image(base_image):
+        raise UsageError(f"BASE_IMAGE {base_image!r}: pin it by a tag other than latest, e.g. {DEFAULT_BASE_IMAGE}")
     local = local_images(client)
     base, why = choose_base(spec, base_image, local)
     if why:
@@ -506,7 +520,7 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     problem = None if base in local.tags else base_problem(client, base)
     if problem:
         raise UsageError(f"cannot build {tag}: the base {problem}: pull it, or pass BASE_IMAGE=<a local image>; "
-                         f"`sudo make base-image` makes {images.LOCAL_BASE_IMAGE} from Debian's packages, which the "
+                         f"`sudo make base-image` makes {LOCAL_BASE_IMAGE} from Debian's packages, which the "
                          f"CPU references then build on")
     started = time.monotonic()
     wheels = fill_wheelhouse(spec, framework_pin, infer_runtimes)
@@ -543,7 +557,7 @@ def build(name: str, base_image: str | None = None, framework_pin: str = "", reb
     if error:
         pulling = any(s in error for s in ("pull access denied", "not found", "manifest unknown", "registry", "dial tcp"))
         hint = (f"the base {base} is not on this engine and cannot be pulled: pull it, or pass BASE_IMAGE=<a local "
-                f"image>; `sudo make base-image` makes {images.LOCAL_BASE_IMAGE} from Debian's packages, which the "
+                f"image>; `sudo make base-image` makes {LOCAL_BASE_IMAGE} from Debian's packages, which the "
                 f"CPU references then build on" if pulling else "the lines above say which step")
         raise UsageError(f"building {tag} failed: {error[:300]} ({hint})")
     image = client.images.get(tag)
@@ -770,7 +784,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base-image", default=None)
     sub.add_parser("compose", help="write docker-compose.yml: one service per reference there is now")
     p = sub.add_parser("base-image", help="a base image without a registry: Debian with Python (debootstrap, root)")
-    p.add_argument("--tag", default=images.LOCAL_BASE_IMAGE, help=f"default: {images.LOCAL_BASE_IMAGE}")
+    p.add_argument("--tag", default=LOCAL_BASE_IMAGE, help=f"default: {LOCAL_BASE_IMAGE}")
     p.add_argument("--mirror", default=None, help=f"Debian mirror (default: ${DEBIAN_MIRROR_ENV} or {DEBIAN_MIRROR})")
     argv = sys.argv[1:] if argv is None else list(argv)
     forwarded = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -779,9 +793,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "engine":
             return 0 if engine_answers() else 1
         if args.command == "runtime":
-            if args.base_image and not images.pinned_image(args.base_image):
+            if args.base_image and not pinned_image(args.base_image):
                 raise UsageError(f"BASE_IMAGE {args.base_image!r}: pin it by a tag other than latest, "
-                                 f"e.g. {images.DEFAULT_BASE_IMAGE}")
+                                 f"e.g. {DEFAULT_BASE_IMAGE}")
             why = docker_or_why(args.reference, args.base_image)
             if why is None:
                 print("runtime: docker (an engine answers; RUNTIME=native to run here)", flush=True)

@@ -4,7 +4,7 @@
     (training entries also have the .tsv log its `logFilename` names; old entries may omit
     `logFilename`, and then the log is the .tsv of the same stem)
 
-This module reads entries (every file through `dawnbench.safe_read`) and computes the figures the
+This module reads entries (every file through `harness.safe_read`) and computes the figures the
 leaderboard and the analyses show (hours to the threshold, costs, latency); `dawnbench validate`
 says what is wrong with an entry. Each figure in the logs and in inference entries is in its field's
 unit (harness.task_kinds.Figure: percent for accuracies, a fraction for F1): `log_threshold` converts
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import harness.tasks
-from dawnbench import prices, safe_read
+from dawnbench import prices
+from harness import safe_read
 from harness.errors import DawnbenchError
 from harness.tasks import TASKS, Task
 
@@ -172,7 +173,7 @@ def tree_root(path: Path) -> Path:
 def load(json_path: Path, root: Path | None = None) -> Entry:
     """One entry, JSON and (for training) its TSV rows as numbers, read from the entries tree `root`
     (default: the tree its place names). Raises EntryError. It is not validated: see
-    `dawnbench.validate.load_entry` for an entry to rank."""
+    `dawnbench.validate_entries.load_entry` for an entry to rank."""
     json_path = Path(json_path)
     task, kind = locate(json_path)
     root = tree_root(json_path) if root is None else root

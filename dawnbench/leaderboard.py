@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from dawnbench import entries, ranking, reproduction, site, validate, verification
+from dawnbench import entries, ranking, reproduction, site, validate_entries, verification
 from harness import safe_read
 from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors
 from harness.errors import EXIT_OK, UsageError, command
@@ -33,8 +33,8 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("entries", type=ENTRIES, help="an entry tree: <Task>/<train|inference>/<name>.json")
     p.add_argument("--out", type=SITE, default=None, help="the site's folder (for --format html)")
     p.add_argument("--format", choices=["html", "json"], default="html")
-    p.add_argument("--level", choices=validate.LEVELS, default="v1",
-                   help=f"the rules entries are validated by (default v1): {validate.LEVEL_HELP}")
+    p.add_argument("--level", choices=validate_entries.LEVELS, default="v1",
+                   help=f"the rules entries are validated by (default v1): {validate_entries.LEVEL_HELP}")
     p.add_argument("--data", type=DATA_FOLDER, default=None,
                    help="the data root with the official eval labels, to verify each training entry's run "
                         "(default $DAWNBENCH_DATA or ./data)")

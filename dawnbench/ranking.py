@@ -15,7 +15,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from dawnbench import entries, validate
+from dawnbench import entries, validate_entries
 from dawnbench.entries import Entry, number
 from dawnbench.reproduction import NOT_TRIED, is_reproduced
 from dawnbench.verification import MODEL_UNVERIFIED, VERIFIED
@@ -157,7 +157,7 @@ def load_all(root: Path, report=None, level: str = "v1", warn=None) -> tuple[lis
     root = Path(root)
     loaded, invalid = [], []
     for path in entries.find(root):
-        entry, problems = validate.load_entry(path, root if root.is_dir() else None, level)
+        entry, problems = validate_entries.load_entry(path, root if root.is_dir() else None, level)
         if entry is not None:
             loaded.append(entry)
             for note in entry.notes if warn else ():

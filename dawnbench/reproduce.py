@@ -44,9 +44,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dawnbench import reproduction, safe_read, verification
+from dawnbench import reproduction, verification
 from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
-from harness import datasets, outputs, paths, provenance, registry, verify, worker_env
+from harness import datasets, outputs, paths, provenance, registry, safe_read, verify_run, worker_env
 from harness.arguments import (
     DATA_FOLDER,
     MAX_RUNS,
@@ -107,8 +107,8 @@ def locate(path: Path) -> tuple[Path, Path | None]:
 def read_original(path: Path, data_root: Path | None) -> Original:
     run_dir, entry_path = locate(path)
     try:
-        checked = verify.verify(run_dir, data_root)
-    except verify.VerifyError as e:
+        checked = verify_run.verify(run_dir, data_root)
+    except verify_run.VerifyError as e:
         raise ReproduceError(str(e)) from None
     if not checked.verified:
         raise ReproduceError(f"{run_dir} does not verify ({checked.status}): `{command(f'verify {run_dir}')}` says "
@@ -419,7 +419,7 @@ def series_cv(original: Original, data_root: Path | None) -> tuple[float | None,
         try:
             result = safe_read.read_json(folder / "result.json", folder)
             if not (isinstance(result, dict) and result.get("status") == "converged"
-                    and _finite(result.get("tta_seconds")) and verify.verify(folder, data_root).verified):
+                    and _finite(result.get("tta_seconds")) and verify_run.verify(folder, data_root).verified):
                 continue
         except (safe_read.Refused, DawnbenchError, OSError, ValueError):
             continue
@@ -434,8 +434,8 @@ def logged_hardware(run_dir: Path, recorded: object) -> object:
     reference's code ran), rather than result.json's field, which is a copy of it; the field when the
     log has none (a run of an older harness)."""
     try:
-        logged = [e["value"] for e in verify.read_events(run_dir) if e.get("key") == "submission_platform"]
-    except (verify.VerifyError, OSError, ValueError):
+        logged = [e["value"] for e in verify_run.read_events(run_dir) if e.get("key") == "submission_platform"]
+    except (verify_run.VerifyError, OSError, ValueError):
         return recorded
     return logged[0] if len(logged) == 1 and isinstance(logged[0], str) else recorded
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from dawnbench import entries, safe_read, verification
+from dawnbench import entries, verification
+from harness import safe_read
 
 RECORD = "reproduction.json"
 REPRODUCED = "reproduced"

@@ -30,8 +30,8 @@ import time
 import tomllib
 from pathlib import Path
 
-from dawnbench import launcher, safe_read
-from harness import environment, paths, registry
+from dawnbench import launcher
+from harness import environment, paths, registry, safe_read
 from harness.errors import DawnbenchError
 from harness.worker_env import WORKER_PYTHON_ENV
 

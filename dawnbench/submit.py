@@ -33,8 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import entries, prices, safe_read, schemas, validate, verification
-from harness import arguments, outputs, paths, verify
+from dawnbench import entries, prices, schemas, validate_entries, verification
+from harness import arguments, outputs, paths, safe_read, verify_run
 from harness.arguments import DATA_FOLDER, Parser, folder
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report, shown
 from harness.tasks import TASKS
@@ -61,7 +61,7 @@ def _read_json(path: Path, what: str) -> dict:
 def _need(result: dict, path: Path, field: str, kind, what: str):
     value = result.get(field)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise SubmitError(f"{path}: {field} is {validate.show(value)}, expected {what} "
+        raise SubmitError(f"{path}: {field} is {validate_entries.show(value)}, expected {what} "
                           f"(is this a result.json that `dawnbench run` wrote?)")
     return value
 
@@ -97,10 +97,10 @@ def load_run(run_dir: Path) -> tuple[Path, dict, dict | None]:
     summary = _read_json(summary_path, "a series folder holds the summary.json of `dawnbench run --runs N`")
     runs = summary.get("runs")
     if not isinstance(runs, list):
-        raise SubmitError(f"{summary_path}: runs is {validate.show(runs)}, expected a list of runs")
+        raise SubmitError(f"{summary_path}: runs is {validate_entries.show(runs)}, expected a list of runs")
     _check_finished(summary_path, summary, runs)
     converged = [r for r in runs if isinstance(r, dict) and r.get("status") == "converged"
-                 and validate.is_number(r.get("tta_seconds")) and math.isfinite(r["tta_seconds"])]
+                 and validate_entries.is_number(r.get("tta_seconds")) and math.isfinite(r["tta_seconds"])]
     if not converged:
         raise SubmitError(f"{summary_path}: none of the {len(runs)} runs converged (DNC): "
                           f"only a converged run is an entry")
@@ -109,7 +109,7 @@ def load_run(run_dir: Path) -> tuple[Path, dict, dict | None]:
     chosen = next(r for r in converged if r["tta_seconds"] == median)
     folder = _inside(run_dir, chosen.get("run_dir"))
     if folder is None or not folder.is_dir():
-        raise SubmitError(f"{summary_path}: the median run's run_dir {validate.show(chosen.get('run_dir'))} "
+        raise SubmitError(f"{summary_path}: the median run's run_dir {validate_entries.show(chosen.get('run_dir'))} "
                           f"is not a folder inside the series")
     result = _read_json(folder / "result.json", "each run of a series is a run folder")
     tta = summary.get("tta_seconds") if isinstance(summary.get("tta_seconds"), dict) else {}
@@ -138,7 +138,7 @@ def _check_finished(summary_path: Path, summary: dict, runs: list) -> None:
     for, and the median of those is not the series' (summary.json is rewritten after every run, so it
     is there as soon as the first run ends)."""
     requested = summary.get("requested_runs")
-    requested = requested if validate.is_number(requested) else None
+    requested = requested if validate_entries.is_number(requested) else None
     if summary.get("in_progress") is True:
         why = "it was killed, or is still running"
     elif summary.get("interrupted") is True:
@@ -170,7 +170,7 @@ def _unofficial(result: dict, task) -> list[str]:
     why = []
     lowered = result.get("official_threshold") is not True
     if lowered:
-        why.append(f"it was trained to a lowered threshold {validate.show(result.get('threshold'))} (official "
+        why.append(f"it was trained to a lowered threshold {validate_entries.show(result.get('threshold'))} (official "
                    f"{task.threshold:g}): a smoke test, not an entry; rerun without --threshold")
     reasons = result.get("unofficial_reasons")
     listed = [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else []
@@ -185,17 +185,17 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
     status = result.get("status")
     if status != "converged":
         reason = result.get("dnc_reason")
-        raise SubmitError(f"{path}: the run is {validate.show(status)}"
+        raise SubmitError(f"{path}: the run is {validate_entries.show(status)}"
                           f"{f' ({reason})' if isinstance(reason, str) else ''}: only a converged run is an entry")
     task = TASKS.get(result.get("task"))
     if task is None:
-        raise SubmitError(f"{path}: task is {validate.show(result.get('task'))}, expected one of "
+        raise SubmitError(f"{path}: task is {validate_entries.show(result.get('task'))}, expected one of "
                           f"{', '.join(sorted(TASKS))}")
     if not allow_unofficial:
         why = _unofficial(result, task)
         if why:
             # every reason at once: a user fixes them all before the next (long) run, not one per run
-            raise SubmitError(f"{path}: the run is not official: {validate.show('; '.join(why), MAX_REASONS)[1:-1]} "
+            raise SubmitError(f"{path}: the run is not official: {validate_entries.show('; '.join(why), MAX_REASONS)[1:-1]} "
                               f"(--allow-unofficial submits it anyway, marked official: false)")
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(result, path, field, str, "a string")
@@ -214,8 +214,8 @@ def _check_run(folder: Path, result: dict, allow_unofficial: bool) -> None:
 def _verify(folder: Path, data_root: Path | None) -> list[str]:
     """Refuse a run that does not verify; the run's files to copy with the entry (relative paths)."""
     try:
-        checked = verify.verify(folder, data_root)
-    except verify.VerifyError as e:
+        checked = verify_run.verify(folder, data_root)
+    except verify_run.VerifyError as e:
         raise SubmitError(f"the run cannot be verified: {e}") from None
     failure = checked.first_failure
     if failure is not None:
@@ -224,7 +224,7 @@ def _verify(folder: Path, data_root: Path | None) -> list[str]:
     if checked.labels_problem is not None:
         raise SubmitError(f"{folder}: cannot be verified here: {checked.labels_problem}")
     files = ["result.json", "events.jsonl"]
-    for record in verify.read_events(folder):
+    for record in verify_run.read_events(folder):
         name = record["metadata"].get("predictions_file") if record["key"] == "eval_accuracy" else None
         if isinstance(name, str):
             files.append(name)
@@ -304,10 +304,10 @@ def add_price(entry: dict, path: Path, given: dict | None, what: str, costs) -> 
     had = entry.get("costPerHour")
     option = given["added"]["option"]
     if had is not None:
-        if validate.is_number(had) and math.isclose(had, per_hour, rel_tol=1e-9, abs_tol=1e-12):
+        if validate_entries.is_number(had) and math.isclose(had, per_hour, rel_tol=1e-9, abs_tol=1e-12):
             return entry
         instance = f" ({entry['instance']})" if isinstance(entry.get("instance"), str) else ""
-        raise SubmitError(f"{path}: the {what} already has a price, costPerHour {validate.show(had)} USD for "
+        raise SubmitError(f"{path}: the {what} already has a price, costPerHour {validate_entries.show(had)} USD for "
                           f"{nodes} node(s){instance}, and {option} gives {per_hour:g}: submit does not replace "
                           f"a recorded price; leave out {option.split()[0]} (or give the same price)")
     entry = {**entry, "costPerHour": per_hour, "price": given["record"],
@@ -355,8 +355,8 @@ def train_entry(result: dict, stem: str, args, runs: dict | None) -> dict:
 
 def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bool) -> None:
     if infer.get("reference") != result.get("reference"):
-        raise SubmitError(f"{path}: an inference of {validate.show(infer.get('reference'))}, but the run is of "
-                          f"{validate.show(result.get('reference'))}: give the inference of this run's model")
+        raise SubmitError(f"{path}: an inference of {validate_entries.show(infer.get('reference'))}, but the run is of "
+                          f"{validate_entries.show(result.get('reference'))}: give the inference of this run's model")
     _check_scores(path, infer, result, allow_unofficial)
 
 
@@ -375,25 +375,25 @@ def _check_scores(path: Path, infer: dict, result: dict, allow_unofficial: bool)
     _check_price(path, infer)
     if infer.get("complete_eval_set") is not True:
         task = TASKS.get(result.get("task"))
-        raise SubmitError(f"{path}: timed {validate.show(infer.get('items'))} items, not the whole eval set"
+        raise SubmitError(f"{path}: timed {validate_entries.show(infer.get('items'))} items, not the whole eval set"
                           f"{f' of {task.eval_examples}' if task else ''} (rerun `{command('infer')}` on the official "
                           f"data, without --limit)")
     if infer.get("official_threshold") is not True and not allow_unofficial:
-        raise SubmitError(f"{path}: scored against a lowered threshold {validate.show(infer.get('threshold'))}: "
+        raise SubmitError(f"{path}: scored against a lowered threshold {validate_entries.show(infer.get('threshold'))}: "
                           f"a smoke test, not an entry (rerun `{command('infer')}` without --threshold)")
     value, threshold, task = infer.get("metric_value"), infer.get("threshold"), TASKS.get(result.get("task"))
-    if not (validate.is_number(value) and validate.is_number(threshold) and task is not None
+    if not (validate_entries.is_number(value) and validate_entries.is_number(threshold) and task is not None
             and task.reaches(value, threshold) and infer.get("reached_threshold") is True):
         side = task.kind.short_side if task else "below"
-        raise SubmitError(f"{path}: {infer.get('metric')} {validate.show(value)} is {side} the threshold "
-                          f"{validate.show(threshold)}: only a model that reaches it is an inference entry")
-    if not validate.is_number(infer.get("latency")) or not infer["latency"] > 0:
-        raise SubmitError(f"{path}: latency is {validate.show(infer.get('latency'))}, expected ms per item "
+        raise SubmitError(f"{path}: {infer.get('metric')} {validate_entries.show(value)} is {side} the threshold "
+                          f"{validate_entries.show(threshold)}: only a model that reaches it is an inference entry")
+    if not validate_entries.is_number(infer.get("latency")) or not infer["latency"] > 0:
+        raise SubmitError(f"{path}: latency is {validate_entries.show(infer.get('latency'))}, expected ms per item "
                           f"(is this the inference.json of `dawnbench infer`?)")
     verdict = _inference_verdict(infer, result)
     if not verdict["official"] and not allow_unofficial:
         why = "; ".join(verdict["unofficial_reasons"])
-        raise SubmitError(f"{path}: the inference is not official: {validate.show(why, 400)[1:-1]} "
+        raise SubmitError(f"{path}: the inference is not official: {validate_entries.show(why, 400)[1:-1]} "
                           f"(--allow-unofficial submits it anyway, marked official: false)")
 
 
@@ -420,7 +420,7 @@ def inference_entry(infer: dict, result: dict, args) -> dict:
         common["framework"] = infer["framework"]
     accuracy = {}
     for figure in task.kind.figures:
-        if validate.is_number(infer.get(figure.metric)):
+        if validate_entries.is_number(infer.get(figure.metric)):
             accuracy[figure.field] = figure.entry_value(infer[figure.metric])
     stats = infer.get("latency_ms") if isinstance(infer.get("latency_ms"), dict) else {}
     entry = {
@@ -510,13 +510,14 @@ def submit_inference_only(args, given: dict | None) -> list[Path]:
         raise SubmitError("give a run folder (RUN_DIR), or --inference INFER_DIR alone for an inference-only "
                           "reference's entry")
     path, infer = _read_inference(args.inference)
-    reference = validate.show(infer.get("reference"))
+    reference = validate_entries.show(infer.get("reference"))
     if infer.get("infers_only") is not True:
         raise SubmitError(f"{path}: an inference of {reference}, a reference that trains: its entry goes with its "
                           f"run ({command('submit')} RUN_DIR --inference {args.inference})")
     task = TASKS.get(infer.get("task"))
     if task is None:
-        raise SubmitError(f"{path}: task is {validate.show(infer.get('task'))}, expected one of {', '.join(sorted(TASKS))}")
+        raise SubmitError(f"{path}: task is {validate_entries.show(infer.get('task'))}, "
+                          f"expected one of {', '.join(sorted(TASKS))}")
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(infer, path, field, str, "a string (is this the inference.json of `dawnbench infer`?)")
     _check_scores(path, infer, infer, args.allow_unofficial)
@@ -576,7 +577,7 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
                 path = staging / task.display_name / kind / run_name / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(folder / name, path)
-        problems, _ = validate.check([staging], allow_unofficial=args.allow_unofficial)
+        problems, _ = validate_entries.check([staging], allow_unofficial=args.allow_unofficial)
         if problems:
             first = problems[0]
             where = Path(first.file).relative_to(staging)
@@ -637,10 +638,11 @@ def _refuse_replacing(existing: list[Path], finals: list[Path], staged: list[Pat
     old, new = next(((_entry_of(f), _entry_of(s)) for f, s in jsons if f in existing), ({}, {}))
     target = next((f for f, _ in jsons if f in existing), existing[0])
     old_ref, new_ref = old.get("reference"), new.get("reference")
-    held = (f"holds another entry (reference {validate.show(old_ref)}, timestamp {validate.show(old.get('timestamp'))})"
+    show = validate_entries.show
+    held = (f"holds another entry (reference {show(old_ref)}, timestamp {show(old.get('timestamp'))})"
             if old else "holds other content")
     if old_ref is not None and new_ref is not None and old_ref != new_ref:
-        raise SubmitError(f"{target} {held}, and the run {new_run} of reference {validate.show(new_ref)} would "
+        raise SubmitError(f"{target} {held}, and the run {new_run} of reference {validate_entries.show(new_ref)} would "
                           f"take its name: give this run an entry name of its own (--author NAME, or `model` or "
                           f"`author` in references/{new_ref}/reference.toml; `{command('fork')}` sets both); --force "
                           f"replaces an entry of the same reference only (nothing was written)")

@@ -2,7 +2,7 @@
 
 `dawnbench submit` puts the run an entry came from next to it, `<Task>/train/<stem>.run/`: its
 result.json, events.jsonl, TSV and stored predictions (the files `harness verify` reads). Here that
-folder is verified again (harness.verify: the log, the predictions re-scored against the official
+folder is verified again (harness.verify_run: the log, the predictions re-scored against the official
 labels on this machine, result.json and the TSV agree) and tied to the entry: the entry's log must
 be the run's, byte for byte, and its tta_seconds, train_seconds and reference the run's. The status is one of
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from dawnbench import entries, safe_read
+from dawnbench import entries
 from dawnbench.entries import Entry
-from harness import datasets, verify
+from harness import datasets, safe_read, verify_run
 from harness.errors import DawnbenchError
 from harness.tasks import Task
 
@@ -66,8 +66,8 @@ def status(entry: Entry, labels: Labels, root: Path | None = None) -> str:
     try:
         if (problem := _folder_problem(run, root, NO_RUN)) is not None:
             return problem
-        report = verify.verify(run, labels.data_root, labels_for=labels)
-    except verify.VerifyError as e:
+        report = verify_run.verify(run, labels.data_root, labels_for=labels)
+    except verify_run.VerifyError as e:
         return f"failed: {_short(str(e), run)}"
     except (OSError, ValueError) as e:
         return f"failed: {run.name} cannot be read ({type(e).__name__})"

@@ -21,7 +21,7 @@ import math
 import sys
 from pathlib import Path
 
-from harness import datasets, inference, paths, plan, registry, runner, runtimes, task_kinds
+from harness import datasets, inference, inference_engines, paths, plan, registry, runner, task_kinds
 from harness.arguments import (
     DATA_FOLDER,
     MAX_EPOCHS,
@@ -108,15 +108,15 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=INFER_OUT, default=None,
                    help="the folder the inference's files go into (made if missing; default ./results/REF/infer-<time>)")
     p.add_argument("--threshold", type=THRESHOLD, default=None, help="lowered target for smoke tests (unofficial)")
-    p.add_argument("--runtime", default=None, metavar="|".join(runtimes.RUNTIMES),
+    p.add_argument("--runtime", default=None, metavar="|".join(inference_engines.RUNTIMES),
                    help="default: the reference.toml's [inference] runtime, else reference. reference: the "
                         "reference's own infer() in its sandbox; torch: the same, for a "
                         "PyTorch reference; onnxruntime, openvino: the network the reference exports to ONNX, run "
                         "and timed in a harness process the reference's code never enters")
-    p.add_argument("--precision", default=None, metavar="|".join(runtimes.PRECISIONS),
+    p.add_argument("--precision", default=None, metavar="|".join(inference_engines.PRECISIONS),
                    help="default: the reference.toml's [inference] precision with its runtime, else fp32; "
                         "bf16: openvino only; int8: static quantization calibrated on "
-                        f"{runtimes.CALIBRATION_EXAMPLES} training images (onnxruntime, openvino)")
+                        f"{inference_engines.CALIBRATION_EXAMPLES} training images (onnxruntime, openvino)")
     p.add_argument("--threads", type=whole("--threads", 1, MAX_THREADS, 4), default=None, metavar="N",
                    help="inference threads (default: the physical cores this process may use)")
 
@@ -296,11 +296,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """One line per check and a verdict; 0 verified, 1 a disagreement, 2 (raised) a bad RUN_DIR."""
-    from harness import verify
+    from harness import verify_run
     if args.data is not None and not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: not a folder; give the data root that holds the task's dataset "
                          f"(default $DAWNBENCH_DATA or ./data), or leave --data out")
-    return verify.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True),
+    return verify_run.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True),
                        emit_error=lambda line: print(f"{command()}: {line}", file=sys.stderr, flush=True))
 
 

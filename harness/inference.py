@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, identity, paths, runtimes, sandbox, views, worker_env
+from harness import datasets, environment, inference_engines, paths, result_identity, sandbox, views, worker_env
 from harness import outputs as outputs_module
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
 from harness.eval_set import EvalSet
@@ -35,13 +35,13 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
 
     `runtime` "reference" (or "torch", for a PyTorch reference) times the reference's own infer() in
     the sandboxed predictor; "onnxruntime" and "openvino" run the network the predictor exports, in
-    a harness process of their own (harness.runtimes), at `precision`, on `threads` threads."""
+    a harness process of their own (harness.inference_engines), at `precision`, on `threads` threads."""
     task = spec.task
-    runtimes.check_options(runtime, precision, threads, spec.framework)
-    if runtime in runtimes.EXPORTED and not task.kind.exportable:
+    inference_engines.check_options(runtime, precision, threads, spec.framework)
+    if runtime in inference_engines.EXPORTED and not task.kind.exportable:
         raise UsageError(f"--runtime {runtime} runs classifiers (scores out); {task.name}'s answers are text: "
                          f"use --runtime reference")
-    threads = threads or runtimes.physical_cores()
+    threads = threads or inference_engines.physical_cores()
     threshold = task.threshold if threshold is None else threshold
     data_root = Path(data_root or datasets.default_data_root())
     model_path = Path(model_path)
@@ -77,7 +77,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         (models / "model").mkdir(parents=True)
         shutil.copyfile(model_path, models / "model" / model_path.name)
     try:
-        if runtime in runtimes.EXPORTED:
+        if runtime in inference_engines.EXPORTED:
             run = _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runtime, precision,
                                 threads, warmup, limit, len(labels), model_path)
         else:
@@ -104,11 +104,12 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     mean_ms = float(ms.mean())
     system = environment.describe_system(data_root, worker)
     result = {
-        # who and what, as a run's result.json says them (harness.identity): an inference-only entry
+        # who and what, as a run's result.json says them (harness.result_identity): an inference-only entry
         # has no run to take them from
-        **identity.fields(spec, system=system, isolation=isolation, prov=prov, hardware=environment.hardware_label(system, 1),
-                          cost_per_hour=cost_per_hour, instance=instance, nodes=nodes, price=price, started=None,
-                          used_blacklist=dropped is not None and n == len(labels)),
+        **result_identity.fields(spec, system=system, isolation=isolation, prov=prov,
+                                 hardware=environment.hardware_label(system, 1),
+                                 cost_per_hour=cost_per_hour, instance=instance, nodes=nodes, price=price, started=None,
+                                 used_blacklist=dropped is not None and n == len(labels)),
         "model_path": str(model_path),
         "model_source": model_record,
         "infers_only": spec.infers_only,
@@ -158,7 +159,7 @@ def model_source(model_path: Path) -> dict:
     """Where the model came from, for the record: a run's model folder (its run's result.json beside
     it), another folder, or one file; with the sha256 and size of every file."""
     files = sorted(p for p in model_path.rglob("*") if p.is_file()) if model_path.is_dir() else [model_path]
-    hashes = {str(p.relative_to(model_path) if model_path.is_dir() else p.name): {"sha256": runtimes.sha256(p),
+    hashes = {str(p.relative_to(model_path) if model_path.is_dir() else p.name): {"sha256": inference_engines.sha256(p),
                                                                                  "bytes": p.stat().st_size}
               for p in files}
     record = {"kind": "file" if model_path.is_file() else "folder", "path": str(model_path), "files": hashes}
@@ -172,7 +173,7 @@ def model_source(model_path: Path) -> dict:
             record.update(kind="run", run={"reference": run.get("reference"), "status": run.get("status"),
                                            "metric": run.get("metric"), "metric_value": run.get("metric_value"),
                                            "official": run.get("official"),
-                                           "result_sha256": runtimes.sha256(result_file)})
+                                           "result_sha256": inference_engines.sha256(result_file)})
     return record
 
 
@@ -299,7 +300,7 @@ def _run_reference(spec, hyperparameters, data_root, work, isolation, seed, thre
 def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runtime, precision, threads,
                   warmup, limit, total, model_path) -> dict:
     """The predictor exports the network and the eval inputs; for int8 a trainer (training files only)
-    gives the calibration examples; then a harness process (python -m harness.runtimes), which never
+    gives the calibration examples; then a harness process (python -m harness.inference_engines), which never
     imports the reference's code, runs the model once per example and times each call."""
     folder = work / "runtime"
     folder.mkdir()
@@ -331,14 +332,14 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
                                            snapshots=work / "models")
             _load(trainer, trainer_seen, spec, model_path)
             examples = _hook(trainer, "calibration", f"{spec.name} cannot give int8 calibration examples",
-                             count=runtimes.CALIBRATION_EXAMPLES)
+                             count=inference_engines.CALIBRATION_EXAMPLES)
         finally:
             if trainer is not None:
                 trainer.kill()
         np.save(folder / "calibration.npy", np.ascontiguousarray(examples), allow_pickle=False)
         request["calibration"] = str(folder / "calibration.npy")
         calibration = {"source": "training set, from a trainer-role worker whose view holds the training files only",
-                       "examples": int(len(examples)), "requested": runtimes.CALIBRATION_EXAMPLES,
+                       "examples": int(len(examples)), "requested": inference_engines.CALIBRATION_EXAMPLES,
                        "selection": f"a random subset drawn with seed {seed}, unaugmented",
                        "sha256": hashlib.sha256(np.ascontiguousarray(examples).tobytes()).hexdigest()}
     (folder / "request.json").write_text(json.dumps(request), encoding="utf-8")
@@ -347,7 +348,7 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
     # installed there), so this process runs its interpreter, but as `python -I -S` with the harness's
     # code and that environment's site-packages on its path: no start-up file of it runs here, and it
     # never imports the reference's code.
-    proc = subprocess.run(worker_env.isolated_command("harness.runtimes", str(folder / "request.json")), cwd=folder,
+    proc = subprocess.run(worker_env.isolated_command("harness.inference_engines", str(folder / "request.json")), cwd=folder,
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
@@ -367,7 +368,7 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
             "precision": {"requested": precision, "used": facts.pop("precision_used")},
             "threads": threads, "timer": facts.pop("timer"),
             "round_trip_overhead_ms": None,
-            "exported_model": {"format": "onnx", "sha256": runtimes.sha256(folder / "model.onnx"),
+            "exported_model": {"format": "onnx", "sha256": inference_engines.sha256(folder / "model.onnx"),
                                "bytes": (folder / "model.onnx").stat().st_size, **facts.pop("model")},
             **({"quantized_model_sha256": facts.pop("quantized_model_sha256")} if precision == "int8" else {}),
             "calibration": calibration,

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.errors import UsageError
 from harness.tasks import Task
@@ -57,8 +57,42 @@ class Context:
                     dynamic_ncols=True, mininterval=0.5)
 
 
+@dataclass(frozen=True)
+class SetupSets:
+    """An attribute that a framework base class (common/) reads and the reference's `setup` must set.
+
+    Required in `roles` ("train", "predict") unless the subclass overrides a method of every reader in
+    `read_by` (then no base reader runs); a reader is a method, or a tuple of methods that reads the
+    attribute only when the subclass overrides none of them; with `only_with`, only where the subclass defines that method
+    (int8 calibration reads the training examples only where the reference says how to prepare them)."""
+    name: str
+    roles: tuple[str, ...]
+    read_by: tuple[str | tuple[str, ...], ...] = ()
+    only_with: str | None = None
+    what: str = ""
+
+
 class Reference(abc.ABC):
     """One benchmark entry. Subclass it in references/<name>/ and name it in reference.toml."""
+
+    # What `setup` must set, declared by the framework base classes in common/; checked after setup.
+    SETUP_SETS: ClassVar[tuple[SetupSets, ...]] = ()
+
+    def check_setup(self, ctx: Context) -> None:
+        """After `setup`: one line naming the first attribute a base class reads that setup left unset."""
+        cls = type(self)
+        for owner in reversed(cls.__mro__):
+            for need in vars(owner).get("SETUP_SETS", ()):
+                if ctx.role not in need.roles or hasattr(self, need.name):
+                    continue
+                groups = [(r,) if isinstance(r, str) else tuple(r) for r in need.read_by]
+                if groups and not any(all(getattr(cls, m) is getattr(owner, m) for m in g) for g in groups):
+                    continue
+                if need.only_with and getattr(cls, need.only_with) is getattr(owner, need.only_with):
+                    continue
+                readers = f" ({owner.__name__}.{', '.join('+'.join(g) for g in groups)} read it)" if groups else ""
+                raise UsageError(f"{cls.__name__}.setup left self.{need.name} unset in the {ctx.role} role{readers}: "
+                                 f"set self.{need.name} = {need.what} in setup")
 
     @abc.abstractmethod
     def setup(self, ctx: Context) -> None:
@@ -107,7 +141,7 @@ class Reference(abc.ABC):
     def infer(self, example: Any) -> Any:
         """One example -> one prediction (scores or ids for one item, or answer text)."""
 
-    # Optional hooks of `dawnbench infer --runtime onnxruntime|openvino` (common/torch_runtime.py
+    # Optional hooks of `dawnbench infer --runtime onnxruntime|openvino` (common/torch_base.py
     # implements them for PyTorch references). The harness runs the exported network in a process
     # of its own, which never imports the reference's code, and times each call there.
     def export_onnx(self, path: Path) -> None:

@@ -261,17 +261,17 @@ def _check_entry(toml_path: Path, entry: str) -> None:
 
 
 def _check_inference(toml_path: Path, table: dict) -> tuple[bool, str, str]:
-    from harness import runtimes
+    from harness import inference_engines
     only = table.get("only", False)
     if not isinstance(only, bool):
         raise UsageError(f"{toml_path}: field 'inference.only' = {only!r} must be true or false")
     runtime, precision = table.get("runtime", "reference"), table.get("precision", "fp32")
-    if runtime not in runtimes.RUNTIMES:
+    if runtime not in inference_engines.RUNTIMES:
         raise UsageError(f"{toml_path}: field 'inference.runtime' = {runtime!r} must be one of "
-                         f"{', '.join(runtimes.RUNTIMES)}")
-    if precision not in runtimes.PRECISIONS_OF[runtime]:
+                         f"{', '.join(inference_engines.RUNTIMES)}")
+    if precision not in inference_engines.PRECISIONS_OF[runtime]:
         raise UsageError(f"{toml_path}: field 'inference.precision' = {precision!r}: runtime {runtime} takes "
-                         f"{', '.join(runtimes.PRECISIONS_OF[runtime])}")
+                         f"{', '.join(inference_engines.PRECISIONS_OF[runtime])}")
     return only, runtime, precision
 
 

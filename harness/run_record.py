@@ -141,7 +141,7 @@ class RunRecord:
     def result(self, identity: dict, outcome: Outcome, *, reached_at: dict | None, epochs: int, wall: float,
                threshold: float, cost_per_hour: float | None, eval_examples: int, seed: int, world_size: int,
                hyperparameters: dict) -> dict:
-        """result.json's content: the identity (harness.identity), then what this run did.
+        """result.json's content: the identity (harness.result_identity), then what this run did.
         `reached_at` is the history row of the epoch that converged, None for a DNC."""
         task = self.task
         tta_seconds = reached_at["tta_seconds"] if reached_at else None

@@ -29,10 +29,10 @@ from harness import (
     energy,
     environment,
     eval_bound,
-    identity,
     load,
     outputs,
     provenance,
+    result_identity,
     run_record,
     sandbox,
     snapshots,
@@ -418,7 +418,7 @@ class _Run:
             pass
         self.group.close()
         self.record.close(outcome, wall, self.reached_at if outcome.status == CONVERGED else None)
-        who = identity.fields(self.spec, system=self.system, isolation=p.isolation, prov=p.prov,
+        who = result_identity.fields(self.spec, system=self.system, isolation=p.isolation, prov=p.prov,
                               hardware=self._hardware(), cost_per_hour=self.opts.cost_per_hour,
                               instance=self.opts.instance, nodes=self.opts.nodes, price=self.opts.price,
                               started=self.clock.start_wall, used_blacklist=p.eval_set.dropped_indices is not None)

@@ -1,5 +1,5 @@
 """The one way the tools read a file that came from someone else (an entry, a run folder to verify):
-as untrusted bytes, bounded. (The entry tools use it as dawnbench.safe_read; it lives in the
+as untrusted bytes, bounded. (The entry tools in dawnbench/ import it from here; it lives in the
 harness so that `harness verify` can read a run folder the same way, standard library only.)
 
 An entries tree, or a run folder, is someone else's upload. A file in it may be a link to /dev/zero or to a secret, a

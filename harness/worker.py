@@ -62,6 +62,7 @@ class Worker:
                       local_rank=msg["local_rank"], work_dir=Path(msg["work_dir"]),
                       show_progress=msg["show_progress"], role=msg["role"])
         self.ref.setup(ctx)
+        self.ref.check_setup(ctx)
         self._synchronize()
         return {}
 

@@ -177,7 +177,7 @@ FIND = ("import json, sys, importlib.util as u; sys.path[:0] = json.loads(sys.ar
 
 def isolated_command(module: str, *args: str, python: str | None = None) -> list[str]:
     """A command that runs `python -m module args` in the workers' environment without its start-up
-    files: a harness process (harness.runtimes) that needs that environment's packages but must not
+    files: a harness process (harness.inference_engines) that needs that environment's packages but must not
     run what else the reference's requirements put there."""
     python = python or worker_python()
     paths = [str(Path(__file__).resolve().parent.parent), *describe(python)["site_packages"]]

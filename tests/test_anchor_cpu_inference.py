@@ -168,24 +168,24 @@ def test_the_export(exported):
     with torch.no_grad():
         expected = refs["predict"].scores(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(session.run(None, {"input": x})[0], expected, rtol=1e-4, atol=1e-4)
-    assert "dynamo=False, opset_version=17" in (REPO / "common" / "torch_runtime.py").read_text()
+    assert "dynamo=False, opset_version=17" in (REPO / "common" / "torch_base.py").read_text()
 
 
 def test_the_runtime_quantizes_and_times_batch_1(exported):
-    """The harness's runtime process (harness.runtimes.run) as `dawnbench infer` runs the entry by
+    """The harness's runtime process (harness.inference_engines.run) as `dawnbench infer` runs the entry by
     default: reference.toml names OpenVINO and int8; the exported model is quantized by onnxruntime
     (QDQ, int8 weights with a scale per output channel, uint8 activations, MinMax) on the trainer's
     calibration images, prepared as the eval images are; every convolution and the classifier read
     quantized weights; OpenVINO compiles it for latency on the threads asked for (1 here: the
-    default is runtimes.physical_cores()), and times one call per image (batch 1)."""
+    default is inference_engines.physical_cores()), and times one call per image (batch 1)."""
     import onnx
     from onnx import numpy_helper
 
-    from harness import runtimes
+    from harness import inference_engines
     spec = registry.load_spec(NAME)
     assert (spec.inference_runtime, spec.inference_precision) == ("openvino", "int8")
     assert "openvino==2026.4.1" in (REPO / "references" / NAME / "requirements.txt").read_text().split()
-    assert runtimes.CALIBRATION_EXAMPLES == 256 and 1 <= runtimes.physical_cores()
+    assert inference_engines.CALIBRATION_EXAMPLES == 256 and 1 <= inference_engines.physical_cores()
     refs, path, root = exported
     calibration = refs["train"].calibration_inputs(4)
     inputs = refs["predict"].export_inputs(0, 3)
@@ -194,7 +194,7 @@ def test_the_runtime_quantizes_and_times_batch_1(exported):
     out.mkdir()
     np.save(out / "calibration.npy", calibration)
     np.save(out / "inputs.npy", inputs)
-    facts = runtimes.run({"runtime": "openvino", "precision": "int8", "threads": 1, "warmup": 1, "out": str(out),
+    facts = inference_engines.run({"runtime": "openvino", "precision": "int8", "threads": 1, "warmup": 1, "out": str(out),
                           "model": str(path), "calibration": str(out / "calibration.npy"),
                           "inputs": str(out / "inputs.npy")})
     json.dumps(facts)                                        # what the report records

@@ -15,7 +15,7 @@ import pytest
 from conftest import cli_env
 from leaderboard_fixture import train
 
-from dawnbench import ranking, validate
+from dawnbench import ranking, validate_entries
 from dawnbench.cli import main
 from harness import registry
 from harness.arguments import MAX_TEXT, SEED_MAX
@@ -257,7 +257,7 @@ def _honest_and(root: Path, stem: str, **fields) -> Path:
 
 def _problems_at_both_levels(capsys, root: Path, path: Path, field: str, line: int, words: str) -> None:
     for level in ("strict", "v1"):
-        code = validate.main(["--level", level, str(root)])
+        code = validate_entries.main(["--level", level, str(root)])
         out = capsys.readouterr().out.splitlines()
         assert code == 1, (level, out)
         assert any(o.startswith(f"{path}:{line}: {field}: ") and words in o and ": warning: " not in o
@@ -325,5 +325,5 @@ def test_an_entry_figure_or_text_out_of_bounds_is_refused(tmp_path, capsys, fiel
     key = f'"{field.split(".")[-1]}"'
     line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if key in text)
     _problems_at_both_levels(capsys, tmp_path, path, field, line, words)
-    out = "\n".join(str(p) for p in validate.check([tmp_path])[0])
+    out = "\n".join(str(p) for p in validate_entries.check([tmp_path])[0])
     assert all(len(o) < 1000 for o in out.splitlines()), max(map(len, out.splitlines()))

@@ -20,7 +20,7 @@ import pytest
 from cheats import SMUGGLE, events, harness_run, needs_isolation, write_reference
 from polling import processes, survivors, wait_for
 
-from harness import sandbox, snapshots, verify
+from harness import sandbox, snapshots, verify_run
 
 pytestmark = needs_isolation()
 
@@ -39,7 +39,7 @@ def run_cheat(world, code: str, *args: str, name: str = "cheat", timeout: float 
 
 
 def assert_verifies(run_dir: Path, data: Path) -> None:
-    report = verify.verify(run_dir, data)
+    report = verify_run.verify(run_dir, data)
     assert report.first_failure is None, report.lines()
 
 
@@ -216,7 +216,7 @@ def test_verify_refuses_a_model_that_is_not_the_scored_one(world, tmp_path):
     proc, result, run_dir = run_cheat(world, "", "--max-epochs", "1")
     import numpy as np
     np.save(run_dir / "model" / "w.npy", np.zeros((785, 10), np.float32))
-    failure = verify.verify(run_dir, world[1]).first_failure
+    failure = verify_run.verify(run_dir, world[1]).first_failure
     assert failure.name == "model" and "is not the snapshot scored at epoch 1" in failure.detail
 
 

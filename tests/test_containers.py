@@ -32,7 +32,7 @@ from conftest import REPO, cli_env, missing
 from project_copy import FORK, MARKER, copy_project, fork
 
 from bench import compare
-from dawnbench import containers, images
+from dawnbench import containers
 from harness import datasets, provenance, registry, sandbox
 from harness.errors import DawnbenchError
 
@@ -116,7 +116,7 @@ def test_dockerfile_static_rules(name):
     instructions = dockerfile_instructions(name)
     spec = registry.load_spec(name)
     args = containers.dockerfile_args(spec)
-    assert images.pinned_image(args["FROM_IMAGE_NAME"]), args["FROM_IMAGE_NAME"]
+    assert containers.pinned_image(args["FROM_IMAGE_NAME"]), args["FROM_IMAGE_NAME"]
     froms = [line.split()[1] for line in instructions if line.startswith("FROM ")]
     assert froms and all(base == "${FROM_IMAGE_NAME}" for base in froms), froms
     assert "REFERENCE" in args and args["REFERENCE"] == ""       # given at build time, never written in
@@ -244,7 +244,7 @@ def test_tensorflow_gpu_images_carry_what_xla_needs(name):
 
 def test_cuda_table_is_well_formed():
     for base, row in CUDA_TABLE["bases"].items():
-        assert images.pinned_image(base) and set(row) == {"cuda", "cudnn", "source"} and row["source"]
+        assert containers.pinned_image(base) and set(row) == {"cuda", "cudnn", "source"} and row["source"]
         if base.startswith("nvidia/cuda:"):       # the tag says it: nvidia/cuda:<X.Y.Z>-[cudnn-]...
             assert re.match(re.escape(row["cuda"]) + r"[-.]", base.split(":")[1]), (base, row["cuda"])
             assert bool(row["cudnn"]) == ("-cudnn" in base), base
@@ -275,7 +275,7 @@ def test_compose_lists_references_as_generated_and_tolerates_a_fresh_fork():
     ("nvcr.io/nvidia/pytorch:25.01-py3", True), ("python@sha256:" + "a" * 64, True), (":3.11", False),
 ])
 def test_pinned_image(ref, pinned):
-    assert images.pinned_image(ref) is pinned
+    assert containers.pinned_image(ref) is pinned
 
 
 def test_dockerfile_without_a_base_default_is_one_line(tmp_path, monkeypatch):
@@ -529,7 +529,7 @@ def test_the_base_make_base_image_made_is_found_on_the_engine():
 def test_a_cpu_reference_builds_on_the_made_base_when_its_pinned_one_is_absent():
     """Without BASE_IMAGE=: the pinned base when the engine has it; else the base `make base-image`
     made, with one line that says so and why; a GPU reference never gets it unasked (no CUDA)."""
-    spec, pinned = registry.load_spec(DEFAULT), images.DEFAULT_BASE_IMAGE
+    spec, pinned = registry.load_spec(DEFAULT), containers.DEFAULT_BASE_IMAGE
     assert containers.default_base(spec) == pinned
     made = containers.LocalImages({MADE}, MADE)
     base, why = containers.choose_base(spec, None, made)
@@ -564,7 +564,7 @@ def test_make_runs_natively_in_one_line_when_the_engine_cannot_get_the_base(monk
         return status, out.splitlines(), err
     status, lines, err = choose(FakeClient([FakeImage(["other/thing:1"], {})]))
     assert status == containers.RUNTIME_NATIVE == 3 and len(lines) == 1 and not err
-    assert lines[0].startswith(f"runtime: native (a Docker engine answers, but the base {images.DEFAULT_BASE_IMAGE} "
+    assert lines[0].startswith(f"runtime: native (a Docker engine answers, but the base {containers.DEFAULT_BASE_IMAGE} "
                                f"is not on this engine and cannot be pulled (dial tcp: lookup registry-1.docker.io")
     assert lines[0].endswith("`sudo make base-image` makes a local one; RUNTIME=docker to insist)")
     docker_line = ["runtime: docker (an engine answers; RUNTIME=native to run here)"]
@@ -849,7 +849,7 @@ def test_failed_build_is_one_line(engine):
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.startswith("dawnbench: error:")]
     assert len(errors) == 1 and "dawnbench-test/no-such-base:1.0 is not on this engine" in errors[0]
-    assert f"`sudo make base-image` makes {images.LOCAL_BASE_IMAGE}" in errors[0]      # the way out without a registry
+    assert f"`sudo make base-image` makes {containers.LOCAL_BASE_IMAGE}" in errors[0]      # the way out without a registry
 
 
 def test_image_tags_of_two_pins_differ():

@@ -12,7 +12,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from dawnbench import entries, safe_read, schemas
+from dawnbench import entries, schemas
+from harness import safe_read
 from harness.tasks import RULES_VERSION, TASKS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -131,7 +132,7 @@ def test_the_schemas_read_json_numbers_as_json_defines_them():
 
 # ---------------------------------------------------------------- modules import downward only
 
-PACKAGES = ("dawnbench", "harness", "common")
+PACKAGES = ("dawnbench", "harness", "common", "bench")
 
 
 def _imports(path: Path, package: str) -> set[str]:

@@ -14,7 +14,7 @@ import pytest
 from leaderboard_fixture import edit_json, make_run, train
 from test_submit import cifar10_eval, labels_here, make_inference  # noqa: F401  (fixtures: the labels every run here is scored against)
 
-from dawnbench import prices, ranking, reproduce, reproduction, site, submit, validate, verification
+from dawnbench import prices, ranking, reproduce, reproduction, site, submit, validate_entries, verification
 from dawnbench.cli import main as cli_main
 
 STEM = "dawnbench_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
@@ -44,7 +44,7 @@ def ranked_names(result: dict, task: str = "CIFAR10") -> set[str]:
 
 
 def problems(path: Path, capsys) -> list[str]:
-    code = validate.main([str(path)])
+    code = validate_entries.main([str(path)])
     lines = capsys.readouterr().out.splitlines()
     assert code == 1, lines
     return lines

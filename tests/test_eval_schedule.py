@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import PYTHON, REPO, SCRIPTED, SCRIPTED_TOML, cli_env
 
-from harness import datasets, registry, stop_rules, verify
+from harness import datasets, registry, stop_rules, verify_run
 from harness.errors import UsageError
 from harness.events import PREFIX, read_events
 
@@ -60,8 +60,8 @@ def result_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "result.json").read_text())
 
 
-def verify_run(run_dir: Path) -> verify.Verification:
-    return verify.verify(run_dir, datasets.default_data_root())
+def checked_run(run_dir: Path) -> verify_run.Verification:
+    return verify_run.verify(run_dir, datasets.default_data_root())
 
 
 def clock(events: list[dict], key: str, epoch: int) -> float:
@@ -110,7 +110,7 @@ def test_the_tsv_stays_dawnbench_v1_s(last_only):
 
 
 def test_verify_passes_it_and_says_which_epochs_were_evaluated(last_only):
-    report = verify_run(last_only)
+    report = checked_run(last_only)
     assert report.verified, report.lines()
     checks = {c.name: c.detail for c in report.checks}
     assert "epochs 3 to 3 evaluated" in checks["eval schedule"]
@@ -193,7 +193,7 @@ def test_verify_catches_a_tampered_schedule_or_figure(last_only, tmp_path, case,
         "result.json's train_seconds": lambda: set_result(train_seconds=result["train_seconds"] - 0.05)(run_dir),
         "run_stop's train_seconds": lambda: rewrite_events(run_dir, set_run_stop(train_seconds=0.01)),
     }[case]()
-    report = verify_run(run_dir)
+    report = checked_run(run_dir)
     assert not report.verified
     assert says in report.verdict(), report.lines()
 
@@ -262,7 +262,7 @@ def test_a_dnc_in_an_unevaluated_epoch_verifies_with_no_train_time(tmp_path, fas
     assert result["status"] == "DNC" and result["dnc_reason"].startswith("diverged")
     assert result["train_seconds"] is None and result["tta_seconds"] is None and result["history"] == []
     assert not [e for e in read_events(run_dir / "events.jsonl") if e["key"] in ("eval_start", "eval_accuracy", "eval_stop")]
-    report = verify_run(run_dir)
+    report = checked_run(run_dir)
     assert report.verified, report.lines()
 
 
@@ -296,4 +296,4 @@ def test_an_unevaluated_epoch_is_not_frozen_and_an_evaluated_one_is(tmp_path, fa
     assert row["epoch"] == 3 and row["handover_ms"] > 0
     (stop,) = [e for e in events if e["key"] == "eval_stop"]
     assert stop["metadata"]["train_cpu_s"] >= 0 and stop["metadata"]["epoch_num"] == 3
-    assert verify_run(run_dir).verified
+    assert checked_run(run_dir).verified

@@ -164,14 +164,14 @@ def test_a_pth_in_the_reference_environment_never_runs_in_the_harness(planted_en
     assert result["provenance"]["worker_environment_sha256"] == record["sha256"]
     assert result["status"] == "converged"
 
-    from harness import verify
-    check = next(c for c in verify.verify(run_dir, fashion_root).checks if c.name == "environment")
+    from harness import verify_run
+    check = next(c for c in verify_run.verify(run_dir, fashion_root).checks if c.name == "environment")
     assert check.ok is True and "clock.pth" in check.detail
     # the record agrees with itself: a list edited after the run no longer hashes to the recorded sha256
     record["pth"] = [p for p in record["pth"] if not p["file"].endswith("clock.pth")]
     record["pth_unexpected"] = []
     (run_dir / "env.json").write_text(json.dumps(system))
-    check = next(c for c in verify.verify(run_dir, fashion_root).checks if c.name == "environment")
+    check = next(c for c in verify_run.verify(run_dir, fashion_root).checks if c.name == "environment")
     assert check.ok is False and "not its recorded sha256" in check.detail
 
 

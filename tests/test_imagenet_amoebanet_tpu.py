@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 from conftest import check_inference_entry, check_roles_see_only_their_files, role_views
 
-from common import tf_runtime
+from common import tf_base
 from harness import datasets, registry
 from harness.reference import Context
 
@@ -182,21 +182,21 @@ def test_learning_rate_schedule():
 
 def test_strategy_chooser_falls_back_without_a_tpu(monkeypatch):
     # No TPU here: "auto" finds none (no TPU_NAME, no TPU device files); names pass through.
-    assert tf_runtime.find_tpu("auto", environ={}, device_files=[]) is None
-    assert tf_runtime.find_tpu("auto", environ={"TPU_NAME": "my-tpu"}, device_files=[]) == ""
-    assert tf_runtime.find_tpu("auto", environ={}, device_files=["/dev/accel0"]) == "local"
-    assert tf_runtime.find_tpu("grpc://10.0.0.2:8470") == "grpc://10.0.0.2:8470"
-    assert tf_runtime.find_tpu("none") is None and tf_runtime.find_tpu("") is None
-    for name in tf_runtime.TPU_ENVIRONMENT:
+    assert tf_base.find_tpu("auto", environ={}, device_files=[]) is None
+    assert tf_base.find_tpu("auto", environ={"TPU_NAME": "my-tpu"}, device_files=[]) == ""
+    assert tf_base.find_tpu("auto", environ={}, device_files=["/dev/accel0"]) == "local"
+    assert tf_base.find_tpu("grpc://10.0.0.2:8470") == "grpc://10.0.0.2:8470"
+    assert tf_base.find_tpu("none") is None and tf_base.find_tpu("") is None
+    for name in tf_base.TPU_ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
-    default = tf_runtime.choose_strategy("auto")
+    default = tf_base.choose_strategy("auto")
     assert default is tf.distribute.get_strategy() and default.num_replicas_in_sync == 1
-    mirrored = tf_runtime.choose_strategy("auto", cpu_replicas=2)
+    mirrored = tf_base.choose_strategy("auto", cpu_replicas=2)
     assert isinstance(mirrored, tf.distribute.MirroredStrategy) and mirrored.num_replicas_in_sync == 2
     assert sorted(mirrored.extended.worker_devices) == ["/job:localhost/replica:0/task:0/device:CPU:0",
                                                         "/job:localhost/replica:0/task:0/device:CPU:1"]
     with pytest.raises(ValueError, match="cpu_replicas 3: TensorFlow already runs with 2 logical CPU"):
-        tf_runtime.choose_strategy("none", cpu_replicas=3)
+        tf_base.choose_strategy("none", cpu_replicas=3)
     train = recipe()
     assert [train.resolve_precision("auto", d) for d in ("TPU", "GPU", "CPU")] == \
         ["mixed_bfloat16", "mixed_float16", "float32"]

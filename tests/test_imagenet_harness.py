@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import datasets, registry, runner, sandbox, verify, views
+from harness import datasets, registry, runner, sandbox, verify_run, views
 
 WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361", "n01494475", "n01496331"]   # sorted
 
@@ -263,7 +263,7 @@ def test_a_run_scores_every_val_image_and_is_unofficial_at_fixture_size(spec, tr
     assert not result["official"]
     assert any("10 examples, not the 50000" in r for r in result["unofficial_reasons"])
     assert any("prepared from unverified files (a hand-made test tree)" in r for r in result["unofficial_reasons"])
-    assert verify.verify(root.parent / "results" / "imagenet-memorise" / result["run_id"], root).verified
+    assert verify_run.verify(root.parent / "results" / "imagenet-memorise" / result["run_id"], root).verified
 
 
 def test_the_blacklist_is_left_out_of_the_score_and_verified(spec, tree, tmp_path):
@@ -278,10 +278,10 @@ def test_the_blacklist_is_left_out_of_the_score_and_verified(spec, tree, tmp_pat
     run_dir = tmp_path / "results" / "imagenet-memorise" / result["run_id"]
     events = [json.loads(line.split(" ", 1)[1]) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [(e["value"], e["metadata"]["dropped"]) for e in events if e["key"] == "eval_samples"] == [(7, 3)]
-    assert verify.verify(run_dir, root).verified
+    assert verify_run.verify(run_dir, root).verified
     # Verified on a machine without the blacklist, the score cannot be recomputed: not verified, and it says why.
     (root / "imagenet" / "blacklist.txt").unlink()
-    report = verify.verify(run_dir, root)
+    report = verify_run.verify(run_dir, root)
     assert not report.verified and "without the imagenet blacklist" in report.labels_problem
 
 

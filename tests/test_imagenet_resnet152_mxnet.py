@@ -25,7 +25,7 @@ mx = pytest.importorskip("mxnet", reason="MXNet is not installed here: `make tes
 from conftest import check_inference_entry, check_roles_see_only_their_files, role_views  # noqa: E402
 
 from dawnbench import pack_recordio, prepare_imagenet  # noqa: E402
-from harness import datasets, registry, runner, verify  # noqa: E402
+from harness import datasets, registry, runner, verify_run  # noqa: E402
 from harness.reference import Context  # noqa: E402
 
 # MXNet 1.9.1 looks up scipy.sparse.csr.csr_matrix on every mx.nd.array: scipy 1.13 warns each time.
@@ -299,4 +299,4 @@ def test_a_harness_run_on_the_packed_fixture(spec, packed_root, tmp_path):
     assert result["status"] in ("converged", "DNC") and len(result["history"]) == 1, result.get("dnc_reason")
     assert result["status"] == "converged" or "budget" in result["dnc_reason"]
     assert result["eval_examples"] == 12 and not result["official"]
-    assert verify.verify(Path(result["run_dir"]), packed_root).verified
+    assert verify_run.verify(Path(result["run_dir"]), packed_root).verified

@@ -28,7 +28,7 @@ import tensorflow as tf
 from conftest import REPO, check_inference_entry, check_roles_see_only_their_files, role_views
 
 from common import imagenet_files
-from harness import datasets, inference, registry, runner, verify
+from harness import datasets, inference, registry, runner, verify_run
 from harness.reference import Context
 
 PARAMETERS = {"imagenet-resnet50-tensorflow": (50, 25_557_032), "imagenet-resnet152-tensorflow": (152, 60_192_808)}
@@ -455,4 +455,4 @@ def test_a_harness_run_on_tfrecords(data, tmp_path):
     assert result["eval_examples"] == 12 and not result["official"]
     versions = json.loads((Path(result["run_dir"]) / "env.json").read_text())["framework_extra"]
     assert versions["data_format"] == "tfrecord", versions          # the trainer read the shards
-    assert verify.verify(Path(result["run_dir"]), data["root"]).verified
+    assert verify_run.verify(Path(result["run_dir"]), data["root"]).verified

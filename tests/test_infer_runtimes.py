@@ -242,7 +242,7 @@ def test_the_runtime_process_imports_no_reference_code(fashion, probed, tmp_path
                              progress=False, threshold=THRESHOLD, runtime="openvino", threads=THREADS)
     assert report["items"] == 200 and not report["complete_eval_set"]
     assert report["latency_ms"]["min"] > 0
-    source = (REPO / "harness" / "runtimes.py").read_text()
+    source = (REPO / "harness" / "inference_engines.py").read_text()
     imported = set(re.findall(r"^\s*(?:from|import) (\S+)", source, flags=re.M))
     # harness: harness.worker_env (standard library only), which finds the runtimes in the workers' environment
     assert imported <= {"__future__", "hashlib", "importlib.util", "json", "os", "sys", "time", "pathlib", "typing", "numpy",
@@ -331,7 +331,7 @@ def test_a_scalar_scale_stays_float_and_openvino_runs_the_int8_model(tmp_path):
     """cifar10-fast scales its logits by a constant (and GELU divides and adds constants): with
     those quantized, OpenVINO 2026.4's low-precision pass fails ("index '0' out of range"). They
     stay float; the int8 model compiles and agrees with ONNX Runtime's."""
-    from harness import runtimes
+    from harness import inference_engines
 
     class Scaled(torch.nn.Module):
         def __init__(self):
@@ -346,12 +346,13 @@ def test_a_scalar_scale_stays_float_and_openvino_runs_the_int8_model(tmp_path):
     torch.manual_seed(0)
     model, quantized = tmp_path / "scaled.onnx", tmp_path / "scaled.int8.onnx"
     x = torch.randn(1, 3, 8, 8)
-    torch.onnx.export(Scaled().eval(), (x,), str(model), dynamo=False, opset_version=runtimes.OPSET,
+    torch.onnx.export(Scaled().eval(), (x,), str(model), dynamo=False, opset_version=inference_engines.OPSET,
                       input_names=["input"], output_names=["scores"], dynamic_axes={"input": {0: "b"}, "scores": {0: "b"}})
-    facts = runtimes.quantize(model, np.random.default_rng(0).standard_normal((16, 3, 8, 8)).astype(np.float32), quantized)
+    calibration = np.random.default_rng(0).standard_normal((16, 3, 8, 8)).astype(np.float32)
+    facts = inference_engines.quantize(model, calibration, quantized)
     assert "/Mul_2" in facts["not_quantized"], facts["not_quantized"]     # the logit scale
-    openvino_call, _ = runtimes.openvino_model(quantized, 1, "int8")
-    onnxruntime_call, _ = runtimes.onnxruntime_session(quantized, 1)
+    openvino_call, _ = inference_engines.openvino_model(quantized, 1, "int8")
+    onnxruntime_call, _ = inference_engines.onnxruntime_session(quantized, 1)
     np.testing.assert_allclose(openvino_call(x.numpy()), onnxruntime_call(x.numpy()), rtol=0.05, atol=0.02)
 
 

@@ -11,7 +11,7 @@ import math
 import pytest
 import v1_official_order
 
-from dawnbench import leaderboard, ranking, validate
+from dawnbench import leaderboard, ranking, validate_entries
 
 ENTRIES = v1_official_order.ENTRIES
 
@@ -77,10 +77,10 @@ def test_strict_refuses_exactly_the_entries_v1_ranks_with_warnings(v1):
 
 
 def test_validate_levels_on_the_copy(capsys):
-    assert validate.main(["--level", "v1", str(ENTRIES)]) == 0
+    assert validate_entries.main(["--level", "v1", str(ENTRIES)]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("187 files checked: all valid (31 warnings")
-    assert validate.main([str(ENTRIES)]) == 1                     # strict is validate's default
+    assert validate_entries.main([str(ENTRIES)]) == 1                     # strict is validate's default
     assert capsys.readouterr().out.splitlines()[-1].startswith("30 problems in 25 of 187 files")
 
 

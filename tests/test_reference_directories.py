@@ -103,7 +103,7 @@ def test_a_copied_directory_runs_through_the_runner(original, full_eval_root, tm
 
 
 @pytest.mark.parametrize("entry,problem", [
-    ("common.torch_runtime:TorchReference", "must be 'module:Class' with module.py a file of"),
+    ("common.torch_base:TorchReference", "must be 'module:Class' with module.py a file of"),
     ("model:Net", "no model.py in"),
     ("train", "must be 'module:Class'"),
 ])

@@ -18,7 +18,7 @@ from leaderboard_fixture import edit_json, write_entries
 
 from dawnbench import entries, reproduce, reproduction, submit
 from dawnbench.cli import main as dawnbench_main
-from harness import verify, worker_env
+from harness import verify_run, worker_env
 
 # Each epoch sleeps, so that the time-to-accuracy is mostly the reference's own and a forged fifth of
 # it stands far outside any tolerance, however loaded the machine.
@@ -100,7 +100,7 @@ def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(hone
 def test_a_run_whose_clock_was_scaled_verifies_but_is_not_reproduced(honest, fashion_root, tmp_path, capsys):
     forged = Path(shutil.copytree(honest, tmp_path / "forged"))
     speed_up(forged, 0.2)
-    checked = verify.verify(forged, fashion_root)
+    checked = verify_run.verify(forged, fashion_root)
     assert checked.verified, checked.lines()          # consistent: verify cannot tell
     claimed = json.loads((forged / "result.json").read_text())["tta_seconds"]
 

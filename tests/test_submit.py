@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from leaderboard_fixture import REF, cifar10_labels, edit_json, make_run
 
-from dawnbench import entries, prices, ranking, series, submit, validate
+from dawnbench import entries, prices, ranking, series, submit, validate_entries
 from dawnbench.cli import main as cli_main
 from harness import datasets
 from harness.tasks import RULES_VERSION
@@ -105,7 +105,7 @@ def test_run_folder_round_trip(tmp_path, capsys):
     assert fields["misc"]["hyperparameters"] == {"lr": 0.4, "batch_size": 512}
     assert (fields["official"], fields["unofficial_reasons"]) == (True, [])
     assert fields["provenance"] == result["provenance"]
-    assert validate.main([str(out)]) == 0
+    assert validate_entries.main([str(out)]) == 0
     assert capsys.readouterr().out.strip() == "2 files checked: all valid"
     entry = entries.load(train / f"{STEM}.json")       # the shared reader ranks it
     assert entry.first_at_threshold()["top1Accuracy"] == 94.12
@@ -127,7 +127,7 @@ def test_inference_round_trip(tmp_path, capsys):
     assert fields["eval_examples"] == 10000 and "logFilename" not in fields
     assert (out / "CIFAR10" / "train" / f"{stem}.json").exists()
     capsys.readouterr()
-    assert validate.main([str(out)]) == 0, capsys.readouterr().out
+    assert validate_entries.main([str(out)]) == 0, capsys.readouterr().out
 
 
 def test_series_submits_the_median_converged_run(tmp_path, capsys):
@@ -158,7 +158,7 @@ def test_series_submits_the_median_converged_run(tmp_path, capsys):
     assert r["median_tta_seconds"] == statistics.median(ttas) == fields["tta_seconds"]
     assert [p["status"] for p in r["per_run"]] == ["converged", "converged", "converged", "DNC"]
     capsys.readouterr()
-    assert validate.main([str(out)]) == 0
+    assert validate_entries.main([str(out)]) == 0
 
 
 def test_even_series_takes_the_slower_middle_run(tmp_path):
@@ -237,9 +237,9 @@ def test_unofficial_threshold_needs_the_flag(tmp_path, capsys):
     fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
     assert (fields["official_threshold"], fields["threshold"]) == (False, 0.5)
     capsys.readouterr()
-    assert validate.main([str(out)]) == 1          # not an entry for the leaderboard...
+    assert validate_entries.main([str(out)]) == 1          # not an entry for the leaderboard...
     assert "official_threshold: false" in capsys.readouterr().out
-    assert validate.main(["--allow-unofficial", str(out)]) == 0      # ...but well formed
+    assert validate_entries.main(["--allow-unofficial", str(out)]) == 0      # ...but well formed
 
 
 DIRTY = "the code differs from commit de8b42f2138d: references/x/train.py changed or not committed (git status; ...)"
@@ -261,10 +261,10 @@ def test_a_run_that_is_not_official_is_refused_with_its_reasons(tmp_path, capsys
         fields = json.loads((out / "CIFAR10" / kind / f"{STEM}.json").read_text())
         assert (fields["official"], fields["unofficial_reasons"]) == (False, [DIRTY, FORGED])
         assert fields["official_threshold"] is True
-    assert validate.main([str(out)]) == 1
+    assert validate_entries.main([str(out)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert sum(f"official: false: the run was not official: {DIRTY}; {FORGED}" in x for x in lines) == 2, lines
-    assert validate.main(["--allow-unofficial", str(out)]) == 0
+    assert validate_entries.main(["--allow-unofficial", str(out)]) == 0
     capsys.readouterr()
     assert cli_main(["leaderboard", str(out), "--format", "json"]) == 0
     captured = capsys.readouterr()
@@ -283,7 +283,7 @@ def test_an_entry_that_says_official_but_lists_reasons_is_invalid(tmp_path, caps
     fields = json.loads(path.read_text())
     path.write_text(json.dumps({**fields, "unofficial_reasons": [FORGED]}))
     capsys.readouterr()
-    assert validate.main([str(out)]) == 1
+    assert validate_entries.main([str(out)]) == 1
     assert "unofficial_reasons: lists 1 reason the run is not official, but official is true" in capsys.readouterr().out
 
 
@@ -434,7 +434,7 @@ def test_an_inference_only_reference_submits_without_a_run(tmp_path, capsys):
     assert (fields["official"], fields["unofficial_reasons"]) == (True, [])
     assert fields["git_commit"] == "de8b42f2138dedf08d189021a603340ac257828d"
     assert fields["provenance"]["reference_tree_sha256"] == "d" * 64
-    assert validate.main([str(out)]) == 0
+    assert validate_entries.main([str(out)]) == 0
     assert capsys.readouterr().out.strip() == "1 file checked: all valid"
     assert cli_main(["leaderboard", str(out), "--format", "json"]) == 0
     ranked = json.loads(capsys.readouterr().out)
@@ -537,7 +537,7 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
     assert inference["costPerHour"] == 1.25 and inference["price_added"]["nodes"] == 1     # it ran on one node
     assert inference["cost"] == pytest.approx(1.25 * inference["latency"] / 3.6e6)
     assert inference["cost_per_10k_items_usd"] == pytest.approx(inference["cost"] * 1e4)
-    assert validate.main([str(out)]) == 0
+    assert validate_entries.main([str(out)]) == 0
     capsys.readouterr()
     [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_cost_given"]
     assert row["cost_usd"] == pytest.approx(train["cost_usd"], rel=0.01)      # the leaderboard ranks it by cost
@@ -551,7 +551,7 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
     assert train["price_added"] == {"by": "submit", "date": today, "option": "--instance aws:p3.2xlarge",
                                     "usd_per_hour": table.usd_per_hour, "source": table.source,
                                     "source_date": table.date, "nodes": 2}
-    assert validate.main([str(out)]) == 0
+    assert validate_entries.main([str(out)]) == 0
 
     only = unpriced_inference(tmp_path / "only")       # an inference-only reference's entry is priced alike
     edit_json(only / "inference.json", reference=INFER_ONLY, infers_only=True)

@@ -28,7 +28,7 @@ import pytest
 import tensorflow as tf
 from keras import layers
 
-from common import tf_runtime
+from common import tf_base
 from harness import registry
 
 REFERENCES = ("imagenet-resnet50-tensorflow", "imagenet-resnet152-tensorflow", "imagenet-amoebanet-tpu")
@@ -62,7 +62,7 @@ def strategy(replicas: int) -> tf.distribute.Strategy:
     base = mirrored._collective_key_base
     mirrored._collective_key_base = 23_000
     try:
-        return tf_runtime.choose_strategy("none", cpu_replicas=replicas)
+        return tf_base.choose_strategy("none", cpu_replicas=replicas)
     finally:
         mirrored._collective_key_base = base
 

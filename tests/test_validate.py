@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dawnbench import safe_read, schemas, validate
+from dawnbench import schemas, validate_entries
 from dawnbench.cli import main as cli_main
+from harness import safe_read
 
 REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^(?P<file>.+?):(?P<line>[1-9][0-9]*): (?P<field>[A-Za-z0-9_.]+): (?P<message>\S.*)$")
@@ -82,7 +83,7 @@ def inference_entry(root: Path, fields=None, task="CIFAR10", stem="dawn_resnet16
 
 
 def run_validate(capsys, *paths, flags=()):
-    code = validate.main([*flags, *map(str, paths)])
+    code = validate_entries.main([*flags, *map(str, paths)])
     out = capsys.readouterr().out.splitlines()
     assert out, "validate prints at least its count line"
     assert COUNT.match(out[-1]), out[-1]
@@ -117,7 +118,7 @@ def test_old_v1_entries_without_log_filename_are_valid(tmp_path, capsys):
 def test_count_line_names_the_files(tmp_path, capsys):
     train_entry(tmp_path)
     inference_entry(tmp_path)
-    validate.main([str(tmp_path)])
+    validate_entries.main([str(tmp_path)])
     assert capsys.readouterr().out.strip() == "3 files checked: all valid"
 
 
@@ -424,7 +425,7 @@ def test_as_a_subprocess(tmp_path):
     done = subprocess.run([sys.executable, "-m", "dawnbench", "validate", str(good)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (0, "1 file checked: all valid\n", "")
-    done = subprocess.run([sys.executable, "-m", "dawnbench.validate", str(bad)], env=env,
+    done = subprocess.run([sys.executable, "-m", "dawnbench.validate_entries", str(bad)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stdout.splitlines()[0] == f"{bad}:2: version: must be the string \"v1.0\", not \"1.0\" " \
@@ -452,7 +453,7 @@ def _fresh(base: Path, name: str) -> Path:
 
 def _checked(capsys, root: Path) -> None:
     try:
-        code = validate.main([str(root)])
+        code = validate_entries.main([str(root)])
     except BaseException as e:          # noqa: BLE001 -- the point is that nothing escapes
         pytest.fail(f"validate raised {type(e).__name__}: {e}")
     out = capsys.readouterr().out.splitlines()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from leaderboard_fixture import inference, train
 from test_validate import FUZZ, LINE, NEW_INFERENCE, NEW_TRAIN, _fresh, inference_entry, json_values, train_entry
 
-from dawnbench import leaderboard, ranking, validate
+from dawnbench import leaderboard, ranking, validate_entries
 
 SQUAD_DRQA = "epoch\tf1Score\thours\n1\t0.61\t  0.137     \n2\t0.7584\t  1.365      \n"
 IMAGENET_SEED = "hours\tepoch\ttop1Accuracy\ttop5Accuracy\n2.29\t1\t15.8\t36.5\n9.5\t2\t76.1\t93.1\n"
@@ -90,7 +90,7 @@ def _line(path: Path, key: str) -> int:
 
 
 def _lines(capsys, level: str, root: Path) -> tuple[int, list[str]]:
-    code = validate.main(["--level", level, str(root)])
+    code = validate_entries.main(["--level", level, str(root)])
     return code, capsys.readouterr().out.splitlines()
 
 
@@ -105,9 +105,9 @@ def test_each_quirk_refused_strict_and_a_warning_at_v1(tmp_path, capsys, quirk):
     assert code == 0 and len(out) == 2, out                  # one warning, then "all valid (1 warning...)"
     assert out[0].startswith(where + "warning: ")
     assert out[1].endswith("checked: all valid (1 warning: v1 quirks, read as v1 read them)")
-    entry, warnings = validate.load_entry(path, level="v1")
+    entry, warnings = validate_entries.load_entry(path, level="v1")
     assert entry is not None and entry.notes == out[:1] and [str(w) for w in warnings] == out[:1]
-    assert validate.load_entry(path)[0] is None              # strict: load_entry's default
+    assert validate_entries.load_entry(path)[0] is None              # strict: load_entry's default
     result = ranking.rank(*ranking.load_all(tmp_path))      # the leaderboard's default: v1
     assert result["invalid"] == [] and [w["warning"] for w in result["warnings"]] == out[:1]
     table = "train_time" if entry.kind == "train" else "inference_latency"
@@ -116,7 +116,7 @@ def test_each_quirk_refused_strict_and_a_warning_at_v1(tmp_path, capsys, quirk):
 
 def test_columns_are_read_by_name(tmp_path):
     path, *_ = columns_by_name_imagenet(tmp_path)
-    entry, _ = validate.load_entry(path, level="v1")
+    entry, _ = validate_entries.load_entry(path, level="v1")
     assert [list(r) for r in entry.rows] == [["epoch", "hours", "top1Accuracy", "top5Accuracy"]] * 2
     assert entry.rows[1] == {"epoch": 2, "hours": 9.5, "top1Accuracy": 76.1, "top5Accuracy": 93.1}
     squad, *_ = columns_by_name_squad(tmp_path)
@@ -142,7 +142,7 @@ def test_the_repeated_epoch_ranks_by_the_first_row_at_the_threshold(tmp_path):
 def test_normalized_values_rank(tmp_path):
     f1_path, *_ = f1_in_percent(tmp_path)
     unpadded_timestamp(tmp_path)
-    entry, _ = validate.load_entry(f1_path, level="v1")
+    entry, _ = validate_entries.load_entry(f1_path, level="v1")
     assert entry.fields["f1Score"] == pytest.approx(0.8252085997573373)
     assert entry.written["f1Score"] == 82.52085997573373            # the file as written, kept for its page
     assert "read as the fraction 0.825209 (divided by 100)" in entry.notes[0]
@@ -177,7 +177,7 @@ def test_what_v1_refused_is_refused_at_both_levels(tmp_path, capsys, make, words
 
 def test_validate_help_names_both_levels(capsys):
     with pytest.raises(SystemExit):
-        validate.build_parser().parse_args(["--help"])
+        validate_entries.build_parser().parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--level {strict,v1}" in text and "default strict" in text and "v1: every entry the DAWNBench v1" in text
 
@@ -217,7 +217,7 @@ def test_fuzz_v1_level_keeps_one_line_per_problem(tmp_path_factory, capsys, fiel
     text = json.dumps(fields, allow_nan=True)
     (train_entry if kind == "train" else inference_entry)(root, text, task="SQuAD" if field == "f1Score" else "CIFAR10")
     try:
-        code = validate.main(["--level", "v1", str(root)])
+        code = validate_entries.main(["--level", "v1", str(root)])
     except BaseException as e:          # noqa: BLE001 -- the point is that nothing escapes
         pytest.fail(f"validate raised {type(e).__name__}: {e}")
     out = capsys.readouterr().out.splitlines()

@@ -17,7 +17,7 @@ from leaderboard_fixture import cifar10_labels, edit_json, make_run
 
 from dawnbench import submit
 from dawnbench.cli import main as dawnbench_main
-from harness import datasets, verify
+from harness import datasets, verify_run
 from harness.cli import main as harness_main
 
 REF = "fashion-mnist-cnn-pytorch"
@@ -157,10 +157,10 @@ def test_the_bound_s_training_set_is_the_task_s_for_an_official_run(default_run)
     (logged,) = [e for e in events if e["key"] == "dawnbench_train_examples"]
     assert logged["value"] == 60_000 and logged["metadata"]["source"] == "task"
     forged = [e for e in events if e["key"] != "dawnbench_train_examples"] + [{**logged, "value": 40}]
-    assert verify._train_examples(forged, task, official=False) == 40
-    with pytest.raises(verify.Disagreement, match="must use the fashion-mnist training set of 60000 examples"):
-        verify._train_examples(forged, task, official=True)
-    assert verify._train_examples([e for e in events if e["key"] != "dawnbench_train_examples"], task, True) == 60_000
+    assert verify_run._train_examples(forged, task, official=False) == 40
+    with pytest.raises(verify_run.Disagreement, match="must use the fashion-mnist training set of 60000 examples"):
+        verify_run._train_examples(forged, task, official=True)
+    assert verify_run._train_examples([e for e in events if e["key"] != "dawnbench_train_examples"], task, True) == 60_000
 
 
 def test_a_changed_prediction_is_caught_by_its_sha256_and_by_its_score(run_copy, fashion_root, capsys):
@@ -249,8 +249,8 @@ def test_time_to_accuracy_subtracts_eval_and_checkpoint_spans():
               event("checkpoint_start", 12.5), event("checkpoint_stop", 15.5),
               event("epoch_stop", 20.0, epoch_num=2), event("eval_start", 20.0, epoch_num=2),
               event("eval_accuracy", 21.0, epoch_num=2), event("eval_stop", 21.0, epoch_num=2)]
-    epochs = [verify.Epoch(n, *[e for e in events if e["metadata"].get("epoch_num") == n]) for n in (1, 2)]
-    verify.recompute_tta(events, epochs)
+    epochs = [verify_run.Epoch(n, *[e for e in events if e["metadata"].get("epoch_num") == n]) for n in (1, 2)]
+    verify_run.recompute_tta(events, epochs)
     assert [e.tta for e in epochs] == [10.0, 20.0 - 2.0 - 3.0]
 
 
@@ -276,7 +276,7 @@ def test_bad_and_hostile_run_folders_are_one_line(labels, tmp_path, capsys):
     bad_folder(run, capsys, "events.jsonl: is not a regular file")
     (run / "events.jsonl").unlink()
     with open(run / "events.jsonl", "wb") as f:
-        f.truncate(verify.MAX_EVENTS_BYTES + 1)
+        f.truncate(verify_run.MAX_EVENTS_BYTES + 1)
     bad_folder(run, capsys, "bytes, over the")
     (run / "events.jsonl").write_text(":::MLLOG " + "[" * 10_000 + "]" * 10_000 + "\n")
     bad_folder(run, capsys, "events.jsonl:1: nested too deeply")
@@ -319,7 +319,7 @@ def test_a_run_that_ended_in_init_verifies_as_a_dnc_with_its_reason(ended_in_ini
     code, lines = verify_lines(run, fashion_root, capsys)
     assert code == 0 and not any(line.startswith("FAIL") for line in lines), lines
     assert lines[0].startswith("ok   events: ") and "ended in init (no run_start)" in lines[0], lines
-    assert lines[-1] == f"verified: {run}: DNC in init, before its first epoch: {result['dnc_reason']} ({verify.CONSISTENCY})"
+    assert lines[-1] == f"verified: {run}: DNC in init, before its first epoch: {result['dnc_reason']} ({verify_run.CONSISTENCY})"
 
 
 def test_a_tampered_dnc_from_init_is_caught(ended_in_init, fashion_root, tmp_path, capsys):

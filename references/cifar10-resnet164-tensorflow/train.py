@@ -46,7 +46,7 @@ from keras import layers
 
 from common.datasets import load_cifar10, load_cifar10_images
 from common.tf_augment import crop_flip
-from common.tf_runtime import KerasReference
+from common.tf_base import KerasReference
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -198,7 +198,7 @@ def data_device() -> str:
 # The reference the harness drives
 
 class CifarResNetKeras(KerasReference):
-    """predict, save, load, eval_inputs and infer are KerasReference's (common/tf_runtime.py): the
+    """predict, save, load, eval_inputs and infer are KerasReference's (common/tf_base.py): the
     model's logits, without test-time augmentation (the seed recipe had none)."""
 
     def setup(self, ctx):

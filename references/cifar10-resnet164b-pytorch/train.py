@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.datasets import load_cifar10, load_cifar10_images
 from common.torch_augment import crop_flip
-from common.torch_runtime import TorchReference
+from common.torch_base import TorchReference
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
 MEAN = (0.4914, 0.4822, 0.4465)

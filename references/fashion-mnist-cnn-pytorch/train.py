@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.datasets import load_fashion_mnist, load_fashion_mnist_images
 from common.schedules import one_cycle
-from common.torch_runtime import TorchReference
+from common.torch_base import TorchReference
 
 # Pixel statistics of the Fashion-MNIST training set (after scaling to [0, 1]).
 MEAN, STD = 0.2860, 0.3530

@@ -34,7 +34,7 @@ from keras import layers
 
 from common.datasets import load_fashion_mnist, load_fashion_mnist_images
 from common.schedules import one_cycle
-from common.tf_runtime import KerasReference
+from common.tf_base import KerasReference
 
 # Pixel statistics of the Fashion-MNIST training set (after scaling to [0, 1]).
 MEAN, STD = 0.2860, 0.3530
@@ -106,7 +106,7 @@ def to_input(images: np.ndarray) -> np.ndarray:
 
 
 class FashionCNNKeras(KerasReference):
-    """predict, save, load, eval_inputs and infer are KerasReference's (common/tf_runtime.py),
+    """predict, save, load, eval_inputs and infer are KerasReference's (common/tf_base.py),
     through this class's `scores`: flip test-time augmentation."""
 
     def setup(self, ctx):

@@ -35,7 +35,7 @@ The recipe: tensorflow/tpu's amoeba_net.py flags, with the command its README gi
   - bfloat16 on TPUs (Keras mixed_bfloat16), float16 with loss scaling on GPUs, float32 on CPUs
     (`precision` "auto"); the logits and the loss stay float32;
   - the data: the TFRecords of `dawnbench data prepare imagenet --format tfrecord`.
-One code path for every machine: common.tf_runtime.choose_strategy gives TPUStrategy where a TPU
+One code path for every machine: common.tf_base.choose_strategy gives TPUStrategy where a TPU
 answers, MirroredStrategy over the GPUs (or over `cpu_replicas` logical CPUs, what the CPU tests
 run), else the default strategy; the global batch is split across its replicas.
 The harness times and scores everything; this file never sees a validation label.
@@ -56,7 +56,7 @@ import tensorflow as tf
 from keras import layers
 
 from common.imagenet_files import DATASET
-from common.tf_runtime import KerasReference, choose_strategy, find_tpu
+from common.tf_base import KerasReference, choose_strategy, find_tpu
 from harness.datasets import DatasetError
 
 # AmoebaNet-D's cells (tensorflow/tpu model_specs.py, "amoeba_net_d"): ten operations, in pairs; the

@@ -63,7 +63,7 @@ from keras import layers
 
 from common.imagenet_files import DATASET, train_samples, val_files
 from common.schedules import image_size, one_cycle
-from common.tf_runtime import KerasReference
+from common.tf_base import KerasReference
 
 # Per-channel pixel statistics of the ImageNet training images, on the 0-255 scale.
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -466,7 +466,7 @@ def resolve_precision(value, gpu: bool) -> str:
 # The reference the harness drives
 
 class ImageNetResNetKeras(KerasReference):
-    """save and load are KerasReference's (common/tf_runtime.py); predict, eval_inputs and infer
+    """save and load are KerasReference's (common/tf_base.py); predict, eval_inputs and infer
     stream the validation JPEGs instead of holding them in memory (50,000 images at 224 px would
     take 30 GB as float32)."""
 

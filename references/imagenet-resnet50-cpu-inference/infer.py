@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from common.imagenet_files import train_samples, val_files
-from common.torch_runtime import TorchReference
+from common.torch_base import TorchReference
 from harness.errors import UsageError
 from harness.reference import InferenceReference
 

@@ -48,7 +48,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from common import squad
-from common.torch_runtime import CONFIG_FILE, MODEL_FILE, TorchReference
+from common.torch_base import CONFIG_FILE, MODEL_FILE, TorchReference
 
 CHARS_FILE = "chars.json"                   # the trainer's character list, saved with the weights
 WORDS_FILE = "words.json"                   # the learned words, in the order of their trained rows

@@ -55,7 +55,7 @@ import tensorflow as tf
 from keras import layers
 
 from common import squad
-from common.tf_runtime import KerasReference
+from common.tf_base import KerasReference
 
 WEIGHTS_FILE = "bidaf-ema.weights.npz"    # the EMA weights, one array per variable path
 CHARS_FILE = "chars.json"                 # the trainer's character list: the predictor's Encoder needs it
@@ -289,7 +289,7 @@ def make_train_step(model: BiDAF, opt: keras.optimizers.Optimizer, ema: list[tf.
 
 class BiDAFKeras(KerasReference):
     """setup -> train_epoch / save in the trainer; setup -> load -> predict / eval_inputs / infer in
-    the predictor. KerasReference (common/tf_runtime.py) gives the clock's synchronize hook and the
+    the predictor. KerasReference (common/tf_base.py) gives the clock's synchronize hook and the
     recorded versions; prediction here is answer text, not class scores, so the rest is this class's."""
 
     def setup(self, ctx):

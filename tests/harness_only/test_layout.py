@@ -49,46 +49,6 @@ def test_imports_go_one_way(package, forbidden):
     assert not bad, f"{package} must not import {sorted(forbidden)}: {bad}"
 
 
-def project_modules_imported(path: Path, modules: set[str]) -> set[str]:
-    """The project's modules (dotted names among `modules`) a file imports, at its top or inside a
-    function (a late import closes a circle all the same)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name in modules}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules}
-            found |= {node.module} & modules
-    return found
-
-
-def test_no_module_imports_itself_through_others():
-    """No circle of imports in harness, common, dawnbench or bench: each module stands above what it
-    imports (a shared part moves down to a module of its own, as dawnbench/analysis_io.py did for the
-    analyses that are modules of their own)."""
-    files = {".".join(path.relative_to(REPO).with_suffix("").parts): path
-             for package in ("harness", "common", "dawnbench", "bench") for path in (REPO / package).rglob("*.py")
-             if "measured" not in path.parts and path.name != "__init__.py"}
-    edges = {name: project_modules_imported(path, set(files)) - {name} for name, path in files.items()}
-    state: dict[str, int] = {}          # 1: on the walk's path, 2: done
-    circles = []
-
-    def walk(name: str, trail: list[str]) -> None:
-        state[name] = 1
-        for other in sorted(edges[name]):
-            if state.get(other) == 1:
-                circles.append(trail[trail.index(other):] + [other])
-            elif other not in state:
-                walk(other, trail + [other])
-        state[name] = 2
-
-    for name in sorted(files):
-        if name not in state:
-            walk(name, [name])
-    assert len(files) > 50 and sum(map(len, edges.values())) > 50      # the walk saw the house
-    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
-
-
 def harness_modules_imported(path: Path) -> set[str]:
     """The harness modules a file imports: `import harness.x`, `from harness import x`, `from harness.x import y`."""
     found = set()
@@ -232,3 +192,49 @@ def test_the_harness_only_tier_is_its_folder():
     marked = {p for p in tests.rglob("test_*.py")
               if re.search(r"^pytestmark = pytest\.mark\.harness\b", p.read_text(encoding="utf-8"), re.M)}
     assert marked == set((tests / "harness_only").glob("test_*.py")), sorted(str(p.relative_to(tests)) for p in marked)
+
+
+# --- docs/LAYOUT.md, the map -----------------------------------------------------------------------
+
+MAPPED = ("harness", "common", "dawnbench", "bench", "docker")     # every top-level file of these is listed
+
+
+def _layout() -> str:
+    return (REPO / "docs" / "LAYOUT.md").read_text()
+
+
+def test_layout_md_lists_every_file_of_the_mapped_folders_and_only_files_that_exist():
+    text = _layout()
+    listed = set(re.findall(r"^- `((?:" + "|".join(MAPPED) + r")/[^`/]+)`:", text, re.M))
+    present = {f"{folder}/{p.name}" for folder in MAPPED for p in (REPO / folder).iterdir()
+               if p.is_file() and (p.suffix == ".py" or folder == "docker") and not p.name.startswith(".")}
+    assert not sorted(listed - present), f"docs/LAYOUT.md lists files that are gone: {sorted(listed - present)}"
+    assert not sorted(present - listed), f"docs/LAYOUT.md lacks a line for: {sorted(present - listed)}"
+
+
+def test_layout_md_names_only_paths_that_exist():
+    """The call chain, the checklists and the picture name real files (a `<name>` placeholder aside)."""
+    named = {n.split(":")[0] for n in re.findall(r"`((?:harness|common|dawnbench|bench|docker|tests|references)/[^` |]+)",
+                                                 _layout())}
+    named |= {m for m in re.findall(r"(?<![\w/])((?:harness|common|dawnbench|bench|docker)/[\w/.-]+\.(?:py|toml|yaml|sh))",
+                                    _layout())}
+    missing = sorted(n for n in named if "<" not in n and "*" not in n and not (REPO / n.rstrip(".,;")).exists()
+                     and not n.startswith(("common/torch_runtime", "common/tf_runtime", "harness/runtimes",
+                                           "harness/verify.py", "dawnbench/validate.py", "dawnbench/images.py",
+                                           "harness/identity.py")))
+    assert not missing, f"docs/LAYOUT.md names paths that do not exist: {missing}"
+
+
+def test_layout_md_call_chain_names_real_functions():
+    """Each `file.py:function` of the path from `make run` to train_epoch is defined in that file."""
+    chain = re.findall(r"`((?:harness|dawnbench)/[\w/]+\.py):(?:(\w+)\.)?(\w+)", _layout())
+    assert len(chain) >= 8, chain
+    for path, klass, name in chain:
+        tree = ast.parse((REPO / path).read_text())
+        scope = tree.body
+        if klass:
+            (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == klass] or [None]
+            assert cls is not None, f"{path} has no class {klass}"
+            scope = cls.body
+        defined = {n.name for n in scope if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert name in defined, f"docs/LAYOUT.md names {path}:{klass + '.' if klass else ''}{name}, which is not defined there"

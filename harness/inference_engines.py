@@ -1,7 +1,7 @@
-"""The harness's inference runtimes: an exported ONNX model run at batch 1 in a process of the
+"""The harness's inference engines (ONNX Runtime, OpenVINO): an exported ONNX model run at batch 1 in a process of the
 harness's own, which never imports the reference's code, each call timed there.
 
-    python -m harness.runtimes REQUEST.json
+    python -m harness.inference_engines REQUEST.json
 
 `dawnbench infer --runtime onnxruntime|openvino` (harness/inference.py) has the sandboxed predictor
 export the evaluated network (ONNX bytes) and the eval inputs, and, for int8, a trainer (training

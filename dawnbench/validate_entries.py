@@ -4,7 +4,7 @@ One line per problem, `FILE:LINE: FIELD: what is wrong (how to fix)`, then a cou
 status 0 only when everything is valid. The fields are checked against the entry's JSON Schema
 (`dawnbench.schemas`), whose errors become those lines; what a schema cannot say (the log, the
 threshold, costs and times that must agree, eval-set sizes) is checked here. An entry is untrusted
-input: it is read through `dawnbench.safe_read` and parsed as data only, its log is read only from
+input: it is read through `harness.safe_read` and parsed as data only, its log is read only from
 the entry's own folder, and no input makes this module raise.
 
 Two levels. `strict` (the default here, and what `dawnbench submit` writes) is the project's rules
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dawnbench import entries, safe_read, schemas
+from dawnbench import entries, schemas
+from harness import safe_read
 from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.tasks import FIGURES, Task
@@ -842,7 +843,7 @@ def _owner_of(log: Path) -> Path | None:
 
 def build_parser(p: Parser | None = None) -> Parser:
     """The options, on `p` (dawnbench.cli's subcommand of this name, in the one tree) or on a parser
-    of its own (`python -m dawnbench.validate`)."""
+    of its own (`python -m dawnbench.validate_entries`)."""
     p = p if p is not None else Parser(prog=PROG)
     p.description = ("Check DAWNBench v1 entries: one line per problem, FILE:LINE: FIELD: what is wrong (how to "
                      "fix); at the v1 level, FILE:LINE: FIELD: warning: what v1 tolerated (how it is read).")

@@ -7,7 +7,8 @@ both roles; then, in the trainer (`ctx.trains`), the training data and what trai
 in the predictor `self.eval_x` (the eval images, ready for the model, where the model runs). It
 then writes only `setup` and `train_epoch`, and overrides `scores` for test-time augmentation or
 `evaluated` to predict and save with other weights than `self.model`'s. The trainer's `save`
-writes `evaluated()`'s weights; the predictor's `load` reads them back into it.
+writes `evaluated()`'s weights; the predictor's `load` reads them back into it. `SETUP_SETS` declares
+what setup must set; the worker checks it after setup and names what is missing.
 
 Inference runs through two tf.functions with fixed input signatures, traced once each: one for
 the eval batches, one for a single example, which XLA compiles when the hyperparameter
@@ -41,7 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from harness.errors import UsageError
-from harness.reference import Context, Reference
+from harness.reference import Context, Reference, SetupSets
 
 WEIGHTS_FILE = "model.weights.h5"
 CONFIG_FILE = "config.json"
@@ -52,7 +53,18 @@ class KerasReference(Reference):
     ctx: Context
     model: keras.Model
     eval_x: tf.Tensor
+    train_x: tf.Tensor
     gpu: bool = False
+    SETUP_SETS = (
+        SetupSets("ctx", ("train", "predict"), what="ctx (the Context setup gets)"),
+        # The trainer's: a predictor may build its model in load (squad-bidaf-tensorflow does).
+        SetupSets("model", ("train",), ("evaluated",), what="the Keras model"),
+        # infer reads it through example_spec's default only
+        SetupSets("eval_x", ("predict",), ("predict", "eval_inputs", ("infer", "example_spec")),
+                  what="the eval images as the model takes them"),
+        SetupSets("train_x", ("train",), ("calibration_inputs",), only_with="calibration_batch",
+                  what="the training examples calibration_batch indexes"),
+    )
 
     def __init__(self):
         super().__init__()

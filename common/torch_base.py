@@ -9,6 +9,7 @@ trainer (`ctx.trains`), the training data and what training needs, and in the pr
 `setup` and `train_epoch`, and overrides `scores` for test-time augmentation or `evaluated` for
 averaged weights. The trainer's `save` writes `evaluated()`'s weights; the predictor's `load`
 reads them back into it, so whatever predict and infer need must be in that state dict.
+`SETUP_SETS` declares what setup must set; the worker checks it after setup and names what is missing.
 
 For `dawnbench infer --runtime onnxruntime|openvino` the predictor exports `scores` (test-time
 augmentation included) to ONNX and hands over the eval inputs as the network takes them
@@ -28,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from harness.errors import UsageError
-from harness.reference import Context, Reference
+from harness.reference import Context, Reference, SetupSets
 
 MODEL_FILE = "model.pt"
 CONFIG_FILE = "config.json"
@@ -53,6 +54,17 @@ class TorchReference(Reference):
     ctx: Context
     net: torch.nn.Module
     eval_x: torch.Tensor
+    train_x: torch.Tensor
+    SETUP_SETS = (
+        SetupSets("ctx", ("train", "predict"), what="ctx (the Context setup gets)"),
+        # The trainer's: a predictor may build its network in load.
+        SetupSets("net", ("train",), ("evaluated",),
+                  what="the bare network (not wrapped in DistributedDataParallel or torch.compile)"),
+        SetupSets("eval_x", ("predict",), ("predict", "eval_inputs"),
+                  what="the eval images as the network takes them, on the device"),
+        SetupSets("train_x", ("train",), ("calibration_inputs",), only_with="calibration_batch",
+                  what="the training examples calibration_batch indexes"),
+    )
 
     def init_torch(self, ctx: Context) -> torch.device:
         """Pick the device, seed every generator, and join the process group under torchrun (the

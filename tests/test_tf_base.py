@@ -1,4 +1,4 @@
-"""common.tf_runtime.KerasReference: the defaults the TensorFlow references share, on a tiny model,
+"""common.tf_base.KerasReference: the defaults the TensorFlow references share, on a tiny model,
 and the versions it reports, the GPU branch through a faked device list (no GPU here); the check of
 the CUDA libraries a GPU run loads, with the versions injected."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from common import tf_runtime
-from common.tf_runtime import KerasReference
+from common import tf_base
+from common.tf_base import KerasReference
 from harness import registry
 from harness.errors import UsageError
 from harness.reference import Context
@@ -74,7 +74,7 @@ def test_versions_on_cpu():
 
 
 def test_versions_with_a_gpu_name_the_build_cuda_and_cudnn(monkeypatch):
-    monkeypatch.setattr(tf_runtime, "check_cuda_libraries", lambda: None)    # no CUDA libraries here
+    monkeypatch.setattr(tf_base, "check_cuda_libraries", lambda: None)    # no CUDA libraries here
     gpu = tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [gpu] if kind == "GPU" else [])
     monkeypatch.setattr(tf.sysconfig, "get_build_info",
@@ -90,7 +90,7 @@ def test_the_references_report_the_shared_versions():
     for name, extra in [("fashion-mnist-cnn-tensorflow", set()), ("cifar10-resnet20-tensorflow", {"replicas"})]:
         versions = registry.load_spec(name).load_entry_class()().framework_versions()
         assert versions.keys() == Tiny().framework_versions().keys() | extra, name
-        assert versions["onednn"] == tf_runtime.onednn_enabled()
+        assert versions["onednn"] == tf_base.onednn_enabled()
 
 
 # ------------------------------------------------------------------------ the CUDA libraries' check
@@ -114,7 +114,7 @@ GOOD = {"cuda": "12.5", "cudnn": "9.3.0", "ptxas": "/venv/nvidia/cuda_nvcc/bin/p
     ({"libdevice": None}, "XLA finds no libdevice"),
 ])
 def test_cuda_problem_is_one_line_naming_what_is_wrong(found, expected):
-    problem = tf_runtime.cuda_problem(BUILT, {**GOOD, **found})
+    problem = tf_base.cuda_problem(BUILT, {**GOOD, **found})
     if expected is None:
         assert problem is None
     else:
@@ -122,23 +122,23 @@ def test_cuda_problem_is_one_line_naming_what_is_wrong(found, expected):
 
 
 def test_cuda_problem_with_the_cudnn_major_only_and_with_no_gpu_listed():
-    assert tf_runtime.cuda_problem({"cuda": "12.5.1", "cudnn": "9"}, {**GOOD, "cudnn": "9.0.0"}) is None
-    problem = tf_runtime.cuda_problem(BUILT, GOOD, gpus_listed=False)
+    assert tf_base.cuda_problem({"cuda": "12.5.1", "cudnn": "9"}, {**GOOD, "cudnn": "9.0.0"}) is None
+    problem = tf_base.cuda_problem(BUILT, GOOD, gpus_listed=False)
     assert "sees none of this machine's NVIDIA GPUs" in problem and "\n" not in problem
 
 
 def test_built_versions_take_the_cudnn_minor_from_the_and_cuda_extra():
     """get_build_info names cuDNN 9 only; the installed TensorFlow's [and-cuda] extra (its
     metadata, the CPU build's included) asks for nvidia-cudnn-cu12>=9.3.0.75."""
-    built = tf_runtime.built_versions({"cuda_version": "12.5.1", "cudnn_version": "9"})
+    built = tf_base.built_versions({"cuda_version": "12.5.1", "cudnn_version": "9"})
     assert built == {"cuda": "12.5.1", "cudnn": "9.3.0.75"}
-    assert tf_runtime.built_versions({"cuda_version": "11.8", "cudnn_version": "8"})["cudnn"] == "8"
+    assert tf_base.built_versions({"cuda_version": "11.8", "cudnn_version": "8"})["cudnn"] == "8"
 
 
 def test_library_versions_are_decoded_as_cudnn_and_cudart_encode_them():
-    assert tf_runtime.cudnn_version_text(90300) == "9.3.0" and tf_runtime.cudnn_version_text(91002) == "9.10.2"
-    assert tf_runtime.cudnn_version_text(8907) == "8.9.7"
-    assert tf_runtime.cudart_version_text(12050) == "12.5"
+    assert tf_base.cudnn_version_text(90300) == "9.3.0" and tf_base.cudnn_version_text(91002) == "9.10.2"
+    assert tf_base.cudnn_version_text(8907) == "8.9.7"
+    assert tf_base.cudart_version_text(12050) == "12.5"
 
 
 def test_found_libraries_look_where_xla_looks(tmp_path):
@@ -149,7 +149,7 @@ def test_found_libraries_look_where_xla_looks(tmp_path):
     (nvcc / "nvvm" / "libdevice").mkdir(parents=True)
     (nvcc / "nvvm" / "libdevice" / "libdevice.10.bc").write_text("")
     environ = {"XLA_FLAGS": f"--xla_gpu_cuda_data_dir={nvcc}", "PATH": "", "LD_LIBRARY_PATH": str(tmp_path)}
-    found = tf_runtime.found_libraries(BUILT, environ)
+    found = tf_base.found_libraries(BUILT, environ)
     if found["libdevice"].startswith("/usr/local/cuda") or found["libdevice"].startswith("/opt/cuda"):
         pytest.skip("this machine has a CUDA toolkit, which XLA would look in first")
     assert found["ptxas"] == str(nvcc / "bin" / "ptxas")
@@ -161,7 +161,7 @@ def _fake_gpu_build(monkeypatch, cudnn_found):
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [gpu] if kind == "GPU" else [])
     monkeypatch.setattr(tf.sysconfig, "get_build_info",
                         lambda: {"cuda_version": "12.5.1", "cudnn_version": "9", "is_cuda_build": True})
-    monkeypatch.setattr(tf_runtime, "found_libraries", lambda built, environ=None: {**GOOD, "cudnn": cudnn_found})
+    monkeypatch.setattr(tf_base, "found_libraries", lambda built, environ=None: {**GOOD, "cudnn": cudnn_found})
 
 
 def test_a_keras_reference_stops_at_once_on_an_older_cudnn(monkeypatch):
@@ -181,15 +181,15 @@ def test_a_keras_reference_stops_at_once_on_an_older_cudnn(monkeypatch):
 def test_the_check_is_quiet_on_a_cpu_build_or_without_gpus(monkeypatch):
     def unreachable(*args, **kwargs):
         raise AssertionError("looked for CUDA libraries on a CPU run")
-    monkeypatch.setattr(tf_runtime, "found_libraries", unreachable)
-    tf_runtime.check_cuda_libraries()                 # this machine: the CPU build
+    monkeypatch.setattr(tf_base, "found_libraries", unreachable)
+    tf_base.check_cuda_libraries()                 # this machine: the CPU build
     monkeypatch.setattr(tf.sysconfig, "get_build_info",
                         lambda: {"cuda_version": "12.5.1", "cudnn_version": "9", "is_cuda_build": True})
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
-    monkeypatch.setattr(tf_runtime.glob, "glob", lambda pattern: [])
-    tf_runtime.check_cuda_libraries()                 # a CUDA build on a machine without NVIDIA GPUs
+    monkeypatch.setattr(tf_base.glob, "glob", lambda pattern: [])
+    tf_base.check_cuda_libraries()                 # a CUDA build on a machine without NVIDIA GPUs
     # GPUs on the machine that TensorFlow does not list: its CUDA libraries did not load.
-    monkeypatch.setattr(tf_runtime.glob, "glob", lambda pattern: ["/dev/nvidia0"])
-    monkeypatch.setattr(tf_runtime, "found_libraries", lambda built, environ=None: {**GOOD, "cudnn": None})
+    monkeypatch.setattr(tf_base.glob, "glob", lambda pattern: ["/dev/nvidia0"])
+    monkeypatch.setattr(tf_base, "found_libraries", lambda built, environ=None: {**GOOD, "cudnn": None})
     with pytest.raises(UsageError, match="sees none of this machine's NVIDIA GPUs; no cuDNN 9 library found"):
-        tf_runtime.check_cuda_libraries(environ={})
+        tf_base.check_cuda_libraries(environ={})
