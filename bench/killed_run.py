@@ -48,6 +48,7 @@ REFERENCE = "cifar10-fast-pytorch"
 PHASES = {"init": "init_start", "train": "epoch_stop", "eval": "eval_start"}   # killed once the log shows it
 SMOKE_SETS = ("batch_size=64", "widths=8,16,16", "tta_level=0", "eval_batch_size=2500")
 DEADLINE_S = 20.0
+STAYS_GONE_S = 0.2      # no process of the run seen for this long: gone (one look can miss one being reparented)
 
 
 def descendants(pid: int) -> list[int]:
@@ -145,8 +146,14 @@ def killed_once(mode: str, phase: str, env: dict, results: Path, sets: tuple[str
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
         gone_s = gpu_free_s = None
-        while time.monotonic() - killed < DEADLINE_S and (gone_s is None or gpu_free_s is None):
-            if gone_s is None and not descendants(keeper.pid):
+        # Gone only once none is seen for STAYS_GONE_S: a process the dying harness is handing to the keeper
+        # (its guardian, reparented) is on neither one's child list for a moment, and one empty look
+        # counted it gone while it still ran (the kill9 smoke's eval case, CI of 6bec39a).
+        while time.monotonic() - killed < DEADLINE_S and not (
+                gone_s is not None and gpu_free_s is not None and time.monotonic() - killed - gone_s >= STAYS_GONE_S):
+            if descendants(keeper.pid):
+                gone_s = None
+            elif gone_s is None:
                 gone_s = time.monotonic() - killed
             if gpu_free_s is None and not ((gpu_pids() or set()) & before):
                 gpu_free_s = time.monotonic() - killed
