@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from anchor_checks import anchor_rows, every_row_is_checked
+from conftest import REPO
 
 from harness import registry
 from harness.reference import Context
@@ -87,3 +88,20 @@ def test_the_normalization(train):
     got = train.to_device_images(images, torch.device("cpu")).numpy()
     expected = ((images / 255 - np.array(mean)) / np.array(std)).transpose(0, 3, 1, 2)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+# The parts this recipe shares with cifar10-fast-pytorch word for word (airbench94_muon's own file
+# repeats airbench94's the same way): each reference stays one readable file a fork copies whole,
+# and this test keeps the copies equal, so a fix to one is made to both.
+SHARED_WITH_CIFAR10_FAST = ("conv3x3", "batch_norm", "ConvGroup", "to_device_images", "tta_views")
+
+
+def test_the_parts_shared_with_cifar10_fast_stay_equal():
+    import ast
+
+    def definitions(reference: str) -> dict[str, str]:
+        tree = ast.parse((REPO / "references" / reference / "train.py").read_text(encoding="utf-8"))
+        return {n.name: ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    muon, fast = definitions("cifar10-airbench-muon-pytorch"), definitions("cifar10-fast-pytorch")
+    differ = [name for name in SHARED_WITH_CIFAR10_FAST if muon.get(name) is None or muon.get(name) != fast.get(name)]
+    assert not differ, f"edit both references' train.py alike: {differ} differ (or are missing)"
