@@ -9,7 +9,9 @@
 
 Each writes <analysis>.png and <analysis>.json into DIR and prints their paths. The numbers come
 from plain functions (`*_numbers`), apart from the drawing (`plot_*`). Metric values are in the
-units of the DAWNBench logs: percent for accuracies, a fraction for F1.
+units of the DAWNBench logs: percent for accuracies, a fraction for F1. Which way is better is the
+task's kind's (harness.task_kinds): where lower is better (a loss, an error rate) a threshold is
+reached at or under it, a log's steps are its running minima and the plots turn to match.
 """
 from __future__ import annotations
 
@@ -179,31 +181,33 @@ def read_entries(paths: list[Path], warn=None) -> list[Entry]:
 
 # ---------------------------------------------------------------- the numbers
 
-def tta_at(points: list[tuple[float, float]], threshold: float) -> float | None:
-    """Hours of the first point at or over `threshold` (None if the log never reaches it)."""
+def tta_at(points: list[tuple[float, float]], threshold: float, task: Task) -> float | None:
+    """Hours of the first point that reaches `threshold` as `task` counts it (None if none does)."""
     for hours, value in points:
-        if value >= threshold:
+        if task.reaches(value, threshold):
             return hours
     return None
 
 
-def threshold_steps(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The step function threshold -> time-to-accuracy, exactly: (v, h) pairs, v increasing, such
-    that for every threshold in (previous v, v] the time is h. They are the log's running maxima."""
+def threshold_steps(points: list[tuple[float, float]], task: Task) -> list[tuple[float, float]]:
+    """The step function threshold -> time-to-accuracy, exactly: (v, h) pairs, each v better than the
+    one before, such that every threshold from the previous v (excluded) to v (included) is reached
+    first at h. They are the log's running bests: maxima, or minima where lower is better."""
     steps: list[tuple[float, float]] = []
     for hours, value in points:
-        if not steps or value > steps[-1][0]:
+        if not steps or task.kind.better(value, steps[-1][0]):
             steps.append((value, hours))
     return steps
 
 
 def crossings(c: Curve) -> list[dict]:
-    """The time-to-accuracy at the task's threshold and at each of its other_thresholds, lowest first;
-    epoch: the crossing's row (1-based) in the log."""
+    """The time-to-accuracy at the task's threshold and at each of its other_thresholds, the easiest
+    first; epoch: the crossing's row (1-based) in the log."""
     marks = [(to_log_units(c.task, v), why) for v, why in c.task.other_thresholds]
     out = []
-    for threshold, why in sorted(marks + [(c.threshold, TASK_THRESHOLD_SOURCE)]):
-        row = next((n for n, (_, value) in enumerate(c.points, start=1) if value >= threshold), None)
+    for threshold, why in c.task.kind.easiest_first(marks + [(c.threshold, TASK_THRESHOLD_SOURCE)],
+                                                    key=lambda mark: mark[0]):
+        row = next((n for n, (_, value) in enumerate(c.points, start=1) if c.task.reaches(value, threshold)), None)
         hours = c.points[row - 1][0] if row else None
         out.append({"threshold": round(threshold, 6), "source": why, "epoch": row, "hours": hours,
                     "hms": entries.hms(hours) if hours is not None else None})
@@ -214,22 +218,24 @@ def thresholds_numbers(curves: list[Curve]) -> dict:
     out = []
     for c in curves:
         values = [v for _, v in c.points]
-        tta = tta_at(c.points, c.threshold)
+        tta = tta_at(c.points, c.threshold, c.task)
         out.append({"label": c.label, "source": c.source, "task": c.task.display_name, "metric": c.column,
+                    "direction": c.task.kind.direction,
                     "task_threshold": c.threshold, "range": [min(values), max(values)],
                     "tta_hours_at_task_threshold": tta,
                     "tta_hms_at_task_threshold": entries.hms(tta) if tta is not None else None,
                     "crossings": crossings(c),
                     "steps": [{"threshold": v, "hours": h, "seconds": round(h * 3600, 3)}
-                              for v, h in threshold_steps(c.points)]})
+                              for v, h in threshold_steps(c.points, c.task)]})
     return {"analysis": "thresholds", "inputs": out}
 
 
 def curves_numbers(curves: list[Curve]) -> dict:
     out = []
     for c in curves:
-        tta = tta_at(c.points, c.threshold)
+        tta = tta_at(c.points, c.threshold, c.task)
         out.append({"label": c.label, "source": c.source, "task": c.task.display_name, "metric": c.column,
+                    "direction": c.task.kind.direction,
                     "task_threshold": c.threshold, "run_threshold": c.target,
                     "tta_hours": tta, "tta_hms": entries.hms(tta) if tta is not None else None,
                     "points": [{"hours": h, "value": v} for h, v in c.points], **c.notes})
@@ -305,10 +311,12 @@ def plot_thresholds(numbers: dict, path: Path) -> None:
     with plots.pyplot() as plt:
         fig, axes = plots.grid(plt, len(groups))
         for ax, (task, items) in zip(axes[:, 0], groups.items()):
+            kind = entries.TASK_BY_DIR[task].kind
             unit, factor = plots.time_unit(max(s["hours"] for i in items for s in i["steps"]))
             for item in items:
                 steps = item["steps"]
-                xs = [item["range"][0]] + [s["threshold"] for s in steps]
+                # from the log's worst value (every threshold short of its first reached at once) on
+                xs = [kind.easiest_first(item["range"])[0]] + [s["threshold"] for s in steps]
                 ys = [steps[0]["hours"] * factor] + [s["hours"] * factor for s in steps]
                 (line,) = ax.step(xs, ys, where="pre", label=plots.short(item["label"]))
                 for mark in item["crossings"]:
@@ -317,16 +325,19 @@ def plot_thresholds(numbers: dict, path: Path) -> None:
                         ax.plot([mark["threshold"]], [mark["hours"] * factor], "o",
                                 color=line.get_color(), fillstyle="full" if task_mark else "none")
             threshold = items[0]["task_threshold"]
-            ax.axvline(threshold, color="k", linestyle="--", linewidth=1, label=f"{task} threshold {threshold:g}")
+            ax.axvline(threshold, color="k", linestyle="--", linewidth=1,
+                       label=f"{task} threshold: {items[0]['metric']} {kind.relation} {threshold:g}")
             for mark in items[0]["crossings"]:
                 if mark["threshold"] != threshold:
                     ax.axvline(mark["threshold"], color="gray", linestyle=":", linewidth=1,
                                label=f"{mark['threshold']:g}: {plots.short(mark['source'].split(' (')[0])}")
-            ax.set_xlabel(f"threshold ({items[0]['metric']})")
-            ax.set_ylabel(f"time to accuracy ({unit})")
+            ax.set_xlabel(f"threshold ({items[0]['metric']}, {kind.direction})")
+            ax.set_ylabel(f"time to threshold ({unit})")
             ax.set_title(f"{task}: time-to-accuracy vs threshold")
             ax.grid(alpha=0.3)
             plots.single_values_spread(ax)
+            # harder thresholds to the right, whichever way is better: the axis runs easiest to hardest
+            ax.set_xlim(kind.easiest_first(ax.get_xlim()))
             plots.legend_outside(ax)
         fig.tight_layout()
         plots.save(fig, plt, path)
@@ -337,6 +348,7 @@ def plot_curves(numbers: dict, path: Path, title: str | None = None) -> None:
     with plots.pyplot() as plt:
         fig, axes = plots.grid(plt, len(groups))
         for ax, (task, items) in zip(axes[:, 0], groups.items()):
+            task_of = entries.TASK_BY_DIR[task]
             unit, factor = plots.time_unit(max(p["hours"] for i in items for p in i["points"]))
             for item in items:
                 ax.plot([p["hours"] * factor for p in item["points"]], [p["value"] for p in item["points"]],
@@ -345,12 +357,18 @@ def plot_curves(numbers: dict, path: Path, title: str | None = None) -> None:
                     ax.axhline(item["run_threshold"], color="gray", linestyle=":", linewidth=1,
                                label=f"run threshold {item['run_threshold']:g}")
             threshold = items[0]["task_threshold"]
-            ax.axhline(threshold, color="k", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
+            ax.axhline(threshold, color="k", linestyle="--", linewidth=1,
+                       label=f"threshold: {items[0]['metric']} {task_of.kind.relation} {threshold:g}")
             ax.set_xlabel(f"on-clock time ({unit})")
-            ax.set_ylabel(items[0]["metric"])
-            ax.set_title(plots.short(title) if title else f"{task}: accuracy vs time")
+            ax.set_ylabel(f"{items[0]['metric']} ({task_of.kind.direction})")
+            ax.set_title(plots.short(title) if title else f"{task}: {task_of.figure.label} vs time")
             ax.grid(alpha=0.3)
             plots.single_values_spread(ax)
+            # the values that reach the threshold, shaded: above its line, or below it where lower is better
+            limits = ax.get_ylim()
+            ax.axhspan(threshold, task_of.kind.best(limits), color="C2", alpha=0.08, linewidth=0,
+                       label="reaches the threshold")
+            ax.set_ylim(limits)
             plots.legend_outside(ax)
         fig.tight_layout()
         plots.save(fig, plt, path)

@@ -126,8 +126,8 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
             reached = accuracy is not None and entry.task.reaches(accuracy, threshold)
             if not reached or latency is None:
                 reason = (f"no {entry.metric_column}" if accuracy is None else
-                          f"{entry.metric_column} {accuracy:g} is {'over' if entry.task.lower_is_better else 'under'} "
-                          f"the threshold {threshold:g}" if not reached else "no latency")
+                          f"{entry.metric_column} {accuracy:g} is {entry.task.kind.short_side} the threshold "
+                          f"{threshold:g}" if not reached else "no latency")
                 unranked.append({**_common(entry), "kind": entry.kind, "reason": reason})
                 continue
             if basis == entries.TABLE_PRICE:
@@ -214,4 +214,6 @@ def metric_label(task: Task, value: float) -> str:
 
 
 def threshold_label(task: Task) -> str:
-    return f"{task.accuracy_field} {metric_label(task, entries.log_threshold(task))}"
+    """The target as the pages say it, with the way it is met: "top1Accuracy at least 94%", "errorRate
+    at most 0.08" (a task where lower is better)."""
+    return f"{task.accuracy_field} {task.kind.goal} {metric_label(task, entries.log_threshold(task))}"

@@ -417,6 +417,7 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     written = entry.written if entry.written is not None else f
     return templates().get_template("entry.html").render(
         csp=CSP, root="../../", task=task, kind=entry.kind, name=entry.name, image=image, fields=rows,
+        figure=entry.task.figure.label,
         sibling=other, columns=columns, log=log, notes=[_note(entry, n) for n in entry.notes],
         entry_json=json.dumps(written, indent=2, ensure_ascii=False))
 
@@ -514,7 +515,7 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
                 if curve:
                     image = Path(relative).with_suffix(".png").name
                     analyze.plot_curves(analyze.curves_numbers([curve]), w.path(str(Path(relative).parent / image)),
-                                        title=f"{entry.name}: accuracy vs time")
+                                        title=f"{entry.name}: {entry.task.figure.label} vs time")
             other_kind = "inference" if entry.kind == "train" else "train"
             sibling = pages.get((entry.task.display_name, other_kind, entry.name))
             sibling = f"../{other_kind}/{Path(sibling).name}" if sibling else None

@@ -68,7 +68,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     threshold = task.threshold if opts.threshold is None else opts.threshold
     budget = Budget(max_epochs=opts.max_epochs or spec.max_epochs, max_seconds=opts.max_seconds or spec.max_seconds,
                     threshold=threshold, metric=task.metric, eval_from_epoch=spec.eval_from_epoch,
-                    lower_is_better=task.lower_is_better)
+                    relation=task.kind.relation)
     if budget.max_epochs < budget.eval_from_epoch:      # the last epoch is always evaluated (docs/RULES.md)
         raise UsageError(f"--max-epochs {budget.max_epochs} is before {spec.name}'s first evaluated epoch "
                          f"(budget.eval_from_epoch = {budget.eval_from_epoch} in its reference.toml): the run would "

@@ -26,7 +26,7 @@ class Budget:
     threshold: float
     metric: str
     eval_from_epoch: int = 1    # the reference's first evaluated epoch; every one after it is evaluated
-    lower_is_better: bool = False   # the task's kind's (a loss, an error rate): reached at or under the threshold
+    relation: str = ">="        # how the metric meets the threshold, as the task's kind writes it (a loss: "<=")
 
 
 def evaluated(budget: Budget, epoch: int) -> bool:
@@ -46,16 +46,10 @@ class Outcome:
         return self.reason.startswith("diverged")
 
 
-def reaches(value: float, threshold: float, lower_is_better: bool = False) -> bool:
-    """The metric counts as reached at or over the threshold (at or under it where lower is better,
-    a loss or an error rate); NaN never reaches it."""
-    return value <= threshold if lower_is_better else value >= threshold
-
-
 def decide(budget: Budget, epoch: int, loss: float, on_clock: float, reached: bool | None = None) -> Outcome | None:
     """The run's end after `epoch`, or None to go on. `reached` is None between training and
     scoring (only a diverged loss ends the run there), else whether the epoch's metric reached the
-    threshold. A converged epoch wins over a spent budget: the epoch that reached it counts."""
+    threshold (the task's kind says: harness.task_kinds.TaskKind.reaches). A converged epoch wins over a spent budget: the epoch that reached it counts."""
     if not math.isfinite(loss):
         return Outcome(DNC, f"diverged: training loss is {loss} at epoch {epoch}")
     if reached is None:
@@ -65,8 +59,7 @@ def decide(budget: Budget, epoch: int, loss: float, on_clock: float, reached: bo
     if on_clock >= budget.max_seconds:
         return Outcome(DNC, f"budget: {on_clock:.1f} s on the clock >= max_seconds={budget.max_seconds:g}")
     if epoch >= budget.max_epochs:
-        side = "<=" if budget.lower_is_better else ">="
-        return Outcome(DNC, f"budget: max_epochs={budget.max_epochs} reached without {budget.metric} {side} "
+        return Outcome(DNC, f"budget: max_epochs={budget.max_epochs} reached without {budget.metric} {budget.relation} "
                             f"{budget.threshold}")
     return None
 

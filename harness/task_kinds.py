@@ -11,11 +11,11 @@ numpy only inside methods: `dawnbench list` reads the tasks from a bare Python (
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness import stop_rules
 from harness.errors import DawnbenchError
 
 HARNESS_PACKAGE = "harness"
@@ -72,18 +72,47 @@ class TaskKind:
         raise UnknownKindError(f"the {self.name} kind has no metric {metric!r}; "
                                f"its metrics: {', '.join(f.metric for f in self.figures)}")
 
+    # The one place a figure is compared, with the target (reaches) and with another figure (better):
+    # every other comparison of the house (the best of a log, thresholds in order, a page's words)
+    # is made of these two, so a task where lower is better reads right everywhere.
     def reaches(self, value: float, threshold: float) -> bool:
-        """Whether a value meets the target (harness.stop_rules.reaches); NaN never does."""
-        return stop_rules.reaches(value, threshold, self.lower_is_better)
+        """Whether a value meets the target: at or over it (at or under it where lower is better, a
+        loss or an error rate); NaN never does."""
+        return value <= threshold if self.lower_is_better else value >= threshold
+
+    def better(self, value: float, other: float) -> bool:
+        """Whether `value` is strictly better than `other`; NaN never is, nor is anything than NaN."""
+        return value < other if self.lower_is_better else value > other
+
+    def best(self, values):
+        """The best of `values` (messages: "best 0.61"; a log's running best)."""
+        return functools.reduce(lambda best, value: value if self.better(value, best) else best, values)
+
+    def easiest_first(self, items, key=lambda item: item):
+        """`items` in the order a run reaches them: the easiest threshold (the worst figure) first."""
+        def order(a, b) -> int:
+            return -1 if self.better(key(b), key(a)) else 1 if self.better(key(a), key(b)) else 0
+        return sorted(items, key=functools.cmp_to_key(order))
+
+    @property
+    def relation(self) -> str:
+        """How a value meets the target, as a message writes it: ">=", or "<=" when lower is better."""
+        return "<=" if self.lower_is_better else ">="
+
+    @property
+    def goal(self) -> str:
+        """How a page says the target is met: "at least", or "at most" when lower is better."""
+        return "at most" if self.lower_is_better else "at least"
+
+    @property
+    def direction(self) -> str:
+        """Which way is better, as an axis label says it."""
+        return "lower is better" if self.lower_is_better else "higher is better"
 
     @property
     def short_side(self) -> str:
         """Where a value that misses the target lies: "below" it, or "above" when lower is better."""
         return "above" if self.lower_is_better else "below"
-
-    def best(self, values):
-        """The best of `values` (messages: "best 0.61")."""
-        return min(values) if self.lower_is_better else max(values)
 
     def count(self, predictions: Any) -> int:
         """How many examples `predictions` answers (the runner checks it is the eval set's size)."""

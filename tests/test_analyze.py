@@ -10,6 +10,9 @@ from leaderboard_fixture import inference, train, write_entries
 
 from dawnbench import analyze, plots
 from dawnbench.cli import main
+from harness.tasks import TASKS
+
+CIFAR10 = TASKS["cifar10"]
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -48,14 +51,14 @@ def outputs(out: Path, name: str, printed: list[str]) -> dict:
 
 def test_threshold_steps_are_the_running_maxima():
     points = [(0.1, 80.0), (0.2, 90.0), (0.3, 88.0), (0.4, 90.0), (0.5, 93.0), (0.6, 92.0), (0.7, 95.0)]
-    assert analyze.threshold_steps(points) == [(80.0, 0.1), (90.0, 0.2), (93.0, 0.5), (95.0, 0.7)]
+    assert analyze.threshold_steps(points, CIFAR10) == [(80.0, 0.1), (90.0, 0.2), (93.0, 0.5), (95.0, 0.7)]
     # the TTA at a threshold is the hours of the first point at or over it, whatever the steps say
     for threshold in (79.0, 80.0, 85.0, 90.0, 90.5, 93.0, 94.0, 95.0):
         expected = next(h for h, v in points if v >= threshold)
-        assert analyze.tta_at(points, threshold) == expected
-        step = next(h for v, h in analyze.threshold_steps(points) if v >= threshold)
+        assert analyze.tta_at(points, threshold, CIFAR10) == expected
+        step = next(h for v, h in analyze.threshold_steps(points, CIFAR10) if v >= threshold)
         assert step == expected
-    assert analyze.tta_at(points, 95.01) is None
+    assert analyze.tta_at(points, 95.01, CIFAR10) is None
 
 
 def test_thresholds_command_on_an_entry_and_run_folders(tmp_path, capsys):
@@ -72,7 +75,7 @@ def test_thresholds_command_on_an_entry_and_run_folders(tmp_path, capsys):
     # alice's log: 80 @ 0.1 h, 92 @ 0.3 h, 94.1 @ 0.5 h, 95 @ 0.7 h: at 90% the first row >= 90 is 0.3 h
     steps = {s["threshold"]: s["hours"] for s in a["steps"]}
     assert steps == {80.0: 0.1, 92.0: 0.3, 94.1: 0.5, 95.0: 0.7}
-    assert analyze.tta_at([(s["hours"], s["threshold"]) for s in a["steps"]], 90.0) == 0.3
+    assert analyze.tta_at([(s["hours"], s["threshold"]) for s in a["steps"]], 90.0, CIFAR10) == 0.3
     assert (a["task_threshold"], a["tta_hours_at_task_threshold"], a["tta_hms_at_task_threshold"]) == (94.0, 0.5, "0:30:00")
     assert a["range"] == [80.0, 95.0]
     assert b["label"] == "fashion-mnist-cnn-pytorch/run-a" and b["tta_hours_at_task_threshold"] == 0.03

@@ -478,8 +478,8 @@ def test_tasks_with_entries_come_first_and_empty_ones_share_a_line_at_the_end(tm
     assert "No ranked entries for ImageNet yet" in imagenet and '<li data-entry="bad_m_h_f">' in imagenet
     assert "<table" not in imagenet and "<form" not in imagenet
     last = index.split("</section>")[-1]
-    assert ('<p class="muted no-entries">No entries yet for <span id="CIFAR10">CIFAR10 (top1Accuracy 94%)</span>, '
-            '<span id="SQuAD">SQuAD (f1Score 0.75)</span>.</p>') in last
+    assert ('<p class="muted no-entries">No entries yet for <span id="CIFAR10">CIFAR10 (top1Accuracy at least 94%)</span>, '
+            '<span id="SQuAD">SQuAD (f1Score at least 0.75)</span>.</p>') in last
     assert re.findall(r'<nav>(.*)</nav>', index)[0].count("<a ") == 4       # every task's anchor still resolves
 
 
@@ -507,7 +507,7 @@ def test_accuracy_is_shown_in_percent_and_f1_as_a_fraction(built, tmp_path):
     inference(tmp_path, "SQuAD", "f_m_h_f", latency=9.0, f1Score=0.81)
     (entry,) = ranking.load_all(tmp_path)[0]
     assert "<th>Accuracy</th><td>f1Score 0.81</td>" in site.entry_page(entry, [], None, None)
-    assert ranking.threshold_label(entries.TASK_BY_DIR["ImageNet"]) == "top5Accuracy 93%"
+    assert ranking.threshold_label(entries.TASK_BY_DIR["ImageNet"]) == "top5Accuracy at least 93%"
 
 
 def test_a_fork_row_shows_its_own_reference_beside_its_model(tmp_path, monkeypatch, capsys):

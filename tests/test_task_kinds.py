@@ -10,8 +10,10 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ import pytest
 from conftest import SCRIPTED, SCRIPTED_TOML
 from project_copy import commit_all, copy_project
 
+from dawnbench import entries
 from harness import cli, datasets, stop_rules, task_kinds
 from harness.tasks import FIGURES, SCORE_NAMES, TASKS
 
@@ -101,7 +104,15 @@ def test_lower_is_better_reaches_at_or_under():
     assert Loss().reaches(0.08, 0.08) and Loss().reaches(0.05, 0.08) and not Loss().reaches(0.5, 0.08)
     assert not Loss().reaches(float("nan"), 0.08) and Loss().short_side == "above"
     assert task_kinds.ImageClassification().reaches(0.5, 0.08)
-    budget = stop_rules.Budget(max_epochs=2, max_seconds=60.0, threshold=0.08, metric="error", lower_is_better=True)
+    # better, best and the order of thresholds turn with it; NaN is never better, nor beaten
+    loss, accuracy = Loss(), task_kinds.ImageClassification()
+    assert loss.better(0.05, 0.08) and not loss.better(0.08, 0.08) and accuracy.better(0.08, 0.05)
+    assert not loss.better(float("nan"), 0.08) and not loss.better(0.08, float("nan"))
+    assert loss.best([0.5, 0.2, 0.3]) == 0.2 and accuracy.best([0.5, 0.2, 0.3]) == 0.5
+    assert loss.easiest_first([0.05, 0.5, 0.2]) == [0.5, 0.2, 0.05] and accuracy.easiest_first([0.9, 0.5]) == [0.5, 0.9]
+    assert (loss.relation, loss.goal, loss.direction) == ("<=", "at most", "lower is better")
+    budget = stop_rules.Budget(max_epochs=2, max_seconds=60.0, threshold=0.08, metric="error",
+                               relation=Loss().relation)
     assert stop_rules.decide(budget, 2, 0.1, 1.0, False).reason == "budget: max_epochs=2 reached without error <= 0.08"
 
 
@@ -135,7 +146,28 @@ tsv_columns = ["epoch", "hours", "errorRate"]
 '''
 
 
-def test_a_toy_task_where_lower_is_better_runs_verifies_submits_and_ranks(fashion_root, tmp_path, capsys):
+@dataclass
+class Toy:
+    """The toy task's one run, submitted: shared by the tests that read it (read it, never change it)."""
+    project: Path
+    env: dict
+    run_dir: Path
+    tree: Path
+    entry_json: Path
+    rows: list[tuple[int, float, float]]     # its log: (epoch, hours, error)
+    verified: subprocess.CompletedProcess
+    submitted: subprocess.CompletedProcess
+
+    def dawnbench(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "dawnbench", *args], cwd=self.project, env=env or self.env,
+                              capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def toy(fashion_root, tmp_path_factory) -> Toy:
+    """The toy task (an error rate, lower is better) added to a copy of this project through tasks.toml
+    and its kind's module alone, then run once (error 0.5, 0.2, 0.05 by epoch), verified and submitted."""
+    tmp_path = tmp_path_factory.mktemp("toy")
     project = copy_project(tmp_path / "project")
     (project / "harness" / "toy_error_kind.py").write_text(TOY_KIND)
     with open(project / "harness" / "data" / "tasks.toml", "a", encoding="utf-8") as f:
@@ -143,49 +175,180 @@ def test_a_toy_task_where_lower_is_better_runs_verifies_submits_and_ranks(fashio
     ref = project / "references" / "scripted-test"
     ref.mkdir()
     (ref / "scripted.py").write_text(SCRIPTED)
-    (ref / "reference.toml").write_text(SCRIPTED_TOML.replace('task = "fashion-mnist"', 'task = "fashion-error"'))
+    # 20 ms of training an epoch: each epoch's hours differ in the log's six decimals (3.6 ms)
+    (ref / "reference.toml").write_text(SCRIPTED_TOML.replace('task = "fashion-mnist"', 'task = "fashion-error"')
+                                        .replace("train_sleep = 0.0", "train_sleep = 0.02"))
     np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
     commit_all(project)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAWNBENCH_")}    # official: no override
+    env["PYTHONPATH"] = str(project)
+    toy = Toy(project, env, Path(), tmp_path / "entries", Path(), [], None, None)
+
+    results = tmp_path / "results"
+    proc = toy.dawnbench("run", "scripted-test", "--data", str(fashion_root), "--results", str(results),
+                         "--no-progress", "--instance", "aws:p3.2xlarge")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (toy.run_dir,) = (results / "scripted-test").iterdir()
+    toy.rows = [(int(e), float(h), float(v)) for e, h, v in
+                (line.split("\t") for line in (toy.run_dir / "scripted-test.tsv").read_text().splitlines()[1:])]
+    toy.verified = toy.dawnbench("verify", str(toy.run_dir), "--data", str(fashion_root))
+    env["DAWNBENCH_DATA"] = str(fashion_root)     # the entry tools re-verify the run against the labels
+    toy.submitted = toy.dawnbench("submit", str(toy.run_dir), "--out", str(toy.tree), "--author", "Toy Test")
+    assert toy.submitted.returncode == 0, toy.submitted.stderr[-3000:]
+    (toy.entry_json,) = (toy.tree / "FashionError" / "train").glob("*.json")
+    return toy
+
+
+def test_a_toy_task_where_lower_is_better_runs_verifies_submits_and_ranks(toy):
+    project = toy.project
     # nothing but tasks.toml and the kind's own module differs from this checkout's harness and host tools
     differ = sorted(str(p.relative_to(project)) for folder in ("harness", "dawnbench")
                     for p in (project / folder).rglob("*") if p.is_file()
                     and not (REPO / p.relative_to(project)).is_file()
                     or p.is_file() and (REPO / p.relative_to(project)).read_bytes() != p.read_bytes())
     assert differ == ["harness/data/tasks.toml", "harness/toy_error_kind.py"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DAWNBENCH_")}    # official: no override
-    env["PYTHONPATH"] = str(project)
-
-    def dawnbench(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "dawnbench", *args], cwd=project, env=env,
-                              capture_output=True, text=True, timeout=600)
-
-    results, tree = tmp_path / "results", tmp_path / "entries"
     # error 0.5, 0.2, 0.05 by epoch: 0.5 would "reach" 0.08 were higher better; it converges at epoch 3
-    proc = dawnbench("run", "scripted-test", "--data", str(fashion_root), "--results", str(results),
-                     "--no-progress", "--instance", "aws:p3.2xlarge")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run_dir,) = (results / "scripted-test").iterdir()
-    result = json.loads((run_dir / "result.json").read_text())
+    result = json.loads((toy.run_dir / "result.json").read_text())
     assert (result["task"], result["metric"], result["status"], result["epochs"]) == ("fashion-error", "error",
                                                                                     "converged", 3)
     assert result["metric_value"] == pytest.approx(0.05, abs=1e-4) and result["official"] is True, result
-    tsv = (run_dir / "scripted-test.tsv").read_text().splitlines()
+    tsv = (toy.run_dir / "scripted-test.tsv").read_text().splitlines()
     assert tsv[0] == "epoch\thours\terrorRate" and [r.split("\t")[2] for r in tsv[1:]] == ["0.5000", "0.2000", "0.0500"]
 
-    proc = dawnbench("verify", str(run_dir), "--data", str(fashion_root))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "error recomputed from the stored predictions" in proc.stdout
+    assert toy.verified.returncode == 0, toy.verified.stdout[-3000:] + toy.verified.stderr[-3000:]
+    assert "error recomputed from the stored predictions" in toy.verified.stdout
 
-    env["DAWNBENCH_DATA"] = str(fashion_root)     # the entry tools re-verify the run against the labels
-    proc = dawnbench("submit", str(run_dir), "--out", str(tree), "--author", "Toy Test")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (entry_json,) = (tree / "FashionError" / "train").glob("*.json")
-    proc = dawnbench("validate", str(tree))
+    proc = toy.dawnbench("validate", str(toy.tree))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    proc = dawnbench("leaderboard", str(tree), "--format", "json")
+    proc = toy.dawnbench("leaderboard", str(toy.tree), "--format", "json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     tables = json.loads(proc.stdout)["tasks"]["FashionError"]
     (row,) = tables["train_time"]
     hours = float(tsv[3].split("\t")[1])
-    assert row["entry"] == entry_json.stem and row["hours"] == pytest.approx(hours)
+    assert row["entry"] == toy.entry_json.stem and row["hours"] == pytest.approx(hours)
     assert row["accuracy"] == pytest.approx(0.05)
+
+
+# Runs an analysis in the toy project with the plots' save wrapped, and writes what each figure's
+# first axes show (limits, labels, legend, the shaded spans' data heights) to the JSON file argv[1].
+PLOT_FACTS = """
+import json, sys
+from dawnbench import analyze, plots
+facts, save = [], plots.save
+def keep(fig, plt, path):
+    ax = fig.axes[0]
+    spans = [p.get_patch_transform().transform(p.get_path().vertices)[:, 1] for p in ax.patches]
+    facts.append({"xlim": [float(x) for x in ax.get_xlim()], "ylim": [float(y) for y in ax.get_ylim()],
+                  "x_inverted": bool(ax.xaxis_inverted()),
+                  "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "title": ax.get_title(),
+                  "legend": [t.get_text() for t in ax.get_legend().get_texts()],
+                  "spans": [[float(min(ys)), float(max(ys))] for ys in spans]})
+    save(fig, plt, path)
+plots.save = keep
+code = analyze.main(sys.argv[2:])
+open(sys.argv[1], "w").write(json.dumps(facts))
+sys.exit(code)
+"""
+
+
+def analysis(toy: Toy, name: str, out: Path) -> tuple[dict, dict]:
+    """`dawnbench analyze NAME` on the toy run and its entry: (its JSON, what its plot shows)."""
+    facts = out / "facts.json"
+    proc = subprocess.run([sys.executable, "-c", PLOT_FACTS, str(facts), name, str(toy.run_dir), str(toy.entry_json),
+                           "--out", str(out)], cwd=toy.project, env=toy.env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.split() == [str(out / f"{name}.png"), str(out / f"{name}.json")]
+    (plot,) = json.loads(facts.read_text())
+    return json.loads((out / f"{name}.json").read_text()), plot
+
+
+def first_at_or_under(rows: list[tuple[int, float, float]], threshold: float) -> float | None:
+    """The hours of the first log row whose error is at or under `threshold`: the toy task's target met."""
+    return next((hours for _, hours, error in rows if error <= threshold), None)
+
+
+def test_the_toy_task_s_thresholds_and_curves_are_read_lower_is_better(toy, tmp_path):
+    (h1, e1), (h2, e2), (h3, e3) = [(h, e) for _, h, e in toy.rows]
+    assert (e1, e2, e3) == (0.5, 0.2, 0.05) and 0 < h1 < h2 < h3
+
+    numbers, plot = analysis(toy, "thresholds", tmp_path / "thresholds")
+    for item in numbers["inputs"]:          # the run folder, then its entry: one log
+        assert (item["task"], item["metric"], item["direction"]) == ("FashionError", "errorRate", "lower is better")
+        assert item["task_threshold"] == 0.08 and item["range"] == [0.05, 0.5]
+        # the target is met at epoch 3 (0.05), not at epoch 1 (0.5 is over 0.08)
+        assert item["tta_hours_at_task_threshold"] == pytest.approx(h3)
+        assert [(c["threshold"], c["epoch"]) for c in item["crossings"]] == [(0.08, 3)]
+        assert item["crossings"][0]["hours"] == pytest.approx(h3)
+        # each epoch is a new lowest error, so each is a step
+        assert [(s["threshold"], s["hours"]) for s in item["steps"]] == [(0.5, h1), (0.2, h2), (0.05, h3)]
+        # the step function gives, at every threshold, the first row at or under it (none under 0.05)
+        for threshold in (0.7, 0.5, 0.35, 0.2, 0.1, 0.08, 0.05, 0.01):
+            stepped = next((s["hours"] for s in item["steps"] if s["threshold"] <= threshold), None)
+            assert stepped == first_at_or_under(toy.rows, threshold), threshold
+    # harder thresholds (lower errors) to the right
+    assert plot["x_inverted"] and plot["xlim"][0] > 0.5 and plot["xlim"][1] < 0.05
+    assert plot["xlabel"] == "threshold (errorRate, lower is better)"
+
+    numbers, plot = analysis(toy, "curves", tmp_path / "curves")
+    for item in numbers["inputs"]:
+        assert [(p["hours"], p["value"]) for p in item["points"]] == [(h1, e1), (h2, e2), (h3, e3)]
+        assert (item["task_threshold"], item["run_threshold"], item["direction"]) == (0.08, None, "lower is better")
+        assert item["tta_hours"] == pytest.approx(first_at_or_under(toy.rows, 0.08)) == pytest.approx(h3)
+        assert item["tta_hms"] is not None
+    assert plot["title"] == "FashionError: error rate vs time" and plot["ylabel"] == "errorRate (lower is better)"
+    assert "threshold: errorRate <= 0.08" in plot["legend"]
+    # the shaded values that reach the target lie under its line, down to the axis' floor
+    (span,) = plot["spans"]
+    assert span == [pytest.approx(plot["ylim"][0]), pytest.approx(0.08)] and plot["ylim"][0] < 0.05
+
+
+# DAWNBench v1's fields: what an entry typed by hand (no run behind it) carries.
+V1_FIELDS = ("version", "authorEmail", "framework", "codeURL", "model", "hardware", "costPerHour", "timestamp",
+             "commitHash")
+
+
+def typed_entry(folder: Path, like: dict, author: str, rows: list[tuple[int, float, float]]) -> str:
+    """A training entry typed by hand beside the toy run's, with its own log rows (epoch, hours, error)."""
+    stem = f"{author}_scripted_AMD-EPYC-2-cores_numpy"
+    fields = {k: like[k] for k in V1_FIELDS} | {"author": author, "logFilename": f"{stem}.tsv", "misc": {}}
+    (folder / f"{stem}.json").write_text(json.dumps(fields, indent=2))
+    (folder / f"{stem}.tsv").write_text("epoch\thours\terrorRate\n" + "".join(f"{e}\t{h:.6f}\t{v:.4f}\n" for e, h, v in rows))
+    return stem
+
+
+def test_the_toy_task_s_leaderboard_and_site_read_lower_is_better(toy, tmp_path):
+    tree = tmp_path / "entries"
+    shutil.copytree(toy.tree, tree)
+    folder = tree / "FashionError" / "train"
+    like = json.loads(toy.entry_json.read_text())
+    (_, h3, _) = toy.rows[-1]
+    # under 0.08 at its second row, before the toy run's third: it ranks first
+    fast_rows = [(1, round(h3 / 4, 6), 0.3), (2, round(h3 / 2, 6), 0.07)]     # as its log writes them
+    assert 0 < fast_rows[0][1] < fast_rows[1][1] < h3
+    fast = typed_entry(folder, like, "Fast", fast_rows)
+    # quicker still, but its best error, 0.1, is over 0.08: never ranked (were higher better, it would rank first)
+    never = typed_entry(folder, like, "Never", [(1, h3 / 8, 0.5), (2, h3 / 6, 0.1)])
+    expected = sorted([(first_at_or_under(fast_rows, 0.08), fast), (first_at_or_under(toy.rows, 0.08), toy.entry_json.stem)])
+
+    proc = toy.dawnbench("leaderboard", str(tree), "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rankings = json.loads(proc.stdout)
+    rows = rankings["tasks"]["FashionError"]["train_time"]
+    assert [(r["hours"], r["entry"]) for r in rows] == [(pytest.approx(h), e) for h, e in expected]
+    assert [r["accuracy"] for r in rows] == [0.07, pytest.approx(0.05)]
+    (invalid,) = rankings["invalid"]
+    assert invalid["entry"].startswith(never) and "the threshold 0.08 is never reached (best 0.1)" in invalid["reason"]
+
+    site = tmp_path / "site"
+    proc = toy.dawnbench("leaderboard", str(tree), "--out", str(site))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    index = (site / "index.html").read_text()
+    assert '<h2>FashionError <small class="muted">threshold: errorRate at most 0.08</small></h2>' in index
+    table = index[index.index('id="FashionError-train_time"'):]
+    table = table[:table.index("</table>")]
+    assert re.findall(r'<tr data-entry="([^"]+)"', table) == [e for _, e in expected]
+    page = (site / "FashionError" / "train" / f"{toy.entry_json.stem}.html").read_text()
+    assert "<th>Task</th><td>FashionError (train), threshold errorRate at most 0.08</td>" in page
+    assert f"<th>Time to threshold</th><td>{entries.hms(h3)} ({h3:.4g} hours, epoch 3)</td>" in page
+    assert f'alt="error rate vs time for {toy.entry_json.stem}"' in page
+    assert (site / "FashionError" / "train" / f"{toy.entry_json.stem}.png").read_bytes()[:4] == b"\x89PNG"
