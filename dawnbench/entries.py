@@ -62,7 +62,8 @@ class Entry:
         return self.task.accuracy_field
 
     def first_at_threshold(self) -> dict[str, float] | None:
-        """The first log row at or over the task's threshold: the row a training entry ranks by."""
+        """The first log row that reaches the task's threshold (as its kind says: at or over it, or at or
+        under it where lower is better): the row a training entry ranks by."""
         return first_at_threshold(self.rows, self.task)
 
 
@@ -241,7 +242,7 @@ def cost_per_hour(entry: Entry) -> float | None:
 
 
 def training_row(entry: Entry) -> dict | None:
-    """The log row a training entry ranks by: the first at or over the threshold, with finite hours."""
+    """The log row a training entry ranks by: the first that reaches the threshold, with finite hours."""
     row = entry.first_at_threshold()
     return row if row is not None and number(row.get("hours")) is not None else None
 

@@ -1,7 +1,8 @@
 """The rankings: entries ranked per task, as DAWNBench ranked them (the rules in words:
 docs/LEADERBOARD.md).
 
-Per task four tables: training time (the hours of the first log row at or over the threshold),
+Per task four tables: training time (the hours of the first log row that reaches the threshold:
+at or over it, or at or under it where the task's kind says lower is better),
 training cost (those hours x costPerHour), inference latency (ms per item, among inference entries
 whose accuracy reaches the threshold) and inference cost per 10,000 items. Ties go to the earlier
 timestamp, then to the name. Only an entry that `dawnbench validate` accepts is ranked, at the level

@@ -49,7 +49,8 @@ class Outcome:
 def decide(budget: Budget, epoch: int, loss: float, on_clock: float, reached: bool | None = None) -> Outcome | None:
     """The run's end after `epoch`, or None to go on. `reached` is None between training and
     scoring (only a diverged loss ends the run there), else whether the epoch's metric reached the
-    threshold (the task's kind says: harness.task_kinds.TaskKind.reaches). A converged epoch wins over a spent budget: the epoch that reached it counts."""
+    threshold (the task's kind says: harness.task_kinds.TaskKind.reaches). A converged epoch wins
+    over a spent budget: the epoch that reached it counts."""
     if not math.isfinite(loss):
         return Outcome(DNC, f"diverged: training loss is {loss} at epoch {epoch}")
     if reached is None:

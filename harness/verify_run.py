@@ -8,7 +8,8 @@ this recomputes the time-to-accuracy of every epoch, the DAWNBench v1 rule (docs
 
 and from the stored predictions and the official labels (checksummed) the metric of every epoch;
 then it checks that the log, result.json and the TSV all say the same, that the run stopped at
-the first epoch at or over the threshold, and that every predictions file is the one the log names.
+the first epoch that reaches the threshold (as the task's kind compares), and that every
+predictions file is the one the log names.
 
 What it proves is consistency: the folder agrees with itself. It cannot prove that the run happened
 as logged: whoever holds the folder can rewrite every file of it to agree (every clock reading
@@ -540,8 +541,8 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
         if reached is None:
             raise Disagreement(f"status converged, but no epoch's {task.metric} reaches {threshold}")
         if reached is not epochs[-1]:
-            raise Disagreement(f"epoch {reached.number} is the first at or over {threshold}, but the run went on "
-                               f"to epoch {epochs[-1].number}")
+            raise Disagreement(f"epoch {reached.number} is the first with {task.metric} {task.kind.relation} {threshold}, "
+                               f"but the run went on to epoch {epochs[-1].number}")
         if result.get("epochs") != reached.number:
             raise Disagreement(f"epochs is {result.get('epochs')!r}, the run converged at epoch {reached.number}")
         trained = max((_epoch_num(e) or 0 for e in events if e["key"] == "epoch_stop"), default=0)
@@ -552,7 +553,7 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
                                f"{task.metric} is {reached.scores[task.metric]!r}")
         _same_time("tta_seconds", result.get("tta_seconds"), reached.tta,
                    RESULT_S + _tta_tolerance(reached, events), lower_bound)
-        return (f"converged at epoch {reached.number}, the first at or over {threshold}: "
+        return (f"converged at epoch {reached.number}, the first with {task.metric} {task.kind.relation} {threshold}: "
                 f"{task.metric} {reached.scores[task.metric]:.4f}, time-to-accuracy {reached.tta:.3f} s; "
                 f"status, tta_seconds, metric_value, epochs and {len(history)} history rows agree")
     if reached is not None:
@@ -571,8 +572,8 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
                            f"{epochs[-1].number if epochs else 0}")
     if not started and result["epochs"] != 0:
         raise Disagreement(f"epochs is {result['epochs']!r}, but the run ended in init, before its first epoch")
-    return (f"DNC, no epoch at or over {threshold}; status, dnc_reason, metric_value, epochs and {len(history)} "
-            f"history rows agree")
+    return (f"DNC, no epoch with {task.metric} {task.kind.relation} {threshold}; status, dnc_reason, metric_value, "
+            f"epochs and {len(history)} history rows agree")
 
 
 def _same_time(what: str, recorded: Any, recomputed: float, tolerance: float, lower_bound: bool) -> None:

@@ -217,6 +217,7 @@ def test_a_toy_task_where_lower_is_better_runs_verifies_submits_and_ranks(toy):
 
     assert toy.verified.returncode == 0, toy.verified.stdout[-3000:] + toy.verified.stderr[-3000:]
     assert "error recomputed from the stored predictions" in toy.verified.stdout
+    assert "converged at epoch 3, the first with error <= 0.08" in toy.verified.stdout
 
     proc = toy.dawnbench("validate", str(toy.tree))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

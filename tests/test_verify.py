@@ -230,7 +230,7 @@ def test_a_run_that_went_past_its_first_epoch_at_threshold_is_caught(labels, tmp
     text = (run / "events.jsonl").read_text()
     (run / "events.jsonl").write_text(text.replace('"key": "dawnbench_threshold", "value": 0.94',
                                                    '"key": "dawnbench_threshold", "value": 0.7'))
-    verdict = disagreement(run, labels, capsys, "result.json: epoch 2 is the first at or over 0.7")
+    verdict = disagreement(run, labels, capsys, "result.json: epoch 2 is the first with top1 >= 0.7")
     assert "went on to epoch 4" in verdict
 
 
