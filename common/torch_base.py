@@ -36,17 +36,31 @@ CONFIG_FILE = "config.json"
 EVAL_BATCH_SIZE = 1000          # when the reference.toml names no eval_batch_size
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether the device multiplies bf16 in hardware: a CUDA GPU that supports it, or a CPU with
+    AVX512-BF16 or AMX (elsewhere oneDNN converts to float32 and bf16 is slower than float32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
 def resolve_switch(value, device: torch.device) -> bool:
     """A reference.toml switch (compile, bf16, channels_last, ...): "auto" is on with a CUDA device and
-    off otherwise; else true / false."""
+    off otherwise; "native" (for bf16) is on where the device computes bf16 in hardware
+    (`native_bf16`); else true / false."""
     text = str(value).strip().lower()
     if text == "auto":
         return device.type == "cuda"
+    if text == "native":
+        return native_bf16(device)
     if text in ("true", "on", "1", "yes"):
         return True
     if text in ("false", "off", "0", "no"):
         return False
-    raise ValueError(f"switch value {value!r}: expected \"auto\", \"true\" or \"false\"")
+    raise ValueError(f"switch value {value!r}: expected \"auto\", \"native\", \"true\" or \"false\"")
 
 
 class TorchReference(Reference):

@@ -119,10 +119,14 @@ def train_examples(run_dir: Path) -> int | None:
 PRECISION_KEYS = ("precision", "mixed_precision", "bf16", "fp16", "amp")
 
 
-def run_precision(hyperparameters: dict, on_gpu: bool, on_tpu: bool) -> tuple[str, str]:
-    """The arithmetic's precision, from the run's recorded hyperparameters, and how it was read."""
+def run_precision(hyperparameters: dict, on_gpu: bool, on_tpu: bool, cpu_bf16: bool | None = None) -> tuple[str, str]:
+    """The arithmetic's precision, from the run's recorded hyperparameters, and how it was read;
+    `cpu_bf16` is env.json's cpu.bf16 (the harness's reading of the CPU's flags), which says what a
+    bf16 = "native" switch (common.torch_base.resolve_switch) chose on a CPU."""
     def on(value) -> bool | None:
         text = str(value).lower()
+        if text == "native":
+            return on_gpu or on_tpu or bool(cpu_bf16)
         return {"true": True, "1": True, "false": False, "0": False}.get(text, (on_gpu or on_tpu) if text == "auto" else None)
     for key in PRECISION_KEYS:
         if key not in hyperparameters:
@@ -139,7 +143,10 @@ def run_precision(hyperparameters: dict, on_gpu: bool, on_tpu: bool) -> tuple[st
             return "fp32", f"hyperparameter {key} = {value!r}"
         if on(hyperparameters[key]):
             return ("bf16" if key == "bf16" else "fp16"), f"hyperparameter {key} = {value!r}" + \
-                (f" on a {'GPU' if on_gpu else 'TPU'}" if value == "auto" else "")
+                (f" on a {'GPU' if on_gpu else 'TPU'}" if value == "auto" else "") + \
+                (" on a CPU whose flags (env.json cpu.bf16) include bf16" if value == "native" and not (on_gpu or on_tpu) else "")
+        if value == "native" and key == "bf16":
+            return "fp32", f"hyperparameter bf16 = 'native' on a CPU without bf16 in its flags (env.json cpu.bf16 = {cpu_bf16})"
     return "fp32", "no precision hyperparameter: the framework's default, fp32 (assumed)"
 
 
@@ -175,7 +182,8 @@ def run_numbers(run_dir: Path, *, counted: dict, precision: str | None = None, c
     if precision:
         chosen, why = precision, "--precision"
     else:
-        chosen, why = run_precision(hyper, device["kind"] == "gpu", device["kind"] == "tpu")
+        cpu_bf16 = ((env or {}).get("cpu") or {}).get("bf16") if isinstance(env, dict) else None
+        chosen, why = run_precision(hyper, device["kind"] == "gpu", device["kind"] == "tpu", cpu_bf16)
 
     history = [r for r in result.get("history") or [] if isinstance(r, dict)]
     epochs = result.get("epochs") if isinstance(result.get("epochs"), int) else len(history)

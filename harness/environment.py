@@ -61,6 +61,19 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _cpu_bf16() -> bool | None:
+    """Whether the CPU multiplies bf16 in hardware (AVX512-BF16 or AMX-BF16 in /proc/cpuinfo's
+    flags): read by the harness, so an analysis can tell what a reference's bf16 = "native" ran in;
+    None where the flags cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return bool({"avx512_bf16", "amx_bf16"} & set(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return None
+
+
 def _memory_gib() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -159,7 +172,8 @@ def describe_system(data_root: Path | None = None, worker: dict | None = None) -
         "hostname": platform.node(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
-        "cpu": {"model": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": usable_cpus()},
+        "cpu": {"model": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": usable_cpus(),
+                "bf16": _cpu_bf16()},
         "memory_gib": _memory_gib(),
         "gpus": gpus,
         "cuda": cuda_stack(gpus),

@@ -124,7 +124,7 @@ def test_two_pytorch_steps_by_hand(fashion_root, tmp_path):
     import torch
     import torch.nn.functional as F
 
-    ref, _ = trainer(TORCH, fashion_root, tmp_path, weight_decay=TEST_DECAY)
+    ref, _ = trainer(TORCH, fashion_root, tmp_path, weight_decay=TEST_DECAY, bf16="false")  # the hand steps are float32
     x, y = ref.train_x[:32], ref.train_y[:32]
     names = [n for n, _ in ref.net.named_parameters()]
     w = {n: p.detach().clone().double() for n, p in ref.net.named_parameters()}
@@ -236,13 +236,45 @@ def test_the_eval_preprocessing(name, torch_ref, keras_ref, fashion_root):
         ref.net.train()
 
 
-def test_the_pytorch_recipe_runs_float32_channels_last(torch_ref):
+def conv_output_dtypes(ref, x, y) -> list:
+    """The dtype of each convolution's output during one train_step of `ref` on (x, y)."""
     import torch
-    ref, _ = torch_ref
+    seen = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
+             for m in ref.net.modules() if isinstance(m, torch.nn.Conv2d)]
+    try:
+        ref.train_step(x, y)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_pytorch_recipe_trains_in_bf16_where_native_channels_last(native, fashion_root, tmp_path, monkeypatch):
+    """bf16 = "native": the training step's convolutions run in bf16 where the CPU multiplies bf16 in
+    hardware and in float32 where it does not (both cases, whatever this machine has); the weights
+    stay float32 in both, channels last."""
+    import torch
+    import common.torch_base
+    monkeypatch.setattr(common.torch_base, "native_bf16", lambda device: native)
+    ref, spec = trainer(TORCH, fashion_root, tmp_path)
+    assert spec.hyperparameters["bf16"] == "native"
     assert ref.train_x.dtype == torch.float32 and ref.train_x.is_contiguous(memory_format=torch.channels_last)
+    want = torch.bfloat16 if native else torch.float32
+    assert conv_output_dtypes(ref, ref.train_x[:32], ref.train_y[:32]) == [want] * 3
     assert all(p.dtype == torch.float32 for p in ref.net.parameters())
     conv = next(m for m in ref.net.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_native_bf16_is_the_cpu_flags_the_harness_records():
+    """What the recipe's "native" chooses on this CPU is what env.json records (cpu.bf16), which the
+    roofline analysis reads to name a run's precision."""
+    import torch
+    from common.torch_base import native_bf16
+    from harness.environment import describe_system
+    assert native_bf16(torch.device("cpu")) == describe_system(worker={})["cpu"]["bf16"]
 
 
 def test_the_tensorflow_recipe_runs_float32_channels_last(keras_ref):
@@ -291,7 +323,7 @@ def test_the_twins_agree_step_for_step(fashion_root, tmp_path):
     import tensorflow as tf
     import torch
     constant = {"lr": 0.01, "lr_start_fraction": 1.0, "warmup_fraction": 1.0, "weight_decay": TEST_DECAY}
-    tref, _ = trainer(TORCH, fashion_root, tmp_path / "t", **constant)
+    tref, _ = trainer(TORCH, fashion_root, tmp_path / "t", **constant, bf16="false")   # the Keras twin trains in float32
     kref, _ = trainer(KERAS, fashion_root, tmp_path / "k", **constant)
     copy_torch_weights_into_keras(tref.net, kref.model)
     idx = tf.range(64, dtype=tf.int64)

@@ -174,6 +174,20 @@ def test_a_cpu_run_from_another_machine_gets_no_peak(tmp_path):
     assert "not this machine's" in numbers["peak"]["why_none"] and numbers["mfu"] is None
 
 
+@pytest.mark.parametrize("cpu_bf16, want", [(True, "bf16"), (False, "fp32"), (None, "fp32")])
+def test_bf16_native_on_a_cpu_is_read_from_the_flags_the_harness_recorded(tmp_path, cpu_bf16, want):
+    """The default's bf16 = "native" trains in bf16 only where the CPU multiplies it in hardware: the
+    precision comes from env.json's cpu.bf16 (the harness's reading of /proc/cpuinfo), not assumed."""
+    run = gpu_run(tmp_path, [], {"bf16": "native"})
+    env = json.loads((run / "env.json").read_text())
+    (run / "env.json").write_text(json.dumps({**env, "cpu": {"model": "x", "bf16": cpu_bf16}}))
+    numbers = roofline.run_numbers(run, counted={"flops_per_example": 10.0}, cpu_peak=lambda: pytest.fail("elsewhere"))
+    assert numbers["precision"]["value"] == want and "native" in numbers["precision"]["source"]
+    on_gpu = roofline.run_numbers(gpu_run(tmp_path / "g", ["NVIDIA H100 80GB HBM3"], {"bf16": "native"}),
+                                  counted={"flops_per_example": 10.0})
+    assert on_gpu["precision"]["value"] == "bf16"
+
+
 def test_cpu_matmul_peak_is_measured():
     measured = roofline.measure_cpu_matmul(n=256, repeats=2)
     assert 1e8 < measured["flops_per_s"] < 1e14 and "fp32 256x256, best of 2" in measured["method"]

@@ -6,6 +6,9 @@ What makes it fast on a CPU:
   - a narrow network that pools right after its first two convolutions, so batch norm and
     ReLU run at 14x14 and 7x7;
   - channels_last, which oneDNN runs much faster than NCHW on CPU;
+  - bf16 autocast where the CPU multiplies bf16 in hardware (AVX512-BF16, AMX): about 0.75x
+    the step time of float32 on this project's 2-core machine; the weights, the optimizer and
+    the evaluation stay float32, and elsewhere the recipe trains in float32;
   - a one-cycle learning rate with Nesterov SGD and label smoothing: few epochs, no tuning per run;
   - random horizontal flips for training, and flip test-time augmentation at eval.
 The harness times and scores everything; this file never sees the test labels.
@@ -20,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.datasets import load_fashion_mnist, load_fashion_mnist_images
 from common.schedules import one_cycle
-from common.torch_base import TorchReference
+from common.torch_base import TorchReference, resolve_switch
 
 # Pixel statistics of the Fashion-MNIST training set (after scaling to [0, 1]).
 MEAN, STD = 0.2860, 0.3530
@@ -80,6 +83,7 @@ class FashionCNN(TorchReference):
         self.lr_at = lambda step: one_cycle(step, total, cfg["lr"], cfg["warmup_fraction"],
                                             cfg["lr_start_fraction"], cfg["lr_end_fraction"])
         self.step = 0
+        self.bf16 = resolve_switch(cfg["bf16"], self.device)
 
     def train_epoch(self, epoch):
         cfg, ctx = self.ctx.config, self.ctx
@@ -99,7 +103,8 @@ class FashionCNN(TorchReference):
         """One optimizer step on an augmented batch at the schedule's learning rate; the loss."""
         for group in self.opt.param_groups:
             group["lr"] = self.lr_at(self.step)
-        loss = F.cross_entropy(self.model(x), y, label_smoothing=self.ctx.config["label_smoothing"])
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            loss = F.cross_entropy(self.model(x), y, label_smoothing=self.ctx.config["label_smoothing"])
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
