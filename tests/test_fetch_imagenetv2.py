@@ -5,9 +5,12 @@ TFRecord (and RecordIO where MXNet's environment is); a tampered tar, a tar with
 missing or different synsets.txt are each one line, and leave nothing written."""
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
+import sys
 import tarfile
+import types
 from pathlib import Path
 
 import pytest
@@ -99,7 +102,7 @@ def test_a_tampered_tar_is_one_line_and_leaves_nothing(http_server, tmp_path, mo
     ((f"{TOP}/0/../../../escaped.jpeg", b"x"), "points outside the archive (..)"),
     (_info(f"{TOP}/2/3.jpeg", tarfile.SYMTYPE, link="/etc/passwd"), "is a link (to '/etc/passwd')"),
     ((f"/{TOP}/2/4.jpeg", b"x"), "has an absolute path"),
-    ((f"elsewhere/0.jpeg", b"x"), "is outside the published top folder"),
+    (("elsewhere/0.jpeg", b"x"), "is outside the published top folder"),
     ((f"{TOP}/1000/0.jpeg", b"x"), "is not in a class folder 0..11"),
 ])
 def test_an_unsafe_member_refuses_the_whole_tar(member, says, tmp_path, monkeypatch, capsys):
@@ -136,7 +139,6 @@ def test_fetch_packs_val_as_tfrecord(tmp_path, monkeypatch, capsys):
     (tmp_path / TAR).write_bytes(tar)
     root = setup_data(tmp_path, monkeypatch, tar)
     monkeypatch.setenv("DAWNBENCH_IMAGENETV2_URL", (tmp_path / TAR).as_uri())
-    import sys
     code, err = fetch(root, capsys, "--format", "tfrecord", "--python", sys.executable)
     assert code == 0, err
     target = root / "imagenetv2"
@@ -198,3 +200,52 @@ def test_the_manifest_pins_the_published_tar_and_its_labels():
     labels = "".join(f"{w}\n" for _, w in keyed).encode()
     assert hashlib.sha256(labels).hexdigest() == entry["files"]["val_labels.txt"]["sha256"]
     assert fetch_imagenetv2.flat_order({c: 10 for c in range(1000)})[:2] == [(798, 9), (30, 3)]
+
+
+def fake_mxnet() -> types.ModuleType:
+    """MXNet's recordio writer as pack_recordio uses it, writing each record as a length, then
+    the header (JSON) and payload that `mx.recordio.pack` would join: enough to read the order, the
+    labels and the bytes back. The real MXNet: the second_env test above."""
+    mx = types.ModuleType("mxnet")
+    mx.__version__ = "fake"
+    header = collections.namedtuple("IRHeader", "flag label id id2")
+
+    class Writer:
+        def __init__(self, idx, rec, mode):
+            self.idx, self.rec, self.records = idx, rec, []
+
+        def write_idx(self, key, payload):
+            self.records.append((key, payload))
+
+        def close(self):
+            Path(self.rec).write_bytes(b"".join(len(p).to_bytes(8, "big") + p for _, p in self.records))
+            Path(self.idx).write_text("".join(f"{k}\n" for k, _ in self.records))
+
+    mx.recordio = types.SimpleNamespace(
+        IRHeader=header, MXIndexedRecordIO=Writer,
+        pack=lambda h, data: json.dumps(h._asdict()).encode() + b"\n" + data)
+    return mx
+
+
+def test_pack_recordio_val_only_packs_the_flat_val_alone(tmp_path, monkeypatch, capsys):
+    from dawnbench import pack_recordio
+    folder = tmp_path / "imagenetv2"
+    (folder / "val").mkdir(parents=True)
+    images = {f"ImageNetV2_{i:05d}.JPEG": jpeg(i, size=(8, 6)) for i in (3, 1, 2)}
+    for name, data in images.items():
+        (folder / "val" / name).write_bytes(data)
+    monkeypatch.setitem(sys.modules, "mxnet", fake_mxnet())
+    assert pack_recordio.main([str(folder)]) == 2                 # without the flag: a prepared ImageNet is wanted
+    assert "is not a prepared ImageNet" in capsys.readouterr().err
+    assert pack_recordio.main([str(folder), "--val-only"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["counts"] == {"val": 3}
+    assert sorted(p.name for p in (folder / "recordio").iterdir()) == ["val"]
+    raw, records = (folder / "recordio" / "val" / "val.rec").read_bytes(), []
+    while raw:
+        size, raw = int.from_bytes(raw[:8], "big"), raw[8:]
+        head, payload = raw[:size].split(b"\n", 1)
+        records.append((json.loads(head), payload))
+        raw = raw[size:]
+    assert [payload for _, payload in records] == [images[name] for name in sorted(images)]
+    assert [(h["id"], h["label"]) for h, _ in records] == [(0, -1.0), (1, -1.0), (2, -1.0)]
+    assert (folder / "recordio" / "val" / "names.txt").read_text().split() == [f"val/{n}" for n in sorted(images)]
