@@ -116,8 +116,7 @@ def _packs_fresh_set(args: argparse.Namespace) -> bool:
     name = harness_cli.dataset_of(args)
     entry = datasets.manifest(name)
     if entry.get("format") != "imagenet-folders" or "archive" not in entry:
-        raise UsageError(f"--format and --python go with data prepare imagenet, or with data fetch of a set laid "
-                         f"out as ImageNet's val: {FETCH_PACK_USAGE}")
+        return False            # cmd_data says they go with data prepare
     if args.format is None:
         raise UsageError(f"--python is the interpreter that packs: it goes with --format "
                          f"{'|'.join(prepare_imagenet.PACKERS)}: {FETCH_PACK_USAGE}")

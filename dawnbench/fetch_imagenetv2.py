@@ -268,10 +268,14 @@ def fetch(name: str, data_root, url: str, progress: bool, download) -> Path:
         if hasattr(os, "sync"):
             os.sync()
         write_prepared_manifest(directory)    # last, once the temp folder is gone: it lists every file
-    except BaseException:
+    except BaseException as exc:
         for path in reversed(created):        # only folders this call made, and only if empty
             with contextlib.suppress(OSError):
                 path.rmdir()
+        if isinstance(exc, OSError):          # the disk, not the tar: a full disk, a permission
+            raise DatasetError(f"cannot write {name} into {directory} ({exc.strerror or _one_line(exc)}); check "
+                               f"its free space (1.3 GB, twice while unpacking) and permissions, then re-run: "
+                               f"{entry['fetch_command']}") from None
         raise
     _say(name, f"ready in {directory}: {len(sources):,} images of {len(images)} classes, labels from {synsets_path}"
                + (f"; {len(converted)} re-encoded as RGB JPEG" if converted else "")

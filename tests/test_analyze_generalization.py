@@ -285,3 +285,15 @@ def test_gap_of_a_real_imagenet_run_on_imagenetv2_of_known_accuracy(imagenet_run
     assert row["fresh"]["accuracy"] == pytest.approx(fresh) and row["fresh"]["examples"] == 12
     assert row["gap_points"] == pytest.approx(100 * (original - fresh))
     assert row["published_gap_points"]["low_points"] == 11.0 and "1902.10811" in row["published_gap_points"]["source"]
+
+
+def test_imagenetv2_not_on_the_machine_says_how_to_fetch_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps({"reference": IMAGENET_REF, "task": "imagenet"}))
+    code = main(["analyze", "generalization", str(run), "--out", str(tmp_path / "out"), "--data", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert "imagenetv2" in line and "data fetch imagenetv2" in line and "DAWNBENCH_IMAGENETV2_URL=file://" in line
+    assert not (tmp_path / "out").exists()
