@@ -248,3 +248,30 @@ def test_pack_recordio_val_only_packs_the_flat_val_alone(tmp_path, monkeypatch, 
     assert [payload for _, payload in records] == [images[name] for name in sorted(images)]
     assert [(h["id"], h["label"]) for h, _ in records] == [(0, -1.0), (1, -1.0), (2, -1.0)]
     assert (folder / "recordio" / "val" / "names.txt").read_text().split() == [f"val/{n}" for n in sorted(images)]
+
+
+def test_the_predictor_is_shown_the_fresh_folders_at_imagenets_paths(tmp_path, monkeypatch, capsys):
+    """harness.fresh_eval's view: val/ at imagenet/val, each packed val/ at ImageNet's; a format ImageNet's
+    eval set is packed in and the fresh set is not is one line naming the --format to fetch; and where a
+    launcher mounted ImageNet's val for the predictor (a container), it says to run on the host."""
+    from harness import fresh_eval, sandbox
+    tar = tar_gz(FOLDERS)
+    (tmp_path / TAR).write_bytes(tar)
+    root = setup_data(tmp_path, monkeypatch, tar)
+    monkeypatch.setenv("DAWNBENCH_IMAGENETV2_URL", (tmp_path / TAR).as_uri())
+    assert fetch(root, capsys)[0] == 0
+    files, labels = fresh_eval.fresh_view("imagenetv2", "imagenet", root, tmp_path / "derived")
+    assert files == [(root / "imagenetv2" / "val", "imagenet/val")]
+    assert labels.tolist() == [SYNSETS.index(w) for w in (root / "imagenetv2" / "val_labels.txt").read_text().split()]
+    (root / "imagenet" / "tfrecord" / "val").mkdir(parents=True)
+    with pytest.raises(fresh_eval.FreshSetError, match="not packed as tfrecord, which imagenet's eval set is.*"
+                                                       "data fetch imagenetv2 --format tfrecord"):
+        fresh_eval.fresh_view("imagenetv2", "imagenet", root, tmp_path / "derived")
+    (root / "imagenetv2" / "tfrecord" / "val").mkdir(parents=True)
+    datasets.write_prepared_manifest(root / "imagenetv2")
+    files, _ = fresh_eval.fresh_view("imagenetv2", "imagenet", root, tmp_path / "derived")
+    assert files[1] == (root / "imagenetv2" / "tfrecord" / "val", "imagenet/tfrecord/val")
+    monkeypatch.setattr(sandbox, "ROLE_MOUNTS", tmp_path / "views")
+    (tmp_path / "views" / "predict" / "imagenet" / "val").mkdir(parents=True)
+    with pytest.raises(fresh_eval.FreshSetError, match="run `dawnbench analyze generalization` on the host"):
+        fresh_eval.fresh_view("imagenetv2", "imagenet", root, tmp_path / "derived")
