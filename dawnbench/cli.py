@@ -142,9 +142,11 @@ def cmd_data(args: argparse.Namespace) -> int:
     if args.action == "fetch":
         if args.vectors is not None and datasets.manifest(name).get("format") != "word-vectors":
             raise UsageError(f"--vectors picks word vectors; {name} has none to pick: {FETCH_VECTORS_USAGE}")
+        # the packing interpreter checked before the download, as prepare checks it before the tars
+        interpreter = prepare_imagenet.packer_python(args.format, args.python) if packs else None
         fetch.fetch(name, args.data, vectors=args.vectors)
         if packs:
-            fetch_imagenetv2.pack(name, args.data, args.format, args.python)
+            fetch_imagenetv2.pack(name, args.data, args.format, interpreter)
         if args.reference:      # what the reference's run needs: the task's data and its companions (GloVe)
             for companion in datasets.manifest(name).get("with", []):
                 fetch.fetch(companion, args.data)

@@ -303,7 +303,7 @@ def pack(name: str, data_root, fmt: str, python: str | None = None) -> dict:
     if fmt in packed and (directory / fmt).is_dir():
         _say(name, f"already packed as {fmt} in {directory / fmt}; nothing to do")
         return record
-    interpreter = python or prepare_imagenet.packer_python(fmt)
+    interpreter = prepare_imagenet.packer_python(fmt, python)
     summary = prepare_imagenet._run_packer(directory, fmt, interpreter, ["--val-only"])
     if not (directory / fmt / "val").is_dir():
         raise DatasetError(f"{prepare_imagenet.PACKERS[fmt].module} reported success but left no {directory / fmt}/val")

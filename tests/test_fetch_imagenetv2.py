@@ -159,6 +159,11 @@ def test_format_goes_with_prepare_or_a_fetch_of_a_set_laid_out_as_imagenet_val(c
     assert "--format only go with data prepare" in one_error_line(capsys.readouterr().err)
     assert main(["data", "fetch", "imagenetv2", "--format", "zip", "--data", str(tmp_path)]) == 2
     assert "is not one of recordio, tfrecord" in one_error_line(capsys.readouterr().err)
+    # a --python that is no executable is said before 1.2 GB are downloaded
+    assert main(["data", "fetch", "imagenetv2", "--format", "recordio", "--python", "/no/such/python",
+                 "--data", str(tmp_path)]) == 2
+    assert "--python /no/such/python: no such executable" in one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "imagenetv2").exists()
 
 
 @pytest.mark.second_env
