@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from dawnbench import fetch, prepare_imagenet, prices, series
+from dawnbench import fetch, fetch_imagenetv2, prepare_imagenet, prices, series
 from harness import cli as harness_cli
 from harness import datasets
 from harness.arguments import MAX_RUNS, SEED_MAX, Parser, folder, regular_file, whole
@@ -46,6 +46,7 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
 
 
 FETCH_VECTORS_USAGE = f"{PROG} data fetch glove [--vectors glove.6B.100d|glove.840B.300d] [--data ROOT]"
+FETCH_PACK_USAGE = f"{PROG} data fetch imagenetv2 [--format recordio|tfrecord] [--python PATH] [--data ROOT]"
 PREPARE_USAGE = (f"{PROG} data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
                  "[--python PATH] [--blacklist FILE] [--allow-unverified]")
 
@@ -66,7 +67,7 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     # No `choices`: argparse's error is a usage block; cmd_data says it in one line, with the fix.
     p.add_argument("--format", default=None, metavar="|".join(prepare_imagenet.FORMATS),
                    help="prepare: the folders only (the default), or the folders packed for a framework's reader "
-                        "too: recordio (MXNet), tfrecord (TensorFlow)")
+                        "too: recordio (MXNet), tfrecord (TensorFlow); fetch imagenetv2: its val/ packed so")
     p.add_argument("--python", default=None, metavar="PATH",
                    help="prepare --format recordio|tfrecord: the Python that packs, one with the framework "
                         "(default: this one if it has it, else .venv/<reference>/bin/python from make setup)")
@@ -108,10 +109,29 @@ def cmd_infer(args: argparse.Namespace) -> int:
     return harness_cli.cmd_infer(args)
 
 
+def _packs_fresh_set(args: argparse.Namespace) -> bool:
+    """`data fetch imagenetv2 --format F`: a fresh set laid out as ImageNet's val, packed like it."""
+    if args.action != "fetch" or not (args.format or args.python):
+        return False
+    name = harness_cli.dataset_of(args)
+    entry = datasets.manifest(name)
+    if entry.get("format") != "imagenet-folders" or "archive" not in entry:
+        return False            # cmd_data says they go with data prepare
+    if args.format is None:
+        raise UsageError(f"--python is the interpreter that packs: it goes with --format "
+                         f"{'|'.join(prepare_imagenet.PACKERS)}: {FETCH_PACK_USAGE}")
+    if args.format not in prepare_imagenet.PACKERS:
+        raise UsageError(f"--format {args.format!r} is not one of {', '.join(prepare_imagenet.PACKERS)}: "
+                         f"{FETCH_PACK_USAGE}")
+    return True
+
+
 def cmd_data(args: argparse.Namespace) -> int:
+    packs = _packs_fresh_set(args)
     prepare_options = [option for option, value in (("--from", args.from_dir), ("--format", args.format),
                                                     ("--python", args.python), ("--blacklist", args.blacklist),
-                                                    ("--allow-unverified", args.allow_unverified)) if value]
+                                                    ("--allow-unverified", args.allow_unverified))
+                       if value and not (packs and option in ("--format", "--python"))]
     if args.action != "prepare" and prepare_options:
         raise UsageError(f"{', '.join(prepare_options)} only go with data prepare: {PREPARE_USAGE}")
     if args.vectors is not None and args.action != "fetch":
@@ -122,7 +142,11 @@ def cmd_data(args: argparse.Namespace) -> int:
     if args.action == "fetch":
         if args.vectors is not None and datasets.manifest(name).get("format") != "word-vectors":
             raise UsageError(f"--vectors picks word vectors; {name} has none to pick: {FETCH_VECTORS_USAGE}")
+        # the packing interpreter checked before the download, as prepare checks it before the tars
+        interpreter = prepare_imagenet.packer_python(args.format, args.python) if packs else None
         fetch.fetch(name, args.data, vectors=args.vectors)
+        if packs:
+            fetch_imagenetv2.pack(name, args.data, args.format, interpreter)
         if args.reference:      # what the reference's run needs: the task's data and its companions (GloVe)
             for companion in datasets.manifest(name).get("with", []):
                 fetch.fetch(companion, args.data)

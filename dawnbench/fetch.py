@@ -28,6 +28,9 @@ on each line a token then ``dim`` numbers), and only then renames the file into 
 archive and records both files' sha256 in ``dawnbench-prepared.json``, with the prepared manifest
 that every run checks (``harness.datasets.verify_prepared``).
 
+ImageNetV2 (a fresh test set for ImageNet models, one published tar) is fetched by
+dawnbench.fetch_imagenetv2, which this hands the download.
+
 ImageNet is never fetched: nothing may download it for the user. ``fetch`` says whether the prepared
 copy verifies (``dawnbench data prepare imagenet``, dawnbench.prepare_imagenet, makes it).
 """
@@ -308,6 +311,10 @@ def fetch(
         raise DatasetError(f"{name} has no choice of vectors; --vectors goes with a word-vectors dataset (glove)")
     if entry.get("format") == "word-vectors":
         return _fetch_vectors(name, data_root, vectors, url, url_base, progress)
+    if entry.get("format") == "imagenet-folders" and "archive" in entry:
+        # a fresh set published as one tar (ImageNetV2), laid out as ImageNet's val
+        from dawnbench import fetch_imagenetv2
+        return fetch_imagenetv2.fetch(name, data_root, _archive_url(entry, url, url_base), progress, _downloading)
     if entry.get("format") == "imagenet-folders":
         return _check_prepared(name, data_root)
     if "archive" in entry:

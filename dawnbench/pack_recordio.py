@@ -15,6 +15,8 @@ Lossless: a record's payload is the file's bytes (`mx.recordio.pack`, never `pac
 would decode and re-encode). A record's header id is its position, and its line in names.txt;
 the summary printed last on stdout (JSON: counts, seed, MXNet's version) goes into prepare's record.
 
+``--val-only`` packs val/ alone: a fresh test set (ImageNetV2, dawnbench.fetch_imagenetv2) has no train/.
+
 Everything is written into IMAGENET_DIR/.recordio.partial/ and renamed to recordio/ only once
 complete: an interrupted pack leaves nothing that counts. A bad input is one line
 `dawnbench: error: ...` on stderr and exit status 2.
@@ -63,13 +65,24 @@ def listing(directory: Path, seed: int = SHUFFLE_SEED) -> tuple[list[tuple[str, 
         if entry.name not in index or not entry.is_dir():
             raise PackError(f"{directory / 'train' / entry.name} is not a class folder of synsets.txt; {hint}")
         train += [(f"train/{entry.name}/{name}", index[entry.name]) for name in _images(Path(entry.path))]
-    val = [f"val/{name}" for name in _images(directory / "val")]
-    if not train or not val:
-        raise PackError(f"{directory} holds no {'train' if not train else 'val'} images; {hint}")
+    val = val_listing(directory)
+    if not train:
+        raise PackError(f"{directory} holds no train images; {hint}")
     # Shuffled once here, with a fixed seed: ImageRecordIter reads a .rec from its start, and a
     # class-sorted file would fill its shuffle buffer with one class.
     random.Random(seed).shuffle(train)
     return train, val
+
+
+def val_listing(directory: Path) -> list[str]:
+    """[val path relative to `directory`], sorted: the order the harness scores."""
+    if not (directory / "val").is_dir():
+        raise PackError(f"{directory} has no val/ folder to pack; prepare it first: dawnbench data prepare "
+                        "imagenet --from DIR (or, for a fresh set, dawnbench data fetch imagenetv2)")
+    val = [f"val/{name}" for name in _images(directory / "val")]
+    if not val:
+        raise PackError(f"{directory} holds no val images; prepare it first: dawnbench data prepare imagenet --from DIR")
+    return val
 
 
 def _write(mx, directory: Path, folder: Path, split: str, items: list[tuple[str, int]]) -> None:
@@ -90,22 +103,26 @@ def _write(mx, directory: Path, folder: Path, split: str, items: list[tuple[str,
     _say(f"{split}: {len(items)} records")
 
 
-def pack(directory: str | os.PathLike, seed: int = SHUFFLE_SEED) -> dict:
-    """Pack the prepared ImageNet in `directory` into `directory`/recordio; returns the summary."""
+def pack(directory: str | os.PathLike, seed: int = SHUFFLE_SEED, val_only: bool = False) -> dict:
+    """Pack the prepared ImageNet in `directory` into `directory`/recordio (val/ alone with
+    `val_only`); returns the summary."""
     directory = Path(directory)
     try:
         import mxnet as mx
     except ImportError as exc:
         raise PackError(f"--format recordio packs with MXNet, which {sys.executable} cannot import ({exc}); "
                         "run `make setup REF=imagenet-resnet152-mxnet` or pass --python PATH") from None
-    train, val = listing(directory, seed)
+    train, val = ([], val_listing(directory)) if val_only else listing(directory, seed)
     partial, final = directory / f".{FORMAT}.partial", directory / FORMAT
     shutil.rmtree(partial, ignore_errors=True)      # what a killed pack left
-    _write(mx, directory, partial / "train", "train", train)
+    if not val_only:
+        _write(mx, directory, partial / "train", "train", train)
     _write(mx, directory, partial / "val", "val", [(name, -1) for name in val])   # -1: no label
     if final.exists():
         shutil.rmtree(final)
     os.rename(partial, final)
+    if val_only:
+        return {"format": FORMAT, "mxnet": mx.__version__, "counts": {"val": len(val)}}
     return {"format": FORMAT, "mxnet": mx.__version__, "shuffle_seed": seed,
             "counts": {"train": len(train), "val": len(val)}}
 
@@ -116,9 +133,10 @@ def main(argv: list[str] | None = None) -> int:
                     description="pack a prepared ImageNet as MXNet RecordIO")
     parser.add_argument("directory", type=folder("", "give the prepared ImageNet folder (<data root>/imagenet)"),
                         metavar="IMAGENET_DIR", help="<data root>/imagenet, prepared")
+    parser.add_argument("--val-only", action="store_true", help="pack val/ alone (a fresh test set has no train/)")
     args = parser.parse_args(argv)
     try:
-        summary = pack(args.directory)
+        summary = pack(args.directory, val_only=args.val_only)
     except (PackError, OSError) as exc:
         message = " ".join(str(exc).split())
         print(f"dawnbench: error: {message}", file=sys.stderr)

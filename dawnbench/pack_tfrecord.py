@@ -1,6 +1,6 @@
 """Pack the prepared ImageNet folders into TFRecord shards: `dawnbench data prepare imagenet --format tfrecord`.
 
-    python -m dawnbench.pack_tfrecord IMAGENET_DIR [--train-shards N] [--val-shards M]
+    python -m dawnbench.pack_tfrecord IMAGENET_DIR [--train-shards N] [--val-shards M] [--val-only]
 
 IMAGENET_DIR is the prepared dataset folder (`<data root>/imagenet/`, what `prepare` wrote: train/<wnid>/,
 val/, synsets.txt). This writes, beside them:
@@ -20,6 +20,8 @@ Lossless: the records hold the same bytes as the prepared files (already RGB JPE
 augmentation are the reference's, whichever format it reads. Shards are contiguous slices of the
 order, never more shards than images. Everything is written under `.tfrecord.partial/` and renamed
 to `tfrecord/` only when complete: an interrupted pack leaves no `tfrecord/` folder behind.
+
+``--val-only`` packs val/ alone: a fresh test set (ImageNetV2, dawnbench.fetch_imagenetv2) has no train/.
 
 Runs in the TensorFlow environment with the standard library and tensorflow only (prepare_imagenet
 starts it as a subprocess with the reference's interpreter). Progress goes to stderr; a bad input
@@ -154,15 +156,17 @@ def tf_version() -> str:
     return tf.__version__
 
 
-def pack(directory: str | os.PathLike, train_shards: int = TRAIN_SHARDS, val_shards: int = VAL_SHARDS) -> dict:
-    """Pack `directory`'s train/ and val/ into `directory`/tfrecord/; returns the summary."""
+def pack(directory: str | os.PathLike, train_shards: int = TRAIN_SHARDS, val_shards: int = VAL_SHARDS,
+         val_only: bool = False) -> dict:
+    """Pack `directory`'s train/ and val/ (val/ alone with `val_only`) into `directory`/tfrecord/;
+    returns the summary."""
     directory = Path(directory)
     if not directory.is_dir():
         raise PackError(f"{directory} is not a folder: give the prepared ImageNet folder (<data root>/imagenet)")
     for flag, value in (("--train-shards", train_shards), ("--val-shards", val_shards)):
         if value < 1:
             raise PackError(f"{flag} {value}: give 1 or more")
-    train = list_train(directory)
+    train = [] if val_only else list_train(directory)
     random.Random(SHUFFLE_SEED).shuffle(train)
     val = list_val(directory)
 
@@ -170,7 +174,8 @@ def pack(directory: str | os.PathLike, train_shards: int = TRAIN_SHARDS, val_sha
     shutil.rmtree(partial, ignore_errors=True)          # a previous interrupted pack's leftovers
     report = Progress({"train": len(train), "val": len(val)})
     try:
-        train_counts = write_split(directory / "train", partial / "train", "train", train, train_shards, report)
+        train_counts = {} if val_only else write_split(directory / "train", partial / "train", "train", train,
+                                                       train_shards, report)
         val_counts = write_split(directory / "val", partial / "val", "val", [(n, None) for n in val], val_shards,
                                  report)
         # Replace an older pack only once the new one is whole.
@@ -183,8 +188,11 @@ def pack(directory: str | os.PathLike, train_shards: int = TRAIN_SHARDS, val_sha
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    files = [f"{FORMAT}/{split}/{name}" for split, counts in (("train", train_counts), ("val", val_counts))
-             for name in [*counts, COUNTS_FILE]]
+    splits = (("val", val_counts),) if val_only else (("train", train_counts), ("val", val_counts))
+    files = [f"{FORMAT}/{split}/{name}" for split, counts in splits for name in [*counts, COUNTS_FILE]]
+    if val_only:
+        return {"format": FORMAT, "tensorflow": tf_version(), "counts": {"val": len(val)},
+                "shards": {"val": len(val_counts)}, "files": files}
     return {"format": FORMAT, "tensorflow": tf_version(), "shuffle_seed": SHUFFLE_SEED,
             "counts": {"train": len(train), "val": len(val)},
             "shards": {"train": len(train_counts), "val": len(val_counts)}, "files": files}
@@ -202,10 +210,11 @@ def main(argv: list[str] | None = None) -> int:
                         default=TRAIN_SHARDS, metavar="N")
     parser.add_argument("--val-shards", type=whole("--val-shards", 1, MAX_SHARDS, VAL_SHARDS), default=VAL_SHARDS,
                         metavar="M")
+    parser.add_argument("--val-only", action="store_true", help="pack val/ alone (a fresh test set has no train/)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        summary = pack(args.directory, args.train_shards, args.val_shards)
+        summary = pack(args.directory, args.train_shards, args.val_shards, val_only=args.val_only)
     except PackError as e:
         print(f"dawnbench: error: {e}", file=sys.stderr)
         return 2

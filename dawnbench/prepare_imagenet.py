@@ -718,8 +718,9 @@ def packer_python(fmt: str, python: str | os.PathLike | None = None) -> str:
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "tensorflow": "TensorFlow"}
 
 
-def _run_packer(directory: Path, fmt: str, python: str) -> dict:
-    """Run the packer; its progress lines pass through, its one-line error becomes ours."""
+def _run_packer(directory: Path, fmt: str, python: str, options: list[str] = ()) -> dict:
+    """Run the packer (with `options`: a fresh set's ``--val-only``); its progress lines pass through,
+    its one-line error becomes ours."""
     packer = PACKERS[fmt]
     with tempfile.TemporaryDirectory(prefix="dawnbench-pack-") as path:
         # PYTHONPATH gets a folder holding only this package and the harness's (links; the packer's parser
@@ -735,7 +736,7 @@ def _run_packer(directory: Path, fmt: str, python: str) -> dict:
         # stderr is being read
         with open(Path(path) / "summary.json", "w+", encoding="utf-8") as stdout:
             try:
-                process = subprocess.Popen([python, "-m", packer.module, str(directory)], stdout=stdout,
+                process = subprocess.Popen([python, "-m", packer.module, str(directory), *options], stdout=stdout,
                                            stderr=subprocess.PIPE, env=env, text=True)
             except OSError as exc:
                 raise DatasetError(f"cannot run {python} ({exc.strerror or exc}); pass --python PATH") from exc

@@ -1,12 +1,14 @@
 """A run's stored model scored by the harness on its task's eval set and on a FRESH test set (one
-drawn later the same way: CIFAR-10.1 for CIFAR-10), for `dawnbench analyze generalization`.
+drawn later the same way: CIFAR-10.1 for CIFAR-10, ImageNetV2 for ImageNet), for `dawnbench analyze
+generalization`.
 
 Each set is scored as a run's eval is: a sandboxed predictor of the run's reference (its recorded
 hyperparameters), shown only the set's label-free view, loads the run's model/ and predicts every
 example; the harness checks the count and scores the predictions against the labels it read from
 the checksummed files. The fresh set's view is the original's, at the original's paths, holding the
-fresh images (CIFAR-10.1's as CIFAR-10's label-free `test_batch.images.npy`), so the reference's
-unchanged loader reads it. Its labels never leave this process.
+fresh images (CIFAR-10.1's as CIFAR-10's label-free `test_batch.images.npy`; ImageNetV2's flat val/
+and its packed val/ folders as ImageNet's), so the reference's unchanged loader reads it. Its labels
+never leave this process.
 """
 from __future__ import annotations
 
@@ -50,12 +52,48 @@ def _fresh_images(name: str, data_root: Path) -> tuple[np.ndarray, np.ndarray]:
     return images, labels
 
 
+def _fresh_folders(name: str, original: str, data_root: Path) -> tuple[list[tuple[Path, str]], np.ndarray]:
+    """(the fresh set's flat eval folder and its packed ones, each at the original's path; the labels as
+    class indices of the original's classes): a fresh set laid out as ImageNet's val."""
+    entry, paired = datasets.manifest(name), datasets.manifest(original)
+    classes = paired["classes"]
+    if entry.get("classes") != classes or entry["files"].get(classes) != paired["files"].get(classes):
+        raise FreshSetError(f"{name}: its {entry.get('classes')} is not pinned to {original}'s {classes}, so its "
+                            f"labels are not {original}'s class indices; fix harness/data/datasets.toml")
+    datasets.check_present(name, data_root)
+    datasets.check_prepared(name, data_root)       # every file's name and size against its manifest
+    labels = datasets.load_eval_labels(name, data_root)     # val_labels.txt and synsets.txt, checksummed
+    source_dir, shown_dir = datasets.files_dir(name, data_root), Path(paired["dir"]) / paired.get("subdir", "")
+    folder = paired["splits"]["test"]["dir"]
+    own = entry["splits"]["test"]["dir"]
+    count = sum(1 for p in (source_dir / own).iterdir() if p.is_file())
+    if count != len(labels):
+        raise FreshSetError(f"{name}: {source_dir / own} holds {count} files for {len(labels)} labels; re-fetch it "
+                            f"with: {entry['fetch_command']}")
+    files = [(source_dir / own, str(shown_dir / folder))]
+    # Read as the original is read: a reference that reads packed records would otherwise read the
+    # fresh set another way (TensorFlow's "auto") or not at all (MXNet).
+    for packed in views.PACKED_FORMATS:
+        if (datasets.files_dir(original, data_root) / packed / folder).is_dir():
+            if not (source_dir / packed / own).is_dir():
+                raise FreshSetError(f"{name} is not packed as {packed}, which {original}'s eval set is (its references "
+                                    f"may read that): run {entry['fetch_command']} --format {packed}")
+            files.append((source_dir / packed / own, str(shown_dir / packed / folder)))
+    for _, shown in files:
+        if (sandbox.ROLE_MOUNTS / views.PREDICT / shown).is_dir():
+            raise FreshSetError(f"{name}: a predictor here is shown the mounted {shown} of {original}, not the fresh "
+                                f"set; run `dawnbench analyze generalization` on the host")
+    return files, labels
+
+
 def fresh_view(name: str, original: str, data_root: Path, derived: Path) -> tuple[list[tuple[Path, str]], np.ndarray]:
     """(the predictor's data files, the labels): the fresh set's images where the original's
     label-free eval inputs are."""
+    if datasets.manifest(original).get("format") == "imagenet-folders":
+        return _fresh_folders(name, original, data_root)
     if datasets.manifest(original).get("format") != "cifar-pickle":
         raise FreshSetError(f"{name}: showing it in place of {original}'s eval set is not written yet "
-                            f"(only CIFAR-10's pickled batches are)")
+                            f"(only CIFAR-10's pickled batches and ImageNet's folders are)")
     images, labels = _fresh_images(name, data_root)
     entry = datasets.manifest(original)
     (test_file,) = views._flatten(entry["splits"]["test"])
@@ -63,6 +101,8 @@ def fresh_view(name: str, original: str, data_root: Path, derived: Path) -> tupl
     target = derived / (test_file + views.DERIVED_SUFFIX)
     # CIFAR-10's rows: channel-major (1024 R, 1024 G, 1024 B), as the label-free copy of test_batch holds them
     np.save(target, np.ascontiguousarray(images.transpose(0, 3, 1, 2)).reshape(len(images), 3072), allow_pickle=False)
+    os.chmod(target, 0o644)
+    os.chmod(derived, 0o755)
     relative = Path(entry["dir"]) / entry.get("subdir", "") / target.name
     return [(target, str(relative))], labels
 
@@ -89,6 +129,17 @@ def _predict(spec: ReferenceSpec, hyperparameters: dict, data_root: Path, work: 
     return predictions
 
 
+def _check_workers_can_read(files: list[tuple[Path, str]], isolation) -> None:
+    """The fresh set's folders readable by the sandbox's user, as views.check_workers_can_read checks the
+    original's; one line with the fix otherwise."""
+    uid = sandbox.worker_reads_as(isolation)
+    for source, _ in files:
+        if uid is not None and not sandbox.readable_by(source.absolute(), uid, uid):
+            raise datasets.DatasetError(f"{source} cannot be read by the sandbox's user (uid {uid}, which the "
+                                        f"reference's code runs as under {isolation.mode}); fix with: "
+                                        f"chmod -R a+rX {source.parent.absolute()}")
+
+
 def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root: Path, fresh: str,
           seed: int = 0) -> dict:
     """{"original": {scores, "examples"}, "fresh": {scores, "examples"}}, each scored by the harness."""
@@ -105,9 +156,7 @@ def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
     try:
         shutil.copytree(model_dir, work / "models" / "model", symlinks=True)
         files, fresh_labels = fresh_view(fresh, original, data_root, work / "derived-fresh")
-        for path, _ in files:
-            os.chmod(path, 0o644)
-        os.chmod(work / "derived-fresh", 0o755)
+        _check_workers_can_read(files, isolation)
         out = {}
         for key, view, truth, drop in (("original", None, labels, dropped), ("fresh", files, fresh_labels, None)):
             predictions = _predict(spec, hyperparameters, data_root, work, isolation, seed, model_dir, view,

@@ -200,3 +200,100 @@ def test_the_entry_page_shows_the_gap(tmp_path, capsys):
     (tmp_path / "generalization.json").write_text(json.dumps(numbers))
     assert main(["leaderboard", str(tree), "--out", str(tmp_path / "site"),
                  "--generalization", str(tmp_path / "generalization.json")]) == 0
+
+
+# ------------------------------------------------------------------ ImageNet and ImageNetV2
+
+IMAGENET_REF = "imagenet-resnet50-pytorch"
+COLOURS = [(0, 0, 0), (255, 255, 255), (230, 20, 20), (20, 20, 230)]
+IMAGENET_SMALL = ["image_size_start=32", "image_size_end=32", "eval_resize=40", "eval_crop=32", "batch_size=4",
+                  "eval_batch_size=6", "num_workers=0", "num_classes=5"]     # 5 outputs: top-5 is every class
+
+
+@pytest.fixture(scope="module")
+def imagenet_run(tmp_path_factory):
+    """(run folder, data root, manifest, {val file: class index}, {class folder: [val files]}): one epoch of
+    imagenet-resnet50-pytorch on the prepared tiny ImageNet, model saved; then an ImageNetV2 fixture tar
+    (the published layout) made of its val images, fetched with `data fetch imagenetv2` from a file://
+    mirror. Each class folder holds 3 val images chosen by the run's stored predictions (the harness is
+    not asked): ones predicted as its class where there are any, so the fresh accuracy is known and, by
+    one image swapped if need be, not the original's."""
+    from imagenet_fixture import fixture_manifest, write_imagenet_fixture
+    from imagenetv2_fixture import TAR, manifest_lines, tar_gz
+
+    from dawnbench.prepare_imagenet import prepare
+    tmp = tmp_path_factory.mktemp("generalization-imagenet")
+    # Flat colours far apart, one per class: even a model one epoch old tells some of them apart, and
+    # a model that predicts one class for everything could not show which images its predictor saw.
+    fixture = write_imagenet_fixture(tmp / "official-files", draw=lambda c, rng: np.full((30, 40, 3), COLOURS[c], np.uint8))
+    data = tmp / "data"
+    prepare(fixture.folder, data, allow_unverified=True, progress=False)
+    override = fixture_manifest(tmp / "datasets-imagenet.toml", fixture)
+    env = cli_env(**{datasets.MANIFEST_ENV: str(override), "OMP_NUM_THREADS": "2"})
+    proc = subprocess.run([PYTHON, "-m", "dawnbench", "run", IMAGENET_REF, "--data", str(data), "--results",
+                           str(tmp / "results"), "--threshold", "0.01", "--max-epochs", "1", "--no-progress",
+                           "--seed", "1", *[a for s in IMAGENET_SMALL for a in ("--set", s)]],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = (tmp / "results" / IMAGENET_REF).iterdir()
+
+    synsets = (data / "imagenet" / "synsets.txt").read_text().split()
+    val = sorted(p.name for p in (data / "imagenet" / "val").iterdir())
+    classes = dict(zip(val, (synsets.index(w) for w in (data / "imagenet" / "val_labels.txt").read_text().split())))
+    predicted = dict(zip(val, stored_top1(run_dir)))
+    folders = {}
+    for c in range(len(synsets)):
+        right = [name for name in val if predicted[name] == c]
+        folders[c] = (right * 3)[:3] if right else [name for name in val if predicted[name] != c][:3]
+    right = sum(predicted[name] == c for c, names in folders.items() for name in names)
+    if right == sum(predicted[name] == classes[name] for name in val):
+        c = next(c for c, names in folders.items() if predicted[names[0]] == c)
+        folders[c][0] = next(name for name in val if predicted[name] != c)
+    images = {c: [(data / "imagenet" / "val" / name).read_bytes() for name in names] for c, names in folders.items()}
+    tar = tar_gz(images)
+    (tmp / TAR).write_bytes(tar)
+    manifest = tmp / "datasets.toml"
+    manifest.write_text(override.read_text() + "\n".join(manifest_lines(tar, images, synsets)) + "\n")
+    env.update({datasets.MANIFEST_ENV: str(manifest), "DAWNBENCH_IMAGENETV2_URL": (tmp / TAR).as_uri()})
+    fetched = subprocess.run([PYTHON, "-m", "dawnbench", "data", "fetch", "imagenetv2", "--data", str(data)],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert fetched.returncode == 0, fetched.stderr[-3000:]
+    return run_dir, data, manifest, classes, folders
+
+
+@pytest.mark.recipe_run         # trains imagenet-resnet50-pytorch one epoch on the fixture
+def test_gap_of_a_real_imagenet_run_on_imagenetv2_of_known_accuracy(imagenet_run, tmp_path, capsys, monkeypatch):
+    run_dir, data, manifest, classes, folders = imagenet_run
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    out = tmp_path / "out"
+    code = main(["analyze", "generalization", str(run_dir), "--out", str(out), "--data", str(data),
+                 "--references", str(REPO / "references")])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    (row,) = json.loads((out / "generalization.json").read_text())["inputs"]
+
+    # Expected, from the run's own stored predictions (the val images, in file-name order) and the
+    # folders each val image was put in: a fresh image's prediction is its val twin's.
+    val = sorted(classes)
+    top1 = dict(zip(val, stored_top1(run_dir)))
+    original = float(np.mean([top1[name] == classes[name] for name in val]))
+    fresh = float(np.mean([top1[name] == c for c, names in folders.items() for name in names]))
+    assert original != fresh
+    assert row["fresh_set"] == "imagenetv2" and row["metric"] == "top1"
+    assert row["original"]["accuracy"] == pytest.approx(original) and row["original"]["examples"] == len(val)
+    assert row["fresh"]["accuracy"] == pytest.approx(fresh) and row["fresh"]["examples"] == 12
+    assert row["gap_points"] == pytest.approx(100 * (original - fresh))
+    assert row["published_gap_points"]["low_points"] == 11.0 and "1902.10811" in row["published_gap_points"]["source"]
+
+
+def test_imagenetv2_not_on_the_machine_says_how_to_fetch_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps({"reference": IMAGENET_REF, "task": "imagenet"}))
+    code = main(["analyze", "generalization", str(run), "--out", str(tmp_path / "out"), "--data", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert "imagenetv2" in line and "data fetch imagenetv2" in line and "DAWNBENCH_IMAGENETV2_URL=file://" in line
+    assert not (tmp_path / "out").exists()
