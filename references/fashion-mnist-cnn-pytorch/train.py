@@ -6,8 +6,8 @@ What makes it fast on a CPU:
   - a narrow network that pools right after its first two convolutions, so batch norm and
     ReLU run at 14x14 and 7x7;
   - channels_last, which oneDNN runs much faster than NCHW on CPU;
-  - bf16 autocast where the CPU multiplies bf16 in hardware (AVX512-BF16, AMX): about 0.75x
-    the step time of float32 on this project's 2-core machine; the weights, the optimizer and
+  - bf16 autocast where the CPU multiplies bf16 in hardware (AVX512-BF16, AMX): 0.64 of
+    float32's step time on this project's 2-core machine (README); the weights, the optimizer and
     the evaluation stay float32, and elsewhere the recipe trains in float32;
   - a one-cycle learning rate with Nesterov SGD and label smoothing: few epochs, no tuning per run;
   - random horizontal flips for training, and flip test-time augmentation at eval.
