@@ -123,7 +123,7 @@ run: check-ref
 
 # The host-side tools: the Docker SDK for images, matplotlib for plots, jinja2 and jsonschema for
 # the entry tools, mlperf-logging for `dawnbench compliance`, scipy and Pillow for `data prepare imagenet`.
-$(TOOLS_VENV)/.installed: requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
+$(TOOLS_VENV)/.installed: requirements/tools.txt requirements/energy-nvml.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TOOLS_VENV),requirements/tools.txt,harness$(,) common$(,) dawnbench.cli$(,) docker$(,) matplotlib$(,) jinja2$(,) mlperf_logging.compliance_checker$(,) scipy.io$(,) PIL.Image)
 	@test -x $(TOOLS_VENV)/bin/dawnbench
 
@@ -187,7 +187,7 @@ else
 	$(BENCH_PYTHON) -m bench.gpu $(ARGS)
 endif
 
-$(TEST_VENV)/.installed: requirements/test.txt requirements/infer-onnxruntime.txt requirements/infer-openvino.txt requirements/tools.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
+$(TEST_VENV)/.installed: requirements/test.txt requirements/infer-onnxruntime.txt requirements/infer-openvino.txt requirements/tools.txt requirements/energy-nvml.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt pyproject.toml
 	$(call venv,$(TEST_VENV),requirements/test.txt,harness$(,) common$(,) dawnbench$(,) torch$(,) tensorflow$(,) pytest$(,) jsonschema)
 
 # Every test, spread over TEST_WORKERS xdist workers a module at a time: the modules that wait on
