@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dawnbench import entries
 from dawnbench.entries import Entry
-from harness import datasets, safe_read, verify_run
+from harness import eval_labels, safe_read, verify_run
 from harness.errors import DawnbenchError
 from harness.tasks import Task
 
@@ -40,7 +40,7 @@ class Labels:
     def __call__(self, task: Task, data_root: Path | None):
         if task.dataset not in self._cache:
             try:
-                self._cache[task.dataset] = datasets.load_eval_labels(task.dataset, self.data_root)
+                self._cache[task.dataset] = eval_labels.load_eval_labels(task.dataset, self.data_root)
             except DawnbenchError as e:
                 self._cache[task.dataset] = e
         value = self._cache[task.dataset]

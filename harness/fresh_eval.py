@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, inference, sandbox, views
+from harness import datasets, eval_labels, inference, official_readers, sandbox, views
 from harness.errors import UsageError
 from harness.registry import ReferenceSpec
 from harness.roles import start_worker
@@ -42,8 +42,8 @@ def _fresh_images(name: str, data_root: Path) -> tuple[np.ndarray, np.ndarray]:
     entry = datasets.manifest(name)
     datasets.check_present(name, data_root)
     test = entry["splits"]["test"]
-    images = datasets.read_npy(datasets.verify_file(name, data_root, test["images"]), name)
-    labels = datasets.load_eval_labels(name, data_root)
+    images = official_readers.read_npy(datasets.verify_file(name, data_root, test["images"]), name)
+    labels = eval_labels.load_eval_labels(name, data_root)
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (32, 32, 3) or len(images) != len(labels):
         raise FreshSetError(f"{name}: expected uint8 (N, 32, 32, 3) images and N labels, got {images.dtype} "
                             f"{images.shape} and {len(labels)}; re-fetch it with: {entry['fetch_command']}")
@@ -95,8 +95,8 @@ def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
     task = spec.task
     original = task.dataset
     datasets.check_present(original, data_root)
-    labels = datasets.load_eval_labels(original, data_root)
-    dropped = datasets.load_blacklist(original, data_root)
+    labels = eval_labels.load_eval_labels(original, data_root)
+    dropped = eval_labels.load_blacklist(original, data_root)
     isolation = sandbox.probe()
     views.check_workers_can_read(original, data_root, isolation)
     sandbox.protect_harness()

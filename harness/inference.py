@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, inference_engines, paths, result_identity, sandbox, views, worker_env
+from harness import datasets, environment, eval_labels, inference_engines, paths, result_identity, sandbox, views, worker_env
 from harness import outputs as outputs_module
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
 from harness.eval_set import EvalSet
@@ -54,8 +54,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
                                 f"one in results/<reference>/<run id>/model")
     # As a run does: every data file checked and recorded, the labels from the checksummed files
     _, data_reasons = datasets.check_all(task.dataset, data_root)
-    labels = datasets.load_eval_labels(task.dataset, data_root)
-    dropped = datasets.load_blacklist(task.dataset, data_root)
+    labels = eval_labels.load_eval_labels(task.dataset, data_root)
+    dropped = eval_labels.load_blacklist(task.dataset, data_root)
 
     isolation = sandbox.probe()
     views.check_workers_can_read(task.dataset, data_root, isolation)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import datasets
+from harness import datasets, eval_labels
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -161,7 +161,7 @@ def references_root(tmp_path, monkeypatch, fashion_root) -> Path:
     root = tmp_path / "references"
     ref = root / "scripted-test"
     ref.mkdir(parents=True)
-    np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
+    np.save(ref / "labels.npy", eval_labels.load_eval_labels("fashion-mnist", fashion_root))
     (ref / "scripted.py").write_text(SCRIPTED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML)
     (root / "fashion-mnist-cnn-pytorch").symlink_to(REPO / "references" / "fashion-mnist-cnn-pytorch")
@@ -250,7 +250,7 @@ def check_inference_entry(spec, model: Path, config: dict, data_root: Path, out:
     assert report["items"] == items and report["batch_size"] == 1 and not report["complete_eval_set"]
     lat = report["latency_ms"]
     assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"]
-    labels = datasets.load_eval_labels(spec.task.dataset, data_root)[:items]
+    labels = eval_labels.load_eval_labels(spec.task.dataset, data_root)[:items]
     assert report["top1"] == float((scores[:items].argmax(1) == labels).mean())
     assert (out / "inference.json").is_file()
     return report

@@ -24,7 +24,7 @@ import jsonschema
 import numpy as np
 from cifar10_fixture import fixture_manifest, make_batch, py2_pickle
 
-from harness import datasets, stored_predictions
+from harness import datasets, eval_labels, stored_predictions
 from harness.events import EventLog
 from harness.tasks import RULES_VERSION, TASKS
 
@@ -148,7 +148,7 @@ def make_run(folder: Path, *, task="cifar10", reference=REF, epochs=30, final=0.
     below the threshold and reaches `final` at the last epoch; each eval takes `eval_seconds`."""
     t = TASKS[task]
     threshold = t.threshold if threshold is None else threshold
-    labels = datasets.load_eval_labels(t.dataset) if labels is None else labels
+    labels = eval_labels.load_eval_labels(t.dataset) if labels is None else labels
     folder = Path(folder)
     folder.mkdir(parents=True)
     log = EventLog(folder / "events.jsonl", lambda s: int(round((START_UNIX + s) * 1000)))

@@ -207,11 +207,11 @@ def test_the_augmentation_flips_half_the_images_left_to_right(name, torch_ref, k
 
 @pytest.mark.parametrize("name", [TORCH, KERAS])
 def test_the_eval_preprocessing(name, torch_ref, keras_ref, fashion_root):
-    from common import datasets
+    from common import loaders
     ref, _ = torch_ref if name == TORCH else keras_ref
     train = module_of(ref)
     # the constants are the training set's own statistics
-    images = datasets.load_fashion_mnist_images(fashion_root, "train").astype(np.float64) / 255
+    images = loaders.load_fashion_mnist_images(fashion_root, "train").astype(np.float64) / 255
     assert images.mean() == pytest.approx(train.MEAN, abs=5e-4) and images.std() == pytest.approx(train.STD, abs=5e-4)
     x = train.to_input(fixed_images())
     pixels = np.asarray(x)[:, 0] if name == TORCH else np.asarray(x)[..., 0]

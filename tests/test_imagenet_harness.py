@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import datasets, registry, runner, sandbox, verify_run, views
+from harness import datasets, eval_labels, registry, runner, sandbox, verify_run, views
 
 WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361", "n01494475", "n01496331"]   # sorted
 
@@ -169,14 +169,14 @@ def spec(tmp_path, monkeypatch):
 
 def test_labels_are_indices_in_sorted_wnid_order(tree):
     root, labels = tree()
-    assert datasets.load_eval_labels("imagenet", root).tolist() == labels.tolist()
+    assert eval_labels.load_eval_labels("imagenet", root).tolist() == labels.tolist()
 
 
 def test_the_label_files_are_checked_against_the_manifest(tree):
     root, _ = tree()
     (root / "imagenet" / "val_labels.txt").write_text(f"{WNIDS[0]}\n" * 10)     # every image class 0
     with pytest.raises(datasets.DatasetError, match="checksum mismatch"):
-        datasets.load_eval_labels("imagenet", root)
+        eval_labels.load_eval_labels("imagenet", root)
 
 
 def test_the_official_entry_names_tfds_label_lists():
@@ -246,7 +246,7 @@ def test_an_unprepared_folder_names_the_prepare_command(tree):
 def test_a_blacklist_of_the_wrong_size_is_refused(tree):
     root, _ = tree(blacklist=[1, 2])
     with pytest.raises(datasets.DatasetError, match="expected 3 distinct"):
-        datasets.load_blacklist("imagenet", root)
+        eval_labels.load_blacklist("imagenet", root)
 
 
 def run(spec, root, tmp_path):

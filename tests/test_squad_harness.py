@@ -18,7 +18,7 @@ import pytest
 from cheats import events, harness_run
 from conftest import cli_env
 
-from harness import datasets, metrics, views
+from harness import datasets, eval_labels, metrics, views
 from tests.squad_fixture import install_fixture
 
 HEURISTIC = '''
@@ -112,7 +112,7 @@ def heuristic(tmp_path) -> Path:
 
 def test_the_labels_are_the_questions_in_file_order(squad_root):
     root, fixture = squad_root
-    labels = datasets.load_eval_labels("squad", root)
+    labels = eval_labels.load_eval_labels("squad", root)
     ids = [qa["id"] for a in fixture["dev"]["data"] for p in a["paragraphs"] for qa in p["qas"]]
     assert len(labels) == fixture["dev_questions"] == len(ids) and labels.ids == ids
     first = labels[:3]

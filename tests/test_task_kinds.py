@@ -19,7 +19,7 @@ import pytest
 from conftest import SCRIPTED, SCRIPTED_TOML
 from project_copy import commit_all, copy_project
 
-from harness import cli, datasets, stop_rules, task_kinds
+from harness import cli, eval_labels, stop_rules, task_kinds
 from harness.tasks import FIGURES, SCORE_NAMES, TASKS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -144,7 +144,7 @@ def test_a_toy_task_where_lower_is_better_runs_verifies_submits_and_ranks(fashio
     ref.mkdir()
     (ref / "scripted.py").write_text(SCRIPTED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML.replace('task = "fashion-mnist"', 'task = "fashion-error"'))
-    np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
+    np.save(ref / "labels.npy", eval_labels.load_eval_labels("fashion-mnist", fashion_root))
     commit_all(project)
     # nothing but tasks.toml and the kind's own module differs from this checkout's harness and host tools
     differ = sorted(str(p.relative_to(project)) for folder in ("harness", "dawnbench")
