@@ -12,9 +12,9 @@ import os
 
 import numpy as np
 
+from harness.data_views import DERIVED_SUFFIX
 from harness.datasets import DatasetError, files_dir, manifest, verify_file
 from harness.official_readers import read_cifar_batch, read_idx
-from harness.views import DERIVED_SUFFIX
 
 __all__ = [
     "DatasetError",

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import prices
-from harness import datasets, environment, errors, paths, provenance, registry, sandbox, views
+from harness import data_views, datasets, environment, errors, paths, provenance, registry, sandbox
 from harness.arguments import DATA_FOLDER, RESULTS_FOLDER, Parser, reports_errors, whole
 from harness.errors import DawnbenchError, UsageError, report
 
@@ -639,7 +639,7 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
                str(results): {"bind": RESULTS_IN_CONTAINER, "mode": "rw"}}
     # A dataset too big to copy per run (ImageNet) is mounted a second time per role, where only
     # that role's sandboxed uid may enter (the image makes those folders; harness.sandbox, uid mode).
-    for role, folder, relative in views.folder_views(spec.task.dataset, data_root):
+    for role, folder, relative in data_views.folder_views(spec.task.dataset, data_root):
         volumes[str(folder)] = {"bind": str(sandbox.ROLE_MOUNTS / role / relative), "mode": "ro"}
     environment_vars = {"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
                         # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it

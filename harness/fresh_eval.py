@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, eval_labels, inference, official_readers, sandbox, views
+from harness import data_views, datasets, eval_labels, inference, official_readers, sandbox
 from harness.errors import UsageError
 from harness.registry import ReferenceSpec
 from harness.roles import start_worker
@@ -58,9 +58,9 @@ def fresh_view(name: str, original: str, data_root: Path, derived: Path) -> tupl
                             f"(only CIFAR-10's pickled batches are)")
     images, labels = _fresh_images(name, data_root)
     entry = datasets.manifest(original)
-    (test_file,) = views._flatten(entry["splits"]["test"])
+    (test_file,) = data_views._flatten(entry["splits"]["test"])
     derived.mkdir(parents=True, exist_ok=True)
-    target = derived / (test_file + views.DERIVED_SUFFIX)
+    target = derived / (test_file + data_views.DERIVED_SUFFIX)
     # CIFAR-10's rows: channel-major (1024 R, 1024 G, 1024 B), as the label-free copy of test_batch holds them
     np.save(target, np.ascontiguousarray(images.transpose(0, 3, 1, 2)).reshape(len(images), 3072), allow_pickle=False)
     relative = Path(entry["dir"]) / entry.get("subdir", "") / target.name
@@ -98,7 +98,7 @@ def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
     labels = eval_labels.load_eval_labels(original, data_root)
     dropped = eval_labels.load_blacklist(original, data_root)
     isolation = sandbox.probe()
-    views.check_workers_can_read(original, data_root, isolation)
+    data_views.check_workers_can_read(original, data_root, isolation)
     sandbox.protect_harness()
     work = sandbox.private_dir("fresh")
     os.chmod(work, 0o755)

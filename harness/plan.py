@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import datasets, eval_labels, official_readers, paths, sandbox, views, worker_env
+from harness import data_views, datasets, eval_labels, official_readers, paths, sandbox, worker_env
 from harness.errors import UsageError
 from harness.eval_set import EvalSet
 from harness.official import official_verdict
@@ -78,7 +78,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     labels = eval_labels.load_eval_labels(task.dataset, data_root)
     eval_set = EvalSet(task, len(labels), eval_labels.load_blacklist(task.dataset, data_root))
     isolation = sandbox.probe()
-    views.check_workers_can_read(task.dataset, data_root, isolation)
+    data_views.check_workers_can_read(task.dataset, data_root, isolation)
     worker = worker_env.describe()
     prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root, worker=worker)
     # The eval bound's denominator: the task's training set (tasks.toml) on the official data. Data that

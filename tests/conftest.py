@@ -205,15 +205,15 @@ def cifar10_root(tmp_path, monkeypatch) -> Path:
 
 def role_views(dataset: str, data_root: Path, tmp_path: Path) -> dict[str, Path]:
     """{role: a data root holding only the files a worker in that role sees}, as the harness gives
-    them (harness.views.view_files): the trainer's holds the training files, the predictor's the
+    them (harness.data_views.view_files): the trainer's holds the training files, the predictor's the
     eval inputs (CIFAR-10's as the harness's label-free copy). Symlinks to `data_root`'s files, so
     a reference that reads the other role's files, or any eval label, fails its test."""
-    from harness import views
+    from harness import data_views
 
     roots = {}
-    for role in views.ROLES:
+    for role in data_views.ROLES:
         roots[role] = root = tmp_path / f"view-{role}"
-        for source, relative in views.view_files(dataset, data_root, role, tmp_path / "view-derived"):
+        for source, relative in data_views.view_files(dataset, data_root, role, tmp_path / "view-derived"):
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).symlink_to(Path(source).resolve())
     return roots

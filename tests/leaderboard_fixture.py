@@ -225,8 +225,7 @@ def write_reproduction(run_dir: Path, *, tta_factor: float = 1.0, hardware: str 
     """The reproduction.json `dawnbench reproduce` would write into `run_dir` had the run been run again
     and taken `tta_factor` times its claimed time, on `hardware` (default: the run's), figures and
     verdict from the command's own comparison; returns it."""
-    from dawnbench import reproduce, reproduction
-
+    from dawnbench import entry_status, reproduce
     result = json.loads((run_dir / "result.json").read_text())
     claimed, env = reproduce.figures(result), reproduce.environment(result, {})
     again = {**claimed, "tta_seconds": round(claimed["tta_seconds"] * tta_factor, 3)}
@@ -235,7 +234,7 @@ def write_reproduction(run_dir: Path, *, tta_factor: float = 1.0, hardware: str 
     verdict, differences, notes = reproduce.compare(claimed, env, [(again, again_env)], tolerance,
                                                     reproduce.DEFAULT_METRIC_TOLERANCE)
     record = {"verdict": verdict, "differences": differences, "notes": notes,
-              "log_sha256": reproduction.log_sha256(run_dir, result), "tolerance": {"time": tolerance},
+              "log_sha256": entry_status.log_sha256(run_dir, result), "tolerance": {"time": tolerance},
               "claimed": {"figures": claimed, "environment": env},
               "reproduced": [{"figures": again, "environment": again_env}]}
     reproduce.write_record(run_dir, record)
