@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.arguments import Parser
+from harness.arguments import Parser, tool_main
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.events import read_events
 
@@ -94,15 +94,6 @@ def build_parser(parser: Parser | None = None) -> Parser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
-
-
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
     try:
@@ -116,6 +107,9 @@ def run(args) -> int:
     code, line = verdict(events, proc, version)
     print(line)
     return code
+
+
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import tomllib
 from pathlib import Path
 
 from harness import paths, registry
-from harness.arguments import Parser, nonempty_path, text
+from harness.arguments import Parser, nonempty_path, text, tool_main
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
 
 PROG = command("fork")
@@ -157,13 +157,7 @@ def run(args) -> int:
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

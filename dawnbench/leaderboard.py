@@ -15,7 +15,7 @@ import sys
 
 from dawnbench import entries, entry_status, ranking, site, validate_entries
 from harness import safe_read
-from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors
+from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors, tool_main
 from harness.errors import EXIT_OK, UsageError, command
 
 PROG = command("leaderboard")
@@ -99,13 +99,9 @@ def _run(args) -> int:
     return EXIT_OK
 
 
-@reports_errors(PROG)
-def main(argv: list[str] | None = None) -> int:
-    return _run(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
-
-
 # The command on parsed options (dawnbench.cli runs it from the one tree).
 run = reports_errors(PROG)(_run)
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

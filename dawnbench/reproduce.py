@@ -57,6 +57,7 @@ from harness.arguments import (
     number,
     regular_file,
     reports_errors,
+    tool_main,
     whole,
 )
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command
@@ -684,13 +685,9 @@ def _say(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
-@reports_errors(PROG)
-def main(argv: list[str] | None = None) -> int:
-    return _run(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
-
-
 # The command on parsed options (dawnbench.cli runs it from the one tree).
 run = reports_errors(PROG)(_run)
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

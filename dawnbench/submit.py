@@ -35,7 +35,7 @@ from pathlib import Path
 
 from dawnbench import entries, entry_status, prices, schemas, validate_entries
 from harness import arguments, paths, safe_read, safe_write, verify_run
-from harness.arguments import DATA_FOLDER, Parser, folder
+from harness.arguments import DATA_FOLDER, Parser, folder, tool_main
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report, shown
 from harness.tasks import TASKS
 
@@ -692,15 +692,6 @@ def build_parser(p: Parser | None = None) -> Parser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
-
-
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
     try:
@@ -713,6 +704,9 @@ def run(args) -> int:
     for path in written:
         print(path)
     return EXIT_OK
+
+
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":
