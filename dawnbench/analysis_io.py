@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dawnbench.entries import number
-from harness import outputs, safe_read
+from harness import safe_read, safe_write
 from harness.arguments import Parser, file_or_folder, folder
 from harness.errors import EXIT_OK, DawnbenchError, command, report
 
@@ -80,9 +80,9 @@ def write_outputs(args, numbers: dict, plot) -> int:
         try:
             plot(numbers, png)
         except OSError as e:
-            raise outputs.WriteError(png, e, "--out") from None
-        outputs.write_json(data, numbers, "--out")
-    except outputs.WriteError as e:
+            raise safe_write.WriteError(png, e, "--out") from None
+        safe_write.write_json(data, numbers, "--out")
+    except safe_write.WriteError as e:
         return report(PROG, e)
     print(png)
     print(data)

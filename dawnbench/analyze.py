@@ -24,8 +24,8 @@ from dawnbench.analysis_io import PROG, InputError, add_analysis, read_json, rea
 from dawnbench.entries import Entry, EntryError, number, to_log_units
 from dawnbench.series import tta_statistics
 from harness import safe_read
-from harness.arguments import Parser, folder
-from harness.errors import DawnbenchError, report
+from harness.arguments import Parser, folder, tool_main
+from harness.errors import report
 from harness.tasks import TASKS, Task
 
 # The other thresholds `thresholds` reads a task's logs at are the task's (tasks.toml's other_thresholds).
@@ -544,14 +544,6 @@ PLOTS = {"thresholds": plot_thresholds, "stability": plot_stability, "cost-vs-ti
          "curves": plot_curves, "roofline": plot_roofline}
 
 
-def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
-
-
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
     if args.analysis in OWN_MODULES:
@@ -575,6 +567,9 @@ def run(args) -> int:
     if errors:
         return max(report(PROG, e) for e in errors)
     return write_outputs(args, numbers, PLOTS[args.analysis])
+
+
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

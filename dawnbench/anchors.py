@@ -22,7 +22,7 @@ from pathlib import Path
 import jsonschema
 
 from harness.arguments import Parser, reports_errors
-from harness.errors import command
+from harness.errors import UsageError, command
 
 REFERENCES = Path(__file__).resolve().parent.parent / "references"
 SCHEMA = json.loads((Path(__file__).parent / "data" / "schemas" / "anchor.schema.json").read_text(encoding="utf-8"))
@@ -163,9 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     known = {d.name: d for d in [*training_references(), *inference_references()]}
     unknown = [name for name in args.references if name not in known]
     if unknown:
-        print(f"dawnbench: error: {unknown[0]}: no training reference of that name under {REFERENCES}: "
-              f"see `{command('list')}`", file=sys.stderr)
-        return 2
+        raise UsageError(f"{unknown[0]}: no training reference of that name under {REFERENCES}: "
+                         f"see `{command('list')}`")
     failed = 0
     for name in args.references or sorted(known):
         try:

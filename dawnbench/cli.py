@@ -26,7 +26,7 @@ TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "compliance": "check a run's events.jsonl with MLPerf's official compliance checker",
          "reproduce": "run an entry again from its provenance and compare its figures with the claim",
          "fork": "copy a reference to a new one with its own author and model, then edit, commit, run"}
-# A tool's module where its name would not say its job ("validate" alone could be any of five checks).
+# A tool's module where its name would not say its job ("validate" alone could be any of the four checks, docs/LAYOUT.md).
 TOOL_MODULES = {"validate": "validate_entries"}
 
 

@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.arguments import Parser
-from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
+from harness.arguments import Parser, reports_errors, tool_main
+from harness.errors import EXIT_FAILED, EXIT_OK, UsageError, command
 from harness.events import read_events
 
 PROG = command("compliance")
@@ -94,28 +94,20 @@ def build_parser(parser: Parser | None = None) -> Parser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
-
-
+@reports_errors(PROG)
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
-    try:
-        events = events_file(args.run_dir)
-        version = checker_version()
-    except DawnbenchError as e:
-        return report(PROG, e)
+    events = events_file(args.run_dir)
+    version = checker_version()
     proc = run_checker(events)
     if args.verbose:
         print((proc.stdout + proc.stderr).rstrip(), file=sys.stderr)
     code, line = verdict(events, proc, version)
     print(line)
     return code
+
+
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import prices
-from harness import datasets, environment, errors, paths, provenance, registry, sandbox, views
+from harness import data_views, datasets, environment, errors, paths, provenance, registry, sandbox
 from harness.arguments import DATA_FOLDER, RESULTS_FOLDER, Parser, reports_errors, whole
-from harness.errors import DawnbenchError, UsageError, report
+from harness.errors import UsageError
 
 # Under a folder only root may enter (the images make it 0700): the harness, root in the container,
 # reads the labels and writes the results there; the reference's workers, dropped to their own uids,
@@ -639,7 +639,7 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
                str(results): {"bind": RESULTS_IN_CONTAINER, "mode": "rw"}}
     # A dataset too big to copy per run (ImageNet) is mounted a second time per role, where only
     # that role's sandboxed uid may enter (the image makes those folders; harness.sandbox, uid mode).
-    for role, folder, relative in views.folder_views(spec.task.dataset, data_root):
+    for role, folder, relative in data_views.folder_views(spec.task.dataset, data_root):
         volumes[str(folder)] = {"bind": str(sandbox.ROLE_MOUNTS / role / relative), "mode": "ro"}
     environment_vars = {"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
                         # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it
@@ -789,35 +789,32 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     forwarded = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
-    try:
-        if args.command == "engine":
-            return 0 if engine_answers() else 1
-        if args.command == "runtime":
-            if args.base_image and not pinned_image(args.base_image):
-                raise UsageError(f"BASE_IMAGE {args.base_image!r}: pin it by a tag other than latest, "
-                                 f"e.g. {DEFAULT_BASE_IMAGE}")
-            why = docker_or_why(args.reference, args.base_image)
-            if why is None:
-                print("runtime: docker (an engine answers; RUNTIME=native to run here)", flush=True)
-                return 0
-            print(f"runtime: native ({why}; RUNTIME=docker to insist)", flush=True)
-            return RUNTIME_NATIVE
-        if args.command == "compose":
-            write_compose()
+    if args.command == "engine":
+        return 0 if engine_answers() else 1
+    if args.command == "runtime":
+        if args.base_image and not pinned_image(args.base_image):
+            raise UsageError(f"BASE_IMAGE {args.base_image!r}: pin it by a tag other than latest, "
+                             f"e.g. {DEFAULT_BASE_IMAGE}")
+        why = docker_or_why(args.reference, args.base_image)
+        if why is None:
+            print("runtime: docker (an engine answers; RUNTIME=native to run here)", flush=True)
             return 0
-        if args.command == "base-image":
-            make_base_image(args.tag, args.mirror)
-            return 0
-        if args.command == "build":
-            image = build(args.reference, args.base_image, args.framework_pin, args.rebuild,
-                          infer_runtimes=args.infer_runtimes)
-            print(json.dumps({"tag": image.tags[0] if image.tags else None, "id": image.id}))
-            return 0
-        return run(args.reference, forwarded, nproc=args.nproc, gpus=args.gpus, data_root=args.data,
-                   results=args.results, base_image=args.base_image, framework_pin=args.framework_pin,
-                   infer_runtimes=args.infer_runtimes)
-    except DawnbenchError as e:
-        return report("dawnbench", e)
+        print(f"runtime: native ({why}; RUNTIME=docker to insist)", flush=True)
+        return RUNTIME_NATIVE
+    if args.command == "compose":
+        write_compose()
+        return 0
+    if args.command == "base-image":
+        make_base_image(args.tag, args.mirror)
+        return 0
+    if args.command == "build":
+        image = build(args.reference, args.base_image, args.framework_pin, args.rebuild,
+                      infer_runtimes=args.infer_runtimes)
+        print(json.dumps({"tag": image.tags[0] if image.tags else None, "id": image.id}))
+        return 0
+    return run(args.reference, forwarded, nproc=args.nproc, gpus=args.gpus, data_root=args.data,
+               results=args.results, base_image=args.base_image, framework_pin=args.framework_pin,
+               infer_runtimes=args.infer_runtimes)
 
 
 if __name__ == "__main__":

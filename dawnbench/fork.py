@@ -28,8 +28,8 @@ import tomllib
 from pathlib import Path
 
 from harness import paths, registry
-from harness.arguments import Parser, nonempty_path, text
-from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
+from harness.arguments import Parser, nonempty_path, reports_errors, text, tool_main
+from harness.errors import EXIT_OK, UsageError, command
 
 PROG = command("fork")
 KEYS = ("author", "model")
@@ -147,23 +147,14 @@ def fork(ref: str, new: str, author: str | None, model: str | None, references: 
             "(the run's last lines say official or why not)"]
 
 
+@reports_errors(PROG)
 def run(args) -> int:
-    try:
-        lines = fork(args.ref, args.new, args.author, args.model, args.references)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    for line in lines:
+    for line in fork(args.ref, args.new, args.author, args.model, args.references):
         print(line)
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """`dawnbench leaderboard ENTRIES_DIR --out SITE_DIR [--format html|json]`: the command.
 
 Ranks the entries (`dawnbench.ranking`) and builds the static site (`dawnbench.site`) or prints the
-rankings as JSON. Each training entry's run is verified again (`dawnbench.verification`, with the
+rankings as JSON. Each training entry's run is verified again (`dawnbench.entry_status`, with the
 eval labels of --data) and its status shown, with its reproduction (`dawnbench reproduce`'s
 reproduction.json in the entry's run folder; "not tried" without one). Entries are validated at --level (default v1: every
 published DAWNBench v1 entry ranks, its quirks reported as warnings on stderr, one line each, and
@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import sys
 
-from dawnbench import entries, ranking, reproduction, site, validate_entries, verification
+from dawnbench import entries, entry_status, ranking, site, validate_entries
 from harness import safe_read
-from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors
+from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors, tool_main
 from harness.errors import EXIT_OK, UsageError, command
 
 PROG = command("leaderboard")
@@ -81,11 +81,11 @@ def _run(args) -> int:
                                        level=args.level,
                                        warn=lambda line: print(f"{PROG}: {line}", file=sys.stderr))
     tree = args.entries if args.entries.is_dir() else None
-    statuses = verification.statuses(loaded, args.data, tree)
+    statuses = entry_status.verification_statuses(loaded, args.data, tree)
     loaded, invalid = ranking.drop_failed(loaded, invalid, statuses,
                                           report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr))
-    models = verification.model_provenances(loaded, statuses, tree)
-    reproduced = reproduction.statuses(loaded, tree)
+    models = entry_status.model_provenances(loaded, statuses, tree)
+    reproduced = entry_status.reproduction_statuses(loaded, tree)
     rankings = ranking.rank(loaded, invalid, statuses, reproduced, models)
     if args.format == "json":
         json.dump(rankings, sys.stdout, indent=2)
@@ -99,13 +99,9 @@ def _run(args) -> int:
     return EXIT_OK
 
 
-@reports_errors(PROG)
-def main(argv: list[str] | None = None) -> int:
-    return _run(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
-
-
 # The command on parsed options (dawnbench.cli runs it from the one tree).
 run = reports_errors(PROG)(_run)
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

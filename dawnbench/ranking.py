@@ -18,8 +18,7 @@ from pathlib import Path
 
 from dawnbench import entries, validate_entries
 from dawnbench.entries import Entry, number
-from dawnbench.reproduction import NOT_TRIED, is_reproduced
-from dawnbench.verification import MODEL_UNVERIFIED, VERIFIED
+from dawnbench.entry_status import MODEL_UNVERIFIED, NOT_TRIED, VERIFIED, is_reproduced
 from harness.tasks import TASKS, Task
 
 TABLES = ("train_time", "train_cost", "train_cost_given", "inference_latency", "inference_cost",
@@ -80,9 +79,9 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
               models: dict[str, str] | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
     """The tables of one task, and the entries that rank in none of them (with the reason).
     Valid entries all rank; the reasons are a second line of defence for entries built in code.
-    Rows carry their `verification` status ({entry path: status}, dawnbench.verification), training
-    rows their `reproduction` ({entry path: words}, dawnbench.reproduction; "not tried" when absent)
-    and inference rows their model's provenance (`models`, dawnbench.verification.model_provenances).
+    Rows carry their `verification` status ({entry path: status}, dawnbench.entry_status), training
+    rows their `reproduction` ({entry path: words}, dawnbench.entry_status; "not tried" when absent)
+    and inference rows their model's provenance (`models`, dawnbench.entry_status.model_provenances).
     Costs priced from the prices table and costs at a price the entrant gave rank in separate tables;
     an inference entry whose record says its model is no verified run's ranks apart."""
     verification = verification or {}
@@ -195,8 +194,8 @@ def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, 
          reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None) -> dict:
     """The rankings of every task: {"tasks": {display name: {table: [rows]}}, "unranked": [...],
     "invalid": [...], "warnings": [...]} (`invalid` as load_all lists them; `warnings` the ranked
-    entries' v1 quirks, one line each; `verification` as dawnbench.verification.statuses gives it, and
-    `reproduction` as dawnbench.reproduction.statuses does, shown on training rows)."""
+    entries' v1 quirks, one line each; `verification` as dawnbench.entry_status.verification_statuses gives it, and
+    `reproduction` as dawnbench.entry_status.reproduction_statuses does, shown on training rows)."""
     loaded, invalid = drop_failed(loaded, list(invalid), verification)
     result: dict = {"tasks": {}, "unranked": [], "invalid": invalid,
                     "warnings": [{"task": e.task.display_name, "kind": e.kind, "entry": e.name, "file": str(e.path),

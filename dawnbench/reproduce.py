@@ -23,7 +23,7 @@ entry again shows that the figures are the entry's. This command:
    count as reproduced. A run of N processes is run again with N local ranks (torchrun) where this
    machine has them; otherwise the record says "not tried: needs N processes";
 5. prints both figures side by side and a verdict line, and writes reproduction.json into the run
-   folder (dawnbench.reproduction), which the leaderboard shows.
+   folder (dawnbench.entry_status), which the leaderboard shows.
 
 Exit status 0: reproduced, or accuracy reproduced with time not compared (no difference found); 1: not
 reproduced; 2: a bad input, or not tried (needs more processes than here), one line.
@@ -44,9 +44,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dawnbench import reproduction, verification
-from dawnbench.reproduction import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
-from harness import datasets, outputs, paths, provenance, registry, safe_read, verify_run, worker_env
+from dawnbench import entry_status
+from dawnbench.entry_status import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
+from harness import datasets, paths, provenance, registry, safe_read, safe_write, verify_run, worker_env
 from harness.arguments import (
     DATA_FOLDER,
     MAX_RUNS,
@@ -57,6 +57,7 @@ from harness.arguments import (
     number,
     regular_file,
     reports_errors,
+    tool_main,
     whole,
 )
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command
@@ -95,7 +96,7 @@ def locate(path: Path) -> tuple[Path, Path | None]:
                                  f"entry JSON (entries/<Task>/train/<name>.json)")
         return path, None
     if path.is_file() and path.suffix == ".json":
-        run_dir = verification.run_folder(path)
+        run_dir = entry_status.run_folder(path)
         if not run_dir.is_dir():
             raise ReproduceError(f"{path}: the code is not at hand: the entry has no run folder {run_dir.name}/ beside "
                                  f"it (a DAWNBench v1 entry, or one submitted without its run), so it names no "
@@ -298,10 +299,10 @@ def ranks_here(original: Original, runtime: str, said: str, asked: str | None) -
         what = "GPUs" if original.env.get("gpus") else "CPUs this process may use"
         reason = f"needs {needed} processes (the run's world size), this machine has {have} {what}"
         written = write_record(original.run_dir, {
-            "verdict": reproduction.NOT_TRIED, "reason": reason, "differences": [], "notes": [],
+            "verdict": entry_status.NOT_TRIED, "reason": reason, "differences": [], "notes": [],
             "reproduced_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "log_sha256": reproduction.log_sha256(original.run_dir, original.result), "reproduced": []})
-        raise ReproduceError(f"{reproduction.NOT_TRIED}: {original.run_dir}: {reason}; run it where it has them "
+            "log_sha256": entry_status.log_sha256(original.run_dir, original.result), "reproduced": []})
+        raise ReproduceError(f"{entry_status.NOT_TRIED}: {original.run_dir}: {reason}; run it where it has them "
                              f"({written} says so)")
     return "native", f"runtime: native, torchrun with {needed} local ranks (the run's world size)"
 
@@ -618,7 +619,7 @@ def _run(args) -> int:
     data_root = Path(args.data or datasets.default_data_root()).resolve()
     original = read_original(args.target, data_root)
     if not os.access(original.run_dir, os.W_OK):
-        raise UsageError(f"{original.run_dir} is not writable: {reproduction.RECORD} goes there (copy the run "
+        raise UsageError(f"{original.run_dir} is not writable: {entry_status.REPRODUCTION_RECORD} goes there (copy the run "
                          f"folder, or fix its permissions)")
     tolerance, tolerance_source = time_tolerance(original, asked_tolerance, data_root)
     results = Path(args.results or paths.results_root()).resolve()
@@ -643,7 +644,7 @@ def _run(args) -> int:
     record = {
         "verdict": verdict, "differences": differences, "notes": notes,
         "reproduced_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "log_sha256": reproduction.log_sha256(original.run_dir, original.result),
+        "log_sha256": entry_status.log_sha256(original.run_dir, original.result),
         "code": code.source, "runtime": runtime,
         "tolerance": {"time": tolerance, "time_source": tolerance_source, "metric": args.metric_tolerance},
         "claimed": {"run": str(original.run_dir), "figures": claimed, "environment": claimed_env},
@@ -666,14 +667,14 @@ def _run(args) -> int:
 
 def write_record(run_dir: Path, record: dict) -> Path:
     """run_dir/reproduction.json, atomically; an earlier record is kept as reproduction-<n>.json."""
-    path = run_dir / reproduction.RECORD
+    path = run_dir / entry_status.REPRODUCTION_RECORD
     if path.exists():
         n = 1
         while (run_dir / f"reproduction-{n}.json").exists():
             n += 1
         os.replace(path, run_dir / f"reproduction-{n}.json")
     try:
-        outputs.write_json(path, record)
+        safe_write.write_json(path, record)
     except (OSError, DawnbenchError) as e:
         raise UsageError(f"cannot write {path} ({e}); the reproduction's runs are kept: "
                          f"{', '.join(r['run'] for r in record['reproduced'])}") from None
@@ -684,13 +685,9 @@ def _say(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
-@reports_errors(PROG)
-def main(argv: list[str] | None = None) -> int:
-    return _run(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
-
-
 # The command on parsed options (dawnbench.cli runs it from the one tree).
 run = reports_errors(PROG)(_run)
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import datasets, outputs, plan, runner
+from harness import datasets, plan, runner, safe_write
 from harness.cli import run_command
 from harness.registry import ReferenceSpec, UsageError
 
@@ -236,7 +236,7 @@ def _write_summary(series_dir: Path, finished: list[dict], requested: int, *, in
     """summary.json of the runs finished so far, written atomically (temp file + rename)."""
     summary = summarize(finished)
     summary.update(requested_runs=requested, interrupted=interrupted, in_progress=in_progress)
-    outputs.write_json(series_dir / SUMMARY, summary)
+    safe_write.write_json(series_dir / SUMMARY, summary)
     return summary
 
 
@@ -246,8 +246,8 @@ def new_series_dir(results_root: Path, reference: str, stem: str | None = None) 
     stem = stem or time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-series"
     for n in range(1, 1000):
         try:
-            return outputs.new_run_dir(results_root, reference, 0, run_id=stem if n == 1 else f"{stem}-{n}")
-        except outputs.RunDirExists:      # never reuse a folder: the next name
+            return safe_write.new_run_dir(results_root, reference, 0, run_id=stem if n == 1 else f"{stem}-{n}")
+        except safe_write.RunDirExists:      # never reuse a folder: the next name
             continue
     raise UsageError(f"could not create a series folder under {results_root / reference}")
 

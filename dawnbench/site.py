@@ -23,15 +23,17 @@ from urllib.parse import urlsplit
 
 from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
-from dawnbench.reproduction import (
+from dawnbench.entry_status import (
     ACCURACY_ONLY,
+    MODEL_UNVERIFIED,
+    MODEL_VERIFIED,
     NOT_REPRODUCED,
     NOT_TRIED,
     OLD_ACCURACY_ONLY,
+    VERIFIED,
     is_reproduced,
 )
-from dawnbench.verification import MODEL_UNVERIFIED, MODEL_VERIFIED, VERIFIED
-from harness import load, outputs, safe_read
+from harness import load, safe_read, safe_write
 from harness.errors import DawnbenchError
 from harness.tasks import RULES_VERSION
 
@@ -475,7 +477,7 @@ def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str
         return _build(loaded, rankings, Path(out), verification or {}, reproduction or {}, models or {},
                       utilization or {}, generalization or {})
     except OSError as e:
-        raise SiteError(outputs.write_problem(out, e, "--out")) from None
+        raise SiteError(safe_write.write_problem(out, e, "--out")) from None
 
 
 def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str],

@@ -33,9 +33,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import entries, prices, schemas, validate_entries, verification
-from harness import arguments, outputs, paths, safe_read, verify_run
-from harness.arguments import DATA_FOLDER, Parser, folder
+from dawnbench import entries, entry_status, prices, schemas, validate_entries
+from harness import arguments, paths, safe_read, safe_write, verify_run
+from harness.arguments import DATA_FOLDER, Parser, folder, tool_main
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report, shown
 from harness.tasks import TASKS
 
@@ -489,7 +489,7 @@ def submit(args) -> list[Path]:
     stem = entries.entry_stem(train["author"], train["model"], train["hardware"], train["framework"])
     train["logFilename"] = f"{stem}.tsv"
     targets = {("train", f"{stem}.tsv"): log, ("train", f"{stem}.json"): train}
-    runs = [(folder, run_files, f"{stem}{verification.RUN_SUFFIX}", "train")]
+    runs = [(folder, run_files, f"{stem}{entry_status.RUN_SUFFIX}", "train")]
     if infer is not None:
         targets[("inference", f"{stem}.json")] = add_price(inference_entry(infer, result, args), infer_path, given,
                                                           "inference", _inference_cost)
@@ -500,7 +500,7 @@ def submit(args) -> list[Path]:
 def _inference_run(infer_path: Path, stem: str) -> tuple:
     """The inference's record, as `dawnbench infer` wrote it, to go beside its entry as
     <stem>.run/inference.json: the file the entry's latency, accuracy and cost are checked against."""
-    return (infer_path.parent, [infer_path.name], f"{stem}{verification.RUN_SUFFIX}", "inference")
+    return (infer_path.parent, [infer_path.name], f"{stem}{entry_status.RUN_SUFFIX}", "inference")
 
 
 def submit_inference_only(args, given: dict | None) -> list[Path]:
@@ -542,8 +542,8 @@ def _os_error(e: OSError, to: Path) -> SubmitError:
     moved into place: the staging folder is removed)."""
     where = Path(e.filename) if e.filename is not None else to
     problem = e.strerror or type(e).__name__
-    if e.errno in outputs.WRITE_SIDE:         # a copy names its source, but only the target can be full
-        return SubmitError(f"{outputs.write_problem(to, e, '--out')} (nothing was written)")
+    if e.errno in safe_write.WRITE_SIDE:         # a copy names its source, but only the target can be full
+        return SubmitError(f"{safe_write.write_problem(to, e, '--out')} (nothing was written)")
     if where == to or to.resolve() in where.resolve().parents:
         return SubmitError(f"cannot write the entry under {to}: {where}: {problem}; give --out a folder you can "
                            f"write (nothing was written)")
@@ -692,15 +692,6 @@ def build_parser(p: Parser | None = None) -> Parser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
-
-
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
     try:
@@ -713,6 +704,9 @@ def run(args) -> int:
     for path in written:
         print(path)
     return EXIT_OK
+
+
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

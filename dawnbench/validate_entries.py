@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dawnbench import entries, schemas
 from harness import safe_read
-from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder
+from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder, tool_main
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
 from harness.tasks import FIGURES, Task
 
@@ -873,15 +873,6 @@ def _emit(line: str) -> None:
     sys.stdout.write(line.encode(encoding, "backslashreplace").decode(encoding, "replace") + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-    except DawnbenchError as e:
-        return report(PROG, e)
-    return run(args)
-
-
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
     try:
@@ -904,6 +895,9 @@ def run(args) -> int:
         return EXIT_FAILED
     _emit(f"{n_files} file{'s' * (n_files != 1)} checked: all valid{tolerated}")
     return EXIT_OK
+
+
+main = tool_main(PROG, build_parser, run)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import functools
 import math
 import os
 import stat
+import sys
 from pathlib import Path
 
 from harness.errors import DawnbenchError, UsageError, one_line, report, shown
@@ -78,6 +79,16 @@ def reports_errors(prog: str):
                 return report(prog, e)
         return wrapped
     return decorate
+
+
+def tool_main(prog: str, build_parser, run):
+    """The main(argv) -> int of a tool that runs on its own (`python -m dawnbench.<tool>`) as well as in
+    `dawnbench`'s one tree: its own parser, then `run(args)`. A bad option or any DawnbenchError is
+    one line on stderr and its exit code, never a traceback (reports_errors)."""
+    @reports_errors(prog)
+    def main(argv: list[str] | None = None) -> int:
+        return run(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
+    return main
 
 
 def _range_text(least, most) -> str:

@@ -21,7 +21,7 @@ import math
 import sys
 from pathlib import Path
 
-from harness import datasets, inference, inference_engines, paths, plan, registry, runner, task_kinds
+from harness import datasets, eval_labels, inference, inference_engines, paths, plan, registry, runner, task_kinds
 from harness.arguments import (
     DATA_FOLDER,
     MAX_EPOCHS,
@@ -281,7 +281,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         checked, reasons = datasets.check_prepared(name, args.data)
         print(f"ok {checked['count']:,} files ({checked['bytes']:,} bytes) match {datasets.PREPARED_MANIFEST} "
               f"(sha256 {checked['manifest_sha256'][:16]}...)", flush=True)
-        if datasets.load_blacklist(name, args.data) is not None:
+        if eval_labels.load_blacklist(name, args.data) is not None:
             print(f"ok {datasets.manifest(name)['blacklist']['file']}", flush=True)
         for reason in reasons:
             print(f"unofficial: {reason}", flush=True)

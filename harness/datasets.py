@@ -1,36 +1,27 @@
-"""Checksummed datasets: where they live, whether they are intact, how to read them.
+"""Checksummed datasets: where they live, and whether their files are the ones ``datasets.toml`` names.
 
 The harness scores every run against eval labels it loads itself, so it must be
 able to prove those labels are the official ones: every file is checked against
-the checksum (sha256 or md5) recorded in ``data/datasets.toml`` before it is read.
-Fetching is a host tool (``dawnbench.fetch``); the harness only verifies and reads.
+the checksum (sha256, md5 or git's blob id) recorded in ``harness/data/datasets.toml``
+before it is read, and a prepared tree (ImageNet) against the manifest written when it
+was prepared. Fetching is a host tool (``dawnbench.fetch``); reading the files' formats is
+``harness.official_readers``, the eval labels and blacklist ``harness.eval_labels``.
 
-Formats read here: IDX (MNIST / Fashion-MNIST) and the CIFAR Python pickles,
-the latter through an unpickler that resolves only the numpy globals those
-files need, never through plain ``pickle.load``.
-
-numpy and the standard library only: this module is installed into every
-reference's environment, whatever its framework.
+The standard library only: this module is installed into every reference's environment,
+whatever its framework.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
-import gzip
 import hashlib
-import importlib
 import importlib.resources
 import json
 import os
-import pickle
-import struct
 from pathlib import Path
 
-import numpy as np
-
-from harness import metrics, paths
+from harness import paths
 from harness.arguments import path_kind, path_problem
 from harness.errors import DawnbenchError, command
 
@@ -55,29 +46,13 @@ __all__ = [
     "verified_checksums",
     "write_prepared_manifest",
     "verify_prepared",
-    "read_idx",
-    "read_cifar_pickle",
-    "read_cifar_batch",
-    "load_eval_labels",
-    "load_blacklist",
     "check_prepared",
     "fetch_fix",
     "check_present",
+    "record_verified",
 ]
 
 CHUNK_SIZE = 1 << 20
-
-# IDX type code -> big-endian numpy dtype, as in LeCun's MNIST file format.
-IDX_DTYPES = {
-    0x08: np.dtype(">u1"),
-    0x09: np.dtype(">i1"),
-    0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"),
-    0x0D: np.dtype(">f4"),
-    0x0E: np.dtype(">f8"),
-}
-
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 class DatasetError(DawnbenchError):
@@ -337,6 +312,11 @@ def verified_files() -> dict[str, dict[str, dict]]:
     return copy.deepcopy(_VERIFIED)
 
 
+def record_verified(name: str, filename: str, checksums: dict) -> None:
+    """Note a file of dataset `name` checked elsewhere (the blacklist), for :func:`verified_files`."""
+    _VERIFIED.setdefault(name, {})[filename] = checksums
+
+
 def verify_dataset(name: str, data_root: str | os.PathLike | None = None) -> list[Path]:
     """Paths of every file of the dataset; raises DatasetError on the first bad one."""
     return [verify_file(name, data_root, filename) for filename in manifest(name)["files"]]
@@ -466,264 +446,6 @@ def verified_checksums(name: str, data_root: str | os.PathLike | None = None) ->
     return verified
 
 
-def _read_source(source) -> tuple[bytes | bytearray, str]:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source) if isinstance(source, memoryview) else source, "<bytes>"
-    path = Path(source)
-    try:
-        with open(path, "rb") as f:
-            # readinto a bytearray, so the array numpy wraps around it is writable
-            # without a second copy of a 47 MB file.
-            data = bytearray(path.stat().st_size)
-            n = f.readinto(data)
-            del data[n:]
-    except OSError as exc:
-        raise DatasetError(f"cannot read IDX file {path}: {exc.strerror or exc}") from exc
-    return data, str(path)
-
-
-def read_idx(source: str | os.PathLike | bytes | bytearray | memoryview, *, name: str | None = None) -> np.ndarray:
-    """Parse an IDX file (the MNIST / Fashion-MNIST format) into a native-endian array.
-
-    ``source`` is a path or the file's bytes; gzip-compressed input is accepted,
-    so the files as shipped can be read directly. ``name`` labels bytes input in
-    error messages.
-    """
-    data, label = _read_source(source)
-    label = name or label
-
-    def malformed(problem: str) -> DatasetError:
-        return DatasetError(f"malformed IDX file {label}: {problem}")
-
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = bytearray(gzip.decompress(data))
-        except (OSError, EOFError) as exc:
-            raise malformed(f"gzip data is corrupt ({exc})") from exc
-
-    if len(data) < 4:
-        raise malformed(f"{len(data)} bytes, shorter than the 4-byte magic number")
-    zero0, zero1, type_code, ndim = data[0], data[1], data[2], data[3]
-    if zero0 != 0 or zero1 != 0:
-        raise malformed(f"bad magic number 0x{bytes(data[:4]).hex()} (must start with two zero bytes)")
-    if type_code not in IDX_DTYPES:
-        known = ", ".join(f"0x{code:02X}" for code in IDX_DTYPES)
-        raise malformed(f"unknown data type code 0x{type_code:02X} (known: {known})")
-    header_size = 4 + 4 * ndim
-    if len(data) < header_size:
-        raise malformed(f"header truncated: {ndim} dimensions need {header_size} bytes, file has {len(data)}")
-    shape = struct.unpack_from(f">{ndim}i", data, 4)
-    if any(d < 0 for d in shape):
-        raise malformed(f"negative dimension in shape {shape}")
-
-    dtype = IDX_DTYPES[type_code]
-    count = 1
-    for d in shape:
-        count *= d
-    expected_payload = count * dtype.itemsize
-    payload = len(data) - header_size
-    if payload != expected_payload:
-        raise malformed(
-            f"payload is {payload} bytes, but shape {tuple(shape)} of {dtype.name} needs {expected_payload}"
-            + (" (truncated)" if payload < expected_payload else " (trailing bytes)")
-        )
-
-    array = np.frombuffer(data, dtype=dtype, count=count, offset=header_size).reshape(shape)
-    if not dtype.isnative:
-        array = array.astype(dtype.newbyteorder("="))
-    elif not array.flags.writeable:
-        array = array.copy()  # bytes input: callers expect an array they own
-    return array
-
-
-# --- CIFAR pickles ------------------------------------------------------------
-#
-# The official CIFAR-10 batches are Python 2 pickles. Unpickling runs whatever
-# callables the file names, so a plain pickle.load of a file from the network is
-# arbitrary code execution. The unpickler below resolves only the globals a numpy
-# array needs; anything else is refused before it can be called.
-
-def _numpy_reconstruct():
-    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2 / numpy 1
-        with contextlib.suppress(ImportError, AttributeError):
-            return importlib.import_module(module)._reconstruct
-    raise DatasetError("this numpy has no multiarray._reconstruct; it cannot read CIFAR pickles")
-
-
-def _plain_dtype(*args):
-    """``numpy.dtype`` as a pickle may call it, minus object dtypes (which would
-    let the pickle smuggle arbitrary objects into an array)."""
-    dtype = np.dtype(*args)
-    if dtype.hasobject:
-        raise pickle.UnpicklingError(f"object dtype {dtype} is not allowed")
-    return dtype
-
-
-class _CifarUnpickler(pickle.Unpickler):
-    """Resolves exactly the globals of the official CIFAR pickles; refuses the rest."""
-
-    def __init__(self, file, label: str):
-        super().__init__(file, encoding="bytes")
-        self.label = label
-
-    def find_class(self, module: str, name: str):
-        if module in ("numpy.core.multiarray", "numpy._core.multiarray") and name == "_reconstruct":
-            return _numpy_reconstruct()
-        if module == "numpy" and name == "ndarray":
-            return np.ndarray
-        if module == "numpy" and name == "dtype":
-            return _plain_dtype
-        raise DatasetError(
-            f"refusing to load {self.label}: the pickle names {module}.{name}, which no CIFAR file holds; "
-            "the file is not an official CIFAR batch (and may be malicious), delete it"
-        )
-
-    def persistent_load(self, pid):
-        raise DatasetError(f"refusing to load {self.label}: it uses persistent ids, which no CIFAR file holds")
-
-
-def read_cifar_pickle(path: str | os.PathLike) -> dict:
-    """Unpickle a CIFAR file (a dict with byte-string keys) through the restricted
-    unpickler. Verify its checksum first: this parses, it does not authenticate."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            obj = _CifarUnpickler(f, str(path)).load()
-    except DatasetError:
-        raise
-    except OSError as exc:
-        raise DatasetError(f"cannot read CIFAR file {path}: {exc.strerror or exc}") from exc
-    except Exception as exc:  # a corrupt pickle raises almost anything: EOFError, ValueError, UnpicklingError...
-        raise DatasetError(f"malformed CIFAR file {path}: not a readable pickle ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(obj, dict):
-        raise DatasetError(f"malformed CIFAR file {path}: expected a dict, got {type(obj).__name__}")
-    return obj
-
-
-def read_cifar_batch(path: str | os.PathLike, num_classes: int = 10) -> tuple[np.ndarray, np.ndarray]:
-    """``(data uint8 (N, 3072) channel-major, labels int64 (N,))`` of one CIFAR-10
-    batch file, its shapes and label range checked."""
-    batch = read_cifar_pickle(path)
-
-    def malformed(problem: str) -> DatasetError:
-        return DatasetError(f"malformed CIFAR batch {path}: {problem}")
-
-    missing = [key.decode() for key in (b"data", b"labels") if key not in batch]
-    if missing:
-        raise malformed(f"no {' or '.join(missing)} key (keys: {sorted(map(repr, batch))})")
-    data = batch[b"data"]
-    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        shape = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
-        raise malformed(f"data must be uint8 (N, 3072), got {shape}")
-    try:
-        labels = np.asarray(batch[b"labels"])
-    except (TypeError, ValueError) as exc:
-        raise malformed(f"labels are not a list of integers ({exc})") from exc
-    if labels.ndim != 1 or len(labels) != len(data) or (len(labels) and labels.dtype.kind not in "iu"):
-        raise malformed(f"expected {len(data)} integer labels, got {labels.dtype} {labels.shape}")
-    labels = labels.astype(np.int64)
-    bad = labels[(labels < 0) | (labels >= num_classes)]
-    if len(bad):
-        raise malformed(f"labels must be 0..{num_classes - 1}, found {int(bad[0])}")
-    return data, labels
-
-
-def load_eval_labels(name: str, data_root: str | os.PathLike | None = None):
-    """The official eval labels, read only after their checksum matched: int64 class indices, or
-    SQuAD's answers (harness.metrics.SquadLabels: one example per question)."""
-    entry = manifest(name)
-    path = verify_file(name, data_root, entry["eval_labels"])
-    file_format = entry.get("format", "idx")
-    if file_format == "cifar-pickle":
-        return read_cifar_batch(path)[1]
-    if file_format == "imagenet-folders":
-        return _class_indices(name, path, verify_file(name, data_root, entry["classes"]))
-    if file_format == "squad-json":
-        try:
-            return metrics.SquadLabels(metrics.load_squad_dataset(path)["data"])
-        except metrics.MetricInputError as exc:
-            raise DatasetError(f"{exc}; re-fetch it with: {entry['fetch_command']}") from None
-    if file_format == "npy":
-        labels = read_npy(path, name)
-        if labels.ndim != 1 or labels.dtype.kind not in "iu":
-            raise DatasetError(f"malformed labels {path}: expected 1-D integers, got {labels.dtype} {labels.shape}; "
-                               f"re-fetch it with: {entry['fetch_command']}")
-        return labels.astype(np.int64)
-    if file_format != "idx":
-        raise DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}; "
-                           "known: idx, cifar-pickle, imagenet-folders, squad-json, npy")
-    labels = read_idx(path)
-    if labels.ndim != 1:
-        raise DatasetError(f"malformed IDX file {path}: eval labels must be 1-D, got shape {labels.shape}")
-    return labels.astype(np.int64)
-
-
-def read_npy(path: Path, name: str) -> np.ndarray:
-    """A checksummed .npy file (CIFAR-10.1's), never unpickled."""
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"{path} is not a readable .npy array ({exc}); re-fetch it with: "
-                           f"{manifest(name)['fetch_command']}") from None
-
-
-# --- prepared folders (ImageNet) ---------------------------------------------------------------
-
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="ascii").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"cannot read {path}: {exc}") from exc
-
-
-def _class_indices(name: str, labels_path: Path, classes_path: Path) -> np.ndarray:
-    """The eval labels as class indices: each line of `labels_path` names a class (a WordNet id), and
-    a class's index is its line in `classes_path` (sorted: torchvision's and TFDS's convention)."""
-    classes = _lines(classes_path)
-    if not classes or classes != sorted(set(classes)):
-        raise DatasetError(f"malformed {classes_path}: the class names must be sorted and distinct, one per line; "
-                           f"re-run: {manifest(name)['fetch_command']}")
-    index = {c: i for i, c in enumerate(classes)}
-    names = _lines(labels_path)
-    unknown = [n for n in names if n not in index]
-    if unknown or not names:
-        raise DatasetError(f"malformed {labels_path}: {len(unknown)} labels name no class of {classes_path.name} "
-                           f"(first: {unknown[0] if unknown else 'the file is empty'!r}); "
-                           f"re-run: {manifest(name)['fetch_command']}")
-    return np.array([index[n] for n in names], dtype=np.int64)
-
-
-def load_blacklist(name: str, data_root: str | os.PathLike | None = None) -> np.ndarray | None:
-    """The sorted zero-based indices of the eval examples the task lets an entry drop when scoring
-    (ImageNet's 1,762), when the dataset holds its blacklist file; None when it does not. The file
-    holds one-based indices, one per line; its sha256 is checked where datasets.toml gives one, its
-    count always."""
-    entry = manifest(name)
-    spec = entry.get("blacklist")
-    if not spec:
-        return None
-    path = dataset_dir(name, data_root) / spec["file"]
-    fix = f"re-run {entry['fetch_command']} --blacklist FILE with the official file, or delete {path}"
-    kind = not_regular(path)
-    if kind:
-        raise DatasetError(f"blacklist {path} is {kind}, not a regular file: {fix}")
-    if not path.is_file():
-        return None
-    digest = sha256_file(path)
-    if "sha256" in spec and digest != spec["sha256"]:
-        raise DatasetError(f"blacklist {path} has sha256 {digest}, expected {spec['sha256']}: not the official one; {fix}")
-    try:
-        one_based = [int(line) for line in _lines(path) if line.strip()]
-    except ValueError as exc:
-        raise DatasetError(f"malformed blacklist {path}: {exc}; {fix}") from exc
-    indices = np.unique(np.array(one_based, dtype=np.int64)) - 1
-    if len(indices) != len(one_based) or len(indices) != spec["count"] or (len(indices) and indices[0] < 0):
-        raise DatasetError(f"malformed blacklist {path}: expected {spec['count']} distinct one-based indices, "
-                           f"got {len(one_based)} lines ({len(indices)} distinct); {fix}")
-    _VERIFIED.setdefault(name, {})[spec["file"]] = {"sha256": digest, "size": path.stat().st_size}
-    return indices
-
-
 def check_companions(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
     """Check the datasets `name` names under `with` (SQuAD's GloVe) as :func:`check_prepared` does;
     why they make a run unofficial (none: official). Raises DatasetError with the fetch command
@@ -744,41 +466,6 @@ def check_companions(name: str, data_root: str | os.PathLike | None = None) -> l
             raise DatasetError(f"dataset {companion!r}: its record or manifest in {directory} is unreadable ({exc}); "
                                f"run: {manifest(companion)['fetch_command']}") from None
     return reasons
-
-
-def count_train_examples(name: str, data_root: str | os.PathLike | None = None) -> int:
-    """The training examples of the dataset on disk, counted by the harness from files it checked: the
-    eval bound's denominator where the data are not the official ones (a fixture, a subset), whose
-    size tasks.toml does not give. Never a count a reference reports (docs/RULES.md, "The eval span")."""
-    entry = manifest(name)
-    directory = files_dir(name, data_root)
-    train = entry.get("splits", {}).get("train")
-    file_format = entry.get("format", "idx")
-    try:
-        if file_format == "idx":     # the header: magic, then the count, big-endian
-            with open(directory / train["images"], "rb") as f:
-                header = f.read(8)
-            if len(header) < 8:
-                raise DatasetError(f"{directory / train['images']}: not an idx file (no header)")
-            return struct.unpack(">I", header[4:8])[0]
-        if file_format == "cifar-pickle":
-            return sum(len(read_cifar_batch(directory / f)[1]) for f in _names(train))
-        if file_format == "imagenet-folders":
-            return sum(len(files) for _, _, files in os.walk(directory / train["dir"]))
-        if file_format == "squad-json":
-            count = 0
-            for f in _names(train):
-                with open(directory / f, encoding="utf-8") as fh:
-                    data = json.load(fh)["data"]
-                count += sum(len(p["qas"]) for article in data for p in article["paragraphs"])
-            return count
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DatasetError(f"{name}: its training examples cannot be counted: {exc}") from None
-    raise DatasetError(f"datasets.toml entry [{name}] has no training split the harness can count ({file_format!r})")
-
-
-def _names(split) -> list[str]:
-    return [split] if isinstance(split, str) else list(split)
 
 
 def check_all(name: str, data_root: str | os.PathLike | None = None) -> tuple[dict[str, dict], list[str]]:

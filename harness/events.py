@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.outputs import LineFile
+from harness.safe_write import LineFile
 
 PREFIX = ":::MLLOG "
 

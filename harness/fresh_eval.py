@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, inference, sandbox, views
+from harness import data_views, datasets, eval_labels, inference, official_readers, sandbox
 from harness.errors import UsageError
 from harness.registry import ReferenceSpec
 from harness.roles import start_worker
@@ -44,8 +44,8 @@ def _fresh_images(name: str, data_root: Path) -> tuple[np.ndarray, np.ndarray]:
     entry = datasets.manifest(name)
     datasets.check_present(name, data_root)
     test = entry["splits"]["test"]
-    images = datasets.read_npy(datasets.verify_file(name, data_root, test["images"]), name)
-    labels = datasets.load_eval_labels(name, data_root)
+    images = official_readers.read_npy(datasets.verify_file(name, data_root, test["images"]), name)
+    labels = eval_labels.load_eval_labels(name, data_root)
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (32, 32, 3) or len(images) != len(labels):
         raise FreshSetError(f"{name}: expected uint8 (N, 32, 32, 3) images and N labels, got {images.dtype} "
                             f"{images.shape} and {len(labels)}; re-fetch it with: {entry['fetch_command']}")
@@ -62,7 +62,7 @@ def _fresh_folders(name: str, original: str, data_root: Path) -> tuple[list[tupl
                             f"labels are not {original}'s class indices; fix harness/data/datasets.toml")
     datasets.check_present(name, data_root)
     datasets.check_prepared(name, data_root)       # every file's name and size against its manifest
-    labels = datasets.load_eval_labels(name, data_root)     # val_labels.txt and synsets.txt, checksummed
+    labels = eval_labels.load_eval_labels(name, data_root)     # val_labels.txt and synsets.txt, checksummed
     source_dir, shown_dir = datasets.files_dir(name, data_root), Path(paired["dir"]) / paired.get("subdir", "")
     folder = paired["splits"]["test"]["dir"]
     own = entry["splits"]["test"]["dir"]
@@ -73,14 +73,14 @@ def _fresh_folders(name: str, original: str, data_root: Path) -> tuple[list[tupl
     files = [(source_dir / own, str(shown_dir / folder))]
     # Read as the original is read: a reference that reads packed records would otherwise read the
     # fresh set another way (TensorFlow's "auto") or not at all (MXNet).
-    for packed in views.PACKED_FORMATS:
+    for packed in data_views.PACKED_FORMATS:
         if (datasets.files_dir(original, data_root) / packed / folder).is_dir():
             if not (source_dir / packed / own).is_dir():
                 raise FreshSetError(f"{name} is not packed as {packed}, which {original}'s eval set is (its references "
                                     f"may read that): run {entry['fetch_command']} --format {packed}")
             files.append((source_dir / packed / own, str(shown_dir / packed / folder)))
     for _, shown in files:
-        if (sandbox.ROLE_MOUNTS / views.PREDICT / shown).is_dir():
+        if (sandbox.ROLE_MOUNTS / data_views.PREDICT / shown).is_dir():
             raise FreshSetError(f"{name}: a predictor here is shown the mounted {shown} of {original}, not the fresh "
                                 f"set; run `dawnbench analyze generalization` on the host")
     return files, labels
@@ -96,9 +96,9 @@ def fresh_view(name: str, original: str, data_root: Path, derived: Path) -> tupl
                             f"(only CIFAR-10's pickled batches and ImageNet's folders are)")
     images, labels = _fresh_images(name, data_root)
     entry = datasets.manifest(original)
-    (test_file,) = views._flatten(entry["splits"]["test"])
+    (test_file,) = data_views._flatten(entry["splits"]["test"])
     derived.mkdir(parents=True, exist_ok=True)
-    target = derived / (test_file + views.DERIVED_SUFFIX)
+    target = derived / (test_file + data_views.DERIVED_SUFFIX)
     # CIFAR-10's rows: channel-major (1024 R, 1024 G, 1024 B), as the label-free copy of test_batch holds them
     np.save(target, np.ascontiguousarray(images.transpose(0, 3, 1, 2)).reshape(len(images), 3072), allow_pickle=False)
     os.chmod(target, 0o644)
@@ -146,10 +146,10 @@ def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
     task = spec.task
     original = task.dataset
     datasets.check_present(original, data_root)
-    labels = datasets.load_eval_labels(original, data_root)
-    dropped = datasets.load_blacklist(original, data_root)
+    labels = eval_labels.load_eval_labels(original, data_root)
+    dropped = eval_labels.load_blacklist(original, data_root)
     isolation = sandbox.probe()
-    views.check_workers_can_read(original, data_root, isolation)
+    data_views.check_workers_can_read(original, data_root, isolation)
     sandbox.protect_harness()
     work = sandbox.private_dir("fresh")
     os.chmod(work, 0o755)

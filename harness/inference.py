@@ -16,8 +16,18 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets, environment, inference_engines, paths, result_identity, sandbox, views, worker_env
-from harness import outputs as outputs_module
+from harness import (
+    data_views,
+    datasets,
+    environment,
+    eval_labels,
+    inference_engines,
+    paths,
+    result_identity,
+    safe_write,
+    sandbox,
+    worker_env,
+)
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
 from harness.eval_set import EvalSet
 from harness.official import official_verdict
@@ -54,11 +64,11 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
                                 f"one in results/<reference>/<run id>/model")
     # As a run does: every data file checked and recorded, the labels from the checksummed files
     _, data_reasons = datasets.check_all(task.dataset, data_root)
-    labels = datasets.load_eval_labels(task.dataset, data_root)
-    dropped = datasets.load_blacklist(task.dataset, data_root)
+    labels = eval_labels.load_eval_labels(task.dataset, data_root)
+    dropped = eval_labels.load_blacklist(task.dataset, data_root)
 
     isolation = sandbox.probe()
-    views.check_workers_can_read(task.dataset, data_root, isolation)
+    data_views.check_workers_can_read(task.dataset, data_root, isolation)
     model_record = model_source(model_path)
     # Before any of the reference's code runs: the code, data and model this inference is of, and
     # whether it can be an official entry.
@@ -90,7 +100,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
             for name, source in run.pop("files", {}).items():     # the exported (and quantized) model that was timed
                 shutil.copyfile(source, out_dir / name)
         except OSError as e:
-            raise outputs_module.WriteError(out_dir, e, "--out") from None
+            raise safe_write.WriteError(out_dir, e, "--out") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     outputs, latencies, n = run.pop("outputs"), run.pop("latencies"), run.pop("items")
@@ -136,9 +146,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         if task.kind.keeps_inference_predictions():     # exactly the predictions scored, for anyone to re-score
             np.save(out_dir / "predictions.npy", predictions, allow_pickle=False)
     except OSError as e:
-        raise outputs_module.WriteError(out_dir / "predictions.npy", e, "--out") from None
-    outputs_module.write_json(out_dir / "env.json", system, "--out")
-    outputs_module.write_json(out_dir / "inference.json", result, "--out")     # last: it says the folder is whole
+        raise safe_write.WriteError(out_dir / "predictions.npy", e, "--out") from None
+    safe_write.write_json(out_dir / "env.json", system, "--out")
+    safe_write.write_json(out_dir / "inference.json", result, "--out")     # last: it says the folder is whole
     result["out_dir"] = str(out_dir)
     return result
 

@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from harness import inference, sandbox, views
+from harness import data_views, inference, sandbox
 from harness.errors import UsageError
 from harness.registry import ReferenceSpec
 
@@ -25,7 +25,7 @@ def count(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
     if not Path(model_dir).is_dir():
         return {"not_counted": f"the run kept no model ({model_dir} is missing; a run with --no-save-model keeps none)"}
     isolation = sandbox.probe()
-    views.check_workers_can_read(spec.task.dataset, data_root, isolation)
+    data_views.check_workers_can_read(spec.task.dataset, data_root, isolation)
     sandbox.protect_harness()
     work = sandbox.private_dir("flops")
     os.chmod(work, 0o755)

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import datasets, paths, sandbox, views, worker_env
+from harness import data_views, datasets, eval_labels, official_readers, paths, sandbox, worker_env
 from harness.errors import UsageError
 from harness.eval_set import EvalSet
 from harness.official import official_verdict
@@ -75,10 +75,10 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
                          f"never evaluate its last epoch; give --max-epochs {budget.eval_from_epoch} or more")
     data_root = Path(opts.data_root or datasets.default_data_root())
     dataset_files, data_reasons = datasets.check_all(task.dataset, data_root)
-    labels = datasets.load_eval_labels(task.dataset, data_root)
-    eval_set = EvalSet(task, len(labels), datasets.load_blacklist(task.dataset, data_root))
+    labels = eval_labels.load_eval_labels(task.dataset, data_root)
+    eval_set = EvalSet(task, len(labels), eval_labels.load_blacklist(task.dataset, data_root))
     isolation = sandbox.probe()
-    views.check_workers_can_read(task.dataset, data_root, isolation)
+    data_views.check_workers_can_read(task.dataset, data_root, isolation)
     worker = worker_env.describe()
     prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root, worker=worker)
     # The eval bound's denominator: the task's training set (tasks.toml) on the official data. Data that
@@ -87,7 +87,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     train_examples, source = task.train_examples, "task"
     if data_reasons or os.environ.get(datasets.MANIFEST_ENV):
         try:
-            train_examples, source = max(datasets.count_train_examples(task.dataset, data_root), 1), "counted on disk"
+            train_examples, source = max(official_readers.count_train_examples(task.dataset, data_root), 1), "counted on disk"
         except datasets.DatasetError:       # no training split to count: the task's, the stricter bound
             pass
     return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,

@@ -30,12 +30,12 @@ import sys
 from pathlib import Path
 
 from harness.arguments import path_problem
+from harness.datasets import MANIFEST_ENV
 from harness.errors import PROG_ENV
 
 BUILD_INFO = Path("/opt/dawnbench/build.json")     # written by every reference image's build
 BUILD_INFO_ENV = "DAWNBENCH_BUILD_INFO"            # tests only: another build record (never official)
 GIT_COMMIT_ENV = "DAWNBENCH_GIT_COMMIT"
-MANIFEST_ENV = "DAWNBENCH_DATASETS_MANIFEST"       # = harness.datasets.MANIFEST_ENV (no numpy import here)
 ENV_PREFIX = "DAWNBENCH_"
 SKIPPED_DIRS = ("__pycache__",)                    # never read: references run with PYTHONPYCACHEPREFIX
 COMMIT_RE = re.compile(r"[0-9a-f]{7,64}")

@@ -1,11 +1,11 @@
 """A reference's sandboxed worker in its role, trainer or predictor, started with that role's view of
-the data (harness.views) and nothing else: what the runner and an inference both start."""
+the data (harness.data_views) and nothing else: what the runner and an inference both start."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from harness import datasets, sandbox, views
+from harness import data_views, datasets, sandbox
 from harness.registry import ReferenceSpec
 
 
@@ -20,6 +20,6 @@ def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, 
         copies.append(Path(override))
         env[datasets.MANIFEST_ENV] = "{scratch}/" + Path(override).name
     return sandbox.start(role, isolation, reference_dir=spec.directory,
-                         data_files=data_files or views.view_files(spec.task.dataset, data_root, role, derived),
-                         snapshots=snapshots, copies=copies, env=env, hidden=views.system_copies(),
+                         data_files=data_files or data_views.view_files(spec.task.dataset, data_root, role, derived),
+                         snapshots=snapshots, copies=copies, env=env, hidden=data_views.system_copies(),
                          network=network)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness import outputs, stored_predictions
+from harness import safe_write, stored_predictions
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.stop_rules import CONVERGED, Outcome
@@ -34,7 +34,7 @@ class RunRecord:
     def __init__(self, run_dir: Path | None, spec, clock: Clock):
         self.run_dir, self.spec, self.task, self.clock = run_dir, spec, spec.task, clock
         self.log = EventLog(run_dir / "events.jsonl" if run_dir else None, clock.wall_ms)
-        self.tsv = outputs.LineFile(run_dir / f"{spec.name}.tsv") if run_dir else None
+        self.tsv = safe_write.LineFile(run_dir / f"{spec.name}.tsv") if run_dir else None
         if self.tsv:
             self.tsv.write("\t".join(self.task.tsv_columns) + "\n")
         self.history: list[dict] = []       # a row per scored epoch: result.json's history
@@ -95,7 +95,7 @@ class RunRecord:
         try:
             return stored_predictions.save(self.run_dir, epoch, self.task, predictions)
         except OSError as exc:       # a full or read-only disk: one line, not a traceback
-            raise outputs.WriteError(self.run_dir / "predictions", exc) from None
+            raise safe_write.WriteError(self.run_dir / "predictions", exc) from None
 
     def epoch_scored(self, epoch: int, *, value: float, scores: dict, stored: dict, on_clock: float,
                      stats: dict, handover_s: float, snapshot=None, eval_cost: dict | None = None,
@@ -121,7 +121,7 @@ class RunRecord:
     def keep_model(self, snapshot: Path) -> None:
         """The scored snapshot becomes the run's model/: harness work, after the clock."""
         if self.run_dir:
-            outputs.copy_tree(snapshot, self.run_dir / "model")
+            safe_write.copy_tree(snapshot, self.run_dir / "model")
             self.log.point("checkpoint", str(self.run_dir / "model"), self.clock.elapsed())
 
     def error(self, trace: str) -> None:
@@ -176,8 +176,8 @@ class RunRecord:
         """env.json, then result.json: where it is, the folder is whole."""
         if not self.run_dir:
             return
-        outputs.write_json(self.run_dir / "env.json", env)
-        outputs.write_json(self.run_dir / "result.json", result)
+        safe_write.write_json(self.run_dir / "env.json", env)
+        safe_write.write_json(self.run_dir / "result.json", result)
         _give_to_owner_of(self.run_dir)
 
 

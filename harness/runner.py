@@ -26,18 +26,18 @@ from pathlib import Path
 
 from harness import (
     collective,
+    data_views,
     energy,
     environment,
     eval_bound,
     load,
-    outputs,
     provenance,
     result_identity,
     run_record,
+    safe_write,
     sandbox,
     snapshots,
     stop_rules,
-    views,
 )
 from harness.clock import Clock
 from harness.errors import DawnbenchError
@@ -95,7 +95,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                 if outcome is not None:
                     break
             this.keep_model(outcome)
-        except outputs.WriteError:
+        except safe_write.WriteError:
             raise       # the run folder cannot take its files: no result to write, one line to say why
         except (Exception, KeyboardInterrupt, Terminated) as exc:
             outcome = this.failed(exc)
@@ -124,7 +124,7 @@ class _Run:
     def __init__(self, plan: Plan):
         self.plan, self.spec, self.task, self.opts = plan, plan.spec, plan.spec.task, plan.opts
         self.group = collective.Group(plan.rank, plan.world_size)
-        run_dir = outputs.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
+        run_dir = safe_write.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
                                       self.opts.series_id) if plan.rank == 0 else None
         self.system = environment.describe_system(plan.data_root, plan.worker_env)
         sandbox.protect_harness()
@@ -189,7 +189,7 @@ class _Run:
         """A worker of `role` through its init; CallTimeout when init takes longer than `timeout`."""
         trains = role == "train"
         if role not in self.view_files:     # derived once: a predictor starts in every eval
-            self.view_files[role] = views.view_files(self.task.dataset, self.plan.data_root, role,
+            self.view_files[role] = data_views.view_files(self.task.dataset, self.plan.data_root, role,
                                                      self.work / "derived")
         worker, seen = start_worker(role, self.spec, self.plan.isolation, data_root=self.plan.data_root,
                                     derived=self.work / "derived",
@@ -350,7 +350,7 @@ class _Run:
         try:
             _, self.predictor_seen = self._start_worker("predict", timeout=left())
             if epoch == 1:
-                self.record.eval_inputs(views.derived_files(self.work / "derived"))
+                self.record.eval_inputs(data_views.derived_files(self.work / "derived"))
             self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{_snapshot_name(epoch)}",
                                 timeout=left())
             answer, array = self.predictor.call("predict", timeout=left())

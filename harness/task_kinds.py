@@ -169,7 +169,7 @@ class ImageClassification(TaskKind):
 
 class SpanAnswer(TaskKind):
     """{question id: answer text} per eval question; SQuAD v1.1's F1 and exact match (official
-    normalization). The predictor sees the questions without their answers (harness.views)."""
+    normalization). The predictor sees the questions without their answers (harness.data_views)."""
 
     name = "span-answer"
     figures = (Figure("f1", "f1Score", 1, "F1"),)

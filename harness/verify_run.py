@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import datasets, eval_bound, load, safe_read, snapshots, stored_predictions, worker_env
+from harness import datasets, eval_bound, eval_labels, load, safe_read, snapshots, stored_predictions, worker_env
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command, shown
 from harness.events import PREFIX
 from harness.provenance import official_line
@@ -615,14 +615,14 @@ def _tsv_check(name: str, lines: list[list[str]], task: Task, epochs: list[Epoch
 # ---------------------------------------------------------------- the whole
 
 def load_labels(task: Task, data_root: Path | None) -> Any:
-    return datasets.load_eval_labels(task.dataset, data_root)
+    return eval_labels.load_eval_labels(task.dataset, data_root)
 
 
 def _dropped(task: Task, data_root: Path | None, used: bool) -> Any:
     """The blacklisted indices the run left out of its score, from this machine's dataset."""
     if not used:
         return None
-    dropped = datasets.load_blacklist(task.dataset, data_root)
+    dropped = eval_labels.load_blacklist(task.dataset, data_root)
     if dropped is None:
         raise DawnbenchError(f"the run scored without the {task.dataset} blacklist, which this machine's dataset "
                              f"lacks; prepare it with --blacklist FILE")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.datasets import load_fashion_mnist, load_fashion_mnist_images
+from common.loaders import load_fashion_mnist, load_fashion_mnist_images
 from harness.reference import Reference
 
 

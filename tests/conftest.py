@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import datasets
+from harness import datasets, eval_labels
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -161,7 +161,7 @@ def references_root(tmp_path, monkeypatch, fashion_root) -> Path:
     root = tmp_path / "references"
     ref = root / "scripted-test"
     ref.mkdir(parents=True)
-    np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
+    np.save(ref / "labels.npy", eval_labels.load_eval_labels("fashion-mnist", fashion_root))
     (ref / "scripted.py").write_text(SCRIPTED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML)
     (root / "fashion-mnist-cnn-pytorch").symlink_to(REPO / "references" / "fashion-mnist-cnn-pytorch")
@@ -205,15 +205,15 @@ def cifar10_root(tmp_path, monkeypatch) -> Path:
 
 def role_views(dataset: str, data_root: Path, tmp_path: Path) -> dict[str, Path]:
     """{role: a data root holding only the files a worker in that role sees}, as the harness gives
-    them (harness.views.view_files): the trainer's holds the training files, the predictor's the
+    them (harness.data_views.view_files): the trainer's holds the training files, the predictor's the
     eval inputs (CIFAR-10's as the harness's label-free copy). Symlinks to `data_root`'s files, so
     a reference that reads the other role's files, or any eval label, fails its test."""
-    from harness import views
+    from harness import data_views
 
     roots = {}
-    for role in views.ROLES:
+    for role in data_views.ROLES:
         roots[role] = root = tmp_path / f"view-{role}"
-        for source, relative in views.view_files(dataset, data_root, role, tmp_path / "view-derived"):
+        for source, relative in data_views.view_files(dataset, data_root, role, tmp_path / "view-derived"):
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).symlink_to(Path(source).resolve())
     return roots
@@ -250,7 +250,7 @@ def check_inference_entry(spec, model: Path, config: dict, data_root: Path, out:
     assert report["items"] == items and report["batch_size"] == 1 and not report["complete_eval_set"]
     lat = report["latency_ms"]
     assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"]
-    labels = datasets.load_eval_labels(spec.task.dataset, data_root)[:items]
+    labels = eval_labels.load_eval_labels(spec.task.dataset, data_root)[:items]
     assert report["top1"] == float((scores[:items].argmax(1) == labels).mean())
     assert (out / "inference.json").is_file()
     return report

@@ -24,7 +24,7 @@ import jsonschema
 import numpy as np
 from cifar10_fixture import fixture_manifest, make_batch, py2_pickle
 
-from harness import datasets, stored_predictions
+from harness import datasets, eval_labels, stored_predictions
 from harness.events import EventLog
 from harness.tasks import RULES_VERSION, TASKS
 
@@ -148,7 +148,7 @@ def make_run(folder: Path, *, task="cifar10", reference=REF, epochs=30, final=0.
     below the threshold and reaches `final` at the last epoch; each eval takes `eval_seconds`."""
     t = TASKS[task]
     threshold = t.threshold if threshold is None else threshold
-    labels = datasets.load_eval_labels(t.dataset) if labels is None else labels
+    labels = eval_labels.load_eval_labels(t.dataset) if labels is None else labels
     folder = Path(folder)
     folder.mkdir(parents=True)
     log = EventLog(folder / "events.jsonl", lambda s: int(round((START_UNIX + s) * 1000)))
@@ -225,8 +225,7 @@ def write_reproduction(run_dir: Path, *, tta_factor: float = 1.0, hardware: str 
     """The reproduction.json `dawnbench reproduce` would write into `run_dir` had the run been run again
     and taken `tta_factor` times its claimed time, on `hardware` (default: the run's), figures and
     verdict from the command's own comparison; returns it."""
-    from dawnbench import reproduce, reproduction
-
+    from dawnbench import entry_status, reproduce
     result = json.loads((run_dir / "result.json").read_text())
     claimed, env = reproduce.figures(result), reproduce.environment(result, {})
     again = {**claimed, "tta_seconds": round(claimed["tta_seconds"] * tta_factor, 3)}
@@ -235,7 +234,7 @@ def write_reproduction(run_dir: Path, *, tta_factor: float = 1.0, hardware: str 
     verdict, differences, notes = reproduce.compare(claimed, env, [(again, again_env)], tolerance,
                                                     reproduce.DEFAULT_METRIC_TOLERANCE)
     record = {"verdict": verdict, "differences": differences, "notes": notes,
-              "log_sha256": reproduction.log_sha256(run_dir, result), "tolerance": {"time": tolerance},
+              "log_sha256": entry_status.log_sha256(run_dir, result), "tolerance": {"time": tolerance},
               "claimed": {"figures": claimed, "environment": env},
               "reproduced": [{"figures": again, "environment": again_env}]}
     reproduce.write_record(run_dir, record)

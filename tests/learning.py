@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import datasets, registry
+from harness import eval_labels, registry
 from harness.reference import Context
 
 
@@ -79,6 +79,6 @@ def _learn(spec, views, data_root, config, epochs, tmp_path, seed) -> Learned:
     predictions = predictor.predict()
     predictor.close()
     seconds = time.perf_counter() - start
-    labels = datasets.load_eval_labels(spec.task.dataset, data_root)
+    labels = eval_labels.load_eval_labels(spec.task.dataset, data_root)
     assert spec.task.count(predictions) == len(labels), "a prediction for every eval example"
     return Learned(scores=spec.task.score(predictions, labels), epochs=stats, seconds=seconds)

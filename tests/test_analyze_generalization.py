@@ -17,7 +17,7 @@ from conftest import PYTHON, REPO, cli_env
 
 from dawnbench import analyze_generalization as gen
 from dawnbench.cli import main
-from harness import datasets
+from harness import datasets, eval_labels
 
 PNG = b"\x89PNG\r\n\x1a\n"
 N_TEST = 300                    # the fixture's eval set: a prediction pass is a second on the CPU
@@ -145,7 +145,7 @@ def test_fetch_cifar10_1_checks_git_object_ids(http_server, tmp_path, monkeypatc
     root = tmp_path / "data"
     fetch("cifar10.1", root, progress=False)
     assert sorted(requests) == sorted(files)
-    assert datasets.load_eval_labels("cifar10.1", root).tolist() == (np.arange(20) % 10).tolist()
+    assert eval_labels.load_eval_labels("cifar10.1", root).tolist() == (np.arange(20) % 10).tolist()
     # Same size, one byte changed: the git object id differs
     bad = bytearray(files["mirror/cifar10.1_v6_data.npy"])
     bad[-1] ^= 1

@@ -410,7 +410,7 @@ def test_the_eval_preprocessing_on_fixed_images(name):
 def test_the_predictor_scores_the_normalized_images_without_tta(framework, cifar10_root, cifar10_views, tmp_path):
     """ResNet-20's predictor: its eval inputs are the test images normalized, uncropped, unpadded;
     its predictions are the network's logits of them in inference mode, nothing averaged in."""
-    from common.datasets import load_cifar10_images
+    from common.loaders import load_cifar10_images
     name = f"cifar10-resnet20-{framework}"
     ref = trainer(name, cifar10_views["predict"], tmp_path, role="predict")
     images = load_cifar10_images(cifar10_root, "test")
@@ -457,7 +457,7 @@ def twin_images(cifar10_root) -> tuple[np.ndarray, np.ndarray]:
     """(the training images padded by 4 and normalized in float64, NHWC; their labels): the one
     input both twins get, bit for bit (each reference's own normalize is float32, and checked on
     fixed images by test_the_eval_preprocessing_on_fixed_images)."""
-    from common.datasets import load_cifar10
+    from common.loaders import load_cifar10
     images, labels = load_cifar10(cifar10_root, "train")
     padded = np.pad(images, ((0, 0), (4, 4), (4, 4), (0, 0))).astype(np.float64)
     return (padded / 255 - np.array(MEAN)) / np.array(STD), labels

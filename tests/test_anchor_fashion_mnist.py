@@ -207,11 +207,11 @@ def test_the_augmentation_flips_half_the_images_left_to_right(name, torch_ref, k
 
 @pytest.mark.parametrize("name", [TORCH, KERAS])
 def test_the_eval_preprocessing(name, torch_ref, keras_ref, fashion_root):
-    from common import datasets
+    from common import loaders
     ref, _ = torch_ref if name == TORCH else keras_ref
     train = module_of(ref)
     # the constants are the training set's own statistics
-    images = datasets.load_fashion_mnist_images(fashion_root, "train").astype(np.float64) / 255
+    images = loaders.load_fashion_mnist_images(fashion_root, "train").astype(np.float64) / 255
     assert images.mean() == pytest.approx(train.MEAN, abs=5e-4) and images.std() == pytest.approx(train.STD, abs=5e-4)
     x = train.to_input(fixed_images())
     pixels = np.asarray(x)[:, 0] if name == TORCH else np.asarray(x)[..., 0]
@@ -256,6 +256,7 @@ def test_the_pytorch_recipe_trains_in_bf16_where_native_channels_last(native, fa
     hardware and in float32 where it does not (both cases, whatever this machine has); the weights
     stay float32 in both, channels last."""
     import torch
+
     import common.torch_base
     monkeypatch.setattr(common.torch_base, "native_bf16", lambda device: native)
     ref, spec = trainer(TORCH, fashion_root, tmp_path)
@@ -272,6 +273,7 @@ def test_native_bf16_is_the_cpu_flags_the_harness_records():
     """What the recipe's "native" chooses on this CPU is what env.json records (cpu.bf16), which the
     roofline analysis reads to name a run's precision."""
     import torch
+
     from common.torch_base import native_bf16
     from harness.environment import describe_system
     assert native_bf16(torch.device("cpu")) == describe_system(worker={})["cpu"]["bf16"]

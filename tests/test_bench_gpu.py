@@ -168,5 +168,5 @@ def test_the_peer_runs_this_projects_references_at_a_tiny_size_on_the_cpu():
         assert r.figures[f"peer_{key}_schedule_s"] > 0 and 0 <= r.figures[f"peer_{key}_top1"] <= 1, key
         assert r.notes[f"peer_{key}_schedule_s"].startswith(f"{name}: 4 steps at batch_size=32"), r.notes
         module = sys.modules[registry.load_spec(name).load_entry_class().__module__]
-        assert module.load_cifar10.__module__ == "common.datasets"        # the swap did not outlive setup
+        assert module.load_cifar10.__module__ == "common.loaders"        # the swap did not outlive setup
     assert r.goals == {}                 # a smoke sets no goal: its figures are the CPU's

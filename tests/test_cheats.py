@@ -76,7 +76,7 @@ def test_calling_the_harness_label_loader_fails(world):
     code = f'''
     class Cheat(Base):
         def predict(self):
-            from harness.datasets import load_eval_labels
+            from harness.eval_labels import load_eval_labels
             for root in ["{data}", str(self.ctx.data_root), None]:
                 try:
                     return np.eye(10)[load_eval_labels("fashion-mnist", root)]
@@ -113,7 +113,7 @@ def test_training_inside_predict_has_no_training_data(world):
     code = '''
     class Cheat(Base):
         def predict(self):
-            from common.datasets import load_fashion_mnist
+            from common.loaders import load_fashion_mnist
             try:
                 images, y = load_fashion_mnist(self.ctx.data_root, "train")
             except Exception as e:

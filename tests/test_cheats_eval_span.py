@@ -78,7 +78,7 @@ import glob
 import time
 from pathlib import Path
 
-from common.datasets import load_fashion_mnist
+from common.loaders import load_fashion_mnist
 
 KEPT = []       # lives as long as the predictor's process
 

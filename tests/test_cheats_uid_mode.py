@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from cheats import write_reference
 
-from harness import datasets, sandbox, views
+from harness import data_views, datasets, sandbox
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: it needs root")
 
@@ -102,7 +102,7 @@ def test_reachable_by_others_follows_every_folder_on_the_way(tmp_path):
         assert not sandbox.reachable_by_others(inner) and not sandbox.reachable_by_others(base / "missing")
     finally:
         shutil.rmtree(base)
-    assert views.label_folders("fashion-mnist", tmp_path / "nothing") == [
+    assert data_views.label_folders("fashion-mnist", tmp_path / "nothing") == [
         p for p in [Path(datasets.manifest("fashion-mnist")["debian_dir"])] if p.is_dir()]
 
 

@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from conftest import check_inference_entry, check_roles_see_only_their_files
 
-from common.datasets import load_cifar10
+from common.loaders import load_cifar10
 from common.torch_augment import crop_flip
 from harness import registry
 from harness.reference import Context

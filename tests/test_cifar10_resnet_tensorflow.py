@@ -24,7 +24,7 @@ import torch
 from cifar10_resnets import EXACT, PUBLISHED, recipe, references
 from conftest import check_inference_entry, check_roles_see_only_their_files, cli_env
 
-from common.datasets import load_cifar10
+from common.loaders import load_cifar10
 from common.tf_augment import crop_flip
 from harness import registry
 from harness.reference import Context

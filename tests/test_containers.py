@@ -958,7 +958,7 @@ ENGINE_CHEATS = {
     "predict-trains": ('''
     class Cheat(Base):
         def predict(self):
-            from common.datasets import load_fashion_mnist
+            from common.loaders import load_fashion_mnist
             try:
                 load_fashion_mnist(self.ctx.data_root, "train")
             except Exception:

@@ -18,7 +18,7 @@ from project_copy import commit_all, copy_project
 
 from dawnbench import entries
 from dawnbench.cli import main
-from harness import datasets
+from harness import eval_labels
 
 
 def test_series_to_entry_to_leaderboard(fashion_root, tmp_path, capsys, monkeypatch):
@@ -27,7 +27,7 @@ def test_series_to_entry_to_leaderboard(fashion_root, tmp_path, capsys, monkeypa
     (project / "references" / "scripted-test").mkdir()
     (project / "references" / "scripted-test" / "scripted.py").write_text(SCRIPTED)
     (project / "references" / "scripted-test" / "reference.toml").write_text(SCRIPTED_TOML)
-    np.save(project / "references" / "scripted-test" / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
+    np.save(project / "references" / "scripted-test" / "labels.npy", eval_labels.load_eval_labels("fashion-mnist", fashion_root))
     commit = commit_all(project)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAWNBENCH_")}
     # The scripted reference reaches 95% at epoch 3 on the official threshold (92%).

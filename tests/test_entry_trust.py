@@ -14,7 +14,7 @@ import pytest
 from leaderboard_fixture import edit_json, make_run, train
 from test_submit import cifar10_eval, labels_here, make_inference  # noqa: F401  (fixtures: the labels every run here is scored against)
 
-from dawnbench import prices, ranking, reproduce, reproduction, site, submit, validate_entries, verification
+from dawnbench import entry_status, prices, ranking, reproduce, site, submit, validate_entries
 from dawnbench.cli import main as cli_main
 
 STEM = "dawnbench_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
@@ -133,11 +133,11 @@ def test_removing_the_files_behind_an_entry_makes_it_invalid(tmp_path, capsys):
     """The files behind a submitted entry cannot be taken away to leave its figures unchecked."""
     tree, path = inference_tree(tmp_path)
     capsys.readouterr()
-    (verification.run_folder(path) / "inference.json").unlink()
+    (entry_status.run_folder(path) / "inference.json").unlink()
     assert any(".run/inference.json" in line for line in problems(path, capsys))
-    shutil.rmtree(verification.run_folder(path))
+    shutil.rmtree(entry_status.run_folder(path))
     train_json = tree / "CIFAR10" / "train" / f"{STEM}.json"
-    shutil.rmtree(verification.run_folder(train_json))
+    shutil.rmtree(entry_status.run_folder(train_json))
     for entry in (path, train_json):
         assert any(": rules_version: the entry is one `dawnbench submit` wrote, but its run" in line
                    for line in problems(entry, capsys))
@@ -168,7 +168,7 @@ def test_a_model_from_a_file_is_ranked_apart_and_said_so(tmp_path, capsys):
     # the run's own model (its result.json's hash, as `infer --model <run>/model` records it) ranks
     tree2, path2 = inference_tree(tmp_path / "again")
     capsys.readouterr()
-    record = verification.run_folder(path2) / "inference.json"
+    record = entry_status.run_folder(path2) / "inference.json"
     source = run_model(tree2)
     edit_json(record, model_source=source)
     edit_json(path2, misc={**json.loads(path2.read_text())["misc"], "model_source": source})
@@ -208,7 +208,7 @@ def test_a_price_is_the_tables_never_the_entrants(tmp_path, capsys):
     hours = json.loads(path.read_text())["tta_seconds"] / 3600
     assert row["price_basis"] == "prices table" and row["cost_usd"] == pytest.approx(hours * table.usd_per_hour)
     for name in ("result.json",):          # the run's record edited too, consistently
-        edit_json(verification.run_folder(path) / name, costPerHour=0.03, cost_usd=hours * 0.03, instance="aws:p3.2xlarge",
+        edit_json(entry_status.run_folder(path) / name, costPerHour=0.03, cost_usd=hours * 0.03, instance="aws:p3.2xlarge",
                   price=cheap)
     fields = json.loads(path.read_text())
     edit_json(path, costPerHour=0.03, cost_usd=hours * 0.03, price=cheap, price_added=None)
@@ -294,8 +294,8 @@ def test_a_node_count_the_harness_never_saw_does_not_make_other_hardware(tmp_pat
     # truly other hardware: the accuracy only, and it reads as such, not as reproduced
     elsewhere = {"hardware": "8 x NVIDIA Tesla V100-SXM2-16GB", "nodes": 1, "world_size": 1}
     verdict, _, _ = reproduce.compare(figs(2.0), elsewhere, [(figs(10.0), here)], 0.25, 0.005)
-    assert verdict == reproduction.ACCURACY_ONLY == "accuracy reproduced, time not compared (other hardware)"
-    assert not reproduction.is_reproduced(verdict) and reproduction.is_reproduced("reproduced")
+    assert verdict == entry_status.ACCURACY_ONLY == "accuracy reproduced, time not compared (other hardware)"
+    assert not entry_status.is_reproduced(verdict) and entry_status.is_reproduced("reproduced")
 
 
 def test_accuracy_only_is_not_counted_as_reproduced_on_the_board(tmp_path, capsys):
@@ -304,8 +304,8 @@ def test_accuracy_only_is_not_counted_as_reproduced_on_the_board(tmp_path, capsy
     capsys.readouterr()
     run = tree / "CIFAR10" / "train" / f"{STEM}.run"
     result = json.loads((run / "result.json").read_text())
-    (run / reproduction.RECORD).write_text(json.dumps({"verdict": "reproduced: accuracy only",      # an older record
-                                                       "log_sha256": reproduction.log_sha256(run, result)}))
+    (run / entry_status.REPRODUCTION_RECORD).write_text(json.dumps({"verdict": "reproduced: accuracy only",      # an older record
+                                                       "log_sha256": entry_status.log_sha256(run, result)}))
     (row,) = board(tree, capsys)["tasks"]["CIFAR10"]["train_time"]
     assert row["reproduction"] == "accuracy reproduced, time not compared (other hardware)"
     assert row["reproduced"] is False
@@ -319,7 +319,7 @@ def test_a_multi_rank_run_is_tried_where_the_ranks_are(tmp_path, monkeypatch, ca
     assert submit.main([str(make_run(tmp_path / "run")), "--out", str(tree)]) == 0
     capsys.readouterr()
     path = tree / "CIFAR10" / "train" / f"{STEM}.json"
-    run = verification.run_folder(path)
+    run = entry_status.run_folder(path)
     edit_json(run / "result.json", world_size=2)
     original = reproduce.read_original(path, None)            # no longer refused
     code = reproduce.Code(tmp_path / "references", tmp_path, "here")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import PYTHON, REPO, SCRIPTED, SCRIPTED_TOML, cli_env
 
-from harness import datasets, registry, stop_rules, verify_run
+from harness import datasets, eval_labels, registry, stop_rules, verify_run
 from harness.errors import UsageError
 from harness.events import PREFIX, read_events
 
@@ -28,7 +28,7 @@ def write_scripted(root: Path, name: str, budget: str) -> Path:
     """references/<name>/: the scripted reference with `budget` for its [budget] table's lines."""
     ref = root / name
     ref.mkdir(parents=True)
-    np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", datasets.default_data_root()))
+    np.save(ref / "labels.npy", eval_labels.load_eval_labels("fashion-mnist", datasets.default_data_root()))
     (ref / "scripted.py").write_text(SCRIPTED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML.replace("max_epochs = 5\n", budget))
     return ref

@@ -19,7 +19,7 @@ from imagenetv2_fixture import TAR, TOP, _info, imagenet_lines, manifest_lines, 
 
 from dawnbench import fetch_imagenetv2
 from dawnbench.cli import main
-from harness import datasets
+from harness import datasets, eval_labels
 
 REPO = Path(__file__).resolve().parents[1]
 MXNET_PYTHON = REPO / ".venv" / "imagenet-resnet152-mxnet" / "bin" / "python"
@@ -71,7 +71,7 @@ def test_fetch_lays_out_the_published_tar_with_the_paired_synsets(http_server, t
         assert wnid == EXPECTED[source[(target / "val" / name).read_bytes()]]
     grouped = [EXPECTED[c] for c in sorted(FOLDERS) for _ in FOLDERS[c]]
     assert labels != grouped                         # the flat order is not the class order
-    assert datasets.load_eval_labels("imagenetv2", root).tolist() == [SYNSETS.index(w) for w in labels]
+    assert eval_labels.load_eval_labels("imagenetv2", root).tolist() == [SYNSETS.index(w) for w in labels]
     assert (target / "synsets.txt").read_bytes() == (root / "imagenet" / "synsets.txt").read_bytes()
     record = json.loads((target / "dawnbench-prepared.json").read_text())
     assert record["archive"]["sha256"] == hashlib.sha256(tar).hexdigest() and record["archive"]["size"] == len(tar)

@@ -20,7 +20,7 @@ from project_copy import commit_all, copy_project
 
 from dawnbench import entries
 from dawnbench.cli import main
-from harness import datasets, registry
+from harness import eval_labels, registry
 
 REPO = Path(__file__).resolve().parent.parent
 ORIGINAL = "fashion-mnist-cnn-pytorch"
@@ -112,7 +112,7 @@ def test_a_fork_end_to_end_through_bin_dawnbench(fashion_root, tmp_path):
     (scripted / "scripted.py").write_text(SCRIPTED)
     (scripted / "reference.toml").write_text(SCRIPTED_TOML)
     (scripted / "README.md").write_text("# scripted-test\n\nThe tests' scripted reference.\n")
-    np.save(scripted / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
+    np.save(scripted / "labels.npy", eval_labels.load_eval_labels("fashion-mnist", fashion_root))
     commit_all(project)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAWNBENCH_") and k != "PYTHONPATH"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"       # python3: the tests' own

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import datasets, registry, runner, sandbox, verify_run, views
+from harness import data_views, datasets, eval_labels, registry, runner, sandbox, verify_run
 
 WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361", "n01494475", "n01496331"]   # sorted
 
@@ -169,14 +169,14 @@ def spec(tmp_path, monkeypatch):
 
 def test_labels_are_indices_in_sorted_wnid_order(tree):
     root, labels = tree()
-    assert datasets.load_eval_labels("imagenet", root).tolist() == labels.tolist()
+    assert eval_labels.load_eval_labels("imagenet", root).tolist() == labels.tolist()
 
 
 def test_the_label_files_are_checked_against_the_manifest(tree):
     root, _ = tree()
     (root / "imagenet" / "val_labels.txt").write_text(f"{WNIDS[0]}\n" * 10)     # every image class 0
     with pytest.raises(datasets.DatasetError, match="checksum mismatch"):
-        datasets.load_eval_labels("imagenet", root)
+        eval_labels.load_eval_labels("imagenet", root)
 
 
 def test_the_official_entry_names_tfds_label_lists():
@@ -188,36 +188,36 @@ def test_the_official_entry_names_tfds_label_lists():
 
 def test_each_role_sees_one_folder_and_no_label(tree, tmp_path):
     root, _ = tree()
-    train = views.view_files("imagenet", root, views.TRAIN, tmp_path / "derived")
-    predict = views.view_files("imagenet", root, views.PREDICT, tmp_path / "derived")
+    train = data_views.view_files("imagenet", root, data_views.TRAIN, tmp_path / "derived")
+    predict = data_views.view_files("imagenet", root, data_views.PREDICT, tmp_path / "derived")
     assert [(str(s.relative_to(root)), r) for s, r in train] == [("imagenet/train", "imagenet/train")]
     assert [(str(s.relative_to(root)), r) for s, r in predict] == [("imagenet/val", "imagenet/val")]
-    assert [(role, r) for role, _, r in views.folder_views("imagenet", root)] == [
+    assert [(role, r) for role, _, r in data_views.folder_views("imagenet", root)] == [
         ("train", "imagenet/train"), ("predict", "imagenet/val")]
-    assert views.folder_views("fashion-mnist", root) == []
+    assert data_views.folder_views("fashion-mnist", root) == []
 
 
 def test_packed_folders_go_to_their_role_and_nothing_else_does(tree, tmp_path):
     root, _ = tree(packed=("recordio", "tfrecord"))
     d = root / "imagenet"
     (d / "other" / "val").mkdir(parents=True)          # not a packed format: never shown
-    train = views.view_files("imagenet", root, views.TRAIN, tmp_path / "derived")
-    predict = views.view_files("imagenet", root, views.PREDICT, tmp_path / "derived")
+    train = data_views.view_files("imagenet", root, data_views.TRAIN, tmp_path / "derived")
+    predict = data_views.view_files("imagenet", root, data_views.PREDICT, tmp_path / "derived")
     assert [r for _, r in train] == ["imagenet/train", "imagenet/recordio/train", "imagenet/tfrecord/train"]
     assert [r for _, r in predict] == ["imagenet/val", "imagenet/recordio/val", "imagenet/tfrecord/val"]
     assert all(s == root / r for s, r in train + predict)
     # The predictor never sees a train record, and neither role the label files or the record.
     assert not any("train" in r for _, r in predict) and not any(r.endswith("val") for _, r in train)
-    assert {r for _, _, r in views.folder_views("imagenet", root)} == {r for _, r in train + predict}
-    assert [(role, r) for role, _, r in views.folder_views("imagenet", root) if "recordio" in r] == [
+    assert {r for _, _, r in data_views.folder_views("imagenet", root)} == {r for _, r in train + predict}
+    assert [(role, r) for role, _, r in data_views.folder_views("imagenet", root) if "recordio" in r] == [
         ("train", "imagenet/recordio/train"), ("predict", "imagenet/recordio/val")]
 
 
 def test_a_packed_format_without_its_val_folder_shows_only_its_train(tree, tmp_path):
     root, _ = tree(packed=("recordio",))
     shutil.rmtree(root / "imagenet" / "recordio" / "val")
-    assert [r for _, r in views.view_files("imagenet", root, views.PREDICT, tmp_path)] == ["imagenet/val"]
-    assert [r for _, r in views.view_files("imagenet", root, views.TRAIN, tmp_path)] == [
+    assert [r for _, r in data_views.view_files("imagenet", root, data_views.PREDICT, tmp_path)] == ["imagenet/val"]
+    assert [r for _, r in data_views.view_files("imagenet", root, data_views.TRAIN, tmp_path)] == [
         "imagenet/train", "imagenet/recordio/train"]
 
 
@@ -246,7 +246,7 @@ def test_an_unprepared_folder_names_the_prepare_command(tree):
 def test_a_blacklist_of_the_wrong_size_is_refused(tree):
     root, _ = tree(blacklist=[1, 2])
     with pytest.raises(datasets.DatasetError, match="expected 3 distinct"):
-        datasets.load_blacklist("imagenet", root)
+        eval_labels.load_blacklist("imagenet", root)
 
 
 def run(spec, root, tmp_path):
@@ -298,7 +298,7 @@ def role_mounts(tree, monkeypatch, request):
     root, _ = tree(packed=request.param)
     mounts = Path(tempfile.mkdtemp(prefix="dawnbench-views-"))
     os.chmod(mounts, 0o755)
-    for role, source, relative in views.folder_views("imagenet", root):
+    for role, source, relative in data_views.folder_views("imagenet", root):
         shutil.copytree(source, mounts / role / relative)
         group = sandbox.role_groups()[role]      # as the Dockerfile: the role's group may enter
         os.chown(mounts / role, group, group)

@@ -582,8 +582,8 @@ def test_the_reference_environment_is_found_without_python(monkeypatch, tmp_path
                         lambda name, *a: None if name == "mxnet" else real(name, *a))
     assert prepare_imagenet.packer_python("recordio") == str(venv)
     # The harness shows each role the packed folders of these formats (it cannot import dawnbench).
-    from harness import views
-    assert set(views.PACKED_FORMATS) == set(prepare_imagenet.PACKERS)
+    from harness import data_views
+    assert set(data_views.PACKED_FORMATS) == set(prepare_imagenet.PACKERS)
     assert prepare_imagenet.PACKERS["tfrecord"] == prepare_imagenet.Packer(
         "dawnbench.pack_tfrecord", "tensorflow", "imagenet-resnet50-tensorflow")
 

@@ -63,7 +63,7 @@ def make(spec, data_root, role="train", **overrides):
 def data(tmp_path_factory):
     """conftest's `imagenet_root`, once for the module, packed into TFRecords too (3 train and 2 val
     shards), and the role views the harness gives: "folders" (the JPEG folders only) and "tfrecord"
-    (the folders and the packed tfrecord/train or tfrecord/val, as harness/views.py shows them)."""
+    (the folders and the packed tfrecord/train or tfrecord/val, as harness/data_views.py shows them)."""
     from imagenet_fixture import fixture_manifest, write_imagenet_fixture
 
     from dawnbench import pack_tfrecord

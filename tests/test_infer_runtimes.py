@@ -20,8 +20,8 @@ import pytest
 import torch
 from conftest import PYTHON, REPO, cli_env, role_views
 
-from common.datasets import load_cifar10
-from harness import datasets, inference, registry
+from common.loaders import load_cifar10
+from harness import eval_labels, inference, registry
 from harness.reference import Context
 
 pytestmark = pytest.mark.recipe_run     # a small CNN trained here, exported and run in each runtime
@@ -62,7 +62,7 @@ def fashion(fashion_root, tmp_path_factory):
     finally:
         torch.set_num_threads(threads)
     return {"spec": spec, "model": tmp / "model", "config": config, "reference": scores, "root": fashion_root,
-            "labels": datasets.load_eval_labels("fashion-mnist", fashion_root)}
+            "labels": eval_labels.load_eval_labels("fashion-mnist", fashion_root)}
 
 
 @pytest.fixture(scope="module")
@@ -285,7 +285,7 @@ def test_cifar10_fixture_through_onnxruntime(cifar10_root, cifar10_views, tmp_pa
     predictions = np.load(tmp_path / "infer" / "predictions.npy")
     np.testing.assert_allclose(predictions, scores, rtol=1e-3, atol=1e-3)
     assert report["items"] == 50 and report["reached_threshold"] is True
-    labels = datasets.load_eval_labels("cifar10", cifar10_root)
+    labels = eval_labels.load_eval_labels("cifar10", cifar10_root)
     assert report["top1"] == float((scores.argmax(1) == labels).mean())
 
 

@@ -28,7 +28,7 @@ from leaderboard_fixture import (
 )
 from markupsafe import escape
 
-from dawnbench import entries, ranking, reproduction, site, submit, verification
+from dawnbench import entries, entry_status, ranking, site, submit
 from dawnbench.cli import main
 
 
@@ -40,7 +40,7 @@ def tree(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def rankings(tree) -> dict:
     loaded, invalid = ranking.load_all(tree)
-    return ranking.rank(loaded, invalid, verification.statuses(loaded, None, tree))
+    return ranking.rank(loaded, invalid, entry_status.verification_statuses(loaded, None, tree))
 
 
 @pytest.fixture(scope="module")
@@ -384,7 +384,7 @@ def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsy
         f"(a run keeps every evaluated epoch's predictions) (only an entry whose files verify is ranked)")
     assert "failed: the entry's log is not the run's (its TSV must be the run's, byte for byte)" in \
         failed[stems["Relogged"]]
-    assert got["alice_resnet18_p3.2xlarge_pytorch"] == verification.NO_RUN
+    assert got["alice_resnet18_p3.2xlarge_pytorch"] == entry_status.NO_RUN
 
     no_labels, failed = statuses("--data", str(tmp_path / "nowhere"))
     assert no_labels[stems["Honest"]] == "not verified: no eval labels on this machine"
@@ -398,10 +398,10 @@ def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsy
     badges = dict(re.findall(r'<tr data-entry="([^"]*)"[^>]*>.*?<td class="status verification" data-sort="[^"]*">'
                              r'<span class="badge \w+" title="([^"]*)">',
                              index.split('id="CIFAR10-train_time"')[1].split("</table>")[0]))
-    assert badges[stems["Honest"]] == "verified" and badges["alice_resnet18_p3.2xlarge_pytorch"] == verification.NO_RUN
+    assert badges[stems["Honest"]] == "verified" and badges["alice_resnet18_p3.2xlarge_pytorch"] == entry_status.NO_RUN
     assert 'title="verified">\u2713 verified</span>' in index
-    assert f'title="{verification.NO_RUN}">\u2013 not verified</span>' in index
-    assert f">{verification.NO_RUN}<" not in index          # never the sentence itself on every row
+    assert f'title="{entry_status.NO_RUN}">\u2013 not verified</span>' in index
+    assert f">{entry_status.NO_RUN}<" not in index          # never the sentence itself on every row
     assert f'<tr data-entry="{stems["Honest"]}" data-hardware="1 x NVIDIA H100 80GB HBM3" ' in index
     reasons = re.findall(r'<span class="reason">([^<]*)</span>', index)
     assert any("verification failed: predictions: epoch 2: predictions/epoch-002.npz is missing (a run keeps every "
@@ -428,9 +428,9 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
     write_reproduction(runs["Elsewhere"], tta_factor=9.0, hardware="Intel(R) Xeon(R) Processor (2 cores)")
     faked = write_reproduction(runs["Faked"], tta_factor=5.0)
     write_reproduction(runs["Stale"])
-    (runs["Stale"] / reproduction.RECORD).write_text(
-        (runs["Stale"] / reproduction.RECORD).read_text().replace('"log_sha256": "', '"log_sha256": "0'))
-    (runs["Hostile"] / reproduction.RECORD).write_text(json.dumps({"verdict": "<b>reproduced</b>"}))
+    (runs["Stale"] / entry_status.REPRODUCTION_RECORD).write_text(
+        (runs["Stale"] / entry_status.REPRODUCTION_RECORD).read_text().replace('"log_sha256": "', '"log_sha256": "0'))
+    (runs["Hostile"] / entry_status.REPRODUCTION_RECORD).write_text(json.dumps({"verdict": "<b>reproduced</b>"}))
 
     assert main(["leaderboard", str(tree), "--format", "json"]) == 0
     table = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]["train_time"]

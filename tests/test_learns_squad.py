@@ -35,7 +35,7 @@ from conftest import role_views
 from learning import learn
 from squad_fixture import _qid, install_fixture, write_squad_files
 
-from harness import datasets
+from harness import datasets, eval_labels
 
 TRAIN, DEV = 600, 100
 EPOCHS = 4
@@ -85,7 +85,7 @@ def test_the_answer_is_the_marked_span(squad, monkeypatch):
     every word that answers a question stands outside the answers elsewhere: the words do not tell
     where an answer is, the markers do."""
     monkeypatch.setenv(datasets.MANIFEST_ENV, str(squad["manifest"]))
-    dataset = datasets.load_eval_labels("squad", squad["root"]).data
+    dataset = eval_labels.load_eval_labels("squad", squad["root"]).data
     answers, outside = set(), set()
     for paragraph in (p for article in dataset for p in article["paragraphs"]):
         (qa,) = paragraph["qas"]

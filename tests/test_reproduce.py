@@ -16,7 +16,7 @@ import pytest
 from cheats import speed_up
 from leaderboard_fixture import edit_json, write_entries
 
-from dawnbench import entries, reproduce, reproduction, submit
+from dawnbench import entries, entry_status, reproduce, submit
 from dawnbench.cli import main as dawnbench_main
 from harness import verify_run, worker_env
 
@@ -46,7 +46,7 @@ def run_reproduce(target: Path, data: Path, tmp_path: Path, capsys, *args: str) 
 
 
 def record(run_dir: Path) -> dict:
-    return json.loads((run_dir / reproduction.RECORD).read_text())
+    return json.loads((run_dir / entry_status.REPRODUCTION_RECORD).read_text())
 
 
 def row(lines: list[str], label: str) -> list[str]:
@@ -73,7 +73,7 @@ def test_an_honest_run_is_reproduced_and_an_earlier_record_is_kept(honest, fashi
     assert rerun["hyperparameters"] == claimed["hyperparameters"]          # train_sleep=0.4 given again
     assert again["environment"]["hardware"] == first["claimed"]["environment"]["hardware"]
     assert again["environment"]["reference_tree_sha256"] == claimed["provenance"]["reference_tree_sha256"]
-    assert reproduction.status(honest, honest) == "reproduced"
+    assert entry_status.reproduction_status(honest, honest) == "reproduced"
 
     # a second reproduction keeps the first record beside it
     assert run_reproduce(honest, fashion_root, tmp_path, capsys, "--tolerance", "1000%")[0] == 0
@@ -91,8 +91,8 @@ def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(hone
     code, out, err = run_reproduce(entry, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
     assert code == 0 and out[-1].startswith(f"reproduced: {entry.with_suffix('.run')}: "), out + err
     assert record(entry.with_suffix(".run"))["verdict"] == "reproduced"
-    assert not (honest / reproduction.RECORD).exists()           # the entry's run, not the folder it came from
-    assert reproduction.statuses([entries.load(entry)]) == {str(entry): "reproduced"}
+    assert not (honest / entry_status.REPRODUCTION_RECORD).exists()           # the entry's run, not the folder it came from
+    assert entry_status.reproduction_statuses([entries.load(entry)]) == {str(entry): "reproduced"}
     assert dawnbench_main(["validate", "--allow-unofficial", str(tree)]) == 0     # the record is no entry
     capsys.readouterr()
 
@@ -116,7 +116,7 @@ def test_a_run_whose_clock_was_scaled_verifies_but_is_not_reproduced(honest, fas
     assert out[-1].startswith(f"not reproduced: {forged}: time-to-accuracy: {claimed:.3f} s claimed, {again:.3f} s "
                               f"reproduced (+"), out[-1]
     assert "tolerance +25%" in out[-1]
-    assert reproduction.status(forged, forged) == f"not reproduced: {rec['differences'][0]}"
+    assert entry_status.reproduction_status(forged, forged) == f"not reproduced: {rec['differences'][0]}"
 
 
 def test_other_hardware_compares_accuracy_only(honest, fashion_root, tmp_path, capsys):
@@ -133,7 +133,7 @@ def test_other_hardware_compares_accuracy_only(honest, fashion_root, tmp_path, c
     assert "time-to-accuracy within" not in out[-1]
     assert any(line.startswith("note: hardware: 8 x NVIDIA Tesla V100-SXM2-16GB claimed, ") and
                "time is not comparable" in line for line in out)
-    assert reproduction.status(elsewhere, elsewhere) == "accuracy reproduced, time not compared (other hardware)"
+    assert entry_status.reproduction_status(elsewhere, elsewhere) == "accuracy reproduced, time not compared (other hardware)"
 
 
 def test_the_code_at_the_runs_commit_is_taken_from_the_repository(references_root, fashion_root, tmp_path, capsys):
@@ -205,7 +205,7 @@ def test_bad_inputs_are_one_line(honest, fashion_root, tmp_path, capsys):
         lines = err.splitlines()
         assert code == 2 and out == "" and len(lines) == 1 and says in lines[0], (argv, lines)
         assert lines[0].startswith("dawnbench reproduce: error: ") and "Traceback" not in err
-    assert not (honest / reproduction.RECORD).exists() and not (tampered / reproduction.RECORD).exists()
+    assert not (honest / entry_status.REPRODUCTION_RECORD).exists() and not (tampered / entry_status.REPRODUCTION_RECORD).exists()
 
 
 def test_the_comparison_names_each_difference_with_both_figures():

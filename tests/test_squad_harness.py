@@ -18,7 +18,7 @@ import pytest
 from cheats import events, harness_run
 from conftest import cli_env
 
-from harness import datasets, metrics, views
+from harness import data_views, datasets, eval_labels, metrics
 from tests.squad_fixture import install_fixture
 
 HEURISTIC = '''
@@ -112,7 +112,7 @@ def heuristic(tmp_path) -> Path:
 
 def test_the_labels_are_the_questions_in_file_order(squad_root):
     root, fixture = squad_root
-    labels = datasets.load_eval_labels("squad", root)
+    labels = eval_labels.load_eval_labels("squad", root)
     ids = [qa["id"] for a in fixture["dev"]["data"] for p in a["paragraphs"] for qa in p["qas"]]
     assert len(labels) == fixture["dev_questions"] == len(ids) and labels.ids == ids
     first = labels[:3]
@@ -126,7 +126,7 @@ def test_the_labels_are_the_questions_in_file_order(squad_root):
 
 def test_the_answer_free_copy_holds_everything_but_the_answers(squad_root, tmp_path):
     root, fixture = squad_root
-    files = views.view_files("squad", root, views.PREDICT, tmp_path / "derived")
+    files = data_views.view_files("squad", root, data_views.PREDICT, tmp_path / "derived")
     relative = sorted(rel for _, rel in files)
     assert relative == ["glove/glove.6B.100d.txt", "squad/dev-v1.1.questions.json"]
     copy = json.loads((tmp_path / "derived" / "dev-v1.1.questions.json").read_text())
@@ -137,7 +137,7 @@ def test_the_answer_free_copy_holds_everything_but_the_answers(squad_root, tmp_p
             for qa in paragraph["qas"]:
                 del qa["answers"]
     assert copy == stripped         # contexts, questions, ids, titles, order: all kept exactly
-    train = sorted(rel for _, rel in views.view_files("squad", root, views.TRAIN, tmp_path / "derived"))
+    train = sorted(rel for _, rel in data_views.view_files("squad", root, data_views.TRAIN, tmp_path / "derived"))
     assert train == ["glove/glove.6B.100d.txt", "squad/train-v1.1.json"]
 
 
@@ -165,7 +165,7 @@ def test_a_run_scores_official_f1_and_verifies(squad_root, heuristic, tmp_path):
     assert tsv[0].split("\t") == ["epoch", "hours", "f1Score"] and tsv[1].split("\t")[2] == "1.0000"
     log = events(run_dir)
     (inputs,) = [e for e in log if e["key"] == "dawnbench_eval_inputs"]
-    stripped = views.answer_free(fixture["dev"])
+    stripped = data_views.answer_free(fixture["dev"])
     expected = hashlib.sha256(json.dumps(stripped, separators=(",", ":")).encode("ascii")).hexdigest()
     assert inputs["metadata"]["files"] == [{"file": "dev-v1.1.questions.json", "sha256": expected,
                                             "size": len(json.dumps(stripped, separators=(",", ":")))}]

@@ -22,7 +22,7 @@ from conftest import SCRIPTED, SCRIPTED_TOML
 from project_copy import commit_all, copy_project
 
 from dawnbench import entries
-from harness import cli, datasets, stop_rules, task_kinds
+from harness import cli, eval_labels, stop_rules, task_kinds
 from harness.tasks import FIGURES, SCORE_NAMES, TASKS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -178,7 +178,7 @@ def toy(fashion_root, tmp_path_factory) -> Toy:
     # 20 ms of training an epoch: each epoch's hours differ in the log's six decimals (3.6 ms)
     (ref / "reference.toml").write_text(SCRIPTED_TOML.replace('task = "fashion-mnist"', 'task = "fashion-error"')
                                         .replace("train_sleep = 0.0", "train_sleep = 0.02"))
-    np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
+    np.save(ref / "labels.npy", eval_labels.load_eval_labels("fashion-mnist", fashion_root))
     commit_all(project)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAWNBENCH_")}    # official: no override
     env["PYTHONPATH"] = str(project)

@@ -17,7 +17,7 @@ from leaderboard_fixture import cifar10_labels, edit_json, make_run
 
 from dawnbench import submit
 from dawnbench.cli import main as dawnbench_main
-from harness import datasets, verify_run
+from harness import datasets, eval_labels, verify_run
 from harness.cli import main as harness_main
 
 REF = "fashion-mnist-cnn-pytorch"
@@ -166,7 +166,7 @@ def test_the_bound_s_training_set_is_the_task_s_for_an_official_run(default_run)
 def test_a_changed_prediction_is_caught_by_its_sha256_and_by_its_score(run_copy, fashion_root, capsys):
     stored = run_copy / "predictions" / "epoch-001.npz"
     ids = np.load(stored, allow_pickle=False)["ids"]
-    labels = datasets.load_eval_labels("fashion-mnist", fashion_root)
+    labels = eval_labels.load_eval_labels("fashion-mnist", fashion_root)
     wrong = int(np.flatnonzero(ids[:, 0] != labels)[0])
     ids[wrong, 0] = labels[wrong]            # one more right answer
     np.savez_compressed(stored, ids=ids)

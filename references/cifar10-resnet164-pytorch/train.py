@@ -33,7 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from common.datasets import load_cifar10, load_cifar10_images
+from common.loaders import load_cifar10, load_cifar10_images
 from common.torch_augment import crop_flip
 from common.torch_base import TorchReference
 

@@ -44,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 from keras import layers
 
-from common.datasets import load_cifar10, load_cifar10_images
+from common.loaders import load_cifar10, load_cifar10_images
 from common.tf_augment import crop_flip
 from common.tf_base import KerasReference
 

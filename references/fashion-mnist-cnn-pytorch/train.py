@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from common.datasets import load_fashion_mnist, load_fashion_mnist_images
+from common.loaders import load_fashion_mnist, load_fashion_mnist_images
 from common.schedules import one_cycle
 from common.torch_base import TorchReference, resolve_switch
 

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 from keras import layers
 
-from common.datasets import load_fashion_mnist, load_fashion_mnist_images
+from common.loaders import load_fashion_mnist, load_fashion_mnist_images
 from common.schedules import one_cycle
 from common.tf_base import KerasReference
 

@@ -31,11 +31,12 @@ from cifar10_fixture import (
 )
 from conftest import REPO
 
-import common.datasets as cds
+import common.loaders as cds
 import dawnbench.fetch as fetcher
 from dawnbench import cli
 from harness import datasets as hds
 from harness.datasets import DatasetError
+from harness.eval_labels import load_eval_labels
 
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
 
@@ -178,7 +179,7 @@ def test_load_eval_labels_and_loaders(cifar10_root):
     directory = batches_dir(cifar10_root)
     test_raw = raw_batch(directory / "test_batch")
 
-    labels = hds.load_eval_labels(NAME, cifar10_root)
+    labels = load_eval_labels(NAME, cifar10_root)
     assert labels.dtype == np.int64 and labels.shape == (50,)
     np.testing.assert_array_equal(labels, test_raw[b"labels"])
 
@@ -226,13 +227,13 @@ def test_corrupted_file_is_named(cifar10_root, capsys):
     assert cli.main(["data", "verify", NAME, "--data", str(cifar10_root)]) == 2
     out, err = capsys.readouterr()
     assert out.splitlines() == ["ok data_batch_1", "ok data_batch_2"] and str(path) in err
-    assert hds.load_eval_labels(NAME, cifar10_root).shape == (50,)  # test_batch itself is intact
+    assert load_eval_labels(NAME, cifar10_root).shape == (50,)  # test_batch itself is intact
 
 
 def test_missing_dataset_says_how_to_fetch(tmp_path):
     for check in (
         lambda: hds.verify_dataset(NAME, tmp_path),
-        lambda: hds.load_eval_labels(NAME, tmp_path),
+        lambda: load_eval_labels(NAME, tmp_path),
         lambda: cds.load_cifar10_images(tmp_path, "test"),
         lambda: cds.load_cifar10(tmp_path, "train"),
     ):
@@ -246,7 +247,7 @@ def test_missing_dataset_says_how_to_fetch(tmp_path):
 def test_missing_file_is_named(cifar10_root):
     (batches_dir(cifar10_root) / "test_batch").unlink()
     with pytest.raises(DatasetError, match="test_batch of dataset 'cifar10' not found") as err:
-        hds.load_eval_labels(NAME, cifar10_root)
+        load_eval_labels(NAME, cifar10_root)
     assert FETCH_COMMAND in str(err.value)
 
 
@@ -286,7 +287,7 @@ def test_pickle_with_foreign_global_is_refused_and_not_run(cifar10_root, tmp_pat
     path = replace_batch(cifar10_root, "test_batch", py2_pickle(batch), monkeypatch)
     hds.verify_file(NAME, cifar10_root, "test_batch")  # the checksum matches: only the reader stands in the way
 
-    loads = (lambda: hds.load_eval_labels(NAME, cifar10_root), lambda: cds.load_cifar10_images(cifar10_root, "test"))
+    loads = (lambda: load_eval_labels(NAME, cifar10_root), lambda: cds.load_cifar10_images(cifar10_root, "test"))
     for load in loads:
         with pytest.raises(DatasetError, match="refusing to load") as err:
             load()
@@ -300,7 +301,7 @@ def test_object_arrays_are_refused(cifar10_root, monkeypatch):
     batch[b"data"] = np.array([b"x", 1], dtype=object)
     path = replace_batch(cifar10_root, "test_batch", py2_pickle(batch), monkeypatch)
     with pytest.raises(DatasetError, match="object") as err:
-        hds.load_eval_labels(NAME, cifar10_root)
+        load_eval_labels(NAME, cifar10_root)
     assert str(path) in str(err.value)
 
 
@@ -321,7 +322,7 @@ def test_malformed_batches_are_named(cifar10_root, monkeypatch, change, problem)
     batch = raw_batch(batches_dir(cifar10_root) / "test_batch")
     path = replace_batch(cifar10_root, "test_batch", py2_pickle(change(batch)), monkeypatch)
     with pytest.raises(DatasetError, match=problem) as err:
-        hds.load_eval_labels(NAME, cifar10_root)
+        load_eval_labels(NAME, cifar10_root)
     assert str(path) in str(err.value)
 
 
@@ -329,7 +330,7 @@ def test_truncated_pickle_is_named(cifar10_root, monkeypatch):
     content = (batches_dir(cifar10_root) / "test_batch").read_bytes()
     path = replace_batch(cifar10_root, "test_batch", content[: len(content) // 2], monkeypatch)
     with pytest.raises(DatasetError, match="malformed CIFAR file") as err:
-        hds.load_eval_labels(NAME, cifar10_root)
+        load_eval_labels(NAME, cifar10_root)
     assert str(path) in str(err.value)
 
 
@@ -371,7 +372,7 @@ def test_fetch_verify_load(http_server, tarball, data_root, capsys):
     images, labels = cds.load_cifar10(data_root, "test")
     assert images.shape == (50, 32, 32, 3) and images.dtype == np.uint8 and labels.dtype == np.int64
     assert images[4, 9, 21, 2] == test_raw[b"data"][4, 2 * 1024 + 9 * 32 + 21]
-    np.testing.assert_array_equal(hds.load_eval_labels(NAME, data_root), test_raw[b"labels"])
+    np.testing.assert_array_equal(load_eval_labels(NAME, data_root), test_raw[b"labels"])
     assert cds.load_cifar10(data_root, "train")[0].shape == (100, 32, 32, 3)
 
     # Already there and valid: nothing is downloaded.
@@ -570,7 +571,7 @@ def test_pickle_in_tarball_that_runs_code_is_fetched_but_never_run(http_server, 
     url, _ = http_server({TARBALL_NAME: path.read_bytes()})
     fetcher.fetch(NAME, data_root, url=url + TARBALL_NAME, progress=False)  # checksums match: fetching never unpickles
     with pytest.raises(DatasetError, match="refusing to load .*test_batch"):
-        hds.load_eval_labels(NAME, data_root)
+        load_eval_labels(NAME, data_root)
     assert not marker.exists()
 
 

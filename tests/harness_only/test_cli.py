@@ -129,3 +129,22 @@ def test_one_parser_tree_holds_every_subcommand_without_the_tools_libraries():
     assert set(cli.TOOLS) <= set(subcommands)
     for name in cli.TOOLS:
         assert all(a.nargs != "..." for a in subcommands[name]._actions), name
+
+
+@pytest.mark.parametrize("argv", [["--no-such-option"], []])
+def test_each_entry_tool_on_its_own_says_a_bad_call_as_in_the_one_tree(argv, capsys):
+    """`python -m dawnbench.<tool>` (the tool's own main, harness.arguments.tool_main) and `dawnbench
+    <tool>` say a bad option or a missing argument in the same one line, the tool's name first,
+    exit 2, no traceback."""
+    import importlib
+
+    from dawnbench import cli
+
+    for name in cli.TOOLS:
+        tool = importlib.import_module(f"dawnbench.{cli.TOOL_MODULES.get(name, name)}")
+        own = tool.main(argv)
+        alone = capsys.readouterr()
+        assert own == 2 and alone.out == "", (name, alone)
+        assert alone.err.count("\n") == 1 and alone.err.startswith(f"dawnbench {name}: error: "), (name, alone.err)
+        assert main([name, *argv]) == 2
+        assert capsys.readouterr().err == alone.err, name

@@ -20,11 +20,13 @@ import numpy as np
 import pytest
 from conftest import missing
 
-import common.datasets as cds
+import common.loaders as cds
 import dawnbench.fetch as fetcher
 from harness import datasets as hds
 from harness.cli import main as harness_main
 from harness.datasets import DatasetError
+from harness.eval_labels import load_eval_labels
+from harness.official_readers import count_train_examples, read_idx
 
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
 
@@ -71,7 +73,7 @@ def test_read_idx_round_trip(tmp_path, type_code, big_endian, expected):
     gz_path.write_bytes(gzip.compress(data))
 
     for source in (data, path, str(path), gz_path):
-        array = hds.read_idx(source)
+        array = read_idx(source)
         assert array.shape == expected.shape
         assert array.dtype == expected.dtype and array.dtype.isnative
         assert array.flags.writeable
@@ -84,7 +86,7 @@ def test_read_idx_bad_magic_names_file(tmp_path):
     data[0] = 0x01
     path.write_bytes(bytes(data))
     with pytest.raises(DatasetError, match="magic") as err:
-        hds.read_idx(path)
+        read_idx(path)
     assert str(path) in str(err.value)
 
 
@@ -94,7 +96,7 @@ def test_read_idx_unknown_type_code(tmp_path):
     data[2] = 0x0A
     path.write_bytes(bytes(data))
     with pytest.raises(DatasetError, match="0x0A") as err:
-        hds.read_idx(path)
+        read_idx(path)
     assert str(path) in str(err.value)
 
 
@@ -105,16 +107,16 @@ def test_read_idx_payload_size_mismatch_names_file(tmp_path, cut, problem):
     path = tmp_path / "sized-idx"
     path.write_bytes(data)
     with pytest.raises(DatasetError, match=problem) as err:
-        hds.read_idx(path)
+        read_idx(path)
     assert str(path) in str(err.value)
     with pytest.raises(DatasetError, match="labelled-bytes"):
-        hds.read_idx(data, name="labelled-bytes")
+        read_idx(data, name="labelled-bytes")
 
 
 def test_read_idx_truncated_header():
     data = struct.pack(">BBBB", 0, 0, 0x08, 3) + struct.pack(">i", 5)
     with pytest.raises(DatasetError, match="header truncated"):
-        hds.read_idx(data)
+        read_idx(data)
 
 
 # --- manifest and data root -------------------------------------------------
@@ -224,7 +226,7 @@ def test_load_fashion_mnist(fetched):
     assert np.bincount(test_labels).tolist() == [1000] * 10
 
     np.testing.assert_array_equal(cds.load_fashion_mnist_images(root, "test"), test_images)
-    eval_labels = hds.load_eval_labels(NAME, root)
+    eval_labels = load_eval_labels(NAME, root)
     assert eval_labels.dtype == np.int64
     np.testing.assert_array_equal(eval_labels, test_labels)
 
@@ -238,7 +240,7 @@ def test_corrupted_file_is_named_then_refetched(fetched, debian_dir, tmp_path, c
     data[5000] ^= 0xFF
     (dest / LABELS).write_bytes(bytes(data))
 
-    for check in (lambda: hds.verify_dataset(NAME, tmp_path), lambda: hds.load_eval_labels(NAME, tmp_path)):
+    for check in (lambda: hds.verify_dataset(NAME, tmp_path), lambda: load_eval_labels(NAME, tmp_path)):
         with pytest.raises(DatasetError, match="checksum mismatch") as err:
             check()
         message = str(err.value)
@@ -255,7 +257,7 @@ def test_corrupted_file_is_named_then_refetched(fetched, debian_dir, tmp_path, c
 def test_missing_dataset_says_how_to_fetch(tmp_path):
     for check in (
         lambda: hds.verify_dataset(NAME, tmp_path),
-        lambda: hds.load_eval_labels(NAME, tmp_path),
+        lambda: load_eval_labels(NAME, tmp_path),
         lambda: cds.load_fashion_mnist_images(tmp_path, "test"),
     ):
         with pytest.raises(DatasetError) as err:
@@ -268,7 +270,7 @@ def test_missing_dataset_says_how_to_fetch(tmp_path):
 def test_missing_file_is_named(fetched, tmp_path):
     copy_dataset(fetched, tmp_path, only=[f for f in FILES if f != LABELS])
     with pytest.raises(DatasetError, match=f"{LABELS} of dataset 'fashion-mnist' not found") as err:
-        hds.load_eval_labels(NAME, tmp_path)
+        load_eval_labels(NAME, tmp_path)
     assert FETCH_COMMAND in str(err.value)
 
 
@@ -457,17 +459,17 @@ def test_the_training_examples_are_counted_from_the_files_on_disk(tmp_path, monk
     from squad_fixture import fixture_manifest as squad_manifest
     from squad_fixture import write_squad_fixture
 
-    assert hds.count_train_examples("fashion-mnist", fashion_root) == 60_000      # the idx header
+    assert count_train_examples("fashion-mnist", fashion_root) == 60_000      # the idx header
     batches = tmp_path / "data" / "cifar10" / "cifar-10-batches-py"
     write_cifar10_batches(batches, per_batch=7, n_test=5)
     monkeypatch.setenv(hds.MANIFEST_ENV, str(cifar_manifest(tmp_path / "cifar.toml", batches_dir=batches)))
-    assert hds.count_train_examples("cifar10", tmp_path / "data") == 7 * len(TRAIN_BATCHES)
+    assert count_train_examples("cifar10", tmp_path / "data") == 7 * len(TRAIN_BATCHES)
     fixture = write_squad_fixture(tmp_path / "data" / "squad")
     monkeypatch.setenv(hds.MANIFEST_ENV, str(squad_manifest(tmp_path / "squad.toml", fixture)))
-    assert hds.count_train_examples("squad", tmp_path / "data") == fixture["train_questions"]
+    assert count_train_examples("squad", tmp_path / "data") == fixture["train_questions"]
     (tmp_path / "data" / "squad" / "train-v1.1.json").write_text("{}")
     with pytest.raises(DatasetError, match="squad: its training examples cannot be counted"):
-        hds.count_train_examples("squad", tmp_path / "data")
+        count_train_examples("squad", tmp_path / "data")
 
 
 def test_fetch_into_a_data_root_that_is_a_file_is_one_line(tmp_path):

@@ -19,7 +19,7 @@ from conftest import PYTHON, cli_env
 from dawnbench import containers
 from dawnbench.cli import main
 from harness import cli as harness_cli
-from harness import datasets, outputs, paths, registry
+from harness import datasets, paths, registry, safe_write
 from harness.errors import UsageError
 
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
@@ -156,13 +156,13 @@ def test_the_run_folder_must_resolve_under_the_results_root(tmp_path):
     (results / "ref" / "linked").symlink_to(outside)
     # a link named like the run id is an existing entry: never reused
     with pytest.raises(UsageError, match="already exists"):
-        outputs.new_run_dir(results, "ref", 0, run_id="linked")
+        safe_write.new_run_dir(results, "ref", 0, run_id="linked")
     # results/<REF> itself a link out of the results root: refused, and nothing is made out there
     (results / "elsewhere").symlink_to(outside)
     with pytest.raises(UsageError, match="outside the results folder"):
-        outputs.new_run_dir(results, "elsewhere", 0, run_id="r1")
+        safe_write.new_run_dir(results, "elsewhere", 0, run_id="r1")
     assert list(outside.iterdir()) == []
-    made = outputs.new_run_dir(results, "ref", 0, run_id="r1", series_id="s1")
+    made = safe_write.new_run_dir(results, "ref", 0, run_id="r1", series_id="s1")
     assert made == results / "ref" / "s1" / "r1" and made.is_dir()
 
 
@@ -504,20 +504,20 @@ def test_a_failed_json_write_leaves_neither_the_file_nor_its_temp(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     # a JSON file larger than the room left: the temp file fails half way
-    code = (f"from harness import outputs; outputs.write_json(__import__('pathlib').Path('{mnt}/result.json'), "
+    code = (f"from harness import safe_write; safe_write.write_json(__import__('pathlib').Path('{mnt}/result.json'), "
             f"{{'x': 'y' * 100000}})")
     script = f"mount -t tmpfs -o size=64k tmpfs {mnt} && cd {mnt} && {PYTHON} -c \"{code}\"; ls -a {mnt}"
     proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], env=cli_env(),
                           capture_output=True, text=True, timeout=60)
-    assert f"outputs.WriteError: cannot write {mnt}/result.json: No space left on device (ENOSPC)" in proc.stderr
+    assert f"safe_write.WriteError: cannot write {mnt}/result.json: No space left on device (ENOSPC)" in proc.stderr
     assert proc.stdout.split() == [".", ".."], proc.stdout       # neither result.json nor result.json.tmp
 
 
 def test_a_failed_line_is_cut_back_and_closed():
     # /dev/full: every write is ENOSPC (the check keeps a regular file of that name from being truncated)
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full is not the character device"
-    f = outputs.LineFile("/dev/full")
-    with pytest.raises(outputs.WriteError, match=r"cannot write /dev/full: No space left on device \(ENOSPC\)"):
+    f = safe_write.LineFile("/dev/full")
+    with pytest.raises(safe_write.WriteError, match=r"cannot write /dev/full: No space left on device \(ENOSPC\)"):
         f.write("epoch\thours\n")
     assert f.closed
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, SCRIPTED, SCRIPTED_TOML
 from project_copy import commit_all, copy_project
 
-from harness import datasets, provenance
+from harness import datasets, eval_labels, provenance
 
 pytestmark = pytest.mark.harness     # standard library and the harness: runs under numpy 1.23.5 too
 
@@ -85,7 +85,7 @@ def project(tmp_path, fashion_root) -> Path:
     ref.mkdir()
     (ref / "scripted.py").write_text(SCRIPTED)
     (ref / "reference.toml").write_text(SCRIPTED_TOML)
-    np.save(ref / "labels.npy", datasets.load_eval_labels("fashion-mnist", fashion_root))
+    np.save(ref / "labels.npy", eval_labels.load_eval_labels("fashion-mnist", fashion_root))
     commit_all(root)
     return root
 

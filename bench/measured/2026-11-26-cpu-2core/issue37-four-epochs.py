@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from harness import datasets, registry
+from harness import datasets, eval_labels, registry
 from harness.reference import Context
 
 NAME = "fashion-mnist-cnn-pytorch"
@@ -22,7 +22,7 @@ seed, sets = int(sys.argv[1]), sys.argv[2:]
 spec = registry.load_spec(NAME)
 cfg = registry.resolve_hyperparameters(spec, sets)
 root = datasets.default_data_root()
-labels = datasets.load_eval_labels(spec.task.dataset, root)
+labels = eval_labels.load_eval_labels(spec.task.dataset, root)
 t0, c0 = time.perf_counter(), time.process_time()
 trainer, predictor = spec.load_entry_class()(), spec.load_entry_class()()
 trainer.setup(Context(config=cfg, data_root=root, seed=seed, task=spec.task, show_progress=False))

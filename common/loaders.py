@@ -1,7 +1,7 @@
 """The training-data loaders references share: checksum-verified arrays of a dataset's splits.
 
 What runs inside images, next to the harness: the files are verified and read by the harness's
-own code (``harness.datasets``: checksums, IDX and CIFAR readers); fetching them is a host tool
+own code (``harness.datasets``: checksums; ``harness.official_readers``: IDX and CIFAR); fetching them is a host tool
 (``dawnbench data fetch``, ``dawnbench.fetch``). The ``*_images`` loaders are the only ones a
 reference may use for the eval split: they never return labels.
 """
@@ -12,8 +12,9 @@ import os
 
 import numpy as np
 
-from harness.datasets import DatasetError, files_dir, manifest, read_cifar_batch, read_idx, verify_file
-from harness.views import DERIVED_SUFFIX
+from harness.data_views import DERIVED_SUFFIX
+from harness.datasets import DatasetError, files_dir, manifest, verify_file
+from harness.official_readers import read_cifar_batch, read_idx
 
 __all__ = [
     "DatasetError",

@@ -1,17 +1,31 @@
-"""Whether a training entry's result is re-checked from its run: the leaderboard's "Verification".
+"""An entry's two statuses on the leaderboard, each read from files beside the entry as untrusted input
+(harness.safe_read); nothing here raises on a hostile tree.
 
-`dawnbench submit` puts the run an entry came from next to it, `<Task>/train/<stem>.run/`: its
-result.json, events.jsonl, TSV and stored predictions (the files `harness verify` reads). Here that
-folder is verified again (harness.verify_run: the log, the predictions re-scored against the official
-labels on this machine, result.json and the TSV agree) and tied to the entry: the entry's log must
-be the run's, byte for byte, and its tta_seconds, train_seconds and reference the run's. The status is one of
+**Verification**: whether a training entry's result is re-checked from its run. `dawnbench submit`
+puts the run an entry came from next to it, `<Task>/train/<stem>.run/`: its result.json,
+events.jsonl, TSV and stored predictions (the files `harness verify` reads). Here that folder is
+verified again (harness.verify_run: the log, the predictions re-scored against the official labels on
+this machine, result.json and the TSV agree) and tied to the entry: the entry's log must be the
+run's, byte for byte, and its tta_seconds, train_seconds and reference the run's. The status is one of
 
     verified
     failed: <the first disagreement>
     not verified: no eval labels on this machine           (the dataset is absent here)
     not verified: no run folder with stored predictions    (a DAWNBench v1 entry, or one submitted before)
 
-Everything is read as untrusted (harness.safe_read); nothing here raises on a hostile tree.
+**Reproduction**: reproduction.json, what `dawnbench reproduce` found. It writes the record into the
+run folder it ran again (for an entry, the entry's `<stem>.run/`): the claimed figures and the
+reproduced ones side by side, the environment of each, the tolerances and the verdict. The
+leaderboard reads it back and shows one of
+
+    reproduced                                    (the same curve, and the time within the tolerance)
+    accuracy reproduced, time not compared (other hardware)    (not counted as reproduced: is_reproduced)
+    not reproduced: <the first difference, with both figures>
+    not tried                                     (no record, or a record of another log)
+    not tried: needs N processes, ...             (the machine that tried lacked the run's ranks)
+
+The record names the sha256 of the run's DAWNBench log, so a record left behind by an earlier
+version of the entry is not shown as this version's.
 """
 from __future__ import annotations
 
@@ -20,7 +34,7 @@ from pathlib import Path
 
 from dawnbench import entries
 from dawnbench.entries import Entry
-from harness import datasets, safe_read, verify_run
+from harness import eval_labels, safe_read, verify_run
 from harness.errors import DawnbenchError
 from harness.tasks import Task
 
@@ -40,7 +54,7 @@ class Labels:
     def __call__(self, task: Task, data_root: Path | None):
         if task.dataset not in self._cache:
             try:
-                self._cache[task.dataset] = datasets.load_eval_labels(task.dataset, self.data_root)
+                self._cache[task.dataset] = eval_labels.load_eval_labels(task.dataset, self.data_root)
             except DawnbenchError as e:
                 self._cache[task.dataset] = e
         value = self._cache[task.dataset]
@@ -59,7 +73,7 @@ def _folder_problem(run: Path, root: Path, missing: str) -> str | None:
     return None
 
 
-def status(entry: Entry, labels: Labels, root: Path | None = None) -> str:
+def verification_status(entry: Entry, labels: Labels, root: Path | None = None) -> str:
     """The verification status of a training entry (see the module's docstring)."""
     root = entries.tree_root(entry.path) if root is None else Path(root)
     run = run_folder(entry.path)
@@ -148,14 +162,87 @@ def model_provenance(entry: Entry, statuses_: dict[str, str], root: Path | None 
     return MODEL_UNVERIFIED
 
 
-def statuses(loaded: list[Entry], data_root: Path | None, root: Path | None = None) -> dict[str, str]:
+def verification_statuses(loaded: list[Entry], data_root: Path | None, root: Path | None = None) -> dict[str, str]:
     """{entry JSON path: status} of every entry: a training entry's run verified again, an inference
     entry's record."""
     labels = Labels(data_root)
-    return {str(e.path): status(e, labels, root) if e.kind == "train" else inference_status(e, root)
+    return {str(e.path): verification_status(e, labels, root) if e.kind == "train" else inference_status(e, root)
             for e in loaded}
 
 
 def model_provenances(loaded: list[Entry], statuses_: dict[str, str], root: Path | None = None) -> dict[str, str]:
     """{inference entry JSON path: model_provenance}."""
     return {str(e.path): model_provenance(e, statuses_, root) for e in loaded if e.kind == "inference"}
+
+
+# --- reproduction ---------------------------------------------------------------------------------
+
+REPRODUCTION_RECORD = "reproduction.json"
+REPRODUCED = "reproduced"
+ACCURACY_ONLY = "accuracy reproduced, time not compared (other hardware)"
+OLD_ACCURACY_ONLY = "reproduced: accuracy only"     # the same verdict, as records written before said it
+NOT_REPRODUCED = "not reproduced"
+NOT_TRIED = "not tried"
+VERDICTS = (REPRODUCED, ACCURACY_ONLY, OLD_ACCURACY_ONLY, NOT_REPRODUCED, NOT_TRIED)
+
+
+def is_reproduced(words: str | None) -> bool:
+    """Whether the leaderboard's words for a reproduction count as reproduced, where anything sorts or
+    filters on it: only `reproduced` (time compared too). "accuracy reproduced, time not compared" is
+    not: the claimed time was never run again."""
+    return words == REPRODUCED
+
+
+def log_sha256(run_dir: Path, result: dict) -> str | None:
+    """The sha256 of the run's DAWNBench TSV (the log an entry is ranked by), or None when absent."""
+    name = result.get("logFilename")
+    if not isinstance(name, str) or Path(name).name != name:
+        return None
+    try:
+        return hashlib.sha256(safe_read.read_bytes(run_dir / name, run_dir, safe_read.MAX_TSV_BYTES)).hexdigest()
+    except safe_read.Refused:
+        return None
+
+
+def reproduction_status(run_dir: Path, root: Path) -> str:
+    """The leaderboard's words for the reproduction of the run in `run_dir` (inside `root`)."""
+    path = Path(run_dir) / REPRODUCTION_RECORD
+    if not (path.exists() or path.is_symlink()):
+        return NOT_TRIED
+    try:
+        record = safe_read.read_json(path, root)
+        result = safe_read.read_json(Path(run_dir) / "result.json", root)
+    except safe_read.Refused as e:
+        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} cannot be read ({e.reason})"
+    if not isinstance(record, dict) or not isinstance(result, dict) or record.get("verdict") not in VERDICTS:
+        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} holds no verdict of `dawnbench reproduce`"
+    if record.get("log_sha256") != log_sha256(Path(run_dir), result):
+        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} is of another log than this entry's (reproduce it again)"
+    if record["verdict"] == NOT_REPRODUCED:
+        first = record.get("differences")
+        first = first[0] if isinstance(first, list) and first and isinstance(first[0], str) else "differs"
+        return f"{NOT_REPRODUCED}: {_line(first)}"
+    if record["verdict"] == NOT_TRIED:      # e.g. a run of more processes than the machine that tried had
+        reason = record.get("reason")
+        return f"{NOT_TRIED}: {_line(reason)}" if isinstance(reason, str) and reason else NOT_TRIED
+    if record["verdict"] == OLD_ACCURACY_ONLY:
+        return ACCURACY_ONLY
+    return record["verdict"]
+
+
+def _line(text: str, limit: int = 300) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def reproduction_statuses(loaded: list, root: Path | None = None) -> dict[str, str]:
+    """{entry JSON path: the reproduction's words} of every training entry, from its `<stem>.run/`."""
+    found = {}
+    for entry in loaded:
+        if entry.kind != "train":
+            continue
+        run = run_folder(entry.path)
+        tree = entries.tree_root(entry.path) if root is None else Path(root)
+        inside = run.is_dir() and not run.is_symlink() and safe_read.inside(run, tree)
+        found[str(entry.path)] = reproduction_status(run, tree) if inside else NOT_TRIED
+    return found

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import datasets
+from harness import datasets, official_readers
 
 TRAIN, PREDICT = "train", "predict"
 ROLES = (TRAIN, PREDICT)
@@ -141,7 +141,7 @@ def _own_files(name: str, data_root, role: str, derived_dir: Path) -> list[tuple
         out = []
         for f in _flatten(entry["splits"]["test"]):
             target = derived_dir / (f + DERIVED_SUFFIX)
-            images, _ = datasets.read_cifar_batch(datasets.verify_file(name, data_root, f))
+            images, _ = official_readers.read_cifar_batch(datasets.verify_file(name, data_root, f))
             np.save(target, images, allow_pickle=False)
             out.append((target, str(relative / (f + DERIVED_SUFFIX))))
         return out
