@@ -3,7 +3,7 @@
 A host tool (standard library only, tqdm for the progress bar when installed): images and the
 harness never download. Checksums, the on-disk layout and the readers belong to the harness
 (``harness.datasets``), which verifies what this module wrote; the training-data loaders that
-references use live in ``common.datasets``.
+references use live in ``common.loaders``.
 
 Sources for Fashion-MNIST (one gzip file per dataset file), first usable wins:
 1. Debian's ``dataset-fashion-mnist`` package directory, when installed;
