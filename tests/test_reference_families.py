@@ -21,6 +21,19 @@ FAMILIES = {
 }
 
 
+# Definitions two references of different recipes share word for word (name: the definitions).
+SHARED_DEFINITIONS = {
+    ("imagenet-amoebanet-tpu", "imagenet-resnet50-tensorflow"): ("count_parameters", "predict", "eval_inputs", "train_step"),
+}
+
+
+def definitions(train_py: Path) -> dict[str, str]:
+    """Every function and class of train.py by name, as its source text (nested ones too)."""
+    text = train_py.read_text(encoding="utf-8")
+    return {node.name: ast.get_source_segment(text, node) for node in ast.walk(ast.parse(text))
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
 def code_below_docstring(train_py: Path) -> str:
     """train.py's text after its module docstring (the docstring names the member: depth, parameters)."""
     text = train_py.read_text(encoding="utf-8")
@@ -40,6 +53,14 @@ def test_a_family_shares_its_train_py_below_the_docstring(family):
     members = [REFERENCES / name / "train.py" for name in FAMILIES[family]]
     assert all(m.is_file() for m in members), [str(m) for m in members if not m.is_file()]
     assert drifted(members) == [], f"{family}: these copies differ from {FAMILIES[family][0]}'s train.py"
+
+
+@pytest.mark.parametrize("pair", SHARED_DEFINITIONS)
+def test_definitions_two_recipes_share_stay_equal(pair):
+    first, second = (definitions(REFERENCES / name / "train.py") for name in pair)
+    for name in SHARED_DEFINITIONS[pair]:
+        assert name in first and name in second, f"{name}: no longer in both {pair}"
+        assert first[name] == second[name], f"{name} differs between {pair[0]} and {pair[1]}"
 
 
 def test_an_edit_to_one_copy_alone_is_caught(tmp_path):
