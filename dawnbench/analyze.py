@@ -395,7 +395,7 @@ def plot_stability(numbers: dict, path: Path) -> None:
         ax.set_xticks(range(len(series)), ticks)
         ax.set_xlim(-0.6, len(series) - 0.4)
         ax.set_ylim(bottom=0)
-        ax.set_ylabel(f"time to accuracy ({unit}); bar: median")
+        ax.set_ylabel(f"time to threshold ({unit}); bar: median")
         ax.set_title("stability over repeated runs")
         ax.grid(axis="y", alpha=0.3)
         plots.legend_outside(ax)

@@ -112,7 +112,7 @@ def plot_lesion(numbers: dict, path: Path) -> None:
     labels = [plots.short(r["label"]) for r in rows]
     with plots.pyplot() as plt:
         fig, axes = plots.grid(plt, 1, cols=2, width=max(5.2, 1.6 * len(rows)))
-        for ax, key, ylabel in ((axes[0, 0], "tta_seconds", "time to accuracy (s), median; bar: 95% interval"),
+        for ax, key, ylabel in ((axes[0, 0], "tta_seconds", "time to threshold (s), median; bar: 95% interval"),
                                 (axes[0, 1], "final_metric", f"final {numbers['metric']}, mean; bar: 95% interval")):
             centre = "median" if key == "tta_seconds" else "mean"
             for x, r in enumerate(rows):

@@ -24,6 +24,7 @@ from pathlib import Path
 from harness import datasets, plan, runner, safe_write
 from harness.cli import run_command
 from harness.registry import ReferenceSpec, UsageError
+from harness.tasks import TASKS
 
 SUMMARY = "summary.json"
 STABLE_CV = 0.05             # docs/RULES.md: stable = every run converged and cv at most this
@@ -88,9 +89,12 @@ def table(summary: dict) -> list[str]:
     def f(x, fmt=".2f"):
         return "-" if x is None else format(x, fmt)
     metric = summary.get("metric") or "metric"
+    task = TASKS.get(summary.get("task"))
+    # as the pages show the figure: an accuracy in percent, F1 or an error rate as a fraction
+    shown = (lambda v: task.figure.shown(task.figure.entry_value(v))) if task else (lambda v: f"{v:.4g}")
     lines = [f"{'seed':>6}  {'status':9}  {'epochs':>6}  {metric:>7}  {'tta (s)':>9}  run"]
     for r in summary["runs"]:
-        value = "-" if r["metric_value"] is None else f"{100 * r['metric_value']:.2f}%"
+        value = "-" if r["metric_value"] is None else shown(r["metric_value"])
         lines.append(f"{f(r['seed'], 'd'):>6}  {r['status']:9}  {f(r['epochs'], 'd'):>6}  {value:>7}  "
                      f"{f(r['tta_seconds']):>9}  {r['run_dir'] or '-'}")
     t, fraction = summary["tta_seconds"], summary["fraction_converged"]

@@ -135,12 +135,16 @@ def price_source(fields: dict) -> str | None:
 
 # Each table's own columns, before the ones all tables share: (heading, the row's number it sorts by,
 # the number as shown). The page sorts by the number itself, never by the text ("$1,234.50", "0:45:00").
+# FIGURE heads the task's ranked figure's column with the figure's name ("Top-1 accuracy", "F1",
+# "Error rate"); it sorts best first as the task's kind says, every other number (time, cost,
+# latency) lowest first.
+FIGURE = None
 COLUMNS = {
     "train_time": [("Time to threshold", "hours", lambda v, t: entries.hms(v)), ("Cost", "cost_usd", lambda v, t: usd(v)),
                    ("Train time", "train_seconds", lambda v, t: seconds(v))],      # shown beside it, never ranked
     "train_cost": [("Cost", "cost_usd", lambda v, t: usd(v)), ("Time to threshold", "hours", lambda v, t: entries.hms(v))],
     "inference_latency": [("Latency", "latency_ms", lambda v, t: ms(v)),
-                          ("Accuracy", "accuracy", lambda v, t: ranking.metric_label(t, v))],
+                          (FIGURE, "accuracy", lambda v, t: ranking.metric_label(t, v))],
     "inference_cost": [("Cost per 10,000 items", "cost_per_10000_usd", lambda v, t: usd(v)),
                        ("Latency", "latency_ms", lambda v, t: ms(v))],
 }
@@ -148,6 +152,7 @@ COLUMNS["train_cost_given"] = COLUMNS["train_cost"]
 COLUMNS["inference_cost_given"] = COLUMNS["inference_cost"]
 COLUMNS["inference_latency_unverified_model"] = COLUMNS["inference_latency"] + [
     ("Cost per 10,000 items", "cost_per_10000_usd", lambda v, t: usd(v))]
+LOWER, HIGHER = "lower", "higher"     # a number column's data-better: which values are better (site.js sorts those first)
 
 # A status as a row shows it: (the filter's value, symbol, short words, style). The full words go in
 # the badge's title (hover) and on the entry's page: one sentence repeated on every row hid the table.
@@ -216,15 +221,17 @@ def _row(r: dict, table: str, task) -> dict:
     return {"entry": r["entry"], "cells": cells, "filters": filters}
 
 
-def _headings(table: str) -> list[dict]:
-    own = [{"text": heading, "type": "num"} for heading, _, _ in COLUMNS[table]]
+def _headings(table: str, task) -> list[dict]:
+    figure_better = LOWER if task.lower_is_better else HIGHER
+    own = [{"text": task.figure.heading, "type": "num", "better": figure_better} if heading is FIGURE
+           else {"text": heading, "type": "num", "better": LOWER} for heading, _, _ in COLUMNS[table]]
     shared = [{"text": t, "type": "text"} for t in ("Model", "Team", "Hardware", "Framework", "Date", "Code")]
     extra = [{"text": "Verification", "type": "text"}]
     if table.startswith("train"):
         extra.append({"text": "Reproduction", "type": "text"})
     if table.startswith("inference"):
         extra.append({"text": "Model provenance", "type": "text"})
-    return [{"text": "Rank", "type": "num", "sorted": "ascending"}] + own + shared + extra
+    return [{"text": "Rank", "type": "num", "better": LOWER, "sorted": "ascending"}] + own + shared + extra
 
 
 def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
@@ -249,7 +256,7 @@ def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
             "filters": {key: (label, [(v, w) for v, w in values if any(
                 (verification_badge if key == "verification" else reproduction_badge)(r[key])[0] == v
                 for r in every if key in r)]) for key, (label, values) in FILTERS.items()},
-            "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": _headings(table),
+            "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": _headings(table, task),
                         "rows": [_row(r, table, task) for r in rows]} for table, rows in shown],
             "unranked": unranked, "invalid": invalid})
     # tasks with ranked rows first, then those with only unranked or invalid entries (registry order within)
@@ -406,7 +413,7 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     else:
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
-                 ("Accuracy", f"{entry.metric_column} {ranking.metric_label(entry.task, accuracy)}"
+                 (entry.task.figure.heading, f"{entry.metric_column} {ranking.metric_label(entry.task, accuracy)}"
                   if accuracy is not None else "not given"),
                  ("Cost per 10,000 items", usd(price * entries.latency_ms(entry) / 3.6e6 * entries.ITEMS)
                   if basis == entries.TABLE_PRICE and entries.latency_ms(entry) is not None

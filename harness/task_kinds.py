@@ -50,6 +50,11 @@ class Figure:
         """One DAWNBench log cell: percent with 2 decimals, a fraction with 4, as the v1 entries."""
         return f"{self.to_log(fraction):.2f}" if self.percent else f"{fraction:.4f}"
 
+    @property
+    def heading(self) -> str:
+        """What a table's column or a page's row calls it: "Top-1 accuracy", "F1", "Error rate"."""
+        return self.label[:1].upper() + self.label[1:]
+
     def shown(self, value: float) -> str:
         """A value in log units as the pages show it: "94.2%", or "0.76" for a fraction."""
         return f"{value:g}%" if self.percent else f"{value:g}"

@@ -150,6 +150,21 @@ def test_each_off_reaches_the_recipe(fixture_data, tmp_path, monkeypatch):
         assert not torch.allclose(alone, both)
 
 
+def test_the_lesion_plot_says_time_to_threshold(tmp_path, monkeypatch):
+    """The time axis is named as analyze thresholds names it (a task's target may be an error rate,
+    met at or under it): time to threshold, never time to accuracy."""
+    from dawnbench import plots
+    labels = []
+    monkeypatch.setattr(plots, "save", lambda fig, plt, path: labels.extend(ax.get_ylabel() for ax in fig.axes))
+    variants = [{"label": label, "converged": 2, "n": 2, "tta_seconds": analyze_lesion.stats([t, t + 1]),
+                 "final_metric": analyze_lesion.stats([0.9, 0.91])} for label, t in (("recipe", 10.0), ("without flip", 12.0))]
+    analyze_lesion.plot_lesion({"variants": variants, "metric": "top1", "threshold": 0.8, "reference": REF,
+                                "kind": "lesion"}, tmp_path / "lesion.png")
+    time_axis, metric_axis = labels
+    assert time_axis.split(" (")[0] == "time to threshold" and "accuracy" not in time_axis
+    assert metric_axis.startswith("final top1")
+
+
 # ---------------------------------------------------------------- a real lesion study
 
 @pytest.mark.recipe_run

@@ -502,11 +502,17 @@ def test_accuracy_is_shown_in_percent_and_f1_as_a_fraction(built, tmp_path):
     latency = index.split('id="CIFAR10-inference_latency"')[1].split("</table>")[0]
     assert re.findall(r'<td class="num" data-sort="([\d.]+)">([^<]*%)</td>', latency) == [
         ("94.2", "94.2%"), ("94.0", "94%"), ("94.5", "94.5%")]
+    # the column and the page's row are named by the task's figure, never "Accuracy" for an F1
+    named = {t.display_name: t.figure.label[:1].upper() + t.figure.label[1:] for t in entries.TASK_BY_DIR.values()}
+    assert (named["CIFAR10"], named["SQuAD"]) == ("Top-1 accuracy", "F1")
+    assert f'<th data-type="num" data-better="higher"><button type="button">{named["CIFAR10"]}</button></th>' in latency
     page = (built / "CIFAR10" / "inference" / "alice_resnet18_p3.2xlarge_pytorch.html").read_text(encoding="utf-8")
-    assert "<th>Accuracy</th><td>top1Accuracy 94.2%</td>" in page
+    assert f"<th>{named['CIFAR10']}</th><td>top1Accuracy 94.2%</td>" in page
     inference(tmp_path, "SQuAD", "f_m_h_f", latency=9.0, f1Score=0.81)
     (entry,) = ranking.load_all(tmp_path)[0]
-    assert "<th>Accuracy</th><td>f1Score 0.81</td>" in site.entry_page(entry, [], None, None)
+    assert f"<th>{named['SQuAD']}</th><td>f1Score 0.81</td>" in site.entry_page(entry, [], None, None)
+    squad = index.split('id="SQuAD-inference_latency"')[1].split("</table>")[0]
+    assert f'<button type="button">{named["SQuAD"]}</button>' in squad and ">Accuracy<" not in squad
     assert ranking.threshold_label(entries.TASK_BY_DIR["ImageNet"]) == "top5Accuracy at least 93%"
 
 

@@ -101,6 +101,17 @@ def test_runs_of_different_thresholds_are_not_summarized_together():
 
 # --- the options every run repeats ---------------------------------------------------------------
 
+def test_the_table_shows_each_task_s_figure_as_the_pages_do():
+    """An accuracy in percent, F1 (a fraction) as a fraction: never F1 as "81.25%"."""
+    from harness.tasks import TASKS
+    for task in TASKS.values():
+        summary = series.summarize([{"reference": "r", "task": task.name, "metric": task.metric, "threshold": 0.5,
+                                     "seed": 0, "status": "converged", "tta_seconds": 3.0, "epochs": 2,
+                                     "metric_value": 0.8125, "run_id": "seed0"}])
+        row = series.table(summary)[1].split()
+        assert row[3] == ("81.25%" if task.figure.scale == 100 else "0.8125"), (task.name, row)
+
+
 def test_every_run_option_but_the_series_own_is_forwarded(seeded_refs, fashion_root, tmp_path, monkeypatch):
     """Each run of a series gets the typed options that one `dawnbench run` of the same command line
     gets, but for what the series sets per run: the seed, and the folder results/REF/<series>/seed<k>."""

@@ -21,6 +21,7 @@ from leaderboard_fixture import (
 
 from dawnbench import submit
 from dawnbench.cli import main
+from harness.tasks import TASKS
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
@@ -213,6 +214,30 @@ def test_sorting_filtering_and_code_links_in_chromium(browser, tmp_path):
     assert entries_in(browser, "CIFAR10-train_time") == TRAIN_TIME_ORDER
     assert [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_time tbody td:first-child")] == \
         [str(k) for k in range(1, len(TRAIN_TIME_ORDER) + 1)]       # a row keeps its rank whatever the order
+
+    # The ranked figure's column is named from the task and sorts best first on its first click: the
+    # highest accuracy (higher is better); a latency, lowest first. The page's numbers give the order.
+    cifar = next(t for t in TASKS.values() if t.display_name == "CIFAR10")
+    assert not cifar.lower_is_better
+    latency_heading = {h.text.strip(): h for h in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-inference_latency thead th")}
+    figure = latency_heading[cifar.figure.label[:1].upper() + cifar.figure.label[1:]]
+    assert figure.text == "Top-1 accuracy" and "Accuracy" not in latency_heading
+    column = list(latency_heading.values()).index(figure)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-inference_latency tbody tr[data-entry]")
+    numbers = {r.get_attribute("data-entry"): (float(r.find_elements(By.TAG_NAME, "td")[column].get_attribute("data-sort")),
+                                               float(r.find_elements(By.TAG_NAME, "td")[0].get_attribute("data-sort")))
+               for r in rows}
+    best_first = sorted(numbers, key=lambda e: (-numbers[e][0], numbers[e][1]))
+    assert best_first != sorted(numbers, key=lambda e: numbers[e])       # highest first is not lowest first here
+    figure.find_element(By.TAG_NAME, "button").click()
+    assert figure.get_attribute("aria-sort") == "descending"
+    assert entries_in(browser, "CIFAR10-inference_latency") == best_first
+    figure.find_element(By.TAG_NAME, "button").click()
+    assert figure.get_attribute("aria-sort") == "ascending"
+    assert entries_in(browser, "CIFAR10-inference_latency") == sorted(numbers, key=lambda e: numbers[e])
+    latency_heading["Latency"].find_element(By.TAG_NAME, "button").click()
+    assert latency_heading["Latency"].get_attribute("aria-sort") == "ascending"
+    assert entries_in(browser, "CIFAR10-inference_latency") == LATENCY_ORDER
 
     # Hardware "v100" (any part, any case): the V100 rows of every CIFAR10 table, none of another task's
     box = browser.find_element(By.CSS_SELECTOR, '#CIFAR10 input[data-filter="hardware"]')

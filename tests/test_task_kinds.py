@@ -348,8 +348,31 @@ def test_the_toy_task_s_leaderboard_and_site_read_lower_is_better(toy, tmp_path)
     table = index[index.index('id="FashionError-train_time"'):]
     table = table[:table.index("</table>")]
     assert re.findall(r'<tr data-entry="([^"]+)"', table) == [e for _, e in expected]
+    # every number heading sorts lowest first (its data-better, read by site.js): a time and the rank
+    assert re.findall(r'<th data-type="num"([^>]*)>', table) == [' data-better="lower" aria-sort="ascending"'] + \
+        [' data-better="lower"'] * 3
+    # the inference table names the figure as the kind does, and its lowest error is the best
+    label = re.search(r'Figure\("error", "errorRate", 1, "([^"]+)"\)', TOY_KIND).group(1)
+    latency = index[index.index('id="FashionError-inference_latency"'):]
+    latency = latency[:latency.index("</table>")]
+    headings = re.findall(r'<th data-type="num"([^>]*)><button type="button">([^<]*)</button>', latency)
+    assert headings[2] == (' data-better="lower"', label[:1].upper() + label[1:]) == (' data-better="lower"', "Error rate")
+    assert ">Accuracy<" not in latency
     page = (site / "FashionError" / "train" / f"{toy.entry_json.stem}.html").read_text()
     assert "<th>Task</th><td>FashionError (train), threshold errorRate at most 0.08</td>" in page
     assert f"<th>Time to threshold</th><td>{entries.hms(h3)} ({h3:.4g} hours, epoch 3)</td>" in page
     assert f'alt="error rate vs time for {toy.entry_json.stem}"' in page
     assert (site / "FashionError" / "train" / f"{toy.entry_json.stem}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_toy_task_s_series_table_shows_its_figure_as_the_pages_do(toy):
+    """A series' table shows the error rate as the toy's kind writes it (a fraction), not as a percent."""
+    show = ("import json, sys\nfrom dawnbench import series\n"
+            "print('\\n'.join(series.table(series.summarize([json.load(open(sys.argv[1]))]))))")
+    proc = subprocess.run([sys.executable, "-c", show, str(toy.run_dir / "result.json")], cwd=toy.project,
+                          env=toy.env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (_, _, error) = toy.rows[-1]
+    header, row = proc.stdout.splitlines()[:2]
+    assert header.split()[3] == "error" and row.split()[1:4] == ["converged", "3", f"{error:g}"], proc.stdout
+    assert "%" not in row

@@ -8,7 +8,9 @@
  *
  * The page gives the numbers: each cell's data-sort is the value it sorts by (hours, dollars, ms,
  * not "0:45:00" or "$1,234.50"), empty where the row has none; each row's data-hardware,
- * data-framework, data-verification and data-reproduction are what the filters read.
+ * data-framework, data-verification and data-reproduction are what the filters read. A number
+ * heading's data-better says which values are better ("higher" for an accuracy, "lower" for a time,
+ * a cost, an error rate): its first click puts the best first, the next turns the order round.
  */
 "use strict";
 (function () {
@@ -24,7 +26,8 @@
     const headers = Array.from(th.parentNode.children);
     const column = headers.indexOf(th);
     const type = th.dataset.type;
-    const ascending = th.getAttribute("aria-sort") !== "ascending";
+    const now = th.getAttribute("aria-sort");
+    const ascending = now ? now !== "ascending" : th.dataset.better !== "higher";
     const body = th.closest("table").tBodies[0];
     const rows = Array.from(body.rows).filter((row) => row.dataset.entry !== undefined);
     const rank = (row) => Number(row.cells[0].dataset.sort);
