@@ -72,8 +72,11 @@ def test_every_sample_of_a_figure_is_shown_in_order():
 
 
 def test_the_steps_verdict_falls_only_for_a_step_that_learns():
-    """bench.reference_steps on the Fashion-MNIST default's own train_epoch, on the CPU: the recipe's
-    rate lowers the loss on the learnable images; a rate of 0 leaves it where it was, and says so."""
+    """bench.reference_steps on the Fashion-MNIST default's own train_epoch, on the CPU: a rate that
+    learns lowers the loss on the learnable images; a rate of 0 leaves it where it was, and says so.
+    The rate is 0.02: the recipe's peak of 0.2 makes the loss on these synthetic images spike to 15
+    within the 40 steps, and whether its last five then lie 5% under its first five (measured: 6% in
+    float32, 3% in bf16) says nothing of the verdict; at 0.02 the loss falls by about half in both."""
     torch = pytest.importorskip("torch")
     from bench import reference_steps
     from bench.gpu_common import Setting
@@ -81,10 +84,10 @@ def test_the_steps_verdict_falls_only_for_a_step_that_learns():
     images, labels = reference_steps.learnable_images(20 * 256, 28, 1, 10)
     data = {"load_fashion_mnist": lambda root, split: (images[..., 0], labels)}
     verdicts = {}
-    for lr in ("0.0", None):
-        overrides = ["batch_size=256"] + ([f"lr={lr}"] if lr else [])
+    for lr in ("0.0", "0.02"):
+        overrides = ["batch_size=256", f"lr={lr}"]
         figures = reference_steps.train_reference(s, "fashion-mnist-cnn-pytorch", overrides, data)
         assert figures["steps"] == 20 and len(figures["losses"]) == 40 and figures["peak_mib"] is None
         verdicts[lr] = reference_steps.loss_falls(figures["losses"])[2]
-    assert verdicts == {"0.0": False, None: True}
+    assert verdicts == {"0.0": False, "0.02": True}
     assert reference_steps.loss_falls([2.0] * 5 + [float("nan")] * 5) == (2.0, pytest.approx(float("nan"), nan_ok=True), False)
