@@ -27,7 +27,10 @@ def test_the_spans_come_from_the_run_s_records_and_add_up_to_its_time_to_accurac
     assert s["harness"] == r["spans_seconds"]["harness"] and s["eval"] == r["spans_seconds"]["eval"] >= 3 * 0.1
     assert len(r["history"]) == 3
     assert s["handover"] == pytest.approx(sum(row["handover_ms"] for row in r["history"]) / 1000) and s["handover"] > 0
-    assert s["train"] == pytest.approx(r["spans_seconds"]["train"] - s["handover"]) and s["train"] >= 3 * 0.1
+    # the train spans hold the three 0.1 s sleeps and the freezes; `train` is less the handovers, whose
+    # thaws lie outside the train spans, so it may fall under 0.3 s by the thaws (23 ms on a loaded CI)
+    assert s["train"] == pytest.approx(r["spans_seconds"]["train"] - s["handover"])
+    assert r["spans_seconds"]["train"] >= 3 * 0.1 and s["train"] >= 3 * 0.1 - s["handover"]
     # within one thaw (the converging epoch's, after the clock stopped) and result.json's rounding
     last_thaw = r["history"][-1]["handover_ms"] / 1000
     assert sum(s[k] for k in tta.SPANS) == pytest.approx(s["tta"], abs=last_thaw + 1e-3)
