@@ -15,7 +15,6 @@ Informative only: nothing here is ranked.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import tomllib
 from pathlib import Path
@@ -25,7 +24,6 @@ from dawnbench.analysis_io import InputError
 from harness import datasets, paths, registry
 from harness.arguments import folder
 from harness.errors import DawnbenchError, report
-from harness.worker_env import WORKER_PYTHON_ENV
 
 GAPS_FILE = Path(__file__).parent / "data" / "published_gaps.toml"
 Z95 = 1.959963984540054     # the standard normal's 97.5% quantile
@@ -92,18 +90,11 @@ def _stored_model_scores(run_dir: Path, result: dict, fresh: str, references, da
         raise InputError(f"{run_dir}: the run kept no model (model/ is missing; a run with --no-save-model keeps none)")
     hyper = result.get("hyperparameters") if isinstance(result.get("hyperparameters"), dict) else {}
     root = Path(data_root) if data_root else datasets.default_data_root()
-    # The predictor runs the reference's interpreter, as in a run (as roofline's count does)
-    own = launcher.env_dir(name) / "bin" / "python"
-    named = os.environ.get(WORKER_PYTHON_ENV)
-    if not named and own.is_file():
-        os.environ[WORKER_PYTHON_ENV] = str(own)
     try:
-        return fresh_eval.score(spec, hyper, run_dir / "model", root, fresh, seed=int(result.get("seed") or 0))
+        with launcher.reference_workers(name):
+            return fresh_eval.score(spec, hyper, run_dir / "model", root, fresh, seed=int(result.get("seed") or 0))
     except DawnbenchError as e:
         raise InputError(f"{run_dir}: {e}") from None
-    finally:
-        if not named:
-            os.environ.pop(WORKER_PYTHON_ENV, None)
 
 
 def run_numbers(path: Path, args, gaps: dict, say) -> dict:

@@ -26,6 +26,7 @@ references without numpy): `bin/dawnbench` starts under a bare system python3.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -89,6 +90,21 @@ def prog() -> str:
 
 def venvs_root() -> Path:
     return Path(os.environ.get(VENVS_ENV) or CHECKOUT / ".venv")
+
+
+@contextlib.contextmanager
+def reference_workers(name: str):
+    """Within it, the harness's sandboxed workers run reference `name`'s own interpreter, as in a run:
+    its .venv/REF where that is set up and no other was named ($DAWNBENCH_WORKER_PYTHON); else this
+    one (the tests' environment has every framework). Used by the analyses that load a run's model."""
+    own, named = env_dir(name) / "bin" / "python", os.environ.get(WORKER_PYTHON_ENV)
+    if not named and own.is_file():
+        os.environ[WORKER_PYTHON_ENV] = str(own)
+    try:
+        yield
+    finally:
+        if not named:
+            os.environ.pop(WORKER_PYTHON_ENV, None)
 
 
 def env_dir(name: str) -> Path:

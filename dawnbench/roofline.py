@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import re
 import time
@@ -33,7 +32,6 @@ from pathlib import Path
 from dawnbench import launcher
 from harness import environment, paths, registry, safe_read
 from harness.errors import DawnbenchError
-from harness.worker_env import WORKER_PYTHON_ENV
 
 PEAKS_FILE = Path(__file__).parent / "data" / "peaks.toml"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -273,17 +271,8 @@ def count_flops(run_dir: Path, references: Path | None = None, data_root: Path |
         return {"not_counted": f"the reference {name} is not found to load its model ({e}); give --references DIR"}
     hyper = result.get("hyperparameters") if isinstance(result.get("hyperparameters"), dict) else {}
     root = Path(data_root) if data_root else datasets.default_data_root()
-    # The predictor runs the reference's interpreter, as in a run: the launcher's .venv/REF where it is
-    # set up and no other was named; else this one (the tests' environment has every framework).
-    own = launcher.env_dir(name) / "bin" / "python"
-    named = os.environ.get(WORKER_PYTHON_ENV)
-    if not named and own.is_file():
-        os.environ[WORKER_PYTHON_ENV] = str(own)
-    try:
+    with launcher.reference_workers(name):      # the predictor runs the reference's interpreter
         return model_flops.count(spec, hyper, run_dir / "model", root, seed=int(result.get("seed") or 0))
-    finally:
-        if not named:
-            os.environ.pop(WORKER_PYTHON_ENV, None)
 
 
 def roofline_numbers(runs: list[dict]) -> dict:
