@@ -48,8 +48,11 @@ def bare(reference: str, epochs: int, seed: int, sets: tuple[str, ...] = (), env
     """The bare loop in a fresh process: {"total", "setup", "train", "first_epoch"} seconds. `setup`
     runs from before the harness's and the reference's imports to the end of setup (what the harness
     calls init); `train` is the epochs alone, each closed by a device synchronize."""
-    out = subprocess.run([sys.executable, "-c", BARE, reference, str(epochs), str(seed), *sets],
-                         capture_output=True, text=True, env=env)
+    # A fresh, empty HOME, as the harness gives its worker: a HOME whose CUDA cache (~/.nv) is warm
+    # from an earlier run gave the bare loop's first epoch a 3.3 s head start (H200, 2026-11-28).
+    with tempfile.TemporaryDirectory(prefix="bench-bare-home-") as home:
+        out = subprocess.run([sys.executable, "-c", BARE, reference, str(epochs), str(seed), *sets],
+                             capture_output=True, text=True, env={**(env or os.environ), "HOME": home})
     if out.returncode != 0:
         raise RuntimeError(f"the bare loop failed (exit {out.returncode}): {out.stderr.strip()[-600:]}")
     f = json.loads(out.stdout.strip().splitlines()[-1])
