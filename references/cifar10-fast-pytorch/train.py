@@ -26,8 +26,9 @@ written afresh; README.md maps every technique to the anchor's lines and lists e
     them translated by one pixel up-left and down-right (1/8 each), in `predict` and in `infer`;
   - on a CUDA GPU: bf16 autocast (weights and batch-norm statistics stay float32) and
     channels_last; torch.compile is off (no faster on an H200, and its compilation is on the
-    clock), and so is cuDNN's benchmark search (3.7 s of the first epoch in a fresh HOME). Each is a switch in reference.toml: "auto" turns it on with CUDA and off on the
-    CPU; "true" / "false" force it. `fp16 = "true"` autocasts to float16
+    clock), and so is cuDNN's benchmark search (3.7 s of epoch 1 in a fresh HOME). Each is a
+    switch in reference.toml: "auto" turns it on with CUDA and off on the CPU; "true" / "false"
+    force it. `fp16 = "true"` autocasts to float16
     instead, with a dynamic loss scale (airbench94's own precision is float16).
 The harness times and scores everything; this file never sees the test labels.
 """

@@ -9,6 +9,7 @@ each run, and with CUDA_CACHE_DISABLE=1; then one harnessed run's epoch spans fr
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,6 @@ proc = subprocess.run([sys.executable, "-m", "dawnbench", "run", REF, "--seed", 
                        "--run-id", "spans"], capture_output=True, text=True, env=env)
 run = out / "runs" / REF / "spans"
 print(f"harnessed: exit {proc.returncode}; {proc.stderr.strip()[-300:]}", flush=True)
-import shutil  # noqa: E402
 for name in ("events.jsonl", "result.json"):          # $OUT/a/b/file is as deep as comes back
     if (run / name).is_file():
         shutil.copy(run / name, out / f"harnessed-{name}")
