@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import channel
+from harness.sandbox import channel
 
 
 def _device_sync(framework: str):

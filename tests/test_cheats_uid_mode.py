@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 from cheats import write_reference
 
-from harness import data_views, datasets, sandbox
+from harness import data_views, datasets
+from harness.sandbox import procfs, uid_mode
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: it needs root")
 
 # The harness in uid mode, whatever this machine's bubblewrap can do.
-UID_MODE = ("import sys; from harness import sandbox; sandbox.probe = lambda: sandbox.Isolation('uid'); "
+UID_MODE = ("import sys; from harness.sandbox import modes; modes.probe = lambda: modes.Isolation('uid'); "
             "from harness.cli import main; sys.exit(main(sys.argv[1:]))")
 READER = '''
 class Cheat(Base):
@@ -87,7 +88,7 @@ def test_labels_other_users_can_read_make_a_uid_mode_run_unofficial(tmp_path, pr
     print("private data:", result["status"], result.get("dnc_reason"))
     # Debian's copy of the dataset, where it is installed and open to all, is named too
     debian = Path(datasets.manifest("fashion-mnist")["debian_dir"])
-    assert any(str(debian) in r for r in reasons) == (debian.is_dir() and sandbox.reachable_by_others(debian))
+    assert any(str(debian) in r for r in reasons) == (debian.is_dir() and uid_mode.reachable_by_others(debian))
 
 
 def test_reachable_by_others_follows_every_folder_on_the_way(tmp_path):
@@ -97,9 +98,9 @@ def test_reachable_by_others_follows_every_folder_on_the_way(tmp_path):
         inner.mkdir(parents=True)
         for folder in (base, base / "a", inner):
             os.chmod(folder, 0o755)
-        assert sandbox.reachable_by_others(inner)
+        assert uid_mode.reachable_by_others(inner)
         os.chmod(base / "a", 0o750)
-        assert not sandbox.reachable_by_others(inner) and not sandbox.reachable_by_others(base / "missing")
+        assert not uid_mode.reachable_by_others(inner) and not uid_mode.reachable_by_others(base / "missing")
     finally:
         shutil.rmtree(base)
     assert data_views.label_folders("fashion-mnist", tmp_path / "nothing") == [
@@ -112,13 +113,13 @@ def test_a_hosts_uid_mode_run_leaves_a_containers_workers_alone(tmp_path, privat
     host's uid-mode run stopped a container run's trainer for good (CI of issue 35: the compare run
     in its container waited 30 minutes). A host's harness now takes uids of its own (HOST_UIDS); here
     a process of the image's trainer uid, in a PID namespace of its own, lives through a run."""
-    assert set(sandbox.uid_mode_uids().values()).isdisjoint(sandbox.IMAGE_UIDS.values())
-    uid = sandbox.IMAGE_UIDS["train"]
+    assert set(uid_mode.uid_mode_uids().values()).isdisjoint(uid_mode.IMAGE_UIDS.values())
+    uid = uid_mode.IMAGE_UIDS["train"]
     container = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "setpriv", f"--reuid={uid}",
                                   f"--regid={uid}", "--clear-groups", "sleep", "600"], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
-        while not (sleepers := [p for p in sandbox._children(container.pid) if os.stat(f"/proc/{p}").st_uid == uid]):
+        while not (sleepers := [p for p in procfs.children(container.pid) if os.stat(f"/proc/{p}").st_uid == uid]):
             assert time.monotonic() < deadline, "the container's stand-in did not start"
             time.sleep(0.01)
         result = run_uid_mode(tmp_path, private_copy)
