@@ -44,7 +44,7 @@ from harness.plan import Plan, RunOptions, make_plan
 from harness.registry import ReferenceSpec, check_trains
 from harness.roles import start_worker
 from harness.run_record import RunRecord
-from harness.sandbox import handle, kernel, scratch
+from harness.sandbox import channel, handle, kernel, scratch
 from harness.stop_rules import CONVERGED, DNC, Outcome
 
 
@@ -61,7 +61,8 @@ class BudgetSpent(DawnbenchError):
 
 
 # Verdicts the harness reaches on the reference's behaviour: each is the run's DNC reason as it stands.
-VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, handle.FreezeError)
+VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, handle.FreezeError,
+            channel.ProtocolError)
 
 
 def _say(msg: str, rank: int) -> None:

@@ -53,23 +53,32 @@ class Worker:
         self.frozen = False
         self._pidns: tuple[int, int] | None = None
         self._signaller: subprocess.Popen | None = None
+        self._requests = 0                  # the number of the last request sent (harness.sandbox.channel)
 
     def call(self, op: str, max_array: int = channel.MAX_ARRAY, timeout: float | None = None, **fields):
         """Ask the worker to do `op` and wait for its answer; CallTimeout after `timeout` seconds
         without one (the worker is left running: the caller decides what that means)."""
+        self._requests += 1
+        asked = channel.request(op, self._requests, fields)
+        who = f"the reference's {self.role} process"
         try:
-            channel.send(self.to_worker, {"op": op, **fields})
+            waiting = channel.pending(self.from_worker)
+            if waiting:
+                raise channel.ProtocolError(f"{who} wrote {waiting} bytes to the channel before it was asked "
+                                            f"{op} (request {asked['seq']}): a reply before its request")
+            channel.send(self.to_worker, asked)
             if timeout is not None and not select.select([self.from_worker], [], [], max(timeout, 0.0))[0]:
                 raise CallTimeout(f"the reference's {self.role} process did not answer {op} within {timeout:.1f} s")
             reply, array = channel.receive(self.from_worker, max_array=max_array)
         except channel.ChannelClosed:
             raise WorkerDied(f"the reference's {self.role} process ended during {op} "
                              f"({self._exit_description()})") from None
+        channel.check_reply(reply, asked, who)
         if "error" in reply:
             raise WorkerError(f"{self.role} {op}: {reply.get('error')}", str(reply.get("traceback", "")),
                               usage=bool(reply.get("usage")))
         if reply.get("ok") != op:
-            raise channel.ProtocolError(f"the reference's {self.role} process answered {op} out of turn")
+            raise channel.ProtocolError(f"{who} answered {op} out of turn")
         return reply, array
 
     def _exit_description(self) -> str:
