@@ -132,3 +132,54 @@ def test_a_hosts_uid_mode_run_leaves_a_containers_workers_alone(tmp_path, privat
     finally:
         os.killpg(container.pid, signal.SIGKILL)
         container.wait()
+
+
+# An ordinary harness process: its slot, and a uid-mode trainer frozen, thawed and killed as a run's is.
+ORDINARY = '''
+import sys
+from pathlib import Path
+from harness.sandbox import launch, modes, uid_mode
+print(uid_mode.uid_slot(), flush=True)
+worker, _ = launch.start("train", modes.Isolation("uid"), reference_dir=Path(sys.argv[1]), data_files=[], snapshots=None)
+worker.freeze()
+worker.thaw()
+worker.kill()
+'''
+
+
+def test_a_bystander_of_a_candidate_uid_is_neither_frozen_nor_killed(tmp_path):
+    """Issue 46, attack 10: a uid-mode harness took uids 20002 + 2 x slot without looking whether
+    anybody had them, and an ordinary run froze and killed a bystander `sleep` of such a uid. A slot
+    whose uids a passwd entry names or a live process runs as is now skipped."""
+    env = {**os.environ, "PYTHONPATH": str(Path(uid_mode.__file__).parents[2])}
+    free = subprocess.run([sys.executable, "-c", "from harness.sandbox import uid_mode; print(uid_mode.uid_slot())"],
+                          capture_output=True, text=True, env=env, check=True)
+    slot = int(free.stdout)                          # the slot the next harness would take; its lock is free again
+    uid = uid_mode.role_groups()["train"] + 2 * slot
+    bystander = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "600"])
+    try:
+        deadline = time.monotonic() + 10
+        while uid not in uid_mode.in_use([uid]) or uid_mode.in_use([uid])[uid] != f"process {bystander.pid}":
+            assert time.monotonic() < deadline, "the bystander did not start"
+            time.sleep(0.01)
+        folder = Path(tempfile.mkdtemp(prefix="dawnbench-bystander-"))
+        (folder / "reference.toml").write_text("")
+        try:
+            run = subprocess.run([sys.executable, "-c", ORDINARY, str(folder)], capture_output=True, text=True,
+                                 env=env, timeout=120)
+        finally:
+            shutil.rmtree(folder)
+        assert run.returncode == 0, run.stderr[-2000:]
+        stat = Path(f"/proc/{bystander.pid}/stat")
+        assert bystander.poll() is None and stat.exists(), f"the bystander of uid {uid} was killed"
+        state = stat.read_bytes().rsplit(b")", 1)[1].split()[0]
+        assert state == b"S", f"the bystander of uid {uid} was {state.decode()} after the harness's freeze and kill"
+        assert int(run.stdout.split()[0]) != slot, "the harness took the slot whose uid the bystander has"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_uid_a_passwd_entry_names_is_in_use():
+    assert uid_mode.in_use([0, 65534]) == {0: "the user root", 65534: "the user nobody"}
+    assert uid_mode.in_use([uid_mode.UID_SLOTS * 2 + 4_000_000]) == {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import pwd
 import shutil
 import stat
 import tempfile
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from harness.errors import DawnbenchError
 from harness.provenance import BUILD_INFO
-from harness.sandbox import kernel
+from harness.sandbox import kernel, procfs
 
 # uid mode's worker uids. A uid-mode harness freezes and kills with kill(-1) as a worker's uid, which
 # reaches every process of that uid in its PID namespace and the ones below it; so no two harnesses
@@ -62,10 +63,35 @@ def uid_mode_uids() -> dict[str, int]:
 _slot: list[int] = []        # [index, the lock's fd], once taken: held until this process ends
 
 
+def in_use(uids: list[int]) -> dict[int, str]:
+    """Those of `uids` that someone else has, each with whom: a passwd entry names it, or a live process
+    runs as it (any of its real, effective, saved or file-system uids, in any PID namespace this one
+    shows). A worker uid is one nobody else has: a freeze sends kill(-1) as it, a kill and the
+    guardian end every process of it (issue 46: a bystander `sleep` of such a uid was frozen and killed)."""
+    found = {}
+    for uid in uids:
+        try:
+            found[uid] = f"the user {pwd.getpwuid(uid).pw_name}"
+        except KeyError:
+            pass
+    wanted = set(uids) - set(found)
+    for entry in os.scandir("/proc") if wanted else ():
+        if entry.name.isdigit():
+            try:
+                line = next(x for x in procfs.read(f"{entry.path}/status").splitlines() if x.startswith(b"Uid:"))
+            except (OSError, StopIteration):
+                continue
+            for uid in wanted & {int(x) for x in line.split()[1:]}:
+                found.setdefault(uid, f"process {entry.name}")
+    return found
+
+
 def uid_slot() -> int:
     """This process's uid slot: the first of UID_SLOTS lock files under a folder only root may
-    enter (uid mode is root's) that no other live process holds."""
+    enter (uid mode is root's) that no other live process holds, and whose uids nobody else has
+    (in_use, checked with the lock held: a slot skipped is left to the next harness to look)."""
     if not _slot:
+        taken: dict[int, str] = {}
         for folder in UID_SLOT_DIRS:
             try:
                 folder.mkdir(mode=0o700, exist_ok=True)
@@ -80,8 +106,17 @@ def uid_slot() -> int:
                 except BlockingIOError:
                     os.close(fd)
                     continue
+                used = in_use([base + 2 * index for base in role_groups().values()])
+                if used:
+                    taken.update(used)
+                    os.close(fd)
+                    continue
                 _slot[:] = [index, fd]
                 return index
+            if taken:
+                raise DawnbenchError("no uid-mode slot is free: the others' uids are in use ("
+                                     + ", ".join(f"{uid}: {who}" for uid, who in sorted(taken.items())[:4])
+                                     + "); wait for a harness to end, or free those uids")
             raise DawnbenchError(f"{UID_SLOTS} uid-mode harnesses are running on this machine already "
                                  f"(their locks are in {folder}): wait for one to end")
         raise DawnbenchError(f"no folder for uid mode's locks: none of {', '.join(map(str, UID_SLOT_DIRS))} "
