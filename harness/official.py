@@ -28,6 +28,8 @@ def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[s
                      f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
     if not isolation.isolated:
         found.append(isolation.reason)
+    if isolation.mode == "uid" and uid_mode.unconfined():
+        found.append(uid_mode.unconfined())
     if isolation.mode == "uid":
         # uid mode has no mount namespace: the workers see the host's files as any other user does, so
         # the eval labels are out of their reach only where the folders holding them are private.

@@ -20,7 +20,7 @@ import pytest
 from cheats import write_reference
 
 from harness import data_views, datasets
-from harness.sandbox import procfs, uid_mode
+from harness.sandbox import modes, procfs, uid_mode
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: it needs root")
 
@@ -183,3 +183,29 @@ def test_a_bystander_of_a_candidate_uid_is_neither_frozen_nor_killed(tmp_path):
 def test_a_uid_a_passwd_entry_names_is_in_use():
     assert uid_mode.in_use([0, 65534]) == {0: "the user root", 65534: "the user nobody"}
     assert uid_mode.in_use([uid_mode.UID_SLOTS * 2 + 4_000_000]) == {}
+
+
+def test_uid_mode_on_a_bare_host_is_not_official(tmp_path, monkeypatch):
+    """Issue 46, attack 7: on a bare host uid mode's workers read what any user may read (the test
+    labels in apt's cache of the Debian package) and reach the network; only a reference's image run
+    without a network confines them. The verdict says which, in one line."""
+    from conftest import REPO
+
+    from harness import registry
+    from harness.eval_set import EvalSet
+    from harness.official import official_verdict
+    monkeypatch.setattr(uid_mode, "BUILD_INFO", tmp_path / "no-build.json")
+    bare = uid_mode.unconfined()
+    assert bare.startswith("uid mode outside a container:") and "\n" not in bare
+    spec = registry.load_spec("fashion-mnist-cnn-pytorch", REPO / "references")
+    verdict = official_verdict(spec, spec.task.threshold, [], EvalSet(spec.task, 10000, None), modes.Isolation("uid"),
+                               data_root=tmp_path)
+    assert verdict["official"] is False and bare in verdict["unofficial_reasons"], verdict["unofficial_reasons"]
+    build, nets = tmp_path / "build.json", tmp_path / "net"
+    build.write_text("{}")
+    (nets / "lo").mkdir(parents=True)
+    monkeypatch.setattr(uid_mode, "BUILD_INFO", build)
+    monkeypatch.setattr(uid_mode, "NET_DEVICES", nets)
+    assert uid_mode.unconfined() is None               # a reference's image, no network but its loopback
+    (nets / "eth0").mkdir()
+    assert "uid mode in a container with a network (eth0)" in uid_mode.unconfined()

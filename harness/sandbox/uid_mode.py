@@ -37,6 +37,28 @@ UID_SLOT_DIRS = (Path("/run/dawnbench-uid-slots"), Path(tempfile.gettempdir()) /
 ROLE_MOUNTS = Path("/dawnbench-views")
 
 
+NET_DEVICES = Path("/sys/class/net")        # the network interfaces of this network namespace
+
+
+def unconfined() -> str | None:
+    """Why a uid-mode worker here is not confined to its view, as one line of a run's unofficial
+    reasons; None inside a reference's image with no network. uid mode has no namespaces: on a bare
+    host its workers read whatever other users may read (issue 46: the Fashion-MNIST test labels
+    from apt's cache of the Debian package, /var/cache/apt/archives) and reach the host's network."""
+    if not BUILD_INFO.is_file():
+        return ("uid mode outside a container: the reference's processes see this machine's files (apt's caches, "
+                "other users' data) and its network; run in the reference's image (make run-docker) or where "
+                "bubblewrap works")
+    try:
+        devices = sorted(p.name for p in NET_DEVICES.iterdir() if p.name != "lo")
+    except OSError:
+        devices = []
+    if devices:
+        return (f"uid mode in a container with a network ({', '.join(devices[:4])}): the reference's processes can "
+                f"reach it; run the container without one (docker --network none, as dawnbench's launcher does)")
+    return None
+
+
 def reachable_by_others(path: str | os.PathLike) -> bool:
     """Whether a uid that owns no folder on the way and is in none of their groups (uid mode's
     workers) can reach `path`: every folder from / down to it, itself included, lets others pass (o+x)."""
