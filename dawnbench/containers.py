@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import prices
-from harness import data_views, datasets, environment, errors, paths, provenance, registry, sandbox
+from harness import data_views, datasets, environment, errors, paths, provenance, registry
 from harness.arguments import DATA_FOLDER, RESULTS_FOLDER, Parser, reports_errors, whole
 from harness.errors import UsageError
+from harness.sandbox import uid_mode
 
 # Under a folder only root may enter (the images make it 0700): the harness, root in the container,
 # reads the labels and writes the results there; the reference's workers, dropped to their own uids,
@@ -640,7 +641,7 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     # A dataset too big to copy per run (ImageNet) is mounted a second time per role, where only
     # that role's sandboxed uid may enter (the image makes those folders; harness.sandbox, uid mode).
     for role, folder, relative in data_views.folder_views(spec.task.dataset, data_root):
-        volumes[str(folder)] = {"bind": str(sandbox.ROLE_MOUNTS / role / relative), "mode": "ro"}
+        volumes[str(folder)] = {"bind": str(uid_mode.ROLE_MOUNTS / role / relative), "mode": "ro"}
     environment_vars = {"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
                         # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it
                         "DAWNBENCH_RUN_TOKEN": secrets.token_hex(16),

@@ -25,7 +25,6 @@ from harness import (
     paths,
     result_identity,
     safe_write,
-    sandbox,
     worker_env,
 )
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
@@ -33,6 +32,7 @@ from harness.eval_set import EvalSet
 from harness.official import official_verdict
 from harness.registry import ReferenceSpec, UsageError
 from harness.roles import start_worker
+from harness.sandbox import handle, kernel, modes, scratch
 
 
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
@@ -67,7 +67,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     labels = eval_labels.load_eval_labels(task.dataset, data_root)
     dropped = eval_labels.load_blacklist(task.dataset, data_root)
 
-    isolation = sandbox.probe()
+    isolation = modes.probe()
     data_views.check_workers_can_read(task.dataset, data_root, isolation)
     model_record = model_source(model_path)
     # Before any of the reference's code runs: the code, data and model this inference is of, and
@@ -77,8 +77,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation,
                                    _inference_reasons(limit, len(labels), model_record), data_root=data_root,
                                    worker=worker)
-    sandbox.protect_harness()
-    work = sandbox.private_dir("infer")
+    kernel.protect_harness()
+    work = scratch.private_dir("infer")
     os.chmod(work, 0o755)
     models = work / "models"
     if model_path.is_dir():
@@ -215,7 +215,7 @@ def _start(role: str, spec, hyperparameters, data_root, work, isolation, seed, s
 def _load(worker, seen, spec, model_path) -> None:
     try:
         worker.call("load", path=f"{seen['snapshots']}/model")
-    except sandbox.WorkerError as e:   # the framework's own error, often many lines: keep it to one
+    except handle.WorkerError as e:   # the framework's own error, often many lines: keep it to one
         lines = [line.strip() for line in str(e).splitlines() if line.strip()] or ["load failed"]
         mismatch = [line for line in lines if "mismatch" in line]     # the line that names a shape
         detail = " ".join((mismatch or lines)[0].split())
@@ -228,7 +228,7 @@ def _hook(worker, op: str, what: str, **fields) -> np.ndarray:
     """One export hook of the reference; its failure as one line (a missing hook is the user's to fix)."""
     try:
         _, array = worker.call(op, **fields)
-    except sandbox.WorkerError as e:
+    except handle.WorkerError as e:
         detail = _one_line(str(e), f"{op} failed").split(": ", 1)[-1]
         if detail.startswith("UsageError: "):
             detail = detail[len("UsageError: "):]

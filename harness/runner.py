@@ -35,7 +35,6 @@ from harness import (
     result_identity,
     run_record,
     safe_write,
-    sandbox,
     snapshots,
     stop_rules,
 )
@@ -45,6 +44,7 @@ from harness.plan import Plan, RunOptions, make_plan
 from harness.registry import ReferenceSpec, check_trains
 from harness.roles import start_worker
 from harness.run_record import RunRecord
+from harness.sandbox import channel, handle, kernel, scratch
 from harness.stop_rules import CONVERGED, DNC, Outcome
 
 
@@ -61,7 +61,8 @@ class BudgetSpent(DawnbenchError):
 
 
 # Verdicts the harness reaches on the reference's behaviour: each is the run's DNC reason as it stands.
-VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, sandbox.FreezeError)
+VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, handle.FreezeError,
+            channel.ProtocolError)
 
 
 def _say(msg: str, rank: int) -> None:
@@ -127,7 +128,7 @@ class _Run:
         run_dir = safe_write.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
                                       self.opts.series_id) if plan.rank == 0 else None
         self.system = environment.describe_system(plan.data_root, plan.worker_env)
-        sandbox.protect_harness()
+        kernel.protect_harness()
         self.clock = Clock()      # the workers synchronize their device before they answer
         self.record = RunRecord(run_dir, self.spec, self.clock)
         self.trainer = self.predictor = None
@@ -160,7 +161,7 @@ class _Run:
     @contextlib.contextmanager
     def workers(self):
         """The scratch folder the workers' snapshots go to; at the end the workers are killed and it is removed."""
-        self.work = sandbox.private_dir("run")
+        self.work = scratch.private_dir("run")
         for folder in ("snapshots", "scored"):    # the trainer's, and the harness's copies it cannot reach
             (self.work / folder).mkdir()
         os.chmod(self.work, 0o755)
@@ -236,7 +237,7 @@ class _Run:
                            eval_from_epoch=p.budget.eval_from_epoch, max_epochs=p.budget.max_epochs)
         try:
             _, self.seen = self._start_worker("train", timeout=p.budget.max_seconds)
-        except sandbox.CallTimeout:
+        except handle.CallTimeout:
             raise self._spent("init") from None
         self.init_s = self.clock.lap("init")
         self.record.initialized()
@@ -256,7 +257,7 @@ class _Run:
         try:
             reply, _ = self.trainer.call("train", epoch=epoch, snapshot=snapshot,
                                          timeout=self._on_clock_left(f"epoch {epoch}"))
-        except sandbox.CallTimeout:
+        except handle.CallTimeout:
             self.trainer.freeze()
             self.clock.lap("train")
             if self.energy:
@@ -354,7 +355,7 @@ class _Run:
             self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{_snapshot_name(epoch)}",
                                 timeout=left())
             answer, array = self.predictor.call("predict", timeout=left())
-        except sandbox.CallTimeout:
+        except handle.CallTimeout:
             raise bound.over(epoch, time.perf_counter() - began) from None
         wall_s = time.perf_counter() - began
         self.predictor.freeze()          # nothing of it runs outside its eval span
@@ -395,8 +396,8 @@ class _Run:
         Call it inside the except."""
         trace = getattr(exc, "trace", "") or traceback.format_exc()
         self.record.error(trace)
-        outcome = stop_rules.failed(exc, (sandbox.WorkerError, sandbox.WorkerDied), VERDICTS)
-        if isinstance(exc, sandbox.WorkerError) and not exc.usage:
+        outcome = stop_rules.failed(exc, (handle.WorkerError, handle.WorkerDied), VERDICTS)
+        if isinstance(exc, handle.WorkerError) and not exc.usage:
             print(trace, file=sys.stderr)
         else:
             print(f"{self.spec.name}: {exc if getattr(exc, 'usage', False) else outcome.reason}", file=sys.stderr)
@@ -466,7 +467,7 @@ def _check_stats(raw: dict) -> dict[str, float]:
     forgery: refused in one line."""
     taken = sorted(set(map(str, raw)) & run_record.HARNESS_KEYS)
     if taken:
-        raise sandbox.WorkerError(f"train_epoch returned {', '.join(map(repr, taken))}, a name of a figure only the "
+        raise handle.WorkerError(f"train_epoch returned {', '.join(map(repr, taken))}, a name of a figure only the "
                                   f"harness writes (docs/RULES.md, \"Stopping and DNC\"); give your own stats other "
                                   f"names", usage=True)
     return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -130,12 +130,12 @@ def needs_isolation():
     DAWNBENCH_REQUIRE_ISOLATION=1, as CI sets, so the path that matters is never skipped there."""
     import pytest
 
-    from harness import sandbox
-    if sandbox.probe().isolated:
+    from harness.sandbox import modes
+    if modes.probe().isolated:
         return []
     if os.environ.get("DAWNBENCH_REQUIRE_ISOLATION") == "1":
-        raise RuntimeError(f"DAWNBENCH_REQUIRE_ISOLATION=1 but {sandbox.probe().reason}")
-    return pytest.mark.skip(reason=sandbox.probe().reason)
+        raise RuntimeError(f"DAWNBENCH_REQUIRE_ISOLATION=1 but {modes.probe().reason}")
+    return pytest.mark.skip(reason=modes.probe().reason)
 
 
 def write_reference(root: Path, name: str, cheat: str = "", entry: str = "Cheat") -> Path:

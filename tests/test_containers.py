@@ -33,8 +33,9 @@ from project_copy import FORK, MARKER, copy_project, fork
 
 from bench import compare
 from dawnbench import containers
-from harness import datasets, provenance, registry, sandbox
+from harness import datasets, provenance, registry
 from harness.errors import DawnbenchError
+from harness.sandbox import uid_mode
 
 REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
 BASE_TAG = "dawnbench-test/debian-python:bookworm"
@@ -762,7 +763,7 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
 
 def uid_processes() -> list[str]:
     """The host's processes of uid mode's worker uids (a container's included: no user namespace)."""
-    uids = {base + 2 * slot for base in sandbox.IMAGE_UIDS.values() for slot in range(sandbox.UID_SLOTS)}
+    uids = {base + 2 * slot for base in uid_mode.IMAGE_UIDS.values() for slot in range(uid_mode.UID_SLOTS)}
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -808,7 +809,7 @@ def test_a_kill_9_on_the_host_takes_the_whole_container_run_along(engine, defaul
             launcher.kill()
         for container in subprocess.run(listed, env=engine, capture_output=True, text=True).stdout.split():
             subprocess.run(["docker", "rm", "-f", container], env=engine, capture_output=True)
-    assert uid_processes() == []        # a host's uid-mode tests use other uids (sandbox.HOST_UIDS)
+    assert uid_processes() == []        # a host's uid-mode tests use other uids (uid_mode.HOST_UIDS)
     (run_dir,) = (results / DEFAULT).iterdir()
     if killed == "launcher":
         result = json.loads((run_dir / "result.json").read_text())       # stopped, not cut off

@@ -210,13 +210,14 @@ def test_make_list_and_a_typo_set_nothing_up(tmp_path):
 def test_messages_name_the_command_as_typed(monkeypatch):
     """$DAWNBENCH_PROG names the command in messages, the reference's sandboxed workers' too (the
     only DAWNBENCH_ variable they see); datasets.toml's fetch commands follow it."""
-    from harness import datasets, provenance, sandbox
+    from harness import datasets, provenance
     from harness.errors import command
+    from harness.sandbox import launch
     monkeypatch.setenv(launcher.PROG_ENV, "bin/dawnbench")
     monkeypatch.setenv("DAWNBENCH_DATA", "/secret")
     assert command("list") == "bin/dawnbench list"
     assert datasets.manifest("fashion-mnist")["fetch_command"] == "bin/dawnbench data fetch fashion-mnist"
-    env = sandbox._worker_env("/home", "/tmp", {})
+    env = launch.worker_environment("/home", "/tmp", {})
     assert env[launcher.PROG_ENV] == "bin/dawnbench" and "DAWNBENCH_DATA" not in env
     recorded = provenance.overrides()       # how the command was typed is no override of the run
     assert recorded["DAWNBENCH_DATA"] == "/secret" and launcher.PROG_ENV not in recorded
