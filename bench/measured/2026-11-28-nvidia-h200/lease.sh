@@ -18,7 +18,7 @@ fi
 bwrap --version; bwrap --unshare-pid --dev-bind / / true && echo "bwrap: runs"
 export PYTHONPATH=$PWD/.gpu/airbench-0.1.8${PYTHONPATH:+:$PYTHONPATH}
 export AIRBENCH94_MUON=$PWD/.gpu/airbench94_muon.py
-python3 -c "from harness import sandbox; print('isolation:', sandbox.probe())" 2>&1 | tail -1
+python3 -c "from harness.sandbox import modes; print('isolation:', modes.probe())" 2>&1 | tail -1  # harness/sandbox.py before the package (as run on 2026-11-28)
 part() {  # name, limit, extra arguments
   local name=$1 limit=$2; shift 2
   echo "=== python3 -m bench.gpu --parts $name $* (limit $limit s, $(date -u +%T))"
