@@ -156,11 +156,10 @@ ifeq ($(NPROC),1)
 else
 	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
 TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
-	@# Each rank's harness runs the tools environment's Python (--no-python: torchrun starts the command as
-	@# given); only the workers run REF's (docs/RULES.md, "The harness's environment").
-	DAWNBENCH_RUN_TOKEN=$$(od -An -tx1 -N16 /dev/urandom | tr -d " \n") DAWNBENCH_WORKER_PYTHON=$(VENV)/bin/python \
-	    $(TOOLS_VENV)/bin/python -m harness.local_ranks $(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) \
-	    --no-python $(TOOLS_VENV)/bin/python -m harness run $(REF) $(ARGS)
+	@# The rank launcher and each rank's harness are judge processes of the tools environment's Python (-I, no
+	@# start-up hook: harness/judge.py); only the workers run REF's (docs/RULES.md, "The harness's environment").
+	DAWNBENCH_WORKER_PYTHON=$(VENV)/bin/python \
+	    $(TOOLS_VENV)/bin/python -I harness/judge.py harness.local_ranks --nproc-per-node $(NPROC) run $(REF) $(ARGS)
 endif
 
 # No environment: the references are read from a bare python3.

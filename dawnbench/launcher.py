@@ -36,6 +36,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import judge
 from harness.errors import EXIT_USAGE, PROG_ENV, DawnbenchError, UsageError, quiet_on_closed_pipe, report
 from harness.worker_env import WORKER_PYTHON_ENV
 
@@ -321,7 +322,10 @@ def _dispatch(argv: list[str]) -> int:
         env[GUARD_ENV] = python.parent.parent.name
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execve(python, [str(python), "-m", "dawnbench.launcher", *argv], env)
+        # a judge process (harness/judge.py): -I, this checkout first on its path (not PYTHONPATH, nor an
+        # editable install of another clone), no inherited start-up hook, which its runs, a series' runs
+        # and a reproduction's would inherit (issue 46)
+        os.execve(python, judge.command("dawnbench.launcher", *argv, python=str(python)), judge.environment(env))
     except OSError as e:        # another user's environment, a broken link, a full disk while setting up
         where = e.filename or venvs_root()
         raise UsageError(f"cannot use the environment at {where}: {e.strerror or e}; run as the user who set it up, "

@@ -78,12 +78,11 @@ def test_default_reference_trains_and_infers(fashion_root, tmp_path):
 @pytest.mark.trains_default
 @pytest.mark.multiprocess
 def test_torchrun_two_processes_are_one_run(fashion_root, tmp_path):
-    """Launched as `make run NPROC=2` launches it: torchrun inside one loopback-only network namespace
-    that both ranks and their trainers share (harness/local_ranks.py)."""
+    """Launched as `make run NPROC=2` launches it: the harness's own rank launcher, a judge process, inside
+    one loopback-only network namespace that both ranks and their trainers share (harness/local_ranks.py)."""
     results = tmp_path / "results"
     proc = dawnbench("run", REF, "--threshold", "0.85", "--max-epochs", "3", "--results", str(results),
-                     "--no-progress", launcher=(PYTHON, "-m", "harness.local_ranks",
-                                                str(Path(PYTHON).parent / "torchrun"), "--standalone",
+                     "--no-progress", launcher=(PYTHON, "-I", str(REPO / "harness" / "local_ranks.py"),
                                                 "--nproc-per-node", "2", "-m", "dawnbench"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "keep this machine's network" not in proc.stderr

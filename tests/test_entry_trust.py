@@ -8,6 +8,7 @@ import hashlib
 import json
 import shutil
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -324,8 +325,9 @@ def test_a_multi_rank_run_is_tried_where_the_ranks_are(tmp_path, monkeypatch, ca
     original = reproduce.read_original(path, None)            # no longer refused
     code = reproduce.Code(tmp_path / "references", tmp_path, "here")
     command = reproduce.run_command(original, code, "native", tmp_path, tmp_path / "results", ["--seed", "0"], None)
-    assert command[1:5] == ["-m", "harness.local_ranks", command[0], "-m"]
-    assert command[5:9] == ["torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    # the judge's own launcher in the judge's interpreter, never the reference's torchrun (issue 46)
+    assert command[:2] == [sys.executable, "-I"] and "torch.distributed.run" not in command
+    assert command[3:7] == ["harness.local_ranks", "--nproc-per-node", "2", "-m"]
     monkeypatch.setattr(reproduce, "available_processes", lambda env: 8)
     assert reproduce.ranks_here(original, "docker", "", None)[0] == "native"
     monkeypatch.setattr(reproduce, "available_processes", lambda env: 1)
