@@ -95,12 +95,14 @@ DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOO
 data: check-ref $(TOOLS_VENV)/.installed
 	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
 
-# `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into REF's environment.
+# `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into the tools
+# environment, where the harness's timing process runs (a judge process: never the reference's environment, whose
+# requirements could bring a runtime of their own; docs/RULES.md, "Inference").
 INFER_RUNTIME ?=
-infer-runtime: check-ref $(VENV)/.installed
+infer-runtime: $(TOOLS_VENV)/.installed
 	@test -f requirements/infer-$(INFER_RUNTIME).txt || { echo "INFER_RUNTIME=$(INFER_RUNTIME): expected onnxruntime or openvino" >&2; exit 2; }
-	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/infer-$(INFER_RUNTIME).txt $(QUIET_PIP)
-	@$(VENV)/bin/pip check >/dev/null || { $(VENV)/bin/pip check; exit 1; }
+	$(TOOLS_VENV)/bin/pip install $(PIP_FLAGS) -r requirements/infer-$(INFER_RUNTIME).txt $(QUIET_PIP)
+	@$(TOOLS_VENV)/bin/pip check >/dev/null || { $(TOOLS_VENV)/bin/pip check; exit 1; }
 
 # RUNTIME=auto: docker when an engine answers and has (or can pull) the base of REF's image, else
 # native; either way one line says which and why (python -m dawnbench.containers runtime: exit 0

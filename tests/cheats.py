@@ -227,3 +227,28 @@ def speed_up(run_dir: Path, factor: float) -> None:
     hours = {row["epoch"]: tta(row["epoch"]) / 3600 for row in result["history"]}
     tsv.write_text("\n".join("\t".join(row if n == 0 else [row[0], f"{hours[int(row[0])]:.6f}", *row[2:]])
                              for n, row in enumerate(rows)) + "\n")
+
+
+def entrant_environment(root: Path, plant: dict[str, str]) -> Path:
+    """A reference's environment as an entrant's requirements leave it: this test environment's packages
+    (each linked into a venv of its own: cheap) with `plant` added to its site-packages ({relative path:
+    text}: a .pth, a package of the entrant's own build shadowing a real one). Its bin/python."""
+    venv = root / "entrant-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    ours = Path(__import__("numpy").__file__).resolve().parent.parent
+    shadowed = {Path(p).parts[0] for p in plant}
+    for name in os.listdir(ours):
+        if name not in shadowed and not name.startswith("__editable__") and not (site / name).exists():
+            (site / name).symlink_to(ours / name)
+    for relative, text in plant.items():
+        (site / relative).parent.mkdir(parents=True, exist_ok=True)
+        (site / relative).write_text(textwrap.dedent(text), encoding="utf-8")
+    return venv / "bin" / "python"
+
+
+def marking(marker: Path, what: str) -> str:
+    """Python that appends `what`, this process's id and its command line to `marker` (where it can)."""
+    return (f"import os, sys\ntry:\n    open({str(marker)!r}, 'a').write('{what} ' + str(os.getpid()) + ' ' + "
+            f"' '.join(sys.argv) + chr(10))\nexcept OSError:\n    pass\n")
