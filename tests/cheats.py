@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -229,19 +230,43 @@ def speed_up(run_dir: Path, factor: float) -> None:
                              for n, row in enumerate(rows)) + "\n")
 
 
-def entrant_environment(root: Path, plant: dict[str, str]) -> Path:
-    """A reference's environment as an entrant's requirements leave it: this test environment's packages
-    (each linked into a venv of its own: cheap) with `plant` added to its site-packages ({relative path:
-    text}: a .pth, a package of the entrant's own build shadowing a real one). Its bin/python."""
+def entrant_environment(root: Path, plant: dict[str, str], distributions: tuple[str, ...] = ("numpy",)) -> Path:
+    """A reference's environment as an entrant's requirements leave it, under `root` (not under /tmp: a sandboxed
+    worker's /tmp is its own): `distributions` of this test environment and what they require, hard-linked file
+    by file (a worker's view holds the environment's folder, so no link may lead out of it), with `plant` added
+    to its site-packages ({relative path: text}: a .pth, a package of the entrant's own build shadowing a real
+    one). Its bin/python."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
     venv = root / "entrant-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True).stdout.strip())
-    ours = Path(__import__("numpy").__file__).resolve().parent.parent
     shadowed = {Path(p).parts[0] for p in plant}
-    for name in os.listdir(ours):
-        if name not in shadowed and not name.startswith("__editable__") and not (site / name).exists():
-            (site / name).symlink_to(ours / name)
+    todo, done = list(distributions), set()
+    while todo:
+        name = todo.pop().lower().replace("_", "-")
+        if name in done:
+            continue
+        done.add(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        for req in dist.requires or ():
+            parsed = Requirement(req)
+            if parsed.marker is None or parsed.marker.evaluate({"extra": ""}):
+                todo.append(parsed.name)
+        for file in dist.files or ():
+            source, target = Path(dist.locate_file(file)), site / file
+            if file.parts[0] in shadowed or ".." in file.parts or not source.is_file() or target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copy2(source, target)
     for relative, text in plant.items():
         (site / relative).parent.mkdir(parents=True, exist_ok=True)
         (site / relative).write_text(textwrap.dedent(text), encoding="utf-8")
