@@ -194,9 +194,11 @@ def speed_up(run_dir: Path, factor: float) -> None:
         for name in ("predictor_s", "predictor_cpu_s", "train_s", "train_cpu_s"):
             if name in m:
                 m[name] = round(m[name] * factor, 3)
+        if "rank_train_s" in m:
+            m["rank_train_s"] = [round(t * factor, 3) for t in m["rank_train_s"]]
         m["eval_bound_s"] = round(eval_bound.EvalBound.of(
             train_s=m["train_s"], eval_examples=examples, train_examples=train_examples,
-            ranks=result.get("world_size", 1), start_s=init_s if i == 0 or m.get("fresh_predictor") else None,
+            rank_train_s=m.get("rank_train_s", ()), start_s=init_s if i == 0 or m.get("fresh_predictor") else None,
             passes=m.get("eval_passes", 1.0)).seconds, 3)
     def train_time(epoch: int) -> float:     # the train spans only, through `epoch` (docs/RULES.md)
         return sum(clock[("epoch_stop", n)] - clock[("epoch_start", n)] for n in trained if n <= epoch)
