@@ -27,6 +27,8 @@ from harness import (
     result_identity,
     safe_write,
     sandbox,
+    snapshots,
+    verify_run,
     worker_env,
 )
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
@@ -156,13 +158,18 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
 
 def _inference_reasons(limit: int | None, total: int, model_record: dict) -> list[str]:
     """Why this inference cannot be an official entry, beyond what a run shares (threshold, data,
-    isolation, code): a part of the eval set, or a model whose own run was not official."""
+    isolation, code): a part of the eval set, or a model whose own run was not official or is not that run's
+    scored model."""
     reasons = []
     if limit is not None and limit < total:
         reasons.append(f"--limit {limit} times {limit} of the {total} eval items, not the whole eval set")
     run = model_record.get("run")
     if model_record["kind"] == "run" and run.get("official") is not True:
         reasons.append(f"the model's run ({run.get('reference')}, result.json beside the model) is not official")
+    if model_record.get("is_the_runs_model") is False:
+        reasons.append(f"the model is not its run's: its files hash to {model_record['sha256'][:16]}..., the run's log scored "
+                       f"{str(run.get('scored_snapshot_sha256'))[:16]}... (changed after the run?); infer the run's "
+                       f"own model/")
     return reasons
 
 
@@ -184,8 +191,22 @@ def model_source(model_path: Path) -> dict:
             record.update(kind="run", run={"reference": run.get("reference"), "status": run.get("status"),
                                            "metric": run.get("metric"), "metric_value": run.get("metric_value"),
                                            "official": run.get("official"),
-                                           "result_sha256": inference_engines.sha256(result_file)})
+                                           "result_sha256": inference_engines.sha256(result_file),
+                                           "scored_snapshot_sha256": _scored_sha256(model_path.parent)})
+    # The files loaded are the run's model only when they hash to the snapshot its log scored: a model
+    # fine-tuned on the public test set after the run (and put back before submit) is not (issue 46).
+    record["sha256"] = snapshots.manifest_sha256({rel: (f["bytes"], f["sha256"]) for rel, f in hashes.items()})
+    if record["kind"] == "run":
+        record["is_the_runs_model"] = record["sha256"] == record["run"]["scored_snapshot_sha256"]
     return record
+
+
+def _scored_sha256(run_dir: Path) -> str | None:
+    """The run's log's hash of its scored model (events.jsonl beside the model), or None without one."""
+    try:
+        return verify_run.scored_model_sha256(verify_run.read_events(run_dir))
+    except (OSError, ValueError, DawnbenchError):
+        return None
 
 
 class RuntimeFailed(DawnbenchError):

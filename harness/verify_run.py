@@ -823,10 +823,17 @@ def _train_examples(events: list[dict], task: Task, official: bool) -> int:
     return count
 
 
+def scored_model_sha256(events: list[dict]) -> str | None:
+    """The sha256 the log holds of the run's model: the last scored snapshot's (tree_sha256), or None."""
+    scored = [e for e in events if e["key"] == "eval_accuracy"]
+    logged = (scored[-1].get("metadata") or {}).get("snapshot_sha256") if scored else None
+    return logged if isinstance(logged, str) else None
+
+
 def _model_check(run_dir: Path, events: list[dict]) -> str:
     """The kept model/ is byte for byte the last scored snapshot: its hash is the one logged then."""
     scored = [e for e in events if e["key"] == "eval_accuracy"]
-    logged = (scored[-1].get("metadata") or {}).get("snapshot_sha256") if scored else None
+    logged = scored_model_sha256(events)
     model = run_dir / "model"
     if not model.is_dir():
         return "no model kept (none saved, or the run diverged)"
