@@ -57,7 +57,7 @@ def test_a_missing_program_is_one_line():
 
 def test_no_command_prints_the_usage():
     proc = local_ranks()
-    assert proc.returncode == 2 and "usage: python -m harness.local_ranks COMMAND" in proc.stderr
+    assert proc.returncode == 2 and "python -m harness.local_ranks COMMAND [ARG ...]" in proc.stderr
     assert "harness.local_ranks --nproc-per-node N [-m MODULE] ARG" in proc.stderr
 
 
