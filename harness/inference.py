@@ -22,9 +22,12 @@ from harness import (
     environment,
     eval_labels,
     inference_engines,
+    judge,
     paths,
     result_identity,
     safe_write,
+    snapshots,
+    verify_run,
     worker_env,
 )
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
@@ -155,13 +158,18 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
 
 def _inference_reasons(limit: int | None, total: int, model_record: dict) -> list[str]:
     """Why this inference cannot be an official entry, beyond what a run shares (threshold, data,
-    isolation, code): a part of the eval set, or a model whose own run was not official."""
+    isolation, code): a part of the eval set, or a model whose own run was not official or is not that run's
+    scored model."""
     reasons = []
     if limit is not None and limit < total:
         reasons.append(f"--limit {limit} times {limit} of the {total} eval items, not the whole eval set")
     run = model_record.get("run")
     if model_record["kind"] == "run" and run.get("official") is not True:
         reasons.append(f"the model's run ({run.get('reference')}, result.json beside the model) is not official")
+    if model_record.get("is_the_runs_model") is False:
+        reasons.append(f"the model is not its run's: its files hash to {model_record['sha256'][:16]}..., the run's log scored "
+                       f"{str(run.get('scored_snapshot_sha256'))[:16]}... (changed after the run?); infer the run's "
+                       f"own model/")
     return reasons
 
 
@@ -183,8 +191,22 @@ def model_source(model_path: Path) -> dict:
             record.update(kind="run", run={"reference": run.get("reference"), "status": run.get("status"),
                                            "metric": run.get("metric"), "metric_value": run.get("metric_value"),
                                            "official": run.get("official"),
-                                           "result_sha256": inference_engines.sha256(result_file)})
+                                           "result_sha256": inference_engines.sha256(result_file),
+                                           "scored_snapshot_sha256": _scored_sha256(model_path.parent)})
+    # The files loaded are the run's model only when they hash to the snapshot its log scored: a model
+    # fine-tuned on the public test set after the run (and put back before submit) is not (issue 46).
+    record["sha256"] = snapshots.manifest_sha256({rel: (f["bytes"], f["sha256"]) for rel, f in hashes.items()})
+    if record["kind"] == "run":
+        record["is_the_runs_model"] = record["sha256"] == record["run"]["scored_snapshot_sha256"]
     return record
+
+
+def _scored_sha256(run_dir: Path) -> str | None:
+    """The run's log's hash of its scored model (events.jsonl beside the model), or None without one."""
+    try:
+        return verify_run.scored_model_sha256(verify_run.read_events(run_dir))
+    except (OSError, ValueError, DawnbenchError):
+        return None
 
 
 class RuntimeFailed(DawnbenchError):
@@ -353,13 +375,12 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
                        "selection": f"a random subset drawn with seed {seed}, unaugmented",
                        "sha256": hashlib.sha256(np.ascontiguousarray(examples).tobytes()).hexdigest()}
     (folder / "request.json").write_text(json.dumps(request), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    # The exported runtimes are the reference environment's requirements (requirements/infer-*.txt
-    # installed there), so this process runs its interpreter, but as `python -I -S` with the harness's
-    # code and that environment's site-packages on its path: no start-up file of it runs here, and it
-    # never imports the reference's code.
-    proc = subprocess.run(worker_env.isolated_command("harness.inference_engines", str(folder / "request.json")), cwd=folder,
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    # The timing process is a judge process (harness/judge.py) of the harness's own interpreter, where the
+    # runtimes are pinned (requirements/infer-*.txt in the tools environment, /opt/harness in an image): it
+    # ran the reference's interpreter once, whose site-packages held whatever `onnxruntime` the entrant's
+    # requirements installed, and that build timed 0.070 ms against the honest 0.945 ms (issue 46).
+    proc = subprocess.run(judge.command("harness.inference_engines", str(folder / "request.json")), cwd=folder,
+                          env=judge.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
         if proc.returncode == 2 and lines[-1].startswith("error: "):

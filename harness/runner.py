@@ -117,6 +117,7 @@ class Trained:
     train_s: float = 0.0        # the epoch's train span
     cpu_s: float = 0.0          # the trainer's CPU seconds in it (every process, reaped children too)
     train_total_s: float = 0.0  # every train span so far, this epoch's included (every rank's max): the train time
+    rank_train_s: tuple = ()    # every rank's train span this epoch, rank by rank (the eval bound's)
 
 
 class _Run:
@@ -281,12 +282,14 @@ class _Run:
         loss = float(stats.get("loss", float("nan")))
         on_clock, bad_loss, train_total = self.group.max([self.clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0,
                                                           self.clock.totals["train"]])
-        # `samples` is what this rank trained on; MLPerf's train_samples is the whole run's, every rank's
-        (samples_all,) = self.group.sum([stats.get("samples", 0.0)])
+        # `samples` is what this rank trained on; MLPerf's train_samples is the whole run's, every rank's. In the
+        # same round trip every rank's train span, rank by rank, for the eval bound (a sum of one-hot rows)
+        own = [train_s if r == p.rank else 0.0 for r in range(p.world_size)]
+        samples_all, *rank_train_s = self.group.sum([stats.get("samples", 0.0), *own])
         self.record.epoch_trained(epoch, stats, samples_all, p.world_size)
         if bad_loss and math.isfinite(loss):     # another rank's loss diverged: so did the run
             loss = float("nan")
-        return Trained(stats, loss, on_clock, handover, train_s, cpu_s, train_total)
+        return Trained(stats, loss, on_clock, handover, train_s, cpu_s, train_total, tuple(rank_train_s))
 
     def evaluate(self, epoch: int, trained: Trained) -> bool:
         """Off the clock: rank 0 takes the epoch's snapshot out of the frozen trainer's reach and
@@ -339,7 +342,7 @@ class _Run:
         file and the eval's cost."""
         p, task = self.plan, self.task
         bound = eval_bound.EvalBound.of(train_s=trained.train_s, eval_examples=p.eval_set.examples,
-                                        train_examples=p.train_examples, ranks=p.world_size,
+                                        train_examples=p.train_examples, rank_train_s=trained.rank_train_s,
                                         start_s=self.init_s, passes=self.spec.task.eval_passes)
         began = time.perf_counter()
 
@@ -365,6 +368,7 @@ class _Run:
         cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(cpu_s, 3),
                 "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.task.eval_passes,
                 "fresh_predictor": True, "train_s": round(trained.train_s, 3),
+                "rank_train_s": [round(t, 3) for t in trained.rank_train_s],
                 "train_cpu_s": round(trained.cpu_s, 3)}
         predictions = answer["answers"] if "answers" in answer else array
         count = task.count(predictions) if predictions is not None else 0

@@ -134,7 +134,9 @@ def test_dockerfile_static_rules(name):
     assert "COPY --from=requirements /opt/harness /opt/harness" in instructions
     assert any(line.startswith("DAWNBENCH_WORKER_PYTHON=/opt/venv/bin/python") for line in instructions)   # in ENV
     entrypoint = (REPO / "docker" / "entrypoint.sh").read_text()
-    assert "exec /opt/harness/bin/python -m harness" in entrypoint and "/opt/venv/bin/python -m" not in entrypoint
+    # a judge process: -I and harness/judge.py, so the image's PYTHONPATH or a start-up hook reaches no harness (issue 46)
+    assert "exec /opt/harness/bin/python -I -B /opt/dawnbench/harness/judge.py harness" in entrypoint
+    assert "/opt/venv/bin/python -m" not in entrypoint and "unset LD_PRELOAD LD_AUDIT" in entrypoint
 
 
 COMMIT_ARGS = ("REFERENCE", "GIT_COMMIT", "GIT_DIRTY", "REFERENCE_TREE_SHA256")
