@@ -795,6 +795,8 @@ def check(paths: list[Path], allow_unofficial: bool = False, level: str = "stric
         else:
             jsons.append(path)
     jsons = list(dict.fromkeys(jsons))
+    checked = {_norm(j) for j in jsons}
+    owners = _LogOwners()
     referenced: set[Path] = set()
     refused_name: set[str] = set()      # entries whose logFilename was refused: their log's line says no more
     for path in jsons:
@@ -807,13 +809,14 @@ def check(paths: list[Path], allow_unofficial: bool = False, level: str = "stric
     for log in dict.fromkeys(tsvs):
         if _norm(log) in referenced:
             continue
-        owner = _owner_of(log)
+        owner = owners.of(log)
         if owner is not None and _norm(owner) in refused_name and owner.stem == log.stem:
             continue
-        if owner is not None and _norm(owner) not in {_norm(j) for j in jsons}:
+        if owner is not None and _norm(owner) not in checked:
             found, named = check_entry(owner, allow_unofficial, level=level)     # the log's entry, named by the log
             problems += found
             jsons.append(owner)
+            checked.add(_norm(owner))
             if named is not None and _norm(named) == _norm(log):
                 continue
         problems.append(Problem(str(log), 1, "path", "a training log that no entry JSON in its folder names "
@@ -825,20 +828,38 @@ def _norm(path: Path) -> str:
     return os.path.normpath(os.path.abspath(path))
 
 
-def _owner_of(log: Path) -> Path | None:
-    """The JSON in the log's folder that names this log (or has its stem), if any."""
-    try:
-        candidates = sorted(log.parent.glob("*.json"))
-    except (OSError, ValueError):
-        return None
-    for candidate in candidates:
-        if candidate.stem == log.stem:
-            return candidate
-    for candidate in candidates:
-        value, _, _ = read_json(candidate)
-        if isinstance(value, dict) and value.get("logFilename") == log.name:
-            return candidate
-    return None
+class _LogOwners:
+    """The JSON in a log's folder that names the log (or has its stem), if any. Each folder is listed,
+    and each of its JSONs read, once: a hostile tree of thousands of logs that no JSON names would
+    otherwise read every JSON of the folder once per log (quadratic: 2,000 such entries took minutes)."""
+
+    def __init__(self) -> None:
+        self._folders: dict[Path, tuple[dict[str, Path], dict[str, Path]] | None] = {}
+
+    def of(self, log: Path) -> Path | None:
+        if log.parent not in self._folders:
+            self._folders[log.parent] = self._index(log.parent)
+        index = self._folders[log.parent]
+        if index is None:
+            return None
+        by_stem, by_log = index
+        return by_stem.get(log.stem) or by_log.get(log.name)
+
+    @staticmethod
+    def _index(folder: Path) -> tuple[dict[str, Path], dict[str, Path]] | None:
+        """({stem: its JSON}, {logFilename: the first JSON, in name order, that names it})."""
+        try:
+            candidates = sorted(folder.glob("*.json"))
+        except (OSError, ValueError):
+            return None
+        by_stem = {candidate.stem: candidate for candidate in candidates}
+        by_log: dict[str, Path] = {}
+        for candidate in candidates:
+            value, _, _ = read_json(candidate)
+            name = value.get("logFilename") if isinstance(value, dict) else None
+            if isinstance(name, str):
+                by_log.setdefault(name, candidate)
+        return by_stem, by_log
 
 
 def build_parser(p: Parser | None = None) -> Parser:
