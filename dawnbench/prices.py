@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import safe_read
 from harness.arguments import MAX_USD_PER_HOUR, path_problem
 from harness.errors import UsageError
 
@@ -232,8 +233,8 @@ def check_price_record(text: str) -> None:
     record is what `--instance` passes, and any other figure for that instance is not its price. A
     record that is not JSON is left to the harness's parser, which says what is wrong with it."""
     try:
-        record = json.loads(text)
-    except ValueError:
+        record = safe_read.parse_json(text, "a price record")
+    except safe_read.Refused:
         return
     problem = table_disagreement(record)
     if problem:

@@ -16,12 +16,11 @@ builds its parsers with the add_*_options functions below and runs the cmd_* fun
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
-from harness import datasets, eval_labels, inference, inference_engines, paths, plan, registry, runner, task_kinds
+from harness import datasets, eval_labels, inference, inference_engines, paths, plan, registry, runner, safe_read, task_kinds
 from harness.arguments import (
     DATA_FOLDER,
     MAX_EPOCHS,
@@ -170,9 +169,9 @@ def parse_price_record(text: str) -> dict:
     """The --price-record JSON: one node's {"instance", "usd_per_hour", "source", "date"}."""
     fix = 'give {"instance": "provider:instance", "usd_per_hour": USD, "source": URL, "date": "yyyy-mm-dd"}'
     try:
-        record = json.loads(text)
-    except ValueError:
-        raise UsageError(f"--price-record {shown(repr(text))}: not JSON; {fix}") from None
+        record = safe_read.parse_json(text, "a price record")
+    except safe_read.Refused as e:
+        raise UsageError(f"--price-record {shown(repr(text))}: {e.reason}; {fix}") from None
     if not isinstance(record, dict) or sorted(record) != sorted(PRICE_FIELDS):
         raise UsageError(f"--price-record: expected exactly the fields {', '.join(PRICE_FIELDS)}; {fix}")
     usd = record["usd_per_hour"]
@@ -230,8 +229,8 @@ def _recorded_hyperparameters(spec, model: Path) -> dict:
     --set loads with the same network; {} when the model did not come from a run of `spec`."""
     result_file = Path(model).parent / "result.json"
     try:
-        result = json.loads(result_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        result = safe_read.read_json(result_file, result_file.parent)
+    except safe_read.Refused:
         return {}
     if not isinstance(result, dict) or result.get("reference") != spec.name:
         return {}
@@ -265,7 +264,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 def dataset_of(args: argparse.Namespace) -> str:
     """The dataset a `data` command names: given, or that of --reference's task."""
     if args.reference:
-        return registry.load_spec(args.reference, args.references).task.dataset
+        dataset = registry.load_spec(args.reference, args.references).task.dataset
+        if args.dataset and args.dataset != dataset:
+            raise UsageError(f"{args.dataset} and --reference {args.reference} name different datasets (its task "
+                             f"reads {dataset}): give the dataset or the reference, not both")
+        return dataset
     if not args.dataset:
         raise UsageError(f"name a dataset ({', '.join(datasets.dataset_names())}) or --reference REF")
     return args.dataset

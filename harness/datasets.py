@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from harness import paths
+from harness import paths, safe_read
 from harness.arguments import path_kind, path_problem
 from harness.errors import DawnbenchError, command
 
@@ -100,9 +100,51 @@ def _builtin_manifests() -> dict:
 def _override_manifests(path: str, mtime_ns: int, size: int) -> dict:
     # Keyed on the file's identity, so a new path or an edited file is read afresh.
     try:
-        return tomllib.loads(Path(path).read_text("utf-8"))
+        manifests = tomllib.loads(Path(path).read_text("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise DatasetError(f"cannot read ${MANIFEST_ENV}={path}: {exc}; fix the file or unset the variable") from exc
+        raise DatasetError(f"cannot read ${MANIFEST_ENV}={path}: {exc}; fix the file or unset the variable") from None
+    # tomllib's other failures: a whole number Python will not make (over 4,300 digits), arrays nested
+    # thousands deep (it recurses per level)
+    except (ValueError, RecursionError):
+        raise DatasetError(f"cannot read ${MANIFEST_ENV}={path}: it holds a number too long or arrays nested too "
+                           f"deeply for a manifest; fix the file or unset the variable") from None
+    for name, entry in manifests.items():
+        _check_shape(name, entry, f"${MANIFEST_ENV}={path}")
+    return manifests
+
+
+# The shape of a manifest entry, so that a hand-written override ("files" = "oops") is one line here
+# rather than an AttributeError wherever the key is read: the keys that hold text, tables, lists of text.
+_TEXT_KEYS = ("dir", "fetch_command", "eval_labels", "format", "subdir", "record", "classes", "compression",
+              "debian_package", "debian_dir", "url_base", "url_env", "default", "fresh_for")
+_TABLE_KEYS = ("files", "splits", "archive", "archives", "blacklist", "sources")
+
+
+def _check_shape(name: str, entry, where: str) -> None:
+    """DatasetError (one line, naming the field and `where` the manifest came from) unless `entry` is
+    a table whose known keys have their types: text, tables, `with` a list of text, each file a table
+    of checksums (text) and a size (a whole number)."""
+    def refuse(field: str, want: str, value) -> None:
+        raise DatasetError(f"{where}: [{name}] {field} is {type(value).__name__} {value!r:.40}, not {want}; write it "
+                           f"as harness/data/datasets.toml does")
+    if not isinstance(entry, dict):
+        refuse("", "a table", entry)
+    for key in _TEXT_KEYS:
+        if key in entry and not isinstance(entry[key], str):
+            refuse(key, "text", entry[key])
+    for key in _TABLE_KEYS:
+        if key in entry and not isinstance(entry[key], dict):
+            refuse(key, "a table", entry[key])
+    if "with" in entry and not (isinstance(entry["with"], list) and all(isinstance(w, str) for w in entry["with"])):
+        refuse("with", "a list of dataset names", entry["with"])
+    for filename, spec in entry.get("files", {}).items():
+        if not isinstance(spec, dict):
+            refuse(f"files.{filename}", "a table of checksums", spec)
+        for algo in CHECKSUMS:
+            if algo in spec and not isinstance(spec[algo], str):
+                refuse(f"files.{filename}.{algo}", "a hex digest (text)", spec[algo])
+        if "size" in spec and (type(spec["size"]) is not int or spec["size"] < 0):
+            refuse(f"files.{filename}.size", "a whole number of bytes", spec["size"])
 
 
 def _load_manifests() -> dict:
@@ -356,7 +398,7 @@ def _known_hashes(path: Path) -> dict[tuple[str, int, int], str]:
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))["files"]
         return {(rel, size, mtime): digest for rel, size, mtime, digest in rows if mtime is not None}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return {}
 
 
@@ -407,8 +449,8 @@ def verify_prepared(directory: str | os.PathLike, manifest_path: str | os.PathLi
         if manifest_data.get("format") != PREPARED_FORMAT:
             raise ValueError(f"format is {manifest_data.get('format')!r}, not {PREPARED_FORMAT!r}")
         recorded = {rel: (size, mtime, sha) for rel, size, mtime, sha in manifest_data["files"]}
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise DatasetError(f"dataset {label}: manifest {path} is malformed ({exc}); {fix}") from exc
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        raise DatasetError(f"dataset {label}: manifest {path} is malformed ({type(exc).__name__}: {exc}); {fix}") from None
     try:
         listing = _prepared_listing(directory, path)
     except OSError as exc:
@@ -456,13 +498,14 @@ def check_companions(name: str, data_root: str | os.PathLike | None = None) -> l
         # The provenance names each vector file by the sha256 its manifest (just checked) gives it.
         directory = dataset_dir(companion, data_root)
         try:
-            record = json.loads((directory / manifest(companion)["record"]).read_text(encoding="utf-8"))
+            record = safe_read.parse_json((directory / manifest(companion)["record"]).read_text(encoding="utf-8"),
+                                          "a dataset record")
             rows = json.loads((directory / PREPARED_MANIFEST).read_text(encoding="utf-8"))["files"]
             listed = {rel: (size, sha) for rel, size, _, sha in rows}
             for vectors in record["vectors"].values():
                 size, sha = listed[vectors["file"]]
                 _VERIFIED.setdefault(companion, {})[vectors["file"]] = {"sha256": sha, "size": size}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, safe_read.Refused) as exc:
             raise DatasetError(f"dataset {companion!r}: its record or manifest in {directory} is unreadable ({exc}); "
                                f"run: {manifest(companion)['fetch_command']}") from None
     return reasons
@@ -492,11 +535,11 @@ def check_prepared(name: str, data_root: str | os.PathLike | None = None) -> tup
         raise DatasetError(f"dataset {name!r} is not prepared in {directory} (no {PREPARED_MANIFEST}); {fix}")
     checked = verify_prepared(directory, name=f"{name} (prepared)")
     try:
-        record = json.loads((directory / entry["record"]).read_text(encoding="utf-8"))
+        record = safe_read.parse_json((directory / entry["record"]).read_text(encoding="utf-8"), "a dataset record")
         official, reasons = record["official"], record.get("unofficial_reasons") or []
         if not isinstance(official, bool) or not all(isinstance(r, str) for r in reasons):
             raise ValueError("official must be true or false, unofficial_reasons a list of text")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, safe_read.Refused) as exc:
         raise DatasetError(f"dataset {name!r}: its record {directory / entry['record']} is unreadable ({exc}); {fix}") from exc
     if official and not reasons:
         return checked, []

@@ -106,8 +106,17 @@ def depth(text: str, limit: int = MAX_DEPTH) -> int:
 
 
 def _parse_int(text: str):
-    # Python refuses to make ints of more than 4300 digits: such a number is as good as infinite
-    return int(text) if len(text) <= 4000 else (math.inf if not text.startswith("-") else -math.inf)
+    """A JSON whole number; one that no float can hold (over about 1.8e308: 309 digits) is as good as
+    infinite, and parses as the infinity every reader's finiteness check refuses, where float() of it
+    would raise OverflowError (and Python makes no int of over 4,300 digits at all)."""
+    if len(text) > 320:
+        return math.inf if not text.startswith("-") else -math.inf
+    value = int(text)
+    try:
+        float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+    return value
 
 
 class _Duplicate(Exception):       # not a ValueError: json.loads lets it through as it is
@@ -151,13 +160,16 @@ def _duplicate_key(text: str) -> tuple[str, int]:
     return "?", 1
 
 
-def parse_json(text: str):
-    """The JSON value of a text (NaN and Infinity parse as floats: callers report them); Refused
-    for an empty text, bad syntax, a key given twice in one object, or nesting deeper than MAX_DEPTH."""
+def parse_json(text: str, what: str = "an entry"):
+    """The JSON value of a text (NaN and Infinity parse as floats, and so does a whole number no float
+    holds: callers report them); Refused for an empty text, bad syntax, a key given twice in one
+    object, or nesting deeper than MAX_DEPTH. The one bounded JSON reader of the house: whatever
+    parses JSON that someone else wrote (a file, an option, a worker's message) parses it here.
+    `what` names the document in the messages."""
     if not text.strip():
-        raise Refused("empty file (write the entry as a JSON object)")
+        raise Refused(f"empty file (write {what} as a JSON object)")
     if depth(text) > MAX_DEPTH:
-        raise Refused(f"nested too deeply to be an entry (over {MAX_DEPTH} levels) (write a flat JSON object)")
+        raise Refused(f"nested too deeply to be {what} (over {MAX_DEPTH} levels) (write a flat JSON object)")
     try:
         return json.loads(text, parse_int=_parse_int, object_pairs_hook=_unique_keys)
     except _Duplicate:

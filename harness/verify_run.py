@@ -160,7 +160,7 @@ def _read(run_dir: Path, name: str, limit: int) -> bytes:
 def _result(run_dir: Path) -> tuple[dict, Task]:
     path = run_dir / "result.json"
     try:
-        result = safe_read.parse_json(safe_read.decode(_read(run_dir, "result.json", MAX_RESULT_BYTES)))
+        result = safe_read.parse_json(safe_read.decode(_read(run_dir, "result.json", MAX_RESULT_BYTES)), "a result")
     except Refused as e:
         raise VerifyError(f"{path}: {e.reason}") from None
     if not isinstance(result, dict):
@@ -185,7 +185,7 @@ def read_events(run_dir: Path) -> list[dict]:
         if not line.startswith(PREFIX):
             raise VerifyError(f"{path}:{n}: does not start with {PREFIX.strip()!r} (an MLLOG line of the harness)")
         try:
-            record = safe_read.parse_json(line[len(PREFIX):])
+            record = safe_read.parse_json(line[len(PREFIX):], "an event")
         except Refused as e:
             raise VerifyError(f"{path}:{n}: {e.reason}") from None
         metadata = record.get("metadata") if isinstance(record, dict) else None

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import safe_read
 from harness.errors import DawnbenchError
 
 HEADER = struct.Struct("<IQ")
@@ -99,10 +100,10 @@ def receive(fd: int, max_array: int = MAX_ARRAY) -> tuple[dict, np.ndarray | Non
     n_json, n_blob = HEADER.unpack(_read_exact(fd, HEADER.size))
     if n_json > MAX_JSON or n_blob > max_array:
         raise ProtocolError(f"the worker sent a frame of {n_json} + {n_blob} bytes, over the limit")
-    try:
-        message: Any = json.loads(_read_exact(fd, n_json))
-    except ValueError:
-        raise ProtocolError("the worker sent a frame that is not JSON") from None
+    try:     # bounded: a number no float holds is infinite, nesting past safe_read.MAX_DEPTH is refused
+        message: Any = safe_read.parse_json(safe_read.decode(_read_exact(fd, n_json)), "a message")
+    except safe_read.Refused as e:
+        raise ProtocolError(f"the worker sent a frame that is not a JSON message: {e.reason}") from None
     if not isinstance(message, dict):
         raise ProtocolError("the worker sent a JSON frame that is not an object")
     array = None
