@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from harness.errors import UsageError
 from harness.reference import Context, Reference, SetupSets
+from harness.registry import switch_value
 
 MODEL_FILE = "model.pt"
 CONFIG_FILE = "config.json"
@@ -50,17 +51,14 @@ def native_bf16(device: torch.device) -> bool:
 def resolve_switch(value, device: torch.device) -> bool:
     """A reference.toml switch (compile, bf16, channels_last, ...): "auto" is on with a CUDA device and
     off otherwise; "native" (for bf16) is on where the device computes bf16 in hardware
-    (`native_bf16`); else true / false."""
-    text = str(value).strip().lower()
-    if text == "auto":
+    (`native_bf16`); else true / false. Its words are the harness's (harness.registry.switch_value),
+    which refuses any other --set of a hyperparameter that [choices] declares a switch before the run."""
+    setting = switch_value(value)
+    if setting == "auto":
         return device.type == "cuda"
-    if text == "native":
+    if setting == "native":
         return native_bf16(device)
-    if text in ("true", "on", "1", "yes"):
-        return True
-    if text in ("false", "off", "0", "no"):
-        return False
-    raise ValueError(f"switch value {value!r}: expected \"auto\", \"native\", \"true\" or \"false\"")
+    return setting
 
 
 class TorchReference(Reference):

@@ -54,6 +54,8 @@ class ReferenceSpec:
     # [techniques]: name -> {"off": the --set assignments that turn it off, "about": one line}
     # (`dawnbench analyze lesion`); data only, checked like --set by _check_techniques
     techniques: dict[str, dict] = field(default_factory=dict)
+    # [choices]: a text hyperparameter -> SWITCH or the list of its values; what --set may give it
+    choices: dict[str, Any] = field(default_factory=dict)
 
     def load_entry_class(self, shown: Path | None = None):
         """The entry class: `module:Class` with module.py a file of the reference directory. Only
@@ -176,8 +178,12 @@ def listing(explicit: str | os.PathLike | None = None) -> list[str]:
     if not root.is_dir():
         raise UsageError(f"no references in {root}: give --references DIR or set {paths.REFERENCES_ENV}, or run from "
                          f"the folder that holds references/")
+    names = available(root)
+    if not names:       # an empty listing with exit 0 reads as "nothing to do" where the folder is the mistake
+        raise UsageError(f"no references found in {root} (no <name>/reference.toml under it): give --references DIR, "
+                         f"the folder that holds them, or set {paths.REFERENCES_ENV}")
     lines = []
-    for name in available(root):
+    for name in names:
         spec = load_spec(name, root)
         lines.append(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
     return lines
@@ -190,7 +196,7 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
 
 
 TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
-             "hyperparameters", "budget", "container", "inference", "techniques")
+             "hyperparameters", "budget", "container", "inference", "techniques", "choices")
 TECHNIQUE_KEYS = ("off", "about")
 BUDGET_KEYS = ("max_epochs", "max_seconds", "eval_from_epoch", "max_snapshot_mib", "eval_passes")
 CONTAINER_KEYS = ("gpus", "flavour", "parts")   # flavour, parts: docker/flavours.py's, not the harness's
@@ -339,6 +345,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         hyperparameters=dict(hyperparameters), max_epochs=max_epochs, max_seconds=max_seconds,
         eval_from_epoch=eval_from_epoch, gpus=container.get("gpus", False), container=dict(container),
         infers_only=only, inference_runtime=runtime, inference_precision=precision,
+        choices=_check_choices(toml_path, _check_table(toml_path, raw, "choices", None), hyperparameters),
     )
     spec.techniques = _check_techniques(toml_path, spec, _check_table(toml_path, raw, "techniques", None))
     return spec
@@ -379,6 +386,59 @@ def _check_techniques(toml_path: Path, spec: ReferenceSpec, table: dict) -> dict
     return checked
 
 
+def _check_choices(toml_path: Path, table: dict, hyperparameters: dict) -> dict[str, Any]:
+    """[choices]: each `key = "switch"` or `key = ["one", "another"]`, `key` a hyperparameter whose
+    default is text and among its choices, so that a --set outside them is refused before the run
+    starts rather than by the reference's code once the clock runs."""
+    fix = 'write key = "switch" (auto, native, true or false) or key = ["one", "another"]'
+    for key, allowed in table.items():
+        where = f"{toml_path}: field 'choices.{shown(key, 40)}'"
+        if not isinstance(hyperparameters.get(key), str):
+            raise UsageError(f"{where}: [choices] lists the values of a text hyperparameter, and {shown(key, 40)} is "
+                             + ("no hyperparameter" if key not in hyperparameters else
+                                f"{_describe(hyperparameters[key])}, typed by its default")
+                             + "; remove it from [choices]")
+        if allowed != SWITCH and not (isinstance(allowed, list) and allowed
+                                      and all(isinstance(a, str) and a.strip() for a in allowed)):
+            raise UsageError(f"{where} = {shown(repr(allowed), 60)}: {fix}")
+        want = choice_problem(hyperparameters[key], allowed)
+        if want:
+            raise UsageError(f"{where}: its default {hyperparameters[key]!r} is not {want}; add it, or change the default")
+    return dict(table)
+
+
+# A switch (compile, bf16, channels_last...: common.torch_base.resolve_switch reads it, a [choices]
+# entry "switch" declares it): "auto" (on with a CUDA device), "native" (on where the hardware computes
+# it) or a word for true or false. The one place its words are listed.
+SWITCH = "switch"
+_SWITCH_MODES = ("auto", "native")
+
+
+def switch_value(value: Any) -> str | bool:
+    """A switch's setting: "auto", "native", True or False (any case, a bool as itself); ValueError otherwise."""
+    text = str(value).strip().lower()
+    if text in _SWITCH_MODES:
+        return text
+    if text in _BOOL_WORDS:
+        return _BOOL_WORDS[text]
+    raise ValueError(f"switch value {value!r}: expected \"auto\", \"native\", \"true\" or \"false\"")
+
+
+def choice_problem(value: Any, allowed: Any) -> str | None:
+    """What a value of a hyperparameter with the [choices] entry `allowed` must be, when it is not
+    (e.g. "one of basic, bottleneck"); None when it is among them (any case, spaces around ignored:
+    the references read their text so)."""
+    if allowed == SWITCH:
+        try:
+            switch_value(value)
+            return None
+        except ValueError:
+            return "a switch: auto, native, true or false"
+    if str(value).strip().lower() in {a.strip().lower() for a in allowed}:
+        return None
+    return "one of " + ", ".join(allowed)
+
+
 # A whole-number hyperparameter goes to the frameworks, whose shapes, counts and steps are C ints: beyond
 # 2**31 - 1 it overflows there (or divides to zero steps) instead of being refused here.
 MAX_WHOLE = 2**31 - 1
@@ -391,7 +451,8 @@ def _toml_value(text: str) -> Any:
     _NOT_TOML when it is not one (a bare word, the comma list 0.1,0.01)."""
     try:
         return tomllib.loads(f"v = {text}\n")["v"]
-    except (tomllib.TOMLDecodeError, KeyError):
+    # ValueError: also a whole number of over 4,300 digits; RecursionError: brackets nested thousands deep
+    except (KeyError, ValueError, RecursionError):
         return _NOT_TOML
 
 
@@ -461,11 +522,11 @@ def _convert(key: str, text: str, default: Any, train_examples: int = 0) -> Any:
         typed = _typed(value, default)
         if batch and not 1 <= typed <= most:
             raise ValueError
-    except (ValueError, TypeError, IndexError):
+    except (ValueError, TypeError, IndexError, OverflowError):       # OverflowError: an int no float holds
         if batch:
-            raise UsageError(f"--set {key}={text}: give a whole number from 1 to {most:,} (the task's training "
+            raise UsageError(f"--set {key}={shown(text, 60)}: give a whole number from 1 to {most:,} (the task's training "
                              f"examples), e.g. --set {key}={default}") from None
-        raise UsageError(f"--set {key}={text}: {key!r} takes {_describe(default)} "
+        raise UsageError(f"--set {key}={shown(text, 60)}: {key!r} takes {_describe(default)} "
                          f"(default {_toml(default)})") from None
     return typed
 
@@ -490,4 +551,8 @@ def resolve_hyperparameters(spec: ReferenceSpec, assignments: list[str],
             valid = ", ".join(f"{k}={v!r}" for k, v in sorted(spec.hyperparameters.items()))
             raise UsageError(f"--set {key}: {spec.name} has no hyperparameter {key!r}; valid: {valid}")
         config[key] = _convert(key, text, spec.hyperparameters[key], spec.task.train_examples)
+        want = choice_problem(config[key], spec.choices[key]) if key in spec.choices else None
+        if want:
+            raise UsageError(f"--set {shown(item, 60)}: {key!r} takes {want} (default "
+                             f"{_toml(spec.hyperparameters[key])}; [choices] in its reference.toml)")
     return config
