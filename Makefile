@@ -48,7 +48,7 @@ define venv
 endef
 
 .PHONY: run run-native run-docker build base-image compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
-        data infer-runtime help clean check-ref
+        data infer-runtime help clean check-ref check-nproc
 
 help:
 	@echo "bin/dawnbench list|run|infer|submit|validate|leaderboard|analyze|verify|data ...: the one command (README)"
@@ -63,6 +63,11 @@ help:
 
 check-ref:
 	@test -f $(REF_DIR)/reference.toml || { echo "dawnbench: error: unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
+
+# Before any set-up: NPROC=abc (or 0) went as far as the rank launcher (or the container's torchrun).
+check-nproc:
+	@[[ "$(NPROC)" =~ ^[1-9][0-9]*$$ ]] || { echo "dawnbench: error: NPROC=$(NPROC): give the number of processes, \
+a whole number 1 or more, e.g. make run NPROC=2" >&2; exit 2; }
 
 # A virtual environment per reference: its pinned requirements and the `dawnbench` command's.
 # A reference pinned to numpy 1.23.5 (MXNet 1.9.1) includes requirements/harness-numpy1.txt, which
@@ -108,7 +113,7 @@ infer-runtime: $(TOOLS_VENV)/.installed
 # native; either way one line says which and why (python -m dawnbench.containers runtime: exit 0
 # docker, 3 native). Native rather than building a base: that needs root and minutes, and the
 # native path runs wherever make does.
-run: check-ref
+run: check-ref check-nproc
 	@case "$(RUNTIME)" in \
 	  docker) echo "runtime: docker (RUNTIME=docker)"; $(MAKE) --no-print-directory run-docker ;; \
 	  native) echo "runtime: native (RUNTIME=native)"; $(MAKE) --no-print-directory run-native ;; \
@@ -143,7 +148,7 @@ base-image: $(TOOLS_VENV)/.installed
 compose: $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers compose
 
-run-docker: check-ref $(TOOLS_VENV)/.installed
+run-docker: check-ref check-nproc $(TOOLS_VENV)/.installed
 	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
 	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
 
@@ -152,7 +157,7 @@ compare: check-ref $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m bench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
 
 # data before setup: make takes the prerequisites in order.
-run-native: data setup
+run-native: check-nproc data setup
 ifeq ($(NPROC),1)
 	$(DAWNBENCH) run $(REF) $(ARGS)
 else

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.arguments import Parser, reports_errors, tool_main
+from harness.arguments import Parser, check_path, reports_errors, tool_main
 from harness.errors import EXIT_FAILED, EXIT_OK, UsageError, command
 from harness.events import read_events
 
@@ -27,10 +27,13 @@ SEPARATOR = "-" * 30    # between the checker's messages
 
 def events_file(path: str) -> Path:
     p = Path(path)
+    fix = "give a run folder, results/<reference>/<run id>/"
+    check_path("", p, ("a file", "a folder"), fix)      # a device or a FIFO is said to be one, never opened
     events = p / "events.jsonl" if p.is_dir() else p
+    check_path("", events, ("a file",), fix)
     if not events.is_file():
         where = f"{p} has no events.jsonl" if p.is_dir() else f"{p} does not exist"
-        raise UsageError(f"{where}: give a run folder, results/<reference>/<run id>/")
+        raise UsageError(f"{where}: {fix}")
     return events
 
 

@@ -12,6 +12,7 @@ import argparse
 import functools
 import math
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -49,9 +50,19 @@ MAX_COST_USD = MAX_ENTRY_USD_PER_HOUR * MAX_SECONDS / 3600          # a whole ru
 MAX_TEXT = 300
 
 
+# What argparse takes for a negative number rather than an option: its own -1 and -.5, and also -1e5,
+# -inf and -nan, so that `--cost-per-hour -inf` reaches the option's range check instead of argparse's
+# "expected one argument".
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse.ArgumentParser whose errors raise harness.errors.UsageError (printed with
     `harness.errors.report`, exit status 2); subcommand parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
 
     def error(self, message):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
