@@ -168,6 +168,8 @@ def check_run_options(args: argparse.Namespace) -> None:
 def parse_price_record(text: str) -> dict:
     """The --price-record JSON: one node's {"instance", "usd_per_hour", "source", "date"}."""
     fix = 'give {"instance": "provider:instance", "usd_per_hour": USD, "source": URL, "date": "yyyy-mm-dd"}'
+    if not text.strip():
+        raise UsageError(f"--price-record {shown(repr(text))}: empty; {fix}")
     try:
         record = safe_read.parse_json(text, "a price record")
     except safe_read.Refused as e:

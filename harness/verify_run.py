@@ -168,7 +168,15 @@ def _result(run_dir: Path) -> tuple[dict, Task]:
     task = TASKS.get(result.get("task")) if isinstance(result.get("task"), str) else None
     if task is None:
         raise VerifyError(f"{path}: task is {str(result.get('task'))[:40]!r}, not one of {', '.join(sorted(TASKS))}")
+    for key in _WHOLE_FIELDS:       # a float here (a number no float holds reads as inf) is no count the checks could use
+        if isinstance(result.get(key), float):
+            raise VerifyError(f"{path}: {key} is {result[key]!r}, not a whole number (is this the result.json of "
+                              f"`harness run`?)")
     return result, task
+
+
+# result.json's counts: the checks read each as a whole number, or fall back to the task's when it is not one
+_WHOLE_FIELDS = ("seed", "nodes", "world_size", "eval_examples", "epochs", "eval_from_epoch")
 
 
 def read_events(run_dir: Path) -> list[dict]:

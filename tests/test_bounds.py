@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,24 @@ CASES = [   # (argv, words the line says)
     ([*RUN, "--set", "lr=0.1", "--set", "lr=0.2"], "--set lr=0.1 and --set lr=0.2: 'lr' is given twice; give each "
                                                    "hyperparameter once"),
     ([*INFER, "--set", "batch_size=64", "--set", " batch_size=64"], "'batch_size' is given twice"),
+    # issue 47: accepted, then the reference failed 38 s later (bf16), or a traceback (OverflowError, RecursionError)
+    ([*RUN, "--set", "bf16=sometimes"], "--set bf16=sometimes: 'bf16' takes a switch: auto, native, true or false "
+                                        "(default \"native\"; [choices] in its reference.toml)"),
+    ([*INFER, "--set", "bf16=often"], "'bf16' takes a switch: auto, native, true or false"),
+    ([*RUN, "--set", "lr=" + "9" * 400], "'lr' takes a finite number, 0 or more"),
+    ([*RUN, "--set", "widths=" + "[" * 40_000], "'widths' takes a list like [16, 32, 64]"),
+    ([*RUN, "--set", "epochs=" + "9" * 5000], "'epochs' takes a whole number from 0 to 2,147,483,647"),
+    ([*RUN, "--price-record", '{"instance": "x:y", "usd_per_hour": %s, "source": "me", "date": "2025-01-01"}' % ("9" * 400)],
+     "--price-record: usd_per_hour inf must be a number above 0 and at most 1,000"),
+    ([*RUN, "--price-record", "[" * 40_000 + "]" * 40_000], "nested too deeply"),
+    ([*RUN, "--price-record", ""], "--price-record '': empty; give {"),
+    ([*RUN, "--cost-per-hour", "-inf"], "--cost-per-hour -inf: give a finite number above 0 and at most 1000"),
+    ([*RUN, "--max-epochs", "-1e5"], "--max-epochs -1e5: give a whole number from 1"),
+    (["data", "fetch", "cifar10", "--reference", REF, "--data", "d"],
+     f"cifar10 and --reference {REF} name different datasets (its task reads fashion-mnist): give the dataset or the "
+     f"reference, not both"),
+    (["compliance", "/dev/zero"], "/dev/zero: is a device, not a file or folder; give a run folder"),
+    (["list", "--references", "empty"], "no references found in empty (no <name>/reference.toml under it)"),
 ]
 
 
@@ -141,7 +160,8 @@ CASES = [   # (argv, words the line says)
                                                    for a, _ in CASES])
 def test_each_bad_value_is_one_line_exit_2_nothing_written(place, capsys, argv, says):
     (place / "empty").mkdir()
-    line = refused(capsys, place, argv, "dawnbench" if argv[0] in ("run", "infer", "verify") else f"dawnbench {argv[0]}")
+    line = refused(capsys, place, argv, "dawnbench" if argv[0] in ("run", "infer", "verify", "data", "list")
+                   else f"dawnbench {argv[0]}")
     assert says in line and line.isprintable() and len(line) < 1000, line
 
 
@@ -193,6 +213,56 @@ def test_the_real_exit_status_from_the_shell(tmp_path):
         assert proc.returncode == 2 and proc.stdout == "", proc
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("dawnbench: error: "), proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_make_run_refuses_a_bad_nproc_before_any_set_up(tmp_path):
+    """Issue 47: `make run NPROC=abc` ended in torchrun's traceback after the set-up; the Makefile checks
+    NPROC first (check-nproc, a prerequisite of run, run-native and run-docker). VENVS points nowhere: a
+    step past the check would fail otherwise."""
+    for nproc in ("abc", "0", "-1", "2x", ""):
+        proc = subprocess.run(["make", "--no-print-directory", "run", f"NPROC={nproc}", "RUNTIME=native",
+                               f"VENVS={tmp_path / 'none'}"], cwd=REPO, capture_output=True, text=True, timeout=60)
+        said = [line for line in proc.stderr.splitlines() if not line.startswith("make")]
+        assert proc.returncode == 2 and said == [f"dawnbench: error: NPROC={nproc}: give the number of processes, a "
+                                                 f"whole number 1 or more, e.g. make run NPROC=2"], proc.stderr
+        assert not (tmp_path / "none").exists()
+
+
+def test_every_switch_a_reference_resolves_is_declared_one():
+    """Each hyperparameter a reference's code reads through resolve_switch is declared "switch" in its
+    [choices], so a --set outside the switch words is refused before the run, not by the reference once
+    the clock runs (issue 47). The class, not the instance: every reference, every switch."""
+    import re
+    for toml in sorted((REPO / "references").glob("*/reference.toml")):
+        code = "\n".join(p.read_text() for p in toml.parent.glob("*.py"))
+        read = set(re.findall(r"resolve_switch\((?:cfg|self\.ctx\.config)\[\"(\w+)\"\]", code))
+        spec = registry.load_spec(toml.parent.name, REPO / "references")
+        assert {k for k in read if spec.choices.get(k) != registry.SWITCH} == set(), toml.parent.name
+
+
+@pytest.mark.parametrize("choices, says", [
+    ('bf16 = "sometimes"', "field 'choices.bf16' = 'sometimes': write key = \"switch\""),
+    ('lr = "switch"', "and lr is a finite number, 0 or more, typed by its default"),
+    ('nosuch = ["a"]', "and nosuch is no hyperparameter"),
+    ('bf16 = ["true", "false"]', "its default 'native' is not one of true, false"),
+    ("bf16 = []", "field 'choices.bf16' = []: write key"),
+])
+def test_a_wrong_choices_table_is_refused_when_the_reference_loads(tmp_path, choices, says):
+    fork = tmp_path / REF
+    shutil.copytree(REPO / "references" / REF, fork, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    text = (fork / "reference.toml").read_text()
+    (fork / "reference.toml").write_text(text.replace('bf16 = "switch"\n', choices + "\n"))
+    with pytest.raises(registry.UsageError) as refused:
+        registry.load_spec(REF, tmp_path)
+    assert says in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+
+
+def test_a_switch_takes_the_words_resolve_switch_reads():
+    spec = registry.load_spec(REF, REPO / "references")
+    for word in ("auto", "native", "TRUE", " off", "1", "no"):
+        assert registry.resolve_hyperparameters(spec, [f"bf16={word}"])["bf16"] == word
+    assert registry.switch_value("On") is True and registry.switch_value(False) is False
+    assert registry.switch_value("auto") == "auto"
 
 
 def test_a_toml_list_is_the_list_it_looks_like(place, capsys):

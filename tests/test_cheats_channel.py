@@ -6,6 +6,7 @@ request carries its number and a nonce its reply must echo, and the harness find
 empty before it asks."""
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -63,7 +64,7 @@ def test_a_reply_written_before_its_request_ends_the_run_dnc(tmp_path, fashion_r
 
 # A stand-in worker that answers each request with a flaw of its choice (argv[3]).
 FAKE = '''
-import sys
+import json, os, sys
 from harness.sandbox import channel
 fd_in, fd_out, flaw = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 while True:
@@ -78,6 +79,12 @@ while True:
         del reply["seq"], reply["nonce"]
     elif flaw == "guessed-nonce":
         reply["nonce"] = "0" * 16
+    elif flaw == "huge-number":
+        reply["stats"] = {"loss": 0.5, "huge": 10**400}
+    elif flaw == "deep":
+        body = json.dumps({**reply, "stats": "DEEP"}).replace('"DEEP"', "[" * 100 + "]" * 100).encode()
+        os.write(fd_out, channel.HEADER.pack(len(body), 0) + body)
+        continue
     channel.send(fd_out, reply)
     if flaw == "twice":
         channel.send(fd_out, reply)
@@ -110,6 +117,25 @@ def test_a_reply_not_bound_to_its_request_is_refused(tmp_path, flaw, says):
             while not channel.pending(worker.from_worker) and time.monotonic() < deadline:
                 time.sleep(0.01)
         with pytest.raises(channel.ProtocolError, match=says):
+            worker.call("noop")
+    finally:
+        worker.kill()
+
+
+def test_a_worker_message_is_parsed_bounded(tmp_path):
+    """Issue 47: a train stat of 10**400 raised OverflowError in the harness (runner._check_stats), and
+    nesting deep enough raised RecursionError: the harness's reader of the worker's frames is the house's
+    bounded one (harness.safe_read.parse_json): a number no float holds is infinite, nesting past
+    MAX_DEPTH a protocol error in one line."""
+    worker = fake_worker(tmp_path, "huge-number")
+    try:
+        reply, _ = worker.call("noop")
+        assert reply["stats"]["huge"] == math.inf and reply["stats"]["loss"] == 0.5
+    finally:
+        worker.kill()
+    worker = fake_worker(tmp_path, "deep")
+    try:
+        with pytest.raises(channel.ProtocolError, match="not a JSON message: nested too deeply"):
             worker.call("noop")
     finally:
         worker.kill()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import os
 import subprocess
 import sys
@@ -105,6 +106,16 @@ def test_safe_read_caps_size_and_depth(tmp_path):
     with pytest.raises(safe_read.Refused) as refused:
         safe_read.parse_json('{\n "a": 1,\n "b": }')
     assert refused.value.line == 3 and "not valid JSON" in refused.value.reason
+
+
+
+def test_a_number_no_float_holds_parses_as_infinite():
+    """Issue 47: a 400-digit integer parsed as a Python int, and float() of it raised OverflowError in every
+    reader (validate, verify, --price-record): such a number is infinite, which each reader's finiteness
+    check refuses; one a float holds stays a whole number."""
+    big = "9" * 400
+    value = safe_read.parse_json(f'{{"a": {big}, "b": -{big}, "c": {"9" * 5000}, "d": {2**63}}}')
+    assert value == {"a": math.inf, "b": -math.inf, "c": math.inf, "d": 2**63} and type(value["d"]) is int
 
 
 # ---------------------------------------------------------------- the schemas are the rules' version

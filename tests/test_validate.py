@@ -334,6 +334,22 @@ def test_log_filename_never_leaves_the_entry_folder(tmp_path, capsys):
     assert not any("secret" in p["file"] for p in found)
 
 
+def test_logs_no_entry_names_read_each_json_once(tmp_path, capsys, monkeypatch):
+    """Issue 47: for each log no JSON names, validate read every JSON of its folder again (quadratic: 2,000
+    such entries took 66 s, 5,000 over 300 s, a stalled site build). Each JSON is read at most twice now
+    (its own check, and once to index the folder's logFilenames); quadratic would be N * N reads."""
+    n = 40
+    for i in range(n):
+        write(tmp_path / "CIFAR10" / "train" / f"e{i}.json", OLD_TRAIN)
+        write(tmp_path / "CIFAR10" / "train" / f"log{i}.tsv", cifar_log(rows=3))
+    reads = []
+    real = validate_entries.read_json
+    monkeypatch.setattr(validate_entries, "read_json", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    found = problems_of(capsys, tmp_path)
+    assert sum(p["file"].endswith(".tsv") for p in found) == n           # each log still said to be unnamed
+    assert len(reads) <= 2 * n + 2, len(reads)
+
+
 def test_a_tsv_given_alone_checks_its_entry(tmp_path, capsys):
     path = train_entry(tmp_path, {**OLD_TRAIN, "timestamp": "2017-13-01"})
     found = problems_of(capsys, path.with_suffix(".tsv"))

@@ -284,6 +284,19 @@ def test_bad_and_hostile_run_folders_are_one_line(labels, tmp_path, capsys):
     bad_folder(run, capsys, "events.jsonl:1: does not start with")
     (run / "result.json").write_text('{"task": "mnist"}')
     bad_folder(run, capsys, "result.json: task is 'mnist'")
+    # issue 47: a count of 400 digits raised OverflowError (threshold, tta_seconds) or, read as infinite, was
+    # no count the checks could use (world_size, eval_examples): each is one line now
+    for key, says in [("threshold", None), ("tta_seconds", None), ("world_size", "world_size is inf, not a whole number"),
+                      ("eval_examples", "eval_examples is inf, not a whole number")]:
+        fresh = make_run(tmp_path / f"big-{key}", epochs=2)
+        text = (fresh / "result.json").read_text()
+        (fresh / "result.json").write_text(text.replace(f'"{key}": ', f'"{key}": {"9" * 400}, "_was": ', 1))
+        if says:
+            bad_folder(fresh, capsys, says)
+        else:
+            code = harness_main(["verify", str(fresh), "--data", str(fresh)])
+            out, err = capsys.readouterr()
+            assert code == 1 and "Traceback" not in err and f"{key}" in out, (out, err)
 
 
 # ---------------------------------------------------------------- the harness's own DNC folders

@@ -139,6 +139,34 @@ def test_manifest_unknown_dataset_lists_known_names():
     assert "mnist-but-not-fashion" in str(err.value)
 
 
+_BASE = ('[fashion-mnist]\ndir = "fashion-mnist"\nfetch_command = "dawnbench data fetch fashion-mnist"\n'
+         'eval_labels = "t10k-labels-idx1-ubyte"\n')
+
+
+@pytest.mark.parametrize("text, says", [
+    (_BASE + 'files = "oops"\n', "[fashion-mnist] files is str 'oops', not a table"),
+    ("fashion-mnist = 3\n", "[fashion-mnist] is int 3, not a table"),
+    (_BASE + "[fashion-mnist.files]\nt10k-labels-idx1-ubyte = 5\n", "files.t10k-labels-idx1-ubyte is int 5, not a table"),
+    (_BASE + "[fashion-mnist.files]\nx = { sha256 = 5 }\n", "files.x.sha256 is int 5, not a hex digest"),
+    (_BASE + '[fashion-mnist.files]\nx = { sha256 = "00", size = "big" }\n', "files.x.size is str 'big', not a whole"),
+    (_BASE + 'with = "glove"\n', "[fashion-mnist] with is str 'glove', not a list of dataset names"),
+    (_BASE.replace('dir = "fashion-mnist"', "dir = 5"), "[fashion-mnist] dir is int 5, not text"),
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", "holds a number too long or arrays nested too deeply"),
+    ("x = " + "9" * 5000 + "\n", "holds a number too long or arrays nested too deeply"),
+])
+def test_a_manifest_of_the_wrong_shape_is_one_line(tmp_path, monkeypatch, capsys, text, says):
+    """Issue 47: `files = "oops"` in $DAWNBENCH_DATASETS_MANIFEST was an AttributeError wherever the key
+    was read; each key the harness reads has its type checked when the file is loaded, in one line."""
+    (tmp_path / "m.toml").write_text(text)
+    monkeypatch.setenv(hds.MANIFEST_ENV, str(tmp_path / "m.toml"))
+    with pytest.raises(DatasetError, match=None) as refused:
+        hds.manifest(NAME)
+    assert says in str(refused.value) and hds.MANIFEST_ENV in str(refused.value), str(refused.value)
+    assert harness_main(["data", "verify", NAME, "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err, err
+
+
 def test_default_data_root(monkeypatch, tmp_path):
     """$DAWNBENCH_DATA > ./data > the source checkout's data/ (the tests run from a checkout)."""
     monkeypatch.delenv("DAWNBENCH_DATA", raising=False)
