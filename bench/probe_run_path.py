@@ -345,7 +345,8 @@ def main() -> int:
         ["analyze", "curves", RUN, "--out", ro / "a"],
         ["infer", R, "--model", RUN / "model", "--out", ro / "inf", "--limit", "10", "--warmup", "0"],
     ]:
-        case(cat, argv, ok=(1, 2), user="nobody", timeout=300, keep=[RUN, ENTRIES],
+        # leaderboard lists the invalid (smoke-test) entry on stderr before its error: one line is not asked of it
+        case(cat, argv, ok=(1, 2), user="nobody", timeout=300, keep=[RUN, ENTRIES], one_line=argv[0] != "leaderboard",
              name=f"{argv[0]} into a read-only folder, as nobody")
     odd = W / "oddrun"
     shutil.copytree(RUN, odd, symlinks=True)
@@ -360,8 +361,8 @@ def main() -> int:
     os.symlink("/dev/zero", odd2 / "events.jsonl")
     case(cat, ["verify", odd2], ok=(1, 2), timeout=30, name="verify, events.jsonl a link to /dev/zero")
     case(cat, ["compliance", odd2], ok=(1, 2), timeout=30, name="compliance, events.jsonl a link to /dev/zero")
-    case(cat, ["analyze", "curves", odd2, "--out", W / "a3"], ok=(1, 2), timeout=30,
-         name="analyze curves, events.jsonl a link to /dev/zero")
+    case(cat, ["analyze", "curves", odd2, "--out", W / "a3"], ok=(0, 1, 2), one_line=False, timeout=30,
+         name="analyze curves, events.jsonl a link to /dev/zero (curves come from the TSV: 0 is right)")
     case(cat, ["run", R, "--results", "/proc/self", "--max-epochs", "1"], ok=(1, 2), name="run --results /proc/self")
     case(cat, ["list", "--references", "/proc"], ok=(2,), name="list --references /proc")
 

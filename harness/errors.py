@@ -13,6 +13,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1        # the command ran and its answer is "no": DNC, an invalid entry, below threshold
 EXIT_USAGE = 2         # the user's input is wrong: nothing was done, nothing written
 EXIT_CLOSED_PIPE = 128 + 13   # stdout's reader went away (SIGPIPE's status)
+EXIT_INTERRUPTED = 128 + 2    # Ctrl-C that no command handled (SIGINT's status)
 
 
 # How the user called the `dawnbench` command (`bin/dawnbench`, `.venv/tools/bin/dawnbench`): set by
@@ -66,11 +67,16 @@ def report(prog: str, error: DawnbenchError) -> int:
 
 def quiet_on_closed_pipe(run) -> int:
     """`dawnbench list | head -1`: a reader that goes away ends the command quietly, with the status
-    a process killed by SIGPIPE has (128 + 13), as the shell's own tools end; never a traceback."""
+    a process killed by SIGPIPE has (128 + 13), as the shell's own tools end; never a traceback. So does
+    a Ctrl-C that nothing below handled (`validate` of a large tree, `data verify`): one line, and the
+    status of a process killed by SIGINT (128 + 2). A run handles its own: it ends DNC with its files."""
     try:
         status = run()
         sys.stdout.flush()
         return status
+    except KeyboardInterrupt:
+        print(f"{command()}: interrupted (Ctrl-C): stopped before it finished", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # Python flushes stdout again at exit and would report the broken pipe then: point it at /dev/null.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -172,6 +172,14 @@ def _is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
+def _fits_float(value) -> bool:
+    try:
+        float(value)
+        return True
+    except OverflowError:
+        return False
+
+
 def _epoch_stats(returned) -> dict[str, float]:
     """train_epoch's numeric stats. Anything but a dict with a numeric loss is the entrant's mistake,
     said as such: left to the harness it reads as a missing loss, NaN, "diverged". A real NaN or
@@ -183,8 +191,11 @@ def _epoch_stats(returned) -> dict[str, float]:
         problem = f"it returned a dict without \"loss\": {_clipped(returned)}"
     else:
         bad = next((k for k in ("loss", "samples") if k in returned and not _is_number(returned[k])), None)
+        huge = next((k for k, v in returned.items() if _is_number(v) and not _fits_float(v)), None)
         if bad is not None:
             problem = f"its \"{bad}\" is {_clipped(returned[bad])}, a {type(returned[bad]).__name__}"
+        elif huge is not None:       # float() of it raised OverflowError, shown as if the reference's own (issue 47)
+            problem = f"its {_clipped(str(huge), 40)} is a whole number no float holds (over 1.8e308): return floats"
     if problem is not None:
         from harness.errors import UsageError
         raise UsageError(f"train_epoch must return a dict with a numeric \"loss\" (and optionally \"samples\"); "

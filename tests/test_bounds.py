@@ -228,6 +228,20 @@ def test_make_run_refuses_a_bad_nproc_before_any_set_up(tmp_path):
         assert not (tmp_path / "none").exists()
 
 
+def test_a_ctrl_c_no_command_handled_is_one_line(tmp_path):
+    """Issue 47's probe: SIGINT into `validate`, `analyze`, `data verify` ended in a KeyboardInterrupt
+    traceback; a command's Ctrl-C is one line and status 130 (a run handles its own: DNC)."""
+    tree = tmp_path / "entries" / "CIFAR10" / "train"
+    tree.mkdir(parents=True)
+    script = ("import signal, sys; from dawnbench import validate_entries as v; real = v.check\n"
+              "def check(*a, **k):\n    signal.raise_signal(signal.SIGINT)\n    return real(*a, **k)\n"
+              "v.check = check\nfrom dawnbench.launcher import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", script, "validate", str(tmp_path / "entries")], capture_output=True,
+                          text=True, env=cli_env(), timeout=120)
+    assert proc.returncode == 130 and proc.stderr.splitlines() == [
+        "dawnbench: interrupted (Ctrl-C): stopped before it finished"], proc.stderr
+
+
 def test_every_switch_a_reference_resolves_is_declared_one():
     """Each hyperparameter a reference's code reads through resolve_switch is declared "switch" in its
     [choices], so a --set outside the switch words is refused before the run, not by the reference once

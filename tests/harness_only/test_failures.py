@@ -304,6 +304,9 @@ def test_an_entry_class_missing_at_import_names_the_users_folder_not_the_sandbox
     ('{"loss": "0.25", "samples": 100}', "its \"loss\" is '0.25', a str"),
     ('{"samples": 100}', "it returned a dict without \"loss\": {'samples': 100}"),
     ("0.25", "it returned 0.25"),
+    # issue 47: float() of it raised OverflowError in the harness's courier, shown as the reference's traceback
+    ('{"loss": 0.25, "samples": 100, "big": 10**400}', "its 'big' is a whole number no float holds (over 1.8e308): "
+                                                     "return floats"),
 ])
 def test_train_epoch_without_a_numeric_loss_is_a_usage_error_not_a_divergence(refs, tmp_path, fashion_root,
                                                                               returned, says):
