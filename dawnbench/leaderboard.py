@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sys
 
-from dawnbench import archive, entries, entry_status, ranking, site, validate_entries
+from dawnbench import archive, entries, entry_status, prices, ranking, site, validate_entries
 from harness import safe_read
 from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors, tool_main
 from harness.errors import EXIT_OK, UsageError, command
@@ -82,6 +82,8 @@ def _run(args) -> int:
                          f"{'|'.join(entries.TASK_BY_DIR)}>/<train|inference>/*.json")
     # a bad file is said before any work
     archived = archive.load(args.archive)
+    if (note := prices.override_note()) is not None:
+        print(f"{PROG}: {note}", file=sys.stderr)
     utilization = _analysis_rows(args.roofline, "roofline", site.utilization_lines)
     generalization = _analysis_rows(args.generalization, "generalization", site.generalization_lines)
     loaded, invalid = ranking.load_all(args.entries,
