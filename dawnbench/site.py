@@ -409,7 +409,8 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
         ("Task", f"{task} ({entry.kind}), threshold {ranking.threshold_label(entry.task)}"),
-        ("Rank", ", ".join(f"{_ordinal(r)} in {TABLE_TITLES[t].lower()}" for t, r in ranks) or "not ranked"),
+        ("Rank", ", ".join(f"{_ordinal(r)} in {TABLE_TITLES[t][:1].lower()}{TABLE_TITLES[t][1:]}" for t, r in ranks)
+         or "not ranked"),
         ("Author", entries.text(f.get("author"))), ("Model", entries.text(f.get("model"))),
         ("Hardware", entries.text(f.get("hardware"))), ("Framework", entries.text(f.get("framework"))),
         ("Code", entries.text(f.get("codeURL"))), ("Commit", commit(f)),
