@@ -5,10 +5,11 @@ rankings as JSON. Each training entry's run is verified again (`dawnbench.entry_
 eval labels of --data) and its status shown, with its reproduction (`dawnbench reproduce`'s
 reproduction.json in the entry's run folder; "not tried" without one): a verified, reproduced entry
 ranks by the judge's measurement, any other with a run apart as submitted, and an entry without a
-run only when it is one of the archive's (--archive, default the published DAWNBench v1 entries). Entries are validated at --level (default v1: every
-published DAWNBench v1 entry ranks, its quirks reported as warnings on stderr, one line each, and
-shown on its page). An entry that `dawnbench validate` rejects is never ranked: it is listed as
-invalid, with the reason, in the JSON and on the site, and reported on stderr, one line each.
+run only when it is one of the archive's (--archive, default the published DAWNBench v1 entries).
+Entries are validated at --level (default v1: every published DAWNBench v1 entry ranks, its quirks
+reported as warnings on stderr, one line each, and shown on its page). An entry that `dawnbench
+validate` rejects is never ranked: it is listed as invalid, with the reason, in the JSON and on the
+site, and reported on stderr, one line each.
 """
 from __future__ import annotations
 

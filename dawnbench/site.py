@@ -25,13 +25,13 @@ from dawnbench import analyze, entries, ranking
 from dawnbench.entries import Entry, number
 from dawnbench.entry_status import (
     ACCURACY_ONLY,
-    Judged,
     MODEL_UNVERIFIED,
     MODEL_VERIFIED,
     NOT_REPRODUCED,
     NOT_TRIED,
     OLD_ACCURACY_ONLY,
     VERIFIED,
+    Judged,
     is_reproduced,
 )
 from harness import load, safe_read, safe_write

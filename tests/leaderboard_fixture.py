@@ -19,17 +19,15 @@ $DAWNBENCH_DATASETS_MANIFEST), so tests need neither the network nor the real da
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
-
-import hashlib
 
 import jsonschema
 import numpy as np
 from cifar10_fixture import fixture_manifest, make_batch, py2_pickle
 
 from dawnbench import archive
-
 from harness import datasets, eval_labels, stored_predictions
 from harness.events import EventLog
 from harness.tasks import RULES_VERSION, TASKS

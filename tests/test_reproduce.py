@@ -1,8 +1,8 @@
 """`dawnbench reproduce`: an entry run again from its provenance and compared with its claim. An
 honest run is reproduced (the scripted reference, and once the real default); a folder whose clock
 was scaled by 0.2 and rewritten to agree with itself passes `verify` but is not reproduced, with both
-figures side by side (and one scaled by 0.85, the comparison's rule on the judge's own spread); other hardware compares accuracy only; code that is not at hand, and every bad
-input, is one line."""
+figures side by side (and one scaled by 0.85, the comparison's rule on the judge's own spread); other
+hardware compares accuracy only; code that is not at hand, and every bad input, is one line."""
 from __future__ import annotations
 
 import json

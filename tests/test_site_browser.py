@@ -116,7 +116,8 @@ def test_site_in_chromium(browser, tmp_path):
     browser.save_screenshot(str(tmp_path / "index.png"))
 
     # Follow a row to its entry page: the curve loads, the fields are there.
-    browser.find_element(By.CSS_SELECTOR, '#CIFAR10-train_time_archive tr[data-entry="dave_dip_v100_pytorch"] a.entry-link').click()
+    dave = '#CIFAR10-train_time_archive tr[data-entry="dave_dip_v100_pytorch"] a.entry-link'
+    browser.find_element(By.CSS_SELECTOR, dave).click()
     assert browser.current_url.endswith("/CIFAR10/train/dave_dip_v100_pytorch.html")
     assert browser.find_element(By.TAG_NAME, "h1").text == "dave_dip_v100_pytorch"
     assert image_loaded(browser, "img.curve") > 0
@@ -263,7 +264,8 @@ def test_sorting_filtering_and_code_links_in_chromium(browser, tmp_path):
     # highest accuracy (higher is better); a latency, lowest first. The page's numbers give the order.
     cifar = next(t for t in TASKS.values() if t.display_name == "CIFAR10")
     assert not cifar.lower_is_better
-    latency_heading = {h.text.strip(): h for h in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-inference_latency_archive thead th")}
+    latency_heading = {h.text.strip(): h
+                       for h in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-inference_latency_archive thead th")}
     figure = latency_heading[cifar.figure.label[:1].upper() + cifar.figure.label[1:]]
     assert figure.text == "Top-1 accuracy" and "Accuracy" not in latency_heading
     column = list(latency_heading.values()).index(figure)
@@ -307,7 +309,8 @@ def test_sorting_filtering_and_code_links_in_chromium(browser, tmp_path):
     assert entries_in(browser, "CIFAR10-train_time_archive") == TRAIN_TIME_ORDER      # every v1 entry: none has a run
 
     # Each row links to its code; an entrant's javascript: URL is no link
-    alice = browser.find_element(By.CSS_SELECTOR, '#CIFAR10-train_time_archive tr[data-entry="alice_resnet18_p3.2xlarge_pytorch"]')
+    alice = browser.find_element(By.CSS_SELECTOR,
+                                 '#CIFAR10-train_time_archive tr[data-entry="alice_resnet18_p3.2xlarge_pytorch"]')
     assert alice.find_element(By.CSS_SELECTOR, "td.code a").get_attribute("href") == "https://example.org/alice/code"
     evil = browser.find_element(By.CSS_SELECTOR, "#CIFAR10-train_time_archive tbody tr:nth-child(6)")
     assert evil.get_attribute("data-entry") == EVIL_STEM

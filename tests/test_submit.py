@@ -540,7 +540,7 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
     assert validate_entries.main([str(out)]) == 0
     capsys.readouterr()
     [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_submitted"]
-    assert row["cost_usd"] == pytest.approx(train["cost_usd"], rel=0.01)      # the leaderboard shows its cost (not reproduced: apart)
+    assert row["cost_usd"] == pytest.approx(train["cost_usd"], rel=0.01)      # shown (not reproduced: apart)
 
     out = tmp_path / "table"
     assert submit.main([str(run), "--out", str(out), "--instance", "AWS:p3.2xlarge"]) == 0
