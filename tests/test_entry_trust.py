@@ -222,8 +222,10 @@ def test_a_price_is_the_tables_never_the_entrants(tmp_path, capsys):
     edit_json(path, costPerHour=0.03, cost_usd=hours * 0.03, price=cheap, price_added=None)
     del fields
     result = board(tree, capsys)
-    rows = result["tasks"]["CIFAR10"]["train_cost"]
-    assert [r["cost_usd"] for r in rows] == [pytest.approx(hours * table.usd_per_hour)], rows
+    # the board would price it from the table anyway; the entry file lies, so it is invalid (issue 46, section 9)
+    assert result["tasks"]["CIFAR10"]["train_cost"] == []
+    (invalid,) = result["invalid"]
+    assert "price: aws:p3.2xlarge at 0.03 USD per hour is not the prices table's 3.06" in invalid["reason"]
 
 
 def test_a_submitter_given_price_ranks_apart_from_the_table(tmp_path, capsys):
