@@ -2,10 +2,11 @@
 
 A trainer sees the training files only (not even the eval images); a predictor sees the eval inputs
 only; the server of `dawnbench infer`'s timed requests sees none of the task's files (each example
-comes with its request, so nothing it computes before a request can hold that example's answer). Eval files that hold their labels are never shown: the harness derives a label-free copy for
-the predictor (CIFAR-10's `test_batch.images.npy`: the images only; SQuAD's
-`dev-v1.1.questions.json`: contexts, questions and ids, no answers). Companion datasets (SQuAD's
-GloVe vectors) are shown to both roles.
+comes with its request, so nothing it computes before a request can hold that example's answer).
+Eval files that hold their labels are never shown: the harness derives a label-free copy for the
+predictor (CIFAR-10's `test_batch.images.npy`: the images only; SQuAD's `dev-v1.1.questions.json`:
+contexts, questions and ids, no answers). Companion datasets (SQuAD's GloVe vectors) are shown to
+every role.
 """
 from __future__ import annotations
 

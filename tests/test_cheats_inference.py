@@ -13,7 +13,6 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 from cheats import needs_isolation
 from conftest import REPO, cli_env
