@@ -29,6 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import paths
 from harness.arguments import path_problem
 from harness.datasets import MANIFEST_ENV
 from harness.errors import PROG_ENV
@@ -39,6 +40,10 @@ GIT_COMMIT_ENV = "DAWNBENCH_GIT_COMMIT"
 ENV_PREFIX = "DAWNBENCH_"
 SKIPPED_DIRS = ("__pycache__",)                    # never read: references run with PYTHONPYCACHEPREFIX
 COMMIT_RE = re.compile(r"[0-9a-f]{7,64}")
+# What `dawnbench fork` writes where the fork's own words are still to come (its model's text, its README):
+# an entry must not describe the original's network under the fork's name, so a run is unofficial while
+# reference.toml's `model` begins with it.
+FORK_TODO = "TODO(fork)"
 
 # Overrides that change what a run is measured against or what it says it is.
 UNOFFICIAL_OVERRIDES = {
@@ -162,7 +167,7 @@ def build_state(info_path: Path, spec_name: str, tree: str | None) -> tuple[dict
     except (OSError, ValueError) as exc:
         return none, None, [f"the image's build record {info_path} cannot be read ({exc}); rebuild the image "
                             f"with `make build`"]
-    record = {"path": str(info_path), **info}
+    record = {"path": paths.public(str(info_path)), **info}
     reasons = []
     commit = info.get("commit")
     commit = commit if isinstance(commit, str) and COMMIT_RE.fullmatch(commit) else None
@@ -191,9 +196,11 @@ def build_state(info_path: Path, spec_name: str, tree: str | None) -> tuple[dict
 # ---------------------------------------------------------------- everything together
 
 def overrides() -> dict[str, str]:
-    """Every DAWNBENCH_* variable in this process's environment: name -> value. Not $DAWNBENCH_PROG:
-    how the user typed the command (harness.errors.command) changes nothing a run measures."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX) and k != PROG_ENV}
+    """Every DAWNBENCH_* variable in this process's environment: name -> value, a path of this machine as
+    paths.public writes it (result.json goes into a public entry: $DAWNBENCH_WORKER_PYTHON, the data or a
+    manifest's folder name the machine, not the run). Not $DAWNBENCH_PROG: how the user typed the command
+    (harness.errors.command) changes nothing a run measures."""
+    return {k: paths.public(v) for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX) and k != PROG_ENV}
 
 
 def code_dirs() -> list[Path]:
@@ -214,7 +221,7 @@ def collect(spec, verified_files: dict, reasons: list[str] | tuple = ()) -> dict
     except OSError as exc:
         tree = None
         reasons.append(f"the reference directory {spec.directory} cannot be hashed ({exc}); make it readable")
-    info_path = Path(env.get(BUILD_INFO_ENV) or BUILD_INFO)
+    info_path = Path(os.environ.get(BUILD_INFO_ENV) or BUILD_INFO)      # the file itself: env holds what is published
     build = None
     if BUILD_INFO_ENV in env or info_path.is_file():
         git, build, found = build_state(info_path, spec.name, tree)
@@ -223,6 +230,9 @@ def collect(spec, verified_files: dict, reasons: list[str] | tuple = ()) -> dict
     for name, why in UNOFFICIAL_OVERRIDES.items():
         if name in env:
             reasons.append(why.format(name=name, value=env[name]))
+    if str(spec.model).startswith(FORK_TODO):
+        reasons.append(f"reference.toml's model still reads {FORK_TODO} (as `dawnbench fork` left it): describe "
+                       f"the fork's model there (model = \"...\", its entries' name) and commit")
     reasons += found
     reasons = [r.replace("\r", "\\r").replace("\n", "\\n") for r in reasons]     # one line each, whatever a file is called
     return {
