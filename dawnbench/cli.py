@@ -26,7 +26,8 @@ TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "compliance": "check a run's events.jsonl with MLPerf's official compliance checker",
          "reproduce": "run an entry again from its provenance and compare its figures with the claim",
          "fork": "copy a reference to a new one with its own author and model, then edit, commit, run",
-         "entries": "entry trees: import-v1 puts the published DAWNBench v1 entries into one"}
+         "entries": "entry trees: import-v1 puts the published DAWNBench v1 entries into one",
+         "compare": "one reference under two framework pins, interleaved runs: intervals, speedup, verdict"}
 # A tool's module where its name would not say its job ("validate" alone could be any of the four checks, docs/LAYOUT.md).
 TOOL_MODULES = {"validate": "validate_entries", "entries": "import_entries"}
 
@@ -175,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     process that is)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        if argv[:1] == ["compare"]:       # its runs' options follow `--` (dawnbench.compare.parse)
+            from dawnbench import compare
+            args = compare.parse(argv, build_parser())
+        else:
+            args = build_parser().parse_args(argv)
     except DawnbenchError as e:
         # an entry tool's every error line starts with its own name, a bad option's too
         return report(command(argv[0]) if argv and argv[0] in TOOLS else PROG, e)
