@@ -125,26 +125,27 @@ def git_state(reference_dir: Path, code_dirs: list[Path]) -> tuple[dict, list[st
     top = _git(["rev-parse", "--show-toplevel"], reference_dir)
     head = _git(["rev-parse", "HEAD"], reference_dir)
     if top is None or top.returncode or head is None or head.returncode:
-        return none, [f"the code is not in a git repository ({reference_dir}), so no commit names it "
+        return none, [f"the code is not in a git repository ({paths.public(str(reference_dir))}), so no commit names it "
                       f"(commit it, or run an image built by `make build`)"]
     root = Path(top.stdout.strip()).resolve()
     reasons = []
-    paths = [reference_dir]
+    checked = [reference_dir]
     for code in (Path(d).resolve() for d in code_dirs):
         if _inside(code, root):
-            paths.append(code)
+            checked.append(code)
         else:
-            reasons.append(f"{code} is outside the reference's git repository {root}, so its commit does not "
+            reasons.append(f"{paths.public(str(code))} is outside the reference's git repository "
+                           f"{paths.public(str(root))}, so its commit does not "
                            f"name that code (run from one checkout)")
     status = _git(["status", "--porcelain", "-z", "--untracked-files=all", "--ignored=matching", "--",
-                   *(str(p) for p in paths)], root)
+                   *(str(p) for p in checked)], root)
     if status is None or status.returncode:
         detail = (status.stderr.strip().splitlines() or ["no answer"])[0] if status else "git did not answer"
-        return {**none, "commit": head.stdout.strip()}, [f"git status failed in {root}: {detail}"]
+        return {**none, "commit": head.stdout.strip()}, [f"git status failed in {paths.public(str(root))}: {detail}"]
     changed = [entry[3:] for entry in status.stdout.split("\0") if entry]
     changed = [p for p in changed if not _pycache_only(p)]
     git = {"commit": head.stdout.strip(), "dirty": bool(changed), "source": "git",
-           "paths": [os.path.relpath(p, root) for p in paths]}
+           "paths": [os.path.relpath(p, root) for p in checked]}
     if changed:
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         reasons.append(f"the code differs from commit {git['commit'][:12]}: {changed[0]}{more} changed or not "
@@ -220,7 +221,8 @@ def collect(spec, verified_files: dict, reasons: list[str] | tuple = ()) -> dict
         tree = tree_hash(spec.directory)
     except OSError as exc:
         tree = None
-        reasons.append(f"the reference directory {spec.directory} cannot be hashed ({exc}); make it readable")
+        reasons.append(f"the reference directory {paths.public(str(spec.directory))} cannot be hashed "
+                       f"({exc.strerror or type(exc).__name__}); make it readable")
     info_path = Path(os.environ.get(BUILD_INFO_ENV) or BUILD_INFO)      # the file itself: env holds what is published
     build = None
     if BUILD_INFO_ENV in env or info_path.is_file():
