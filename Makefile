@@ -47,7 +47,7 @@ define venv
 	@touch $(1)/.installed
 endef
 
-.PHONY: run run-native run-docker build base-image compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
+.PHONY: run run-native run-docker build base-image compose compare compare-env test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
         data infer-runtime help clean check-ref
 
 help:
@@ -56,7 +56,7 @@ help:
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] [INFER_RUNTIMES=onnxruntime] | make compose"
 	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root);"
 	@echo "                                         # later builds of the CPU references use it, no BASE_IMAGE= needed"
-	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
+	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [RUNTIME=docker] [ARGS=...]   # natively: an environment a pin"
 	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
 	@echo "make setup [REF=name] | make tools | make clean"
@@ -147,9 +147,19 @@ run-docker: check-ref $(TOOLS_VENV)/.installed
 	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
 	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
 
+# `dawnbench compare`: natively (an environment a pin, .venv/REF@PIN, made by compare-env below) unless
+# RUNTIME=docker (an image a pin); RUNTIME=auto compares natively too (an engine changes nothing here).
 compare: check-ref $(TOOLS_VENV)/.installed
 	@test -n "$(VERSIONS)" || { echo "dawnbench: error: no VERSIONS: give two framework pins, e.g. make compare REF=$(REF) VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }
-	$(TOOLS_VENV)/bin/python -m bench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
+	DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOOLS_VENV=$(TOOLS_VENV) \
+	    $(TOOLS_VENV)/bin/python -m dawnbench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) \
+	    --runtime $(if $(filter docker,$(RUNTIME)),docker,native) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
+
+# One side of a native `dawnbench compare`, built as a reference's environment is: COMPARE_REQS is the
+# reference's requirements with the pin swapped in, flattened and checked (dawnbench/compare_native.py).
+compare-env:
+	@test -n "$(COMPARE_ENV)" && test -f "$(COMPARE_REQS)" || { echo "compare-env: give COMPARE_ENV=DIR COMPARE_REQS=FILE (dawnbench compare does)" >&2; exit 2; }
+	$(call venv,$(COMPARE_ENV),$(COMPARE_REQS),harness$(,) common$(,) dawnbench.cli)
 
 # data before setup: make takes the prerequisites in order.
 run-native: data setup

@@ -18,6 +18,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import harness.tasks
 from dawnbench import prices
@@ -234,6 +235,17 @@ def text(value) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def is_http_url(url) -> bool:
+    """Whether a code URL may be a link: http(s), a host, no whitespace (javascript:, data:,
+    relative and protocol-relative URLs stay text). The board's rule, and submit's for its warning."""
+    url = text(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc) and not any(c.isspace() for c in url)
 
 
 def cost_per_hour(entry: Entry) -> float | None:

@@ -46,7 +46,7 @@ VENVS_ENV = "DAWNBENCH_VENVS"       # where the environments are (default <check
 TOOLS_VENV_ENV = "DAWNBENCH_TOOLS_VENV"   # the tools environment, where make's TOOLS_VENV names another folder
 GUARD_ENV = "DAWNBENCH_LAUNCHED"    # set on the exec: the environment it names runs the command, never another
 TOOLS_ENV = "tools"
-ENTRY_TOOLS = ("submit", "validate", "leaderboard", "analyze", "compliance", "reproduce")
+ENTRY_TOOLS = ("submit", "validate", "leaderboard", "analyze", "compliance", "reproduce", "entries", "compare")
 REFERENCE_COMMANDS = ("run", "infer", "data")
 HERE = ("fork",)       # standard library only: answered by whatever Python this is, no environment needed
 # What a Python needs to run a subcommand in-process (find_spec only: nothing is imported to ask).

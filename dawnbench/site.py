@@ -19,10 +19,9 @@ import shutil
 import tempfile
 from functools import cache
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from dawnbench import analyze, entries, ranking
-from dawnbench.entries import Entry, number
+from dawnbench.entries import Entry, is_http_url, number
 from dawnbench.entry_status import (
     ACCURACY_ONLY,
     MODEL_UNVERIFIED,
@@ -97,17 +96,6 @@ def seconds(value: float | None) -> str:
     if value is None:
         return ""
     return f"{value:.2f} s" if value < 100 else entries.hms(value / 3600.0)
-
-
-def is_http_url(url) -> bool:
-    """Whether a code URL may be a link: http(s), a host, no whitespace (javascript:, data:,
-    relative and protocol-relative URLs stay text)."""
-    url = entries.text(url)
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc) and not any(c.isspace() for c in url)
 
 
 @cache

@@ -24,8 +24,9 @@ runtimes of `dawnbench infer --runtime` (requirements/infer-<runtime>.txt) to /o
 harness's timing process runs them; none by default.
 
 FRAMEWORK_PIN (e.g. `tensorflow-cpu==2.20.0`, `torch==2.13.0`, `tensorflow[and-cuda]==2.21.0`)
-replaces the requirement of the reference's framework (the line naming torch or tensorflow*):
-the only difference between the two images of a version-bump comparison.
+replaces the requirement of the reference's framework (the line naming torch or tensorflow*), or, for
+another package (`numpy==2.3.5`), that package's line: the only difference between the two images (or
+native environments) of a version-bump comparison.
 """
 from __future__ import annotations
 
@@ -158,15 +159,23 @@ def flatten(path: Path, pin: str = "", runtimes: bool = True) -> list[str]:
     if not pin:
         return lines
     fam = family(pin)
-    if fam is None:
-        sys.exit(f"framework pin {pin!r}: expected a requirement of one of {', '.join(FRAMEWORK_FAMILIES)}, "
-                 f"e.g. tensorflow-cpu==2.20.0")
     if "==" not in pin:
         sys.exit(f"framework pin {pin!r}: pin an exact version with ==, e.g. {pin.split('<')[0].split('>')[0]}==X.Y.Z")
-    kept = [line for line in lines if family(line) != fam]
+    if not NAME.match(pin):
+        sys.exit(f"framework pin {pin!r}: expected name==version, e.g. tensorflow-cpu==2.20.0")
+    # a framework's pin replaces its family's line (tensorflow-cpu for tensorflow); any other package's, its own
+    # (numpy==2.3.5: a version-bump comparison of a library the framework runs on)
+    same = (lambda line: family(line) == fam) if fam else (lambda line: project(line) == project(pin))
+    kept = [line for line in lines if not same(line)]
     if len(kept) == len(lines):
-        sys.exit(f"framework pin {pin!r}: {path} has no {fam} requirement to replace")
+        sys.exit(f"framework pin {pin!r}: {path} has no {fam or project(pin)} requirement to replace")
     return kept + [pin]
+
+
+def project(requirement: str) -> str | None:
+    """A requirement's project name, normalized (PEP 503): numpy, pyyaml, tensorflow-cpu."""
+    match = NAME.match(requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else None
 
 
 def infer_runtimes() -> list[str]:

@@ -123,7 +123,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
                                  hardware=environment.hardware_label(system, 1),
                                  cost_per_hour=cost_per_hour, instance=instance, nodes=nodes, price=price, started=None,
                                  used_blacklist=dropped is not None and n == len(labels)),
-        "model_path": str(model_path),
+        "model_path": paths.public(str(model_path)),      # inference.json goes into a public entry
         "model_source": model_record,
         "infers_only": spec.infers_only,
         "items": n,
@@ -180,7 +180,7 @@ def model_source(model_path: Path) -> dict:
     hashes = {str(p.relative_to(model_path) if model_path.is_dir() else p.name): {"sha256": inference_engines.sha256(p),
                                                                                  "bytes": p.stat().st_size}
               for p in files}
-    record = {"kind": "file" if model_path.is_file() else "folder", "path": str(model_path), "files": hashes}
+    record = {"kind": "file" if model_path.is_file() else "folder", "path": paths.public(str(model_path)), "files": hashes}
     result_file = model_path.parent / "result.json"
     if model_path.is_dir() and result_file.is_file():
         try:

@@ -86,3 +86,22 @@ def inside(folder: Path, root: Path) -> bool:
     """Whether `folder` resolves to a place under `root` (resolved too): no link or '..' leads it out."""
     folder, root = Path(folder).resolve(), Path(root).resolve()
     return folder == root or root in folder.parents
+
+
+OUTSIDE = "<outside the checkout>"
+
+
+def public(value: str) -> str:
+    """`value` as a file may publish it: an absolute path of this machine (a run's or an inference's record
+    goes into a public entry) becomes `<checkout>/REL` inside the source checkout, else `<outside the
+    checkout>/NAME`; anything else stays as it is. Who ran where is nobody's business; what ran is the
+    record's, and the name keeps that readable."""
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return value
+    path = os.path.normpath(value)
+    root = checkout_root()
+    if root is not None:
+        for base in {str(root), os.path.realpath(root)}:
+            if path == base or path.startswith(base + os.sep):
+                return "<checkout>" + path[len(base):]
+    return f"{OUTSIDE}/{os.path.basename(path)}" if os.path.basename(path) else OUTSIDE

@@ -122,7 +122,8 @@ class RunRecord:
         """The scored snapshot becomes the run's model/: harness work, after the clock."""
         if self.run_dir:
             safe_write.copy_tree(snapshot, self.run_dir / "model")
-            self.log.point("checkpoint", str(self.run_dir / "model"), self.clock.elapsed())
+            # the folder inside the run, not its path on this machine: the log goes into a public entry
+            self.log.point("checkpoint", "model", self.clock.elapsed())
 
     def error(self, trace: str) -> None:
         self.log.point("dawnbench_error", trace, self.clock.read() if self.clock.start_perf is not None else 0.0)

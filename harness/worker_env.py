@@ -24,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import paths
 from harness.errors import UsageError
 
 WORKER_PYTHON_ENV = "DAWNBENCH_WORKER_PYTHON"
@@ -156,11 +157,12 @@ def reasons(record: dict, harness: dict | None = None) -> list[str]:
     which ran in the harness's process: the workers' one when the harness shared it (nobody named
     another, $DAWNBENCH_WORKER_PYTHON), or its own when something put one there."""
     if record.get("shared_with_harness") and record.get("pth_unexpected"):
-        return [f"the harness ran in the workers' environment ({record.get('prefix')}), whose start-up files "
+        return [f"the harness ran in the workers' environment ({paths.public(str(record.get('prefix')))}), whose start-up files "
                 f"{', '.join(Path(p).name for p in record['pth_unexpected'])} ran in the harness's process; run "
                 f"through bin/dawnbench or make run (the harness from its own environment)"]
     if harness and not record.get("shared_with_harness") and harness.get("pth_unexpected"):
-        return [f"the harness's environment ({harness.get('prefix')}) holds start-up files of no known package "
+        return [f"the harness's environment ({paths.public(str(harness.get('prefix')))}) holds start-up files of no "
+                f"known package "
                 f"({', '.join(Path(p).name for p in harness['pth_unexpected'])}), which ran in the harness's "
                 f"process; set that environment up again (make tools)"]
     return []

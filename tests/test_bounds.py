@@ -235,7 +235,7 @@ def _verify_line(capsys, argv) -> str:
 
 def test_every_subcommand_has_its_help(capsys):
     for sub in ("run", "infer", "list", "eval", "data", "verify", "submit", "validate", "leaderboard", "analyze",
-                "compliance", "reproduce"):
+                "compliance", "reproduce", "compare", "entries"):
         with pytest.raises(SystemExit) as stop:
             main([sub, "--help"])
         assert stop.value.code == 0

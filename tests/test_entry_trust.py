@@ -213,7 +213,7 @@ def test_submit_refuses_an_inference_of_a_model_changed_after_its_run(tmp_path, 
     result_sha = hashlib.sha256((run / "result.json").read_bytes()).hexdigest()
 
     def source(files):
-        return {"kind": "run", "path": str(run / "model"),
+        return {"kind": "run", "path": "<outside the checkout>/model",      # as harness.paths.public writes it
                 "files": {rel: {"bytes": size, "sha256": sha} for rel, (size, sha) in files.items()},
                 "run": {"reference": "cifar10-resnet56-pytorch", "official": True, "result_sha256": result_sha}}
     argv = [str(run), "--inference", str(infer), "--out", str(tmp_path / "entries"), "--author", "Jane Doe",

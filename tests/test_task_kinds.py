@@ -194,7 +194,8 @@ def toy(fashion_root, tmp_path_factory) -> Toy:
                 (line.split("\t") for line in (toy.run_dir / "scripted-test.tsv").read_text().splitlines()[1:])]
     toy.verified = toy.dawnbench("verify", str(toy.run_dir), "--data", str(fashion_root))
     env["DAWNBENCH_DATA"] = str(fashion_root)     # the entry tools re-verify the run against the labels
-    toy.submitted = toy.dawnbench("submit", str(toy.run_dir), "--out", str(toy.tree), "--author", "Toy Test")
+    toy.submitted = toy.dawnbench("submit", str(toy.run_dir), "--out", str(toy.tree), "--author", "Toy Test",
+                                  "--code-url", "https://example.org/toy")
     assert toy.submitted.returncode == 0, toy.submitted.stderr[-3000:]
     (toy.entry_json,) = (toy.tree / "FashionError" / "train").glob("*.json")
     return toy
