@@ -201,8 +201,9 @@ class InferenceReference(Reference):
     model comes from another run (a run's model folder) or from a published file, and `dawnbench
     infer --model PATH` records which, with the sha256 of every file. The harness starts it in the
     predictor role (eval inputs, no model) and the server role (the model, no data); `load` gets a
-    folder holding a copy of what --model named (a run's model folder, or the one file). For int8 the harness also starts it in the trainer role, whose view
-    holds the training files, to give `calibration_inputs`."""
+    folder holding a copy of what --model named (a run's model folder, or the one file). For int8
+    the harness also starts it in the trainer role, whose view holds the training files, to give
+    `calibration_inputs`."""
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         raise UsageError(f"{type(self).__name__} only infers: it has no training epoch")
