@@ -251,5 +251,62 @@ def test_a_venv_of_debian_s_python_is_read_from_its_own_site_packages(tmp_path):
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.2\n")
     record = worker_env.describe(str(venv / "bin" / "python"))
-    assert {"name": "fakepkg", "version": "1.2"} in record["distributions"]
+    assert [(d["name"], d["version"]) for d in record["distributions"]] == [("fakepkg", "1.2")]
     assert record["site_packages"][0] == str(venv / "lib" / version / "site-packages")
+
+
+def _installed(site: Path, name: str, files: dict[str, bytes]) -> None:
+    """A distribution as pip leaves it: its files, and a RECORD naming each with its sha256."""
+    import base64
+    import hashlib
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    rows = [f"{name}-1.0.dist-info/METADATA,,", f"{name}-1.0.dist-info/RECORD,,", f"../../../bin/{name},,"]
+    for rel, content in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(content)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
+        rows.append(f"{rel},sha256={digest},{len(content)}")
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def test_an_edited_file_of_the_workers_environment_changes_its_hash(tmp_path, monkeypatch):
+    """Issue 46, attack 6: rewriting torch/nn/functional.py in the workers' environment left the
+    record's hash (names and versions) as it was. Now each distribution's files are hashed and checked
+    against its RECORD: the edit (same size, its modification time set back) changes the hash and is
+    named, and so does a module dropped in that no RECORD names; a compiled cache changes nothing."""
+    import subprocess as sp
+
+    from harness import worker_env
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))    # the digests' cache, fresh
+    venv = tmp_path / "v"
+    sp.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    site = Path(worker_env.describe(python)["site_packages"][0])
+    functional = b"def relu(x):\n    return max(x, 0)\n"
+    _installed(site, "torch", {"torch/__init__.py": b"", "torch/nn/functional.py": functional})
+    honest = worker_env.describe(python)
+    (torch,) = [d for d in honest["distributions"] if d["name"] == "torch"]
+    assert torch["files"] == 3 and torch["not_as_recorded"] == [] and honest["unrecorded"]["count"] == 0
+    assert worker_env.describe(python)["sha256"] == honest["sha256"]      # read again (from the cache): the same
+    (site / "torch" / "nn" / "__pycache__").mkdir()
+    (site / "torch" / "nn" / "__pycache__" / "functional.cpython-311.pyc").write_bytes(b"cache")
+    assert worker_env.describe(python)["sha256"] == honest["sha256"]
+
+    path = site / "torch" / "nn" / "functional.py"
+    stat = path.stat()
+    path.write_bytes(functional.replace(b"max(x, 0)", b"max(x, 1)"))      # the same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))              # and the same modification time
+    edited = worker_env.describe(python)
+    assert edited["sha256"] != honest["sha256"]
+    (torch,) = [d for d in edited["distributions"] if d["name"] == "torch"]
+    assert torch["not_as_recorded"] == ["torch/nn/functional.py"]
+    assert worker_env.differences(honest, edited) == [
+        "torch 1.0: its files differ (torch/nn/functional.py not as its RECORD says)"]
+    assert worker_env.digest(edited) == edited["sha256"]                  # verify recomputes it from the record
+
+    (site / "evil.py").write_text("import time\n")
+    dropped = worker_env.describe(python)
+    assert dropped["sha256"] != edited["sha256"] and dropped["unrecorded"]["files"] == ["evil.py"]
+    assert "files of no distribution: 0 (none) vs 1 (evil.py)" in worker_env.differences(edited, dropped)

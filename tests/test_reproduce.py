@@ -97,6 +97,16 @@ def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(hone
     assert entry_status.reproduction_statuses([entries.load(entry)]) == {str(entry): "reproduced"}
     assert dawnbench_main(["validate", "--allow-unofficial", str(tree)]) == 0     # the record is no entry
     capsys.readouterr()
+    # issue 46, attack 6: submit carries env.json, whose record the reproduction was compared with...
+    assert (entry.with_suffix(".run") / "env.json").read_bytes() == (honest / "env.json").read_bytes()
+    assert not any("the claim records none" in note for note in record(entry.with_suffix(".run"))["notes"])
+    # ...and an entry's run without it does not verify: result.json names a record nobody can check
+    (entry.with_suffix(".run") / "env.json").unlink()
+    failure = verify_run.verify(entry.with_suffix(".run"), fashion_root).first_failure
+    assert failure.name == "environment" and failure.detail.startswith(
+        "result.json names the workers' environment sha256 "), failure
+    assert failure.detail.endswith("but env.json records none (no env.json, or no worker_environment in it): give "
+                                   "the run's env.json")
 
 
 def test_a_run_whose_clock_was_scaled_verifies_but_is_not_reproduced(honest, fashion_root, tmp_path, capsys):
