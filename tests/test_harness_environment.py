@@ -234,6 +234,35 @@ def test_an_image_build_refuses_the_requirements_before_it_asks_the_engine(tmp_p
     assert str(caught.value).startswith(f"requirements refused: {path}:2: ./clock-1.0-py3-none-any.whl: ")
 
 
+def test_a_requirement_without_a_wheel_is_refused_before_its_build_code_runs(tmp_path):
+    """Issue 46: `pip install` of a source distribution runs its setup.py on the host, before any
+    sandbox exists. A pinned package published as an sdist only (here from a local index) whose setup.py
+    leaves a mark: installed as wheels only, it is refused in one line naming it, and its code never runs."""
+    import tarfile
+    mark = tmp_path / "setup-py-ran"
+    package = tmp_path / "src" / "evil-1.0"
+    package.mkdir(parents=True)
+    (package / "setup.py").write_text(f"open({str(mark)!r}, 'w').close()\n"
+                                      "from setuptools import setup\nsetup(name='evil', version='1.0')\n")
+    (package / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+    index = tmp_path / "index"
+    index.mkdir()
+    with tarfile.open(index / "evil-1.0.tar.gz", "w:gz") as tar:
+        tar.add(package, arcname="evil-1.0")
+    requirements = _requirements(tmp_path, "evil==1.0")
+    assert subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "check", str(requirements)]).returncode == 0
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    proc = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "pip-install", str(Path(sys.executable).parent / "pip"),
+                           "--quiet", "--dry-run", "--no-build-isolation", "-r", str(requirements)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert not mark.exists(), "the sdist's setup.py ran on the host"
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        "requirements refused: evil==1.0 has no wheel for this platform and Python on the package index: requirements "
+        "install as wheels only, so that no package's build code runs on the host (pin a release that has one, or "
+        "build the wheel and name it by https URL with --hash=sha256:...)"]
+
+
 @pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="no system Python here")
 def test_a_venv_of_debian_s_python_is_read_from_its_own_site_packages(tmp_path):
     """Debian's patched site.getsitepackages names only dist-packages folders; a venv made by Debian's
