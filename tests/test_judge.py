@@ -4,6 +4,7 @@ and `validate` and the board accept only the validating checkout's own judge and
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -104,3 +105,20 @@ def test_the_released_judges_file_reads():
 def test_a_real_run_records_its_judge(default_run):
     result = json.loads((default_run / "result.json").read_text())
     assert result["provenance"]["judge_sha256"] == judge.sha256()
+
+
+def test_an_image_holds_the_whole_judge():
+    """A run in an image hashes its judge under /opt/dawnbench: every path of the hash is in the build
+    context (.dockerignore) and copied there by the template every reference's Dockerfile is written
+    from (docker/flavours.py checks those), or an image's runs would all be "judged by modified code"."""
+    template = (judge.ROOT / "docker" / "Dockerfile.template").read_text()
+    ignore = (judge.ROOT / ".dockerignore").read_text().splitlines()
+    copied = {}
+    for line in re.findall(r"^COPY (?!--from)(.+)$", template, re.M):
+        *sources, dest = line.split()
+        for source in sources:
+            copied[source.rstrip("/")] = dest.rstrip("/") if source.endswith("/") or not dest.endswith("/") \
+                else dest + Path(source).name
+    for name in judge.JUDGE_PATHS:
+        assert any((name == s or name.startswith(s + "/")) and d == f"/opt/dawnbench/{s}" for s, d in copied.items()), name
+        assert any(line.startswith("!") and (name + "/").startswith(line[1:].rstrip("/") + "/") for line in ignore), name
