@@ -740,7 +740,7 @@ def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, roo
         report.at("official", f"true, but {where} records official {show(record.get('official'))}: the "
                               f"verdict is the run's (submit the run again)")
     # The run's own verdict is its judge's: a judge other than this checkout's or a released one
-    # (harness.judge) could have written any verdict, so its run is never official.
+    # (harness.judge_hash) could have written any verdict, so its run is never official.
     judged = judges.problem(record)
     if judged and not allow_unofficial:
         report.at("official", f"{where}: {judged}")

@@ -18,7 +18,7 @@ from leaderboard_fixture import edit_json, write_entries
 
 from dawnbench import entries, entry_status, reproduce, submit
 from dawnbench.cli import main as dawnbench_main
-from harness import judge, paths, verify_run, worker_env
+from harness import judge_hash, paths, verify_run, worker_env
 
 REPO = paths.PACKAGE_PARENT
 
@@ -206,7 +206,7 @@ def test_a_fork_that_edits_the_harness_is_reproduced_by_this_checkouts_harness(r
     assert record(run)["changed_outside_reference"] == ["harness/__init__.py (modified)", "harness/extra.py (added)"]
     (again,) = record(run)["reproduced"]
     judged = json.loads((Path(again["run"]) / "result.json").read_text())["provenance"]["judge_sha256"]
-    assert judged == judge.sha256()                               # this checkout's judge, recorded as such
+    assert judged == judge_hash.sha256()                               # this checkout's judge, recorded as such
 
 
 def test_code_that_is_not_at_hand_is_one_line(honest, references_root, fashion_root, tmp_path, capsys):

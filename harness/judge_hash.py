@@ -80,5 +80,5 @@ def verdict(recorded: object, accepted: dict[str, str]) -> str | None:
             f"maintainer's harness, or `dawnbench reproduce` it")
 
 
-if __name__ == "__main__":      # `python -m harness.judge`: the hash to list as a released judge
+if __name__ == "__main__":      # `python -m harness.judge_hash`: the hash to list as a released judge
     print(sha256(Path(sys.argv[1]) if len(sys.argv) > 1 else None))
