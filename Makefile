@@ -97,12 +97,14 @@ DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOO
 data: check-ref $(TOOLS_VENV)/.installed
 	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
 
-# `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into REF's environment.
+# `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into the tools
+# environment, where the harness's timing process runs (a judge process: never the reference's environment, whose
+# requirements could bring a runtime of their own; docs/RULES.md, "Inference").
 INFER_RUNTIME ?=
-infer-runtime: check-ref $(VENV)/.installed
+infer-runtime: $(TOOLS_VENV)/.installed
 	@test -f requirements/infer-$(INFER_RUNTIME).txt || { echo "INFER_RUNTIME=$(INFER_RUNTIME): expected onnxruntime or openvino" >&2; exit 2; }
-	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/infer-$(INFER_RUNTIME).txt $(QUIET_PIP)
-	@$(VENV)/bin/pip check >/dev/null || { $(VENV)/bin/pip check; exit 1; }
+	$(TOOLS_VENV)/bin/pip install $(PIP_FLAGS) -r requirements/infer-$(INFER_RUNTIME).txt $(QUIET_PIP)
+	@$(TOOLS_VENV)/bin/pip check >/dev/null || { $(TOOLS_VENV)/bin/pip check; exit 1; }
 
 # RUNTIME=auto: docker when an engine answers and has (or can pull) the base of REF's image, else
 # native; either way one line says which and why (python -m dawnbench.containers runtime: exit 0
@@ -158,11 +160,10 @@ ifeq ($(NPROC),1)
 else
 	@test -x $(VENV)/bin/torchrun || { echo "NPROC=$(NPROC): $(REF) has no torchrun (not a PyTorch reference); \
 TensorFlow references use every local GPU through MirroredStrategy, run them without NPROC" >&2; exit 2; }
-	@# Each rank's harness runs the tools environment's Python (--no-python: torchrun starts the command as
-	@# given); only the workers run REF's (docs/RULES.md, "The harness's environment").
-	DAWNBENCH_RUN_TOKEN=$$(od -An -tx1 -N16 /dev/urandom | tr -d " \n") DAWNBENCH_WORKER_PYTHON=$(VENV)/bin/python \
-	    $(TOOLS_VENV)/bin/python -m harness.local_ranks $(VENV)/bin/torchrun --standalone --nproc-per-node $(NPROC) \
-	    --no-python $(TOOLS_VENV)/bin/python -m harness run $(REF) $(ARGS)
+	@# The rank launcher and each rank's harness are judge processes of the tools environment's Python (-I, no
+	@# start-up hook: harness/judge.py); only the workers run REF's (docs/RULES.md, "The harness's environment").
+	DAWNBENCH_WORKER_PYTHON=$(VENV)/bin/python \
+	    $(TOOLS_VENV)/bin/python -I harness/judge.py harness.local_ranks --nproc-per-node $(NPROC) run $(REF) $(ARGS)
 endif
 
 # No environment: the references are read from a bare python3.

@@ -45,7 +45,10 @@ PEER_MUON_COMPILE_MODE = "default"
 TRAIN_IMAGES, TEST_IMAGES = 50_000, 10_000      # CIFAR-10's split sizes: 48 steps an epoch at 1024
 ROUNDS = 3
 # This project's references in the race: figure key -> reference directory.
-OURS = {"cifar10_fast": "cifar10-fast-pytorch", "cifar10_airbench_muon": "cifar10-airbench-muon-pytorch"}
+# (a variant of a reference: its overrides, as `--set` gives them)
+OURS = {"cifar10_fast": ("cifar10-fast-pytorch", ()),
+        "cifar10_fast_fused": ("cifar10-fast-pytorch", ("fused_sgd=true",)),
+        "cifar10_airbench_muon": ("cifar10-airbench-muon-pytorch", ())}
 # A CPU smoke: each reference's code paths in seconds (2 epochs of 2 steps on 64 images, a narrow network).
 TINY = {"images": 64, "test_images": 32, "rounds": 1,
         "overrides": ["batch_size=32", "epochs=2", "widths=8,16,16", "tta_level=1", "eval_batch_size=32"]}
@@ -200,8 +203,8 @@ def ours_tiny(s: Setting, r: Report) -> dict[str, tuple[float, float, int]]:
     train = synthetic_cifar.template_images(TINY["images"], seed=1)
     test = synthetic_cifar.template_images(TINY["test_images"], seed=2)
     results = {}
-    for key, name in OURS.items():
-        recipe = OurReference(s, name, train, test, TINY["overrides"])
+    for key, (name, overrides) in OURS.items():
+        recipe = OurReference(s, name, train, test, (*TINY["overrides"], *overrides))
         seconds, accuracy, steps, _ = recipe.timed(seed=0)
         results[key] = (seconds, accuracy, steps)
         r.figure(f"peer_{key}_schedule_s", seconds, f"{name}: {steps} steps at {', '.join(TINY['overrides'])}")
@@ -215,7 +218,7 @@ def side_by_side(s: Setting, r: Report, airbench, work: Path) -> None:
     test = synthetic_cifar.template_images(TEST_IMAGES, seed=2)
     write_airbench_data(torch, work / "cifar10", *train, *test)
     recipes = {"airbench94": Airbench94(s, airbench, work),
-               **{key: OurReference(s, name, train, test) for key, name in OURS.items()}}
+               **{key: OurReference(s, name, train, test, overrides) for key, (name, overrides) in OURS.items()}}
     muon_path = os.environ.get(MUON_ENV)
     if not muon_path or not Path(muon_path).is_file():
         r.skip("peer_airbench94_muon", f"${MUON_ENV} names no file: set it to a copy of {MUON_SOURCE}")
@@ -256,6 +259,7 @@ def side_by_side(s: Setting, r: Report, airbench, work: Path) -> None:
              "airbench94_muon": f"{MUON_SOURCE}: 8 epochs of batch 2000, Muon, torch.compile mode "
                                 f"{PEER_MUON_COMPILE_MODE!r} (the file's own: max-autotune); its own timer",
              "cifar10_fast": "476 steps of 1024, bf16 autocast, channels_last, eager; setup excluded",
+             "cifar10_fast_fused": "cifar10_fast with SGD's fused kernel (fused_sgd=true)",
              "cifar10_airbench_muon": "200 steps of 2000, bf16 autocast, channels_last, eager; setup excluded"}
     for key in OURS:
         notes[key] += "; no recompilation while timed" if graphs[key] == 0 else f"; {graphs[key]} graph(s) compiled while timed"
@@ -268,7 +272,8 @@ def side_by_side(s: Setting, r: Report, airbench, work: Path) -> None:
                  f"mean of {ROUNDS} on the synthetic held-out set, its own TTA")
     for ours, theirs in (("cifar10_fast", "airbench94"), ("cifar10_fast", "airbench94_muon"),
                          ("airbench94", "airbench94_muon"), ("cifar10_airbench_muon", "airbench94_muon"),
-                         ("cifar10_airbench_muon", "cifar10_fast")):
+                         ("cifar10_airbench_muon", "cifar10_fast"), ("cifar10_fast_fused", "cifar10_fast"),
+                         ("cifar10_fast_fused", "airbench94"), ("cifar10_fast_fused", "airbench94_muon")):
         if ours in medians and theirs in medians:
             paired = [a / b for a, b in zip(seconds[ours], seconds[theirs])]
             r.figure(f"peer_ratio_{ours}_over_{theirs}", statistics.median(paired),

@@ -78,6 +78,8 @@ VARIANTS = {        # name: (hyperparameter overrides, changes after setup)
     "bf16 channels_last images": ((), [bf16_images]),
     "bf16 network, no autocast": ((), [bf16_network]),
     "bf16 images and network": ((), [bf16_images, bf16_network]),
+    "fused SGD": (("fused_sgd=true",), []),
+    "fused SGD, bf16 network": (("fused_sgd=true",), [bf16_network]),
     "as it is, compiled": (("compile=true",), []),
 }
 
@@ -169,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         ref = reference(torch, images, labels)
         ref.train_epoch(1)
         profile_table(torch, lambda: ref.train_epoch(2), "cifar10-fast-pytorch, one epoch", "cifar10_fast")
+        ref = reference(torch, images, labels, ("fused_sgd=true",))
+        ref.train_epoch(1)
+        profile_table(torch, lambda: ref.train_epoch(2), "cifar10-fast-pytorch fused_sgd=true, one epoch",
+                      "cifar10_fast_fused")
     return 0
 
 

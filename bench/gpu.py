@@ -504,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="224 px only, fewer steps")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, even where CUDA is present")
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
+    p.add_argument("--harness-cost-reference", default=harness_cost.REFERENCE, choices=sorted(harness_cost.SCHEDULES),
+                   help="the record-class reference the harness_cost part times against its bare loop")
     p.add_argument("--tta-reference", default="fashion-mnist-cnn-pytorch",
                    help="the reference whose time-to-accuracy the tta part measures")
     a = p.parse_args(argv)
@@ -542,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         "multi_gpu": lambda: part_multi_gpu(s, r),
         "steps": lambda: reference_steps.part_steps(s, r),
         "peer": lambda: airbench_peer.part_peer(s, r),
-        "harness_cost": lambda: harness_cost.part_harness_cost(s, r),
+        "harness_cost": lambda: harness_cost.part_harness_cost(s, r, a.harness_cost_reference),
         "precision": lambda: cifar_fast_precision.part_precision(s, r),
         "kill9": lambda: killed_run.part_kill9(s, r),
     }

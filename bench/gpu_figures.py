@@ -37,6 +37,23 @@ def latest() -> Path:
     return folders[-1]
 
 
+def measured(root: Path = MEASURED) -> dict:
+    """Every lease on the latest lease's device and PyTorch, as one: their runs in date order (a
+    figure measured in two leases shows both samples), the latest lease's environment with every
+    date. A lease on another device or version stays out: its figures do not mix with these."""
+    folders = sorted(p.parent for p in root.glob("*/figures.json"))
+    if not folders:
+        raise FiguresError(f"no measured figures under {root}")
+    leases = [load(f) for f in folders]
+    env = leases[-1]["environment"]
+    same = [d for d in leases if (d["environment"]["device"], d["environment"]["torch"]) == (env["device"], env["torch"])]
+    not_run: dict = {}
+    for d in same:
+        not_run.update(d.get("not_run", {}))
+    return {"environment": {**env, "date": ", ".join(d["environment"]["date"] for d in same)},
+            "runs": [run for d in same for run in d["runs"]], "not_run": not_run}
+
+
 def samples(data: dict, name: str) -> list[tuple[object, str]]:
     """Every (value, command) the data holds for the figure `name`, in the order measured."""
     found = [(run["figures"][name], run["command"]) for run in data["runs"] if name in run["figures"]]
@@ -115,12 +132,52 @@ HARNESS_COST_MODES = (("bubblewrap as root", "bwrap_root"),
 
 
 def harness_cost_table(data: dict) -> list[str]:
-    return table(data, ("cifar10-fast's 10 epochs: `dawnbench run` against a bare loop, 4 paired repeats",
-                        "bare s", "harness s", "harness / bare", "95% CI low", "95% CI high",
-                        "handover median ms", "handover p99 ms"),
-                 [(label, [f"harness_cost_{key}_{name}" for name in
-                           ("bare_s", "harness_s", "ratio", "ratio_ci95_low", "ratio_ci95_high",
-                            "handover_ms_median", "handover_ms_p99")]) for label, key in HARNESS_COST_MODES])
+    lines = table(data, ("cifar10-fast's 10 epochs: `dawnbench run` against a bare loop, 4 paired repeats",
+                         "bare s", "harness s", "harness / bare", "95% CI low", "95% CI high",
+                         "handover median ms", "handover p99 ms"),
+                  [(label, [f"harness_cost_{key}_{name}" for name in
+                            ("bare_s", "harness_s", "ratio", "ratio_ci95_low", "ratio_ci95_high",
+                             "handover_ms_median", "handover_ms_p99")]) for label, key in HARNESS_COST_MODES])
+    # the spans that make up each side: measured from the lease that split them (bubblewrap as root)
+    return lines + ["", *table(data, ("the same runs, span by span (medians)", "bare setup s", "harness init s",
+                                      "bare train s", "harness train s", "train: harness / bare", "95% CI low",
+                                      "95% CI high", "handovers s"),
+                               [("bubblewrap as root", [f"harness_cost_bwrap_root_{name}" for name in
+                                 ("bare_setup_s", "harness_init_s", "bare_train_s", "harness_train_s", "train_ratio",
+                                  "train_ratio_ci95_low", "train_ratio_ci95_high", "harness_handovers_s")])])]
+
+
+FIRST_EPOCH_ROWS = (("bare loop, the machine's HOME, its first run", "home_cold"),
+                    ("bare loop, the machine's HOME, run again (its CUDA cache warm)", "home_warm"),
+                    ("bare loop, a fresh empty HOME (as the harness's worker has)", "fresh_home_1"),
+                    ("bare loop, a fresh empty HOME, again", "fresh_home_2"),
+                    ("bare loop, CUDA_CACHE_DISABLE=1", "cuda_cache_disabled"),
+                    ("bare loop, a fresh HOME, cudnn.benchmark on (the recipe until 2026-11-28)", "benchmark_true_1"),
+                    ("bare loop, a fresh HOME, cudnn.benchmark off", "benchmark_false_1"),
+                    ("bare loop, a fresh HOME, cudnn.benchmark off, again", "benchmark_false_2"),
+                    ("`dawnbench run` (bubblewrap as root), cudnn.benchmark on", "harnessed"))
+
+
+def first_epoch_table(data: dict) -> list[str]:
+    """Where the harnessed run's train seconds went: cuDNN's benchmark search in epoch 1, whose
+    kernels the CUDA cache in HOME keeps from one run to the next (a fresh HOME keeps none)."""
+    rows = [(label, [f"first_epoch_{key}_{'init' if key == 'harnessed' else 'setup'}_s",
+                     f"first_epoch_{key}_first_epoch_s", f"first_epoch_{key}_train_s"])
+            for label, key in FIRST_EPOCH_ROWS]
+    return table(data, ("cifar10-fast's 10 epochs, one run each, in the order run", "setup / init s",
+                        "epoch 1 s", "10 epochs s"), rows)
+
+
+def variants_table(data: dict) -> list[str]:
+    return table(data, ("this project's variants in the same rounds", "s the schedule", "held-out top-1",
+                        "over cifar10-fast", "over airbench94_muon"),
+                 [("cifar10-fast, `fused_sgd = \"true\"`", ["peer_cifar10_fast_fused_schedule_s", "peer_cifar10_fast_fused_top1",
+                                                         "peer_ratio_cifar10_fast_fused_over_cifar10_fast",
+                                                         "peer_ratio_cifar10_fast_fused_over_airbench94_muon"]),
+                  ("`cifar10-airbench-muon-pytorch` (200 steps of 2000)",
+                   ["peer_cifar10_airbench_muon_schedule_s", "peer_cifar10_airbench_muon_top1",
+                    "peer_ratio_cifar10_airbench_muon_over_cifar10_fast",
+                    "peer_ratio_cifar10_airbench_muon_over_airbench94_muon"])])
 
 
 def precision_table(data: dict) -> list[str]:
@@ -201,13 +258,16 @@ def block_resnet50(data: dict) -> list[str]:
 def block_cifar_fast(data: dict) -> list[str]:
     lines = heading(data)
     lines += frontier_table(data)
+    lines += ["", *variants_table(data)]
     lines += ["", *harness_cost_table(data)]
+    lines += ["", *first_epoch_table(data)]
     lines += ["", *precision_table(data)]
     lines += ["", *table(data, ("an epoch (48 steps of 1024)", "eager s", "compiled s"),
                          [("first epoch (cuDNN's plans; compilation, inductor's cache warm)",
                            ["cifar10_fast_first_epoch_s_eager", "cifar10_fast_first_epoch_s_compiled"]),
                           ("a warm epoch", ["cifar10_fast_epoch_s_eager", "cifar10_fast_epoch_s_compiled"])])]
-    variants = [name for run in data["runs"] for name in run["figures"] if name.startswith("cifar10_fast_step_ms[")]
+    variants = list(dict.fromkeys(name for run in data["runs"] for name in run["figures"]
+                                  if name.startswith("cifar10_fast_step_ms[")))
     lines += ["", *table(data, ("ms a step, one change at a time (`bench/cifar_fast_gap.py`)", "ms"),
                          [(name[len("cifar10_fast_step_ms["):-1], [name]) for name in variants]
                          + [("airbench94's train94", ["airbench94_step_ms"])])]
@@ -274,7 +334,7 @@ def readme_block(text: str) -> str | None:
 
 
 def check_all(root: Path = REPO, data: dict | None = None) -> None:
-    data = data if data is not None else load(latest())
+    data = data if data is not None else measured()
     for path in BLOCKS:
         found = readme_block((root / path).read_text(encoding="utf-8"))
         if found is None:
@@ -287,7 +347,7 @@ def check_all(root: Path = REPO, data: dict | None = None) -> None:
 def render_all(root: Path = REPO) -> list[str]:
     """Rewrite every README's block; the paths changed. A README without the markers is an error:
     where its block goes is the README's decision."""
-    data, changed = load(latest()), []
+    data, changed = measured(), []
     for path in BLOCKS:
         text = (root / path).read_text(encoding="utf-8")
         old = readme_block(text)

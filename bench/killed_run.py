@@ -42,7 +42,7 @@ threading.Thread(target=reap, daemon=True).start()
 sys.stdin.read()
 '''
 # The harness in uid mode, whatever this machine's bubblewrap can do (as in a container).
-UID_MODE = ("import sys; from harness import sandbox; sandbox.probe = lambda: sandbox.Isolation('uid'); "
+UID_MODE = ("import sys; from harness.sandbox import modes; modes.probe = lambda: modes.Isolation('uid'); "
             "from harness.cli import main; sys.exit(main(sys.argv[1:]))")
 REFERENCE = "cifar10-fast-pytorch"
 PHASES = {"init": "init_start", "train": "epoch_stop", "eval": "eval_start"}   # killed once the log shows it
@@ -171,8 +171,8 @@ def part_kill9(s, r) -> None:
     from bench.gpu_common import REPO
     if os.geteuid() != 0:
         raise RuntimeError("needs root: bubblewrap as root and uid mode are the modes measured")
-    from harness import sandbox
-    modes = sorted({sandbox.probe().mode, "uid"})
+    from harness.sandbox import modes
+    measured = sorted({modes.probe().mode, "uid"})
     with tempfile.TemporaryDirectory(prefix="bench-kill9-") as folder:
         root = Path(folder)
         os.chmod(root, 0o755)           # uid mode's workers pass through it to their scratch folders
@@ -183,7 +183,7 @@ def part_kill9(s, r) -> None:
         if s.smoke:
             env["CUDA_VISIBLE_DEVICES"] = ""
         worst = 0.0
-        for mode in modes:
+        for mode in measured:
             for phase in PHASES:
                 f = killed_once(mode, phase, env, root / "results", SMOKE_SETS if s.smoke else (),
                                 lambda line: print(line, flush=True))

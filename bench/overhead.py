@@ -24,29 +24,39 @@ from pathlib import Path
 from harness.arguments import MAX_EPOCHS, MAX_RUNS, SEED_MAX, Parser, reports_errors, whole
 
 BARE = r"""
-import sys, time
-from pathlib import Path
+import json, sys, time
 from harness import datasets, registry
 from harness.reference import Context
 spec = registry.load_spec(sys.argv[1]); epochs = int(sys.argv[2]); seed = int(sys.argv[3])
 cfg = registry.resolve_hyperparameters(spec, sys.argv[4:])
-t0 = time.perf_counter()    # before the import, as the harness's clock
+t0 = time.perf_counter()    # before the reference's import, as the harness's clock
 ref = spec.load_entry_class()()
 ref.setup(Context(config=cfg, data_root=datasets.default_data_root(), seed=seed, task=spec.task, show_progress=False))
 ref.synchronize()
+t_setup = time.perf_counter()
+epoch_s = []
 for epoch in range(1, epochs + 1):
+    t = time.perf_counter()
     ref.train_epoch(epoch)
-ref.synchronize()
-print(time.perf_counter() - t0)
+    ref.synchronize()
+    epoch_s.append(time.perf_counter() - t)
+print(json.dumps({"total": time.perf_counter() - t0, "setup": t_setup - t0, "epochs": epoch_s}))
 """
 
 
-def bare(reference: str, epochs: int, seed: int, sets: tuple[str, ...] = (), env: dict | None = None) -> float:
-    out = subprocess.run([sys.executable, "-c", BARE, reference, str(epochs), str(seed), *sets],
-                         capture_output=True, text=True, env=env)
+def bare(reference: str, epochs: int, seed: int, sets: tuple[str, ...] = (), env: dict | None = None) -> dict:
+    """The bare loop in a fresh process: {"total", "setup", "train", "first_epoch"} seconds. `setup`
+    runs from before the harness's and the reference's imports to the end of setup (what the harness
+    calls init); `train` is the epochs alone, each closed by a device synchronize."""
+    # A fresh, empty HOME, as the harness gives its worker: a HOME whose CUDA cache (~/.nv) is warm
+    # from an earlier run gave the bare loop's first epoch a 3.3 s head start (H200, 2026-11-28).
+    with tempfile.TemporaryDirectory(prefix="bench-bare-home-") as home:
+        out = subprocess.run([sys.executable, "-c", BARE, reference, str(epochs), str(seed), *sets],
+                             capture_output=True, text=True, env={**(env or os.environ), "HOME": home})
     if out.returncode != 0:
         raise RuntimeError(f"the bare loop failed (exit {out.returncode}): {out.stderr.strip()[-600:]}")
-    return float(out.stdout.strip().splitlines()[-1])
+    f = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"total": f["total"], "setup": f["setup"], "train": sum(f["epochs"]), "first_epoch": f["epochs"][0]}
 
 
 def harnessed(reference: str, epochs: int, seed: int, results: Path, tag: str, sets: tuple[str, ...] = (),
@@ -63,9 +73,14 @@ def harnessed(reference: str, epochs: int, seed: int, results: Path, tag: str, s
     if r.get("epochs") != epochs:
         raise RuntimeError(f"the harnessed run trained {r.get('epochs')} epochs, not {epochs}: {r.get('dnc_reason')}")
     spans = r["spans_seconds"]
+    last = r["history"][-1] if r["history"] else {}
+    handover_ms = [row.get("handover_ms", float("nan")) for row in r["history"]]
     return {"on_clock": spans["init"] + spans["train"] + spans.get("harness", 0.0),
-            "harness_span": spans.get("harness", 0.0),
-            "handover_ms": [row.get("handover_ms", float("nan")) for row in r["history"]],
+            "init": spans["init"], "train": spans["train"], "harness_span": spans.get("harness", 0.0),
+            # the train time result.json reports (the train spans through the last evaluated epoch)
+            "train_seconds": last.get("train_seconds", spans["train"]),
+            "handover_s": sum(ms for ms in handover_ms if ms == ms) / 1000.0,
+            "handover_ms": handover_ms,
             "isolation": (r.get("isolation") or {}).get("mode", "unknown")}
 
 
@@ -83,8 +98,15 @@ def paired(reference: str, epochs: int, seed: int, repeats: int, sets: tuple[str
         return _paired(reference, epochs, seed, repeats, sets, env, log, Path(results))
 
 
+def interval(ratios: list[float], seed: int = 0) -> tuple[float, float]:
+    """A bootstrap 95% interval of the median of paired ratios."""
+    rng = random.Random(seed)
+    boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    return boots[50], boots[1949]
+
+
 def _paired(reference, epochs, seed, repeats, sets, env, log, results: Path) -> dict:
-    bares, harnesses, spans, handovers, modes = [], [], [], [], set()
+    bares, harnessed_runs, handovers, modes = [], [], [], set()
     for i in range(repeats):
         # alternate which side goes first, so a machine that speeds up or slows down favours neither
         if i % 2 == 0:
@@ -93,23 +115,39 @@ def _paired(reference, epochs, seed, repeats, sets, env, log, results: Path) -> 
         else:
             h = harnessed(reference, epochs, seed, results, f"overhead-{i}", sets, env)
             bares.append(bare(reference, epochs, seed, sets, env))
-        harnesses.append(h["on_clock"])
+        harnessed_runs.append(h)
         handovers.extend(h["handover_ms"])
-        spans.append(h["harness_span"])
         modes.add(h["isolation"])
-        log(f"repeat_{i}_bare_seconds={bares[-1]:.3f} repeat_{i}_harness_seconds={harnesses[-1]:.3f}")
+        b = bares[-1]
+        log(f"repeat_{i}_bare_seconds={b['total']:.3f} (setup {b['setup']:.3f}, train {b['train']:.3f}, "
+            f"first epoch {b['first_epoch']:.3f}) repeat_{i}_harness_seconds={h['on_clock']:.3f} "
+            f"(init {h['init']:.3f}, train {h['train']:.3f}, harness {h['harness_span']:.3f}, "
+            f"handovers {h['handover_s']:.4f})")
     # Each repeat runs bare then harness back to back; the median of the per-pair ratios cancels
     # slow drift in machine speed better than comparing the two sets as wholes.
-    ratios = [hh / bb for hh, bb in zip(harnesses, bares)]
-    rng = random.Random(0)
-    boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
-    b, h = statistics.median(bares), statistics.median(harnesses)
-    return {"bare_seconds": b, "harness_seconds": h, "ratio": statistics.median(ratios),
-            "ratio_ci95": (boots[50], boots[1949]), "ratios": ratios,
+    ratios = [h["on_clock"] / b["total"] for h, b in zip(harnessed_runs, bares)]
+    train_ratios = [h["train"] / b["train"] for h, b in zip(harnessed_runs, bares)]
+    init_ratios = [h["init"] / b["setup"] for h, b in zip(harnessed_runs, bares)]
+
+    def med(rows, key):
+        return statistics.median(row[key] for row in rows)
+
+    b_total, h_total = med(bares, "total"), med(harnessed_runs, "on_clock")
+    return {"bare_seconds": b_total, "harness_seconds": h_total, "ratio": statistics.median(ratios),
+            "ratio_ci95": interval(ratios), "ratios": ratios,
+            "train_ratio": statistics.median(train_ratios), "train_ratio_ci95": interval(train_ratios),
+            "init_ratio": statistics.median(init_ratios), "init_ratio_ci95": interval(init_ratios),
+            # the spans that make up each side (medians over repeats)
+            "bare_setup_seconds": med(bares, "setup"), "bare_train_seconds": med(bares, "train"),
+            "bare_first_epoch_seconds": med(bares, "first_epoch"),
+            "harness_init_seconds": med(harnessed_runs, "init"), "harness_train_seconds": med(harnessed_runs, "train"),
+            "harness_span_seconds": med(harnessed_runs, "harness_span"),
+            "harness_handover_seconds": med(harnessed_runs, "handover_s"),
             "handover_ms_median": statistics.median(handovers), "handover_ms_p99": percentile(handovers, 99),
             "handover_ms_max": max(handovers), "handovers": len(handovers),
-            "bare_spread_pct": 100 * (max(bares) - min(bares)) / b,
-            "harness_span_pct": 100 * statistics.median(spans) / h, "isolation": ",".join(sorted(modes))}
+            "bare_spread_pct": 100 * (max(b["total"] for b in bares) - min(b["total"] for b in bares)) / b_total,
+            "harness_span_pct": 100 * med(harnessed_runs, "harness_span") / h_total,
+            "isolation": ",".join(sorted(modes))}
 
 
 HANDOVER_GOAL_MS = (2.0, 10.0)     # issue 37: median, p99 of a handover (freeze and thaw)
@@ -140,6 +178,8 @@ def main(argv=None) -> int:
     low, high = f["ratio_ci95"]
     print(f"harness_overhead_pct={100 * (f['ratio'] - 1):.2f}")
     print(f"harness_overhead_ci95_pct={100 * (low - 1):.2f}..{100 * (high - 1):.2f}")
+    low, high = f["train_ratio_ci95"]
+    print(f"train_overhead_pct={100 * (f['train_ratio'] - 1):.2f} (ci95 {100 * (low - 1):.2f}..{100 * (high - 1):.2f})")
     print(f"handover_ms_median={f['handover_ms_median']:.2f} handover_ms_p99={f['handover_ms_p99']:.2f} "
           f"handover_ms_max={f['handover_ms_max']:.2f}")
     print(handover_goal(f))

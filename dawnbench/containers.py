@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import prices
-from harness import data_views, datasets, environment, errors, paths, provenance, registry, sandbox
+from harness import data_views, datasets, environment, errors, judge, paths, provenance, registry
 from harness.arguments import DATA_FOLDER, RESULTS_FOLDER, Parser, reports_errors, whole
 from harness.errors import UsageError
+from harness.sandbox import uid_mode
 
 # Under a folder only root may enter (the images make it 0700): the harness, root in the container,
 # reads the labels and writes the results there; the reference's workers, dropped to their own uids,
@@ -48,6 +49,8 @@ RESULTS_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/results"
 DATA_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/data"
 MANIFEST_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/manifest"   # a host $DAWNBENCH_DATASETS_MANIFEST, read-only
 CONTAINER_USER = "0:0"      # the harness; it drops each worker to an unprivileged uid of its own
+HARNESS_PYTHON = "/opt/harness/bin/python"     # the image's harness environment (docker/requirements.py)
+CODE_IN_IMAGE = "/opt/dawnbench"               # harness/ and common/ in the image (the Dockerfile's COPY)
 # A run needs no network (the data is mounted; torchrun --standalone and gloo use loopback), and in a
 # container the workers cannot be given a namespace without one: so the container has none at all.
 # It also means the engine never has to find an address pool for a network of the run's.
@@ -626,11 +629,7 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     user = CONTAINER_USER
     use_gpus = {"all": True, "none": False}.get(gpus, host_has_gpus())
     command = ["run", name, "--results", RESULTS_IN_CONTAINER, *args]
-    entrypoint = None
-    if nproc > 1:
-        # each rank's harness from the image's harness environment, as the entrypoint runs it (issue 33)
-        entrypoint = ["/opt/venv/bin/torchrun", "--standalone", "--nproc-per-node", str(nproc), "--no-python",
-                      "/opt/harness/bin/python", "-m", "harness"]
+    entrypoint = rank_entrypoint(nproc)
     tag = image.tags[0] if image.tags else image.id
     before = set(runs_dir.iterdir())
     _say(f"runtime: docker, image {tag}, {'GPUs: all' if use_gpus else 'no GPUs'}, data {data_root} (read-only), "
@@ -640,12 +639,14 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     # A dataset too big to copy per run (ImageNet) is mounted a second time per role, where only
     # that role's sandboxed uid may enter (the image makes those folders; harness.sandbox, uid mode).
     for role, folder, relative in data_views.folder_views(spec.task.dataset, data_root):
-        volumes[str(folder)] = {"bind": str(sandbox.ROLE_MOUNTS / role / relative), "mode": "ro"}
+        volumes[str(folder)] = {"bind": str(uid_mode.ROLE_MOUNTS / role / relative), "mode": "ro"}
     environment_vars = {"DAWNBENCH_IMAGE": tag, "DAWNBENCH_IMAGE_DIGEST": image.id,
-                        # the harness ranks' shared secret under torchrun (harness.collective); the workers never see it
+                        # the harness ranks' shared secret (harness.collective); the workers never see it
                         "DAWNBENCH_RUN_TOKEN": secrets.token_hex(16),
                         # the harness's messages name commands the user runs here, on the host
-                        errors.PROG_ENV: errors.command()}
+                        errors.PROG_ENV: errors.command(),
+                        # no library of the image's ENV loaded into the judge's processes (harness/judge.py)
+                        **{hook: "" for hook in judge.LOADER_HOOKS}}
     # A datasets manifest override on the host (the checksums of a fixture, or of a mirror's files)
     # goes along, as in a native run: the harness records it and says the run is unofficial.
     override = os.environ.get(datasets.MANIFEST_ENV)
@@ -705,6 +706,16 @@ try:
 finally:
     container.remove(force=True)
 """
+
+
+def rank_entrypoint(nproc: int) -> list[str] | None:
+    """The container's entrypoint for `nproc` ranks (None: the image's own, one harness): the rank launcher
+    and each rank's harness are judge processes of the image's harness environment, as the entrypoint runs
+    the harness (issue 33), never the reference's torchrun in /opt/venv (issue 46)."""
+    if nproc <= 1:
+        return None
+    return [HARNESS_PYTHON, "-I", "-u", f"{CODE_IN_IMAGE}/harness/judge.py", "harness.local_ranks",
+            "--nproc-per-node", str(nproc), "-m", "harness"]
 
 
 def _lifeline(container_name: str) -> subprocess.Popen:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from dawnbench import entries
 from dawnbench.entries import Entry
-from harness import eval_labels, safe_read, verify_run
+from harness import eval_labels, safe_read, snapshots, verify_run
 from harness.errors import DawnbenchError
 from harness.tasks import Task
 
@@ -157,9 +157,40 @@ def model_provenance(entry: Entry, statuses_: dict[str, str], root: Path | None 
         return MODEL_UNVERIFIED
     source = record.get("model_source") if isinstance(record, dict) else None
     run = source.get("run") if isinstance(source, dict) and source.get("kind") == "run" else None
-    if isinstance(run, dict) and run.get("result_sha256") == hashlib.sha256(result).hexdigest():
+    if (isinstance(run, dict) and run.get("result_sha256") == hashlib.sha256(result).hexdigest()
+            and not not_the_runs_model(record, run_folder(train_json), root)):
         return MODEL_VERIFIED
     return MODEL_UNVERIFIED
+
+
+def not_the_runs_model(infer: dict, run_dir: Path, root: Path | None = None) -> str | None:
+    """Why the model an inference record loaded is not run `run_dir`'s (one phrase), or None when it is: the
+    files it names (model_source's path, size and sha256 of each) hash, as a snapshot does, to the snapshot the
+    run's log scored last (issue 46: a model fine-tuned on the public test set after its run, and put back
+    before submit, was paired with it), and the inference ran the run's code (its reference tree's hash)."""
+    source = infer.get("model_source") if isinstance(infer, dict) else None
+    files = source.get("files") if isinstance(source, dict) else None
+    try:
+        loaded = snapshots.manifest_sha256({str(rel): (int(f["bytes"]), str(f["sha256"])) for rel, f in files.items()})
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return "the inference record names no files it loaded (model_source.files)"
+    try:
+        scored = verify_run.scored_model_sha256(verify_run.read_events(run_dir))
+    except (DawnbenchError, OSError, ValueError):
+        scored = None
+    if loaded != scored:
+        return (f"the model it timed (files hashing to {loaded[:16]}...) is not the run's scored model "
+                f"({str(scored)[:16]}... in its events.jsonl)")
+    ran = (infer.get("provenance") or {}).get("reference_tree_sha256") if isinstance(infer.get("provenance"), dict) else None
+    try:
+        result = safe_read.read_json(run_dir / "result.json", root or run_dir)
+    except (safe_read.Refused, OSError, ValueError):
+        result = None
+    claimed = ((result or {}).get("provenance") or {}).get("reference_tree_sha256") if isinstance(result, dict) else None
+    if ran != claimed:
+        return (f"the inference ran other code than the run (reference tree {str(ran)[:16]}... against the run's "
+                f"{str(claimed)[:16]}...)")
+    return None
 
 
 def verification_statuses(loaded: list[Entry], data_root: Path | None, root: Path | None = None) -> dict[str, str]:

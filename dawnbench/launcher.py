@@ -18,8 +18,8 @@ process. So run and infer run here only when this Python is no reference's envir
 
 Here, in this process, when this Python already has what the subcommand needs (the tests' .venv/test
 has everything); else `os.execv` of the right environment's Python, set up first on first use with
-one progress line. `infer --runtime onnxruntime|openvino` installs the pinned runtime into that
-environment on first use (requirements/infer-<runtime>.txt).
+one progress line. `infer --runtime onnxruntime|openvino` installs the pinned runtime into the tools
+environment on first use (requirements/infer-<runtime>.txt): the harness's timing process runs there.
 
 Standard library only, and nothing of the project's that needs more (harness.registry reads the
 references without numpy): `bin/dawnbench` starts under a bare system python3.
@@ -27,6 +27,7 @@ references without numpy): `bin/dawnbench` starts under a bare system python3.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import shutil
@@ -36,6 +37,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import judge
 from harness.errors import EXIT_USAGE, PROG_ENV, DawnbenchError, UsageError, quiet_on_closed_pipe, report
 from harness.worker_env import WORKER_PYTHON_ENV
 
@@ -266,7 +268,7 @@ def prepare(r: Route) -> Path:
         requirements = f"requirements/infer-{r.runtime}.txt"
         print(f"installing {r.runtime} into {_shown(env)} (first use of --runtime {r.runtime}, {requirements})...",
               file=sys.stderr, flush=True)
-        _make("infer-runtime", f"REF={r.env}", f"INFER_RUNTIME={r.runtime}")
+        _make("infer-runtime", f"INFER_RUNTIME={r.runtime}")
     return python
 
 
@@ -311,17 +313,20 @@ def _dispatch(argv: list[str]) -> int:
     if runs_here(r.needs) and not ((r.workers or r.trusted) and reference_environment(sys.prefix)):
         return main_here(argv)
     try:
-        python = prepare(r)
+        python = prepare(dataclasses.replace(r, runtime=None) if r.workers else r)
         env = _child_env()
         if r.workers:
             # the workers run REF's interpreter; the harness, the tools environment's, which no reference's
-            # requirements reach
+            # requirements reach; and so does infer's timing process, with the runtime it times installed there
             env[WORKER_PYTHON_ENV] = str(python)
-            python = prepare(Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV]))
+            python = prepare(Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV], r.runtime))
         env[GUARD_ENV] = python.parent.parent.name
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execve(python, [str(python), "-m", "dawnbench.launcher", *argv], env)
+        # a judge process (harness/judge.py): -I, this checkout first on its path (not PYTHONPATH, nor an
+        # editable install of another clone), no inherited start-up hook, which its runs, a series' runs
+        # and a reproduction's would inherit (issue 46)
+        os.execve(python, judge.command("dawnbench.launcher", *argv, python=str(python)), judge.environment(env))
     except OSError as e:        # another user's environment, a broken link, a full disk while setting up
         where = e.filename or venvs_root()
         raise UsageError(f"cannot use the environment at {where}: {e.strerror or e}; run as the user who set it up, "

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from dawnbench import entry_status
 from dawnbench.entry_status import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
-from harness import datasets, paths, provenance, registry, safe_read, safe_write, verify_run, worker_env
+from harness import datasets, judge, local_ranks, paths, provenance, registry, safe_read, safe_write, verify_run, worker_env
 from harness.arguments import (
     DATA_FOLDER,
     MAX_RUNS,
@@ -319,8 +319,8 @@ def ranks_here(original: Original, runtime: str, said: str, asked: str | None) -
     if needed == 1:
         return runtime, said
     if asked == "docker":
-        raise ReproduceError(f"{original.run_dir}: a run of {needed} processes is reproduced natively (torchrun "
-                             f"with {needed} local ranks): leave out --runtime docker")
+        raise ReproduceError(f"{original.run_dir}: a run of {needed} processes is reproduced natively ("
+                             f"{needed} local ranks): leave out --runtime docker")
     have = available_processes(original.env)
     if have < needed:
         what = "GPUs" if original.env.get("gpus") else "CPUs this process may use"
@@ -331,27 +331,27 @@ def ranks_here(original: Original, runtime: str, said: str, asked: str | None) -
             "log_sha256": entry_status.log_sha256(original.run_dir, original.result), "reproduced": []})
         raise ReproduceError(f"{entry_status.NOT_TRIED}: {original.run_dir}: {reason}; run it where it has them "
                              f"({written} says so)")
-    return "native", f"runtime: native, torchrun with {needed} local ranks (the run's world size)"
+    return "native", f"runtime: native, {needed} local ranks (the run's world size)"
 
 
 def run_command(original: Original, code: Code, runtime: str, data_root: Path, results: Path, run_args: list[str],
                 python: Path | None) -> list[str]:
-    """The command line of one reproduction: the harness in this (the tools) Python, whose workers run
-    the reference's environment ($DAWNBENCH_WORKER_PYTHON, run_once); for a run of N ranks, torchrun
-    starting N local ranks of that harness (`harness.local_ranks`: one loopback-only network for them),
-    as `make run NPROC=N` does."""
+    """The command line of one reproduction: the harness as a judge process of this (the tools) Python
+    (harness.judge: -I, no start-up hook), whose workers run the reference's environment
+    ($DAWNBENCH_WORKER_PYTHON, run_once); for a run of N ranks, the harness's own launcher starting N
+    local ranks of that harness (`harness.local_ranks`: one loopback-only network for them), as `make run
+    NPROC=N` does."""
     name = original.result["reference"]
     if runtime == "docker":
-        return [sys.executable, "-m", "dawnbench.containers", "run", name, "--data", str(data_root),
-                "--results", str(results), "--", *run_args]
-    harness_args = ["-m", "harness", "run", name, "--references", str(code.references), "--data", str(data_root),
+        return judge.command("dawnbench.containers", "run", name, "--data", str(data_root),
+                             "--results", str(results), "--", *run_args)
+    harness_args = ["harness", "run", name, "--references", str(code.references), "--data", str(data_root),
                     "--results", str(results), *run_args]
     ranks = processes(original.result)
     if ranks == 1:
-        return [sys.executable, *harness_args]
-    interpreter = _python(name, python)     # torchrun is the reference's; --no-python: it starts the harness as given
-    return [sys.executable, "-m", "harness.local_ranks", interpreter, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", str(ranks), "--no-python", sys.executable, *harness_args]
+        return judge.command(*harness_args)
+    # the rank launcher is the judge's too, never the reference's torchrun (issue 46)
+    return local_ranks.launcher_command(ranks, *harness_args[1:])
 
 
 def _whole(value) -> int:
@@ -369,13 +369,12 @@ def run_once(original: Original, code: Code, runtime: str, data_root: Path, resu
                 "--max-epochs", str(max(int(r.get("epochs") or 0), _whole(r.get("eval_from_epoch")), 1)),
                 "--run-id", run_id, "--no-progress",
                 *overrides(r, code)]
-    env = {**os.environ, paths.REFERENCES_ENV: str(code.references),
-           "PYTHONPATH": os.pathsep.join([str(code.root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = judge.environment(**{paths.REFERENCES_ENV: str(code.references)})
     if runtime != "docker":
         env[worker_env.WORKER_PYTHON_ENV] = _python(name, python)
     command = run_command(original, code, runtime, data_root, results, run_args, python)
     ranks = processes(r)
-    how = " ".join(command[1:4]) if ranks == 1 else f"-m harness run (torchrun, {ranks} local ranks)"
+    how = "harness run" if ranks == 1 else f"harness run ({ranks} local ranks)"
     _say(f"run {run_id}: {how} {name} (seed {r['seed']}, threshold {r['threshold']}, "
          f"at most {run_args[5]} epochs)")
     with subprocess.Popen(command, cwd=code.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -355,10 +355,18 @@ def train_entry(result: dict, stem: str, args, runs: dict | None) -> dict:
     return _clean(entry)
 
 
-def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bool) -> None:
+def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bool, run_dir: Path) -> None:
     if infer.get("reference") != result.get("reference"):
         raise SubmitError(f"{path}: an inference of {validate_entries.show(infer.get('reference'))}, but the run is of "
                           f"{validate_entries.show(result.get('reference'))}: give the inference of this run's model")
+    # an inference of a run's model folder (`infer --model <run>/model`) must be of this run's scored model, by
+    # the log's hash, and of its code; a model from elsewhere (a file, a folder) ranks "provenance unverified"
+    source = infer.get("model_source")
+    problem = entry_status.not_the_runs_model(infer, run_dir) if isinstance(source, dict) and source.get("kind") == "run" \
+        else None
+    if problem:
+        raise SubmitError(f"{path}: {problem}: infer this run's own model (`{command('infer')} "
+                          f"{result.get('reference')} --model {run_dir}/model`) and submit that")
     _check_scores(path, infer, result, allow_unofficial)
 
 
@@ -484,7 +492,7 @@ def submit(args) -> list[Path]:
     infer = None
     if args.inference is not None:
         infer_path, infer = _read_inference(args.inference)
-        _check_inference(infer_path, infer, result, args.allow_unofficial)
+        _check_inference(infer_path, infer, result, args.allow_unofficial, folder)
     run_files = _verify(folder, args.data) + [log.name]
 
     train = add_price(train_entry(result, "", args, runs), folder / "result.json", given, "run", _train_cost)

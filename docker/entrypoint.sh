@@ -9,4 +9,7 @@ set -eu
 if [ "$#" -eq 0 ]; then
     set -- run "$DAWNBENCH_REFERENCE" --results /dawnbench-private/results
 fi
-DAWNBENCH_WORKER_PYTHON=/opt/venv/bin/python exec /opt/harness/bin/python -m harness "$@"
+# The harness is a judge process (harness/judge.py): -I (no PYTHONPATH, no user site, no current folder on
+# its path; -B keeps PYTHONDONTWRITEBYTECODE's promise under -I) and no inherited loader hook.
+unset LD_PRELOAD LD_AUDIT
+DAWNBENCH_WORKER_PYTHON=/opt/venv/bin/python exec /opt/harness/bin/python -I -B /opt/dawnbench/harness/judge.py harness "$@"

@@ -25,7 +25,8 @@ code (setup.py) on the machine that installs it, the host natively, before any s
 requirement that has no wheel for this platform and Python is refused in one line.
 
 $INFER_RUNTIMES (the image's build argument: onnxruntime, openvino, or both) adds the pinned
-runtimes of `dawnbench infer --runtime` (requirements/infer-<runtime>.txt); none by default.
+runtimes of `dawnbench infer --runtime` (requirements/infer-<runtime>.txt) to /opt/harness, where the
+harness's timing process runs them; none by default.
 
 FRAMEWORK_PIN (e.g. `tensorflow-cpu==2.20.0`, `torch==2.13.0`, `tensorflow[and-cuda]==2.21.0`)
 replaces the requirement of the reference's framework (the line naming torch or tensorflow*):
@@ -159,8 +160,10 @@ def read(path: Path) -> list[str]:
     return [line for _, _, line in check(path)]
 
 
-def flatten(path: Path, pin: str = "") -> list[str]:
-    lines = read(path) + infer_runtimes()
+def flatten(path: Path, pin: str = "", runtimes: bool = True) -> list[str]:
+    """The reference's lines with the framework pin swapped; with `runtimes`, $INFER_RUNTIMES's too (all that
+    the image installs: the wheelhouse downloads them all)."""
+    lines = read(path) + (infer_runtimes() if runtimes else [])
     if not pin:
         return lines
     fam = family(pin)
@@ -226,10 +229,14 @@ def _venv(venv: Path, requirements: Path) -> None:
 
 def install(path: Path, pin: str = "") -> None:
     flat = Path("/tmp/requirements.flat.txt")
-    flat.write_text("\n".join(flatten(path, pin)) + "\n", encoding="utf-8")
+    flat.write_text("\n".join(flatten(path, pin, runtimes=False)) + "\n", encoding="utf-8")
     _venv(VENV, flat)
-    # The harness's own environment: its pins only, never the reference's requirements
-    _venv(HARNESS_VENV, harness_requirements(path))
+    # The harness's own environment: its pins only, never the reference's requirements, and the runtimes of
+    # `infer --runtime`, whose timing process is the harness's (a judge process: docs/RULES.md, "Inference")
+    judge = Path("/tmp/requirements.harness.txt")
+    judge.write_text("\n".join(dict.fromkeys([*read(harness_requirements(path)), *infer_runtimes()])) + "\n",
+                     encoding="utf-8")
+    _venv(HARNESS_VENV, judge)
 
 
 def main(argv: list[str]) -> None:

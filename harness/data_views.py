@@ -82,16 +82,16 @@ def worker_sources(name: str, data_root: str | os.PathLike | None) -> list[Path]
 
 def check_workers_can_read(name: str, data_root: str | os.PathLike | None, isolation) -> None:
     """Before a run or an inference starts: every data file a worker will be shown is readable by the
-    uid it runs as (harness.sandbox.worker_reads_as), or one DatasetError naming the host's path and
+    uid it runs as (harness.sandbox.modes.worker_reads_as), or one DatasetError naming the host's path and
     the fix; otherwise the harness (root) reads the data, starts, and the run dies in the reference's
     init with the sandbox's path in its reason."""
-    from harness import sandbox
-    uid = sandbox.worker_reads_as(isolation)
+    from harness.sandbox import bubblewrap, modes
+    uid = modes.worker_reads_as(isolation)
     if uid is None:
         return
     for source in worker_sources(name, data_root):
         source = source.absolute()
-        if not sandbox.readable_by(source, uid, uid):
+        if not bubblewrap.readable_by(source, uid, uid):
             home = datasets.dataset_dir(name, data_root).absolute()
             folder = (home if home in source.parents else source.parent).absolute()
             raise datasets.DatasetError(
@@ -167,7 +167,7 @@ def label_folders(name: str, data_root: str | os.PathLike | None) -> list[Path]:
 
 def folder_views(name: str, data_root: str | os.PathLike | None) -> list[tuple[str, Path, str]]:
     """(role, source folder, path relative to the view's data root) of every folder a role sees whole:
-    what a container launcher mounts at harness.sandbox.ROLE_MOUNTS/<role>/<relative path>."""
+    what a container launcher mounts at harness.sandbox.uid_mode.ROLE_MOUNTS/<role>/<relative path>."""
     if datasets.manifest(name).get("format") != "imagenet-folders":
         return []
     return [(role, src, rel) for role in ROLES for src, rel in view_files(name, data_root, role, Path("/nonexistent"))]

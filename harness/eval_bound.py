@@ -4,15 +4,16 @@ The eval span is off the DAWNBench clock, and the reference's own code runs in i
 start, `load`, `predict`). The harness cannot tell an inference pass from training done there, so
 it bounds the span's wall time by what training on as many examples cost the trainer that epoch:
 
-    bound = passes x eval examples / (training examples / ranks) x that epoch's train span + PER_EVAL_S
-            + the trainer's init span (the predictor starts afresh in every eval)
+    bound = passes x eval examples / training examples x (every rank's train span that epoch, summed)
+            + PER_EVAL_S + the trainer's init span (the predictor starts afresh in every eval)
 
 An inference pass over an example costs at most what training on it did (a forward pass against a
 forward, a backward and an update: about a third), so `passes` is 1 unless the task allows more
 (tasks.toml's `eval_passes`, the same for every entry of the task and never a reference's to set):
 test-time augmentation over many views runs as many forward passes per example (cifar10-fast's six
 views cost 3.2 training examples each on a CPU, so CIFAR-10 allows 5). The examples trained are the task's official training set
-(tasks.toml), split over the ranks, never the trainer's own count: a trainer that said it trained on
+(tasks.toml), which the ranks train between them, each rank's span measured by its harness (never rank 0's
+alone, times the ranks: issue 46), and never the trainer's own count: a trainer that said it trained on
 one example would otherwise make the bound thousands of seconds (issue 33). A fresh predictor starts
 in every eval (no state carried from one eval to the next), so every bound adds the trainer's init
 span, which the harness measured, for that start.
@@ -38,20 +39,23 @@ class EvalBound:
     formula: str        # the bound with its figures, for the log and the DNC reason
 
     @classmethod
-    def of(cls, *, train_s: float, eval_examples: int, train_examples: int, ranks: int = 1,
+    def of(cls, *, train_s: float, eval_examples: int, train_examples: int, rank_train_s=(),
            start_s: float | None = None, passes: float = 1.0) -> EvalBound:
-        """The bound of one eval. `train_examples`: the task's official training set (tasks.toml), of
-        which each of `ranks` trains its share in an epoch; `start_s` (the trainer's init span) where
-        the predictor starts in the eval; `passes` the reference's declared eval cost per example, in
-        training examples. Nothing the trainer reports (its `samples`) enters it."""
-        trained = train_examples / max(ranks, 1)
-        share = passes * eval_examples / max(trained, 1.0) * train_s
+        """The bound of one eval. `train_examples`: the task's official training set (tasks.toml), which the
+        run's ranks trained in an epoch between them; `rank_train_s`: every rank's train span that epoch (one
+        process: `train_s`, its own). Training one example cost the sum of those spans over the training set:
+        every rank's time, never one rank's times the ranks (rank 0 training the whole set while rank 1
+        returned at once doubled the allowance, issue 46). `start_s` (the trainer's init span) where the
+        predictor starts in the eval; `passes` the task's eval cost per example, in training examples.
+        Nothing the trainer reports (its `samples`) enters it."""
+        spans = [float(t) for t in rank_train_s] or [float(train_s)]
+        rank_seconds = sum(spans)
+        share = passes * eval_examples / max(train_examples, 1) * rank_seconds
         seconds = share + PER_EVAL_S + (start_s or 0.0)
-        examples = (f"({train_examples} training examples / {ranks} ranks)" if ranks > 1
-                    else f"{train_examples} training examples")
+        trained = (f"({' + '.join(f'{t:.2f}' for t in spans)}) s train spans of {len(spans)} ranks"
+                   if len(spans) > 1 else f"{rank_seconds:.2f} s train span")
         formula = ((f"{passes:g} passes x " if passes != 1 else "") +
-                   f"{eval_examples} eval / {examples} x {train_s:.2f} s "
-                   f"train span + {PER_EVAL_S:g} s" +
+                   f"{eval_examples} eval / {train_examples} training examples x {trained} + {PER_EVAL_S:g} s" +
                    (f" + {start_s:.2f} s for the predictor's start (the trainer's init span)"
                     if start_s is not None else ""))
         return cls(seconds, formula)

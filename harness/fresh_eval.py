@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import data_views, datasets, eval_labels, inference, official_readers, sandbox
+from harness import data_views, datasets, eval_labels, inference, official_readers
 from harness.errors import UsageError
 from harness.registry import ReferenceSpec
 from harness.roles import start_worker
+from harness.sandbox import bubblewrap, handle, kernel, modes, scratch, uid_mode
 
 
 class FreshSetError(datasets.DatasetError):
@@ -80,7 +81,7 @@ def _fresh_folders(name: str, original: str, data_root: Path) -> tuple[list[tupl
                                     f"may read that): run {entry['fetch_command']} --format {packed}")
             files.append((source_dir / packed / own, str(shown_dir / packed / folder)))
     for _, shown in files:
-        if (sandbox.ROLE_MOUNTS / data_views.PREDICT / shown).is_dir():
+        if (uid_mode.ROLE_MOUNTS / data_views.PREDICT / shown).is_dir():
             raise FreshSetError(f"{name}: a predictor here is shown the mounted {shown} of {original}, not the fresh "
                                 f"set; run `dawnbench analyze generalization` on the host")
     return files, labels
@@ -132,9 +133,9 @@ def _predict(spec: ReferenceSpec, hyperparameters: dict, data_root: Path, work: 
 def _check_workers_can_read(files: list[tuple[Path, str]], isolation) -> None:
     """The fresh set's folders readable by the sandbox's user, as views.check_workers_can_read checks the
     original's; one line with the fix otherwise."""
-    uid = sandbox.worker_reads_as(isolation)
+    uid = modes.worker_reads_as(isolation)
     for source, _ in files:
-        if uid is not None and not sandbox.readable_by(source.absolute(), uid, uid):
+        if uid is not None and not bubblewrap.readable_by(source.absolute(), uid, uid):
             raise datasets.DatasetError(f"{source} cannot be read by the sandbox's user (uid {uid}, which the "
                                         f"reference's code runs as under {isolation.mode}); fix with: "
                                         f"chmod -R a+rX {source.parent.absolute()}")
@@ -148,10 +149,10 @@ def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
     datasets.check_present(original, data_root)
     labels = eval_labels.load_eval_labels(original, data_root)
     dropped = eval_labels.load_blacklist(original, data_root)
-    isolation = sandbox.probe()
+    isolation = modes.probe()
     data_views.check_workers_can_read(original, data_root, isolation)
-    sandbox.protect_harness()
-    work = sandbox.private_dir("fresh")
+    kernel.protect_harness()
+    work = scratch.private_dir("fresh")
     os.chmod(work, 0o755)
     try:
         shutil.copytree(model_dir, work / "models" / "model", symlinks=True)
@@ -165,7 +166,7 @@ def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
             out[key] = {**scores, "examples": int(len(truth) - (0 if drop is None else len(drop))),
                         "dataset": original if key == "original" else fresh}
         return out
-    except (sandbox.WorkerError, sandbox.WorkerDied) as e:
+    except (handle.WorkerError, handle.WorkerDied) as e:
         raise UsageError(f"the predictor of {spec.name} failed: {inference._one_line(str(e), 'failed')}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)

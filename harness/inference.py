@@ -22,10 +22,12 @@ from harness import (
     environment,
     eval_labels,
     inference_engines,
+    judge,
     paths,
     result_identity,
     safe_write,
-    sandbox,
+    snapshots,
+    verify_run,
     worker_env,
 )
 from harness.errors import EXIT_FAILED, DawnbenchError, command, shown
@@ -33,6 +35,7 @@ from harness.eval_set import EvalSet
 from harness.official import official_verdict
 from harness.registry import ReferenceSpec, UsageError
 from harness.roles import start_worker
+from harness.sandbox import handle, kernel, modes, scratch
 
 
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
@@ -67,7 +70,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     labels = eval_labels.load_eval_labels(task.dataset, data_root)
     dropped = eval_labels.load_blacklist(task.dataset, data_root)
 
-    isolation = sandbox.probe()
+    isolation = modes.probe()
     data_views.check_workers_can_read(task.dataset, data_root, isolation)
     model_record = model_source(model_path)
     # Before any of the reference's code runs: the code, data and model this inference is of, and
@@ -77,8 +80,8 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation,
                                    _inference_reasons(limit, len(labels), model_record), data_root=data_root,
                                    worker=worker)
-    sandbox.protect_harness()
-    work = sandbox.private_dir("infer")
+    kernel.protect_harness()
+    work = scratch.private_dir("infer")
     os.chmod(work, 0o755)
     models = work / "models"
     if model_path.is_dir():
@@ -155,13 +158,18 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
 
 def _inference_reasons(limit: int | None, total: int, model_record: dict) -> list[str]:
     """Why this inference cannot be an official entry, beyond what a run shares (threshold, data,
-    isolation, code): a part of the eval set, or a model whose own run was not official."""
+    isolation, code): a part of the eval set, or a model whose own run was not official or is not that run's
+    scored model."""
     reasons = []
     if limit is not None and limit < total:
         reasons.append(f"--limit {limit} times {limit} of the {total} eval items, not the whole eval set")
     run = model_record.get("run")
     if model_record["kind"] == "run" and run.get("official") is not True:
         reasons.append(f"the model's run ({run.get('reference')}, result.json beside the model) is not official")
+    if model_record.get("is_the_runs_model") is False:
+        reasons.append(f"the model is not its run's: its files hash to {model_record['sha256'][:16]}..., the run's log scored "
+                       f"{str(run.get('scored_snapshot_sha256'))[:16]}... (changed after the run?); infer the run's "
+                       f"own model/")
     return reasons
 
 
@@ -183,8 +191,22 @@ def model_source(model_path: Path) -> dict:
             record.update(kind="run", run={"reference": run.get("reference"), "status": run.get("status"),
                                            "metric": run.get("metric"), "metric_value": run.get("metric_value"),
                                            "official": run.get("official"),
-                                           "result_sha256": inference_engines.sha256(result_file)})
+                                           "result_sha256": inference_engines.sha256(result_file),
+                                           "scored_snapshot_sha256": _scored_sha256(model_path.parent)})
+    # The files loaded are the run's model only when they hash to the snapshot its log scored: a model
+    # fine-tuned on the public test set after the run (and put back before submit) is not (issue 46).
+    record["sha256"] = snapshots.manifest_sha256({rel: (f["bytes"], f["sha256"]) for rel, f in hashes.items()})
+    if record["kind"] == "run":
+        record["is_the_runs_model"] = record["sha256"] == record["run"]["scored_snapshot_sha256"]
     return record
+
+
+def _scored_sha256(run_dir: Path) -> str | None:
+    """The run's log's hash of its scored model (events.jsonl beside the model), or None without one."""
+    try:
+        return verify_run.scored_model_sha256(verify_run.read_events(run_dir))
+    except (OSError, ValueError, DawnbenchError):
+        return None
 
 
 class RuntimeFailed(DawnbenchError):
@@ -215,7 +237,7 @@ def _start(role: str, spec, hyperparameters, data_root, work, isolation, seed, s
 def _load(worker, seen, spec, model_path) -> None:
     try:
         worker.call("load", path=f"{seen['snapshots']}/model")
-    except sandbox.WorkerError as e:   # the framework's own error, often many lines: keep it to one
+    except handle.WorkerError as e:   # the framework's own error, often many lines: keep it to one
         lines = [line.strip() for line in str(e).splitlines() if line.strip()] or ["load failed"]
         mismatch = [line for line in lines if "mismatch" in line]     # the line that names a shape
         detail = " ".join((mismatch or lines)[0].split())
@@ -228,7 +250,7 @@ def _hook(worker, op: str, what: str, **fields) -> np.ndarray:
     """One export hook of the reference; its failure as one line (a missing hook is the user's to fix)."""
     try:
         _, array = worker.call(op, **fields)
-    except sandbox.WorkerError as e:
+    except handle.WorkerError as e:
         detail = _one_line(str(e), f"{op} failed").split(": ", 1)[-1]
         if detail.startswith("UsageError: "):
             detail = detail[len("UsageError: "):]
@@ -353,13 +375,12 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
                        "selection": f"a random subset drawn with seed {seed}, unaugmented",
                        "sha256": hashlib.sha256(np.ascontiguousarray(examples).tobytes()).hexdigest()}
     (folder / "request.json").write_text(json.dumps(request), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    # The exported runtimes are the reference environment's requirements (requirements/infer-*.txt
-    # installed there), so this process runs its interpreter, but as `python -I -S` with the harness's
-    # code and that environment's site-packages on its path: no start-up file of it runs here, and it
-    # never imports the reference's code.
-    proc = subprocess.run(worker_env.isolated_command("harness.inference_engines", str(folder / "request.json")), cwd=folder,
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    # The timing process is a judge process (harness/judge.py) of the harness's own interpreter, where the
+    # runtimes are pinned (requirements/infer-*.txt in the tools environment, /opt/harness in an image): it
+    # ran the reference's interpreter once, whose site-packages held whatever `onnxruntime` the entrant's
+    # requirements installed, and that build timed 0.070 ms against the honest 0.945 ms (issue 46).
+    proc = subprocess.run(judge.command("harness.inference_engines", str(folder / "request.json")), cwd=folder,
+                          env=judge.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
         if proc.returncode == 2 and lines[-1].startswith("error: "):

@@ -1,5 +1,7 @@
 """The harness's inference engines (ONNX Runtime, OpenVINO): an exported ONNX model run at batch 1 in a process of the
-harness's own, which never imports the reference's code, each call timed there.
+harness's own, which never imports the reference's code, each call timed there. That process is a judge process
+(harness/judge.py) of the harness's interpreter, with the runtimes pinned in the harness's environment: never the
+reference's, whose requirements could install an `onnxruntime` of their own (issue 46).
 
     python -m harness.inference_engines REQUEST.json
 
@@ -14,6 +16,7 @@ process, so no reference can move it.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -21,7 +24,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import worker_env
 from harness.errors import UsageError, command
 
 if TYPE_CHECKING:      # numpy is imported where it is used: harness.registry reads RUNTIMES without it
@@ -55,15 +57,14 @@ def check_options(runtime: str, precision: str, threads: int | None, framework: 
                          f"use --runtime reference, onnxruntime or openvino")
     if runtime in EXPORTED:
         needed = ["onnx", runtime] + (["onnxruntime"] if precision == "int8" else [])
-        # looked for in the workers' environment, where the runtime process runs (harness.worker_env)
-        python = worker_env.worker_python()
-        missing = worker_env.missing_modules(list(dict.fromkeys(needed)), python)
+        # looked for in the harness's own environment, where the timing process runs (harness/judge.py)
+        missing = [m for m in dict.fromkeys(needed) if importlib.util.find_spec(m) is None]
         if missing:
             # `dawnbench infer` (dawnbench.launcher) installs them on first use; this Python is not one it set up
             raise UsageError(f"--runtime {runtime}{' --precision int8' if precision == 'int8' else ''} needs "
-                             f"{', '.join(missing)}, not installed in the reference's environment ({python}): run it with "
-                             f"{command('infer')}, which installs requirements/infer-{runtime}.txt into the "
-                             f"reference's environment on first use, or pip install -r requirements/infer-{runtime}.txt")
+                             f"{', '.join(missing)}, not installed in the harness's environment ({sys.prefix}): run "
+                             f"it with {command('infer')}, which installs requirements/infer-{runtime}.txt into the "
+                             f"tools environment on first use, or pip install -r requirements/infer-{runtime}.txt there")
 
 
 def physical_cores() -> int:

@@ -7,7 +7,7 @@ that itself, outside the sandbox and from /proc, read at the run's start and at 
 - the CPUs the run may use (os.sched_getaffinity) and their busy time over the run's span
   (/proc/stat, per CPU: user + nice + system + irq + softirq + steal jiffies);
 - the CPU seconds of the run's own processes in that span: the trainer's and the predictors'
-  (harness.sandbox.Worker.cpu_seconds, as the runner reads them) and the harness's own process;
+  (harness.sandbox.handle.Worker.cpu_seconds, as the runner reads them) and the harness's own process;
 - what is left of the busy time is the other processes': `others_share` is it over the span's
   CPU time (wall seconds x the run's CPUs).
 

@@ -1,28 +1,55 @@
-"""Several local ranks in one network namespace that has only a loopback.
+"""Several local ranks of the harness, started by the judge, in one network namespace that has only a loopback.
 
-    python -m harness.local_ranks torchrun --standalone --nproc-per-node 2 -m harness run REF
+    python -I harness/judge.py harness.local_ranks --nproc-per-node 2 run REF [ARG ...]   # make run NPROC=2
+    ... harness.local_ranks --nproc-per-node 2 -m dawnbench run REF    # each rank's module (default: harness)
+    python -m harness.local_ranks COMMAND [ARG ...]                    # one command in such a namespace
+
+The rank launcher is a judge process (docs/RULES.md, "The trust boundary"): it is the parent of every
+rank's harness and sets its environment. torchrun, the launcher it replaces, ran in the reference's
+interpreter, where a `.pth` of the reference's requirements put a `sitecustomize` on the ranks'
+`PYTHONPATH`, and their harness imported it (issue 46). So this launcher runs from the judge's own
+interpreter (the one it is started with: the tools environment's, /opt/harness's in an image, never
+a reference's), standard library only, and starts each rank as a judge process (harness.judge: `-I`,
+this code first on the path, no inherited start-up hook) with what torchrun would have set: RANK,
+LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT (the trainers'
+process group, rank 0's store), OMP_NUM_THREADS=1 unless set, and the harness ranks' own port and
+secret ($DAWNBENCH_HARNESS_PORT, $DAWNBENCH_RUN_TOKEN: harness.collective). When a rank fails, the
+others get SIGTERM (their runs end DNC with their logs) and SIGKILL 30 s later, as torchrun does; a
+SIGINT or SIGTERM to the launcher goes to every rank; the ranks die with it (a parent-death signal).
 
 A single trainer gets a loopback of its own from bubblewrap. Several ranks on one machine cannot:
 their collective (gloo, NCCL's bootstrap) talks over sockets, so each rank's trainer keeps the
-network its harness has. This launcher gives that network the least it can be: it moves itself into
+network its harness has. The launcher gives that network the least it can be: it moves itself into
 a new network namespace (a new user namespace too when it is not root, which is what lets an
-unprivileged user make one), brings the loopback up, and replaces itself with the command. Every
-rank torchrun starts, and every trainer they start, then shares that namespace: they reach each
-other over 127.0.0.1 and nothing else. Each rank's env.json says so ("network").
+unprivileged user make one) and brings the loopback up before it starts the ranks. Every rank, and
+every trainer they start, then shares that namespace: they reach each other over 127.0.0.1 and
+nothing else. Each rank's env.json says so ("network").
 
 Several machines need the hosts' network for the collective; this launcher is for one machine. Where
 no namespace can be made (a container under Docker's seccomp profile, which has no network of its
-own anyway under docker-compose) it says so in one line and runs the command with the network it has.
+own anyway under docker-compose) it says so in one line and runs the ranks with the network it has.
 """
 from __future__ import annotations
 
 import ctypes
 import fcntl
 import os
+import secrets
 import shutil
+import signal
 import socket
 import struct
+import subprocess
 import sys
+import time
+
+from harness import judge
+from harness.collective import PORT_ENV, TOKEN_ENV
+
+PR_SET_PDEATHSIG = 1
+KILL_AFTER_S = 30.0      # torchrun's grace between a failed rank's SIGTERM to the others and their SIGKILL
+USAGE = ("usage: python -I harness/judge.py harness.local_ranks --nproc-per-node N [-m MODULE] ARG ...\n"
+         "       python -m harness.local_ranks COMMAND [ARG ...]")
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -51,24 +78,109 @@ def enter_loopback_namespace() -> None:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", current | IFF_UP))
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip().splitlines()[0] + "\n\nusage: python -m harness.local_ranks COMMAND [ARG ...]",
-              file=sys.stderr if not argv else sys.stdout)
-        return 2 if not argv else 0
-    program = shutil.which(argv[0])
-    if program is None:
-        print(f"dawnbench: error: {argv[0]}: no such program on PATH: give the launcher to run, "
-              f"e.g. torchrun --standalone --nproc-per-node 2 -m harness run REF", file=sys.stderr)
-        return 2
+def launcher_command(ranks: int, *args: str, module: str = "harness", python: str | None = None) -> list[str]:
+    """The command that runs `ranks` local ranks of `python -m module args`, this launcher a judge process
+    of `python` (default this one: the judge's, never a reference's interpreter)."""
+    return judge.command("harness.local_ranks", "--nproc-per-node", str(ranks), "-m", module, *args, python=python)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_environment(rank: int, ranks: int, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Rank `rank`'s environment: `base` without its start-up hooks, with torchrun's variables for one
+    machine. `base` must already hold the ports and the secret every rank shares (launch sets them)."""
+    env = judge.environment(base, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(ranks),
+                            LOCAL_WORLD_SIZE=str(ranks), GROUP_RANK="0", ROLE_RANK=str(rank),
+                            ROLE_WORLD_SIZE=str(ranks))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def launch(ranks: int, module: str, args: list[str]) -> int:
+    """Start `ranks` judge processes of `module args`, wait for them all; the first failure's exit status
+    (a signal's 128 + number), else 0."""
+    shared = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    shared[PORT_ENV] = os.environ.get(PORT_ENV) or str(free_port())
+    shared[TOKEN_ENV] = os.environ.get(TOKEN_ENV) or secrets.token_hex(16)
+    base = {**os.environ, **shared}
+    procs = [subprocess.Popen(judge.command(module, *args), env=rank_environment(r, ranks, base),
+                              preexec_fn=_die_with_parent) for r in range(ranks)]
+
+    def forward(signum, _frame):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    status, stopping_since = 0, None
+    try:
+        while any(p.poll() is None for p in procs):
+            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+            if failed and stopping_since is None:      # a rank failed: stop the others, as torchrun does
+                status, stopping_since = _status(failed[0]), time.monotonic()
+                forward(signal.SIGTERM, None)
+            elif stopping_since is not None and time.monotonic() - stopping_since > KILL_AFTER_S:
+                forward(signal.SIGKILL, None)
+            time.sleep(0.1)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return status or next((_status(p.returncode) for p in procs if p.returncode), 0)
+
+
+def _status(code: int) -> int:
+    return 128 - code if code < 0 else code
+
+
+def _isolate_network() -> None:
     try:
         enter_loopback_namespace()
     except OSError as exc:
         print(f"dawnbench: warning: the local ranks keep this machine's network: no network namespace "
               f"could be made here ({exc.strerror or exc}); each rank's env.json records it", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip().splitlines()[0] + "\n\n" + USAGE, file=sys.stderr if not argv else sys.stdout)
+        return 2 if not argv else 0
+    if argv[0] == "--nproc-per-node" or argv[0].startswith("--nproc-per-node="):
+        if "=" in argv[0]:
+            value, argv = argv[0].partition("=")[2], argv[1:]
+        else:
+            value, argv = (argv[1:2] or [""])[0], argv[2:]
+        if not value.isdigit() or int(value) < 1:
+            print(f"dawnbench: error: --nproc-per-node {value!r}: give the number of local ranks, 1 or more", file=sys.stderr)
+            return 2
+        module = "harness"
+        if argv[:1] == ["-m"]:
+            if len(argv) < 2:
+                print("dawnbench: error: -m needs the module each rank runs (e.g. -m harness)", file=sys.stderr)
+                return 2
+            module, argv = argv[1], argv[2:]
+        if not argv:
+            print(f"dawnbench: error: no command for the ranks: e.g. --nproc-per-node {value} run REF\n{USAGE}",
+                  file=sys.stderr)
+            return 2
+        _isolate_network()
+        return launch(int(value), module, argv)
+    program = shutil.which(argv[0])
+    if program is None:
+        print(f"dawnbench: error: {argv[0]}: no such program on PATH: give the command to run, or the local "
+              f"ranks of the harness: --nproc-per-node 2 run REF", file=sys.stderr)
+        return 2
+    _isolate_network()
     os.execv(program, argv)
     return 0  # not reached
 

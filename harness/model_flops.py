@@ -13,9 +13,10 @@ import os
 import shutil
 from pathlib import Path
 
-from harness import data_views, inference, sandbox
+from harness import data_views, inference
 from harness.errors import UsageError
 from harness.registry import ReferenceSpec
+from harness.sandbox import handle, kernel, modes, scratch
 
 
 def count(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root: Path, seed: int = 0) -> dict:
@@ -24,10 +25,10 @@ def count(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
         return {"not_counted": f"{spec.framework}: no FLOP counter of the framework's own (a guess is not a count)"}
     if not Path(model_dir).is_dir():
         return {"not_counted": f"the run kept no model ({model_dir} is missing; a run with --no-save-model keeps none)"}
-    isolation = sandbox.probe()
+    isolation = modes.probe()
     data_views.check_workers_can_read(spec.task.dataset, data_root, isolation)
-    sandbox.protect_harness()
-    work = sandbox.private_dir("flops")
+    kernel.protect_harness()
+    work = scratch.private_dir("flops")
     os.chmod(work, 0o755)
     worker = None
     try:
@@ -37,7 +38,7 @@ def count(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
                                             snapshots=work / "models")
             inference._load(worker, seen, spec, model_dir)
             reply, _ = worker.call("flops")
-        except (sandbox.WorkerError, sandbox.WorkerDied, UsageError) as e:
+        except (handle.WorkerError, handle.WorkerDied, UsageError) as e:
             # the reference's own error (its framework missing from the workers' Python, a model that does
             # not load): the count is informative, so the analysis goes on without it, saying why
             return {"not_counted": "the predictor could not count it: " + inference._one_line(str(e), "failed")}

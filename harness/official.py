@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import data_views, datasets, judge_hash, provenance, sandbox, worker_env
+from harness import data_views, datasets, judge_hash, provenance, worker_env
 from harness.eval_set import EvalSet
 from harness.registry import ReferenceSpec
+from harness.sandbox import uid_mode
 
 
 def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[str], eval_set: EvalSet, isolation,
@@ -27,11 +28,13 @@ def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[s
                      f"of {blacklist['file']} to check it against (its sha256 is in provenance.datasets)")
     if not isolation.isolated:
         found.append(isolation.reason)
+    if isolation.mode == "uid" and uid_mode.unconfined():
+        found.append(uid_mode.unconfined())
     if isolation.mode == "uid":
         # uid mode has no mount namespace: the workers see the host's files as any other user does, so
         # the eval labels are out of their reach only where the folders holding them are private.
         for folder in data_views.label_folders(task.dataset, data_root):
-            if sandbox.reachable_by_others(folder):
+            if uid_mode.reachable_by_others(folder):
                 found.append(f"uid mode: other users can reach {folder}, which holds the {task.dataset} eval labels, "
                              f"so the sandboxed workers could read them; make it private (chmod o-rwx {folder}) "
                              f"or run where bubblewrap works")

@@ -6,11 +6,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import data_views, datasets, eval_labels, official_readers, paths, sandbox, worker_env
+from harness import data_views, datasets, eval_labels, official_readers, paths, worker_env
 from harness.errors import UsageError
 from harness.eval_set import EvalSet
 from harness.official import official_verdict
 from harness.registry import ReferenceSpec
+from harness.sandbox import modes
 from harness.stop_rules import Budget
 
 
@@ -50,7 +51,7 @@ class Plan:
     dataset_files: list
     labels: object
     eval_set: EvalSet
-    isolation: sandbox.Isolation
+    isolation: modes.Isolation
     prov: dict
     rank: int
     world_size: int
@@ -77,7 +78,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     dataset_files, data_reasons = datasets.check_all(task.dataset, data_root)
     labels = eval_labels.load_eval_labels(task.dataset, data_root)
     eval_set = EvalSet(task, len(labels), eval_labels.load_blacklist(task.dataset, data_root))
-    isolation = sandbox.probe()
+    isolation = modes.probe()
     data_views.check_workers_can_read(task.dataset, data_root, isolation)
     worker = worker_env.describe()
     prov = official_verdict(spec, threshold, data_reasons, eval_set, isolation, data_root=data_root, worker=worker)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness import data_views, datasets, sandbox
+from harness import data_views, datasets
 from harness.registry import ReferenceSpec
+from harness.sandbox import launch
 
 
 def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, derived: Path,
@@ -19,7 +20,7 @@ def start_worker(role: str, spec: ReferenceSpec, isolation, *, data_root: Path, 
     if override:   # the fixture checksums an unofficial run was started with, for the worker's own checks
         copies.append(Path(override))
         env[datasets.MANIFEST_ENV] = "{scratch}/" + Path(override).name
-    return sandbox.start(role, isolation, reference_dir=spec.directory,
+    return launch.start(role, isolation, reference_dir=spec.directory,
                          data_files=data_files or data_views.view_files(spec.task.dataset, data_root, role, derived),
                          snapshots=snapshots, copies=copies, env=env, hidden=data_views.system_copies(),
                          network=network)

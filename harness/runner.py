@@ -35,7 +35,6 @@ from harness import (
     result_identity,
     run_record,
     safe_write,
-    sandbox,
     snapshots,
     stop_rules,
 )
@@ -45,6 +44,7 @@ from harness.plan import Plan, RunOptions, make_plan
 from harness.registry import ReferenceSpec, check_trains
 from harness.roles import start_worker
 from harness.run_record import RunRecord
+from harness.sandbox import channel, handle, kernel, scratch
 from harness.stop_rules import CONVERGED, DNC, Outcome
 
 
@@ -61,7 +61,8 @@ class BudgetSpent(DawnbenchError):
 
 
 # Verdicts the harness reaches on the reference's behaviour: each is the run's DNC reason as it stands.
-VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, sandbox.FreezeError)
+VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, handle.FreezeError,
+            channel.ProtocolError)
 
 
 def _say(msg: str, rank: int) -> None:
@@ -116,6 +117,7 @@ class Trained:
     train_s: float = 0.0        # the epoch's train span
     cpu_s: float = 0.0          # the trainer's CPU seconds in it (every process, reaped children too)
     train_total_s: float = 0.0  # every train span so far, this epoch's included (every rank's max): the train time
+    rank_train_s: tuple = ()    # every rank's train span this epoch, rank by rank (the eval bound's)
 
 
 class _Run:
@@ -127,7 +129,7 @@ class _Run:
         run_dir = safe_write.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
                                       self.opts.series_id) if plan.rank == 0 else None
         self.system = environment.describe_system(plan.data_root, plan.worker_env)
-        sandbox.protect_harness()
+        kernel.protect_harness()
         self.clock = Clock()      # the workers synchronize their device before they answer
         self.record = RunRecord(run_dir, self.spec, self.clock)
         self.trainer = self.predictor = None
@@ -160,7 +162,7 @@ class _Run:
     @contextlib.contextmanager
     def workers(self):
         """The scratch folder the workers' snapshots go to; at the end the workers are killed and it is removed."""
-        self.work = sandbox.private_dir("run")
+        self.work = scratch.private_dir("run")
         for folder in ("snapshots", "scored"):    # the trainer's, and the harness's copies it cannot reach
             (self.work / folder).mkdir()
         os.chmod(self.work, 0o755)
@@ -236,7 +238,7 @@ class _Run:
                            eval_from_epoch=p.budget.eval_from_epoch, max_epochs=p.budget.max_epochs)
         try:
             _, self.seen = self._start_worker("train", timeout=p.budget.max_seconds)
-        except sandbox.CallTimeout:
+        except handle.CallTimeout:
             raise self._spent("init") from None
         self.init_s = self.clock.lap("init")
         self.record.initialized()
@@ -256,7 +258,7 @@ class _Run:
         try:
             reply, _ = self.trainer.call("train", epoch=epoch, snapshot=snapshot,
                                          timeout=self._on_clock_left(f"epoch {epoch}"))
-        except sandbox.CallTimeout:
+        except handle.CallTimeout:
             self.trainer.freeze()
             self.clock.lap("train")
             if self.energy:
@@ -280,12 +282,14 @@ class _Run:
         loss = float(stats.get("loss", float("nan")))
         on_clock, bad_loss, train_total = self.group.max([self.clock.on_clock(), 0.0 if math.isfinite(loss) else 1.0,
                                                           self.clock.totals["train"]])
-        # `samples` is what this rank trained on; MLPerf's train_samples is the whole run's, every rank's
-        (samples_all,) = self.group.sum([stats.get("samples", 0.0)])
+        # `samples` is what this rank trained on; MLPerf's train_samples is the whole run's, every rank's. In the
+        # same round trip every rank's train span, rank by rank, for the eval bound (a sum of one-hot rows)
+        own = [train_s if r == p.rank else 0.0 for r in range(p.world_size)]
+        samples_all, *rank_train_s = self.group.sum([stats.get("samples", 0.0), *own])
         self.record.epoch_trained(epoch, stats, samples_all, p.world_size)
         if bad_loss and math.isfinite(loss):     # another rank's loss diverged: so did the run
             loss = float("nan")
-        return Trained(stats, loss, on_clock, handover, train_s, cpu_s, train_total)
+        return Trained(stats, loss, on_clock, handover, train_s, cpu_s, train_total, tuple(rank_train_s))
 
     def evaluate(self, epoch: int, trained: Trained) -> bool:
         """Off the clock: rank 0 takes the epoch's snapshot out of the frozen trainer's reach and
@@ -338,7 +342,7 @@ class _Run:
         file and the eval's cost."""
         p, task = self.plan, self.task
         bound = eval_bound.EvalBound.of(train_s=trained.train_s, eval_examples=p.eval_set.examples,
-                                        train_examples=p.train_examples, ranks=p.world_size,
+                                        train_examples=p.train_examples, rank_train_s=trained.rank_train_s,
                                         start_s=self.init_s, passes=self.spec.task.eval_passes)
         began = time.perf_counter()
 
@@ -354,7 +358,7 @@ class _Run:
             self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{_snapshot_name(epoch)}",
                                 timeout=left())
             answer, array = self.predictor.call("predict", timeout=left())
-        except sandbox.CallTimeout:
+        except handle.CallTimeout:
             raise bound.over(epoch, time.perf_counter() - began) from None
         wall_s = time.perf_counter() - began
         self.predictor.freeze()          # nothing of it runs outside its eval span
@@ -364,6 +368,7 @@ class _Run:
         cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(cpu_s, 3),
                 "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.task.eval_passes,
                 "fresh_predictor": True, "train_s": round(trained.train_s, 3),
+                "rank_train_s": [round(t, 3) for t in trained.rank_train_s],
                 "train_cpu_s": round(trained.cpu_s, 3)}
         predictions = answer["answers"] if "answers" in answer else array
         count = task.count(predictions) if predictions is not None else 0
@@ -395,8 +400,8 @@ class _Run:
         Call it inside the except."""
         trace = getattr(exc, "trace", "") or traceback.format_exc()
         self.record.error(trace)
-        outcome = stop_rules.failed(exc, (sandbox.WorkerError, sandbox.WorkerDied), VERDICTS)
-        if isinstance(exc, sandbox.WorkerError) and not exc.usage:
+        outcome = stop_rules.failed(exc, (handle.WorkerError, handle.WorkerDied), VERDICTS)
+        if isinstance(exc, handle.WorkerError) and not exc.usage:
             print(trace, file=sys.stderr)
         else:
             print(f"{self.spec.name}: {exc if getattr(exc, 'usage', False) else outcome.reason}", file=sys.stderr)
@@ -466,7 +471,7 @@ def _check_stats(raw: dict) -> dict[str, float]:
     forgery: refused in one line."""
     taken = sorted(set(map(str, raw)) & run_record.HARNESS_KEYS)
     if taken:
-        raise sandbox.WorkerError(f"train_epoch returned {', '.join(map(repr, taken))}, a name of a figure only the "
+        raise handle.WorkerError(f"train_epoch returned {', '.join(map(repr, taken))}, a name of a figure only the "
                                   f"harness writes (docs/RULES.md, \"Stopping and DNC\"); give your own stats other "
                                   f"names", usage=True)
     return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

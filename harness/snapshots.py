@@ -50,6 +50,15 @@ def _manifest_line(rel: str, size: int, digest: str) -> bytes:
     return f"{rel}\0{size}\0{digest}\n".encode()
 
 
+def manifest_sha256(files: dict[str, tuple[int, str]]) -> str:
+    """tree_sha256 of a folder from its manifest ({relative posix path: (size, sha256)}), without the files:
+    what a record of the files a process loaded (inference.json's model_source) says the folder hashed to."""
+    tree = hashlib.sha256()
+    for rel in sorted(files):
+        tree.update(_manifest_line(rel, *files[rel]))
+    return tree.hexdigest()
+
+
 def tree_sha256(root: Path) -> str:
     """One sha256 for a folder: over the sorted lines `path NUL size NUL sha256-of-file`."""
     tree = hashlib.sha256()

@@ -771,16 +771,17 @@ def _eval_bound_check(events: list[dict], task: Task, world_size: object = 1, of
         if train_s is None or start is None or stop is None or train_s > stop - start + 0.01:
             raise Disagreement(f"epoch {n}: the eval bound's train span {_shown(m.get('train_s'))} s is not within "
                                f"the epoch's logged span ({_shown(start)} to {_shown(stop)} s on the clock)")
+        spans = _rank_spans(n, m, ranks, train_s, stop - start)
         passes = _number(m.get("eval_passes", 1.0))
         if passes != task.eval_passes:       # the task's, never a reference's (tasks.toml)
             raise Disagreement(f"epoch {n}: eval_passes {_shown(m.get('eval_passes'))} is not the {task.name} task's "
                                f"{task.eval_passes:g}")
         fresh = m.get("fresh_predictor") is True
         expected = eval_bound.EvalBound.of(train_s=train_s, eval_examples=examples,
-                                           train_examples=train_examples, ranks=ranks,
+                                           train_examples=train_examples, rank_train_s=spans,
                                            start_s=init_s if fresh or i == 0 else None, passes=passes)
-        # train_s is logged to the millisecond, and the formula multiplies it by E/N: allow that rounding
-        rounding = 0.01 + passes * examples * ranks / max(train_examples, 1) * 5e-4
+        # each span is logged to the millisecond, and the formula multiplies their sum by E/N: allow that rounding
+        rounding = 0.01 + passes * examples * len(spans) / max(train_examples, 1) * 5e-4
         if abs(expected.seconds - bound) > rounding:
             raise Disagreement(f"epoch {n}: the logged eval bound {bound:.3f} s is not the formula's "
                                f"{expected.seconds:.3f} s = {expected.formula} (the task's training set, never "
@@ -788,6 +789,30 @@ def _eval_bound_check(events: list[dict], task: Task, world_size: object = 1, of
     worst = max(measured, key=lambda nm: nm[1]["predictor_s"] / max(nm[1]["eval_bound_s"], 1e-9))
     return (f"{len(measured)} evals within their bounds, each recomputed from the task's sizes and the log; the "
             f"closest, epoch {worst[0]}: {worst[1]['predictor_s']:.2f} s of {worst[1]['eval_bound_s']:.2f} s")
+
+
+# How far another rank's train span may pass rank 0's logged epoch span: it may start its epoch a few
+# milliseconds before rank 0 does (rank 0 writes the eval's records first), never more.
+OTHER_RANK_SLACK_S = 0.1
+
+
+def _rank_spans(n: object, m: dict, ranks: int, train_s: float, epoch_s: float) -> list[float]:
+    """Every rank's train span of epoch `n` as its eval_stop logs them (`rank_train_s`), each within the
+    epoch's logged span, rank 0's its own `train_s`. A log of one process without them bounds with `train_s`;
+    a log of several without them is of a harness that bounded by rank 0's span times the ranks, which one
+    rank training the whole set while the others returned at once doubled (issue 46): it does not verify."""
+    logged = m.get("rank_train_s")
+    if logged is None and ranks == 1:
+        return [train_s]
+    spans = [_number(t) for t in logged] if isinstance(logged, list) else []
+    if len(spans) != ranks or any(t is None or t < 0 for t in spans):
+        raise Disagreement(f"epoch {n}: the eval bound needs every rank's train span (rank_train_s, {ranks} of "
+                           f"them), the log has {_shown(logged)}: a bound from rank 0's span alone is not this "
+                           f"harness's (issue 46)")
+    if abs(spans[0] - train_s) > 0.002 or max(spans) > epoch_s + OTHER_RANK_SLACK_S:
+        raise Disagreement(f"epoch {n}: the ranks' train spans {_shown(logged)} s are not within the epoch's "
+                           f"logged span of {epoch_s:.3f} s, rank 0's being its train_s {train_s:.3f} s")
+    return spans
 
 
 def _train_examples(events: list[dict], task: Task, official: bool) -> int:
@@ -805,10 +830,17 @@ def _train_examples(events: list[dict], task: Task, official: bool) -> int:
     return count
 
 
+def scored_model_sha256(events: list[dict]) -> str | None:
+    """The sha256 the log holds of the run's model: the last scored snapshot's (tree_sha256), or None."""
+    scored = [e for e in events if e["key"] == "eval_accuracy"]
+    logged = (scored[-1].get("metadata") or {}).get("snapshot_sha256") if scored else None
+    return logged if isinstance(logged, str) else None
+
+
 def _model_check(run_dir: Path, events: list[dict]) -> str:
     """The kept model/ is byte for byte the last scored snapshot: its hash is the one logged then."""
     scored = [e for e in events if e["key"] == "eval_accuracy"]
-    logged = (scored[-1].get("metadata") or {}).get("snapshot_sha256") if scored else None
+    logged = scored_model_sha256(events)
     model = run_dir / "model"
     if not model.is_dir():
         return "no model kept (none saved, or the run diverged)"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import channel
+from harness.sandbox import channel
 
 
 def _device_sync(framework: str):
@@ -149,15 +149,16 @@ class Worker:
             except channel.ChannelClosed:
                 return 0
             op = msg.get("op")
+            echo = {"seq": msg.get("seq"), "nonce": msg.get("nonce")}     # what binds the reply to its request
             try:
                 reply = handlers[op](msg)
             except Exception as exc:  # noqa: BLE001 - every failure goes back to the harness as one message
                 from harness.errors import DawnbenchError
                 reply = {"error": f"{type(exc).__name__}: {exc}", "usage": isinstance(exc, DawnbenchError),
-                         "traceback": traceback.format_exc()}, None
+                         "traceback": traceback.format_exc(), **echo}, None
             else:
                 message, array = reply if isinstance(reply, tuple) else (reply, None)
-                reply = {"ok": op, **message}, array
+                reply = {"ok": op, **message, **echo}, array
             try:
                 channel.send(self.fd_out, *reply)
             except channel.ChannelClosed:

@@ -182,36 +182,6 @@ def reasons(record: dict, harness: dict | None = None) -> list[str]:
     return []
 
 
-# Run as `python -I -S -c ISOLATED PATHS MODULE ARGS...`: the module with PATHS (the harness's code, the
-# environment's site-packages) as its only additions to the standard library's path, and no site: the
-# packages of that environment are importable, its start-up files never run.
-ISOLATED = ("import json, runpy, sys; sys.path[:0] = json.loads(sys.argv[1]); module = sys.argv[2]; "
-            "sys.argv = [module, *sys.argv[3:]]; runpy.run_module(module, run_name='__main__', alter_sys=True)")
-FIND = ("import json, sys, importlib.util as u; sys.path[:0] = json.loads(sys.argv[1]); "
-        "print(json.dumps([m for m in sys.argv[2:] if u.find_spec(m) is None]))")
-
-
-def isolated_command(module: str, *args: str, python: str | None = None) -> list[str]:
-    """A command that runs `python -m module args` in the workers' environment without its start-up
-    files: a harness process (harness.inference_engines) that needs that environment's packages but must not
-    run what else the reference's requirements put there."""
-    python = python or worker_python()
-    paths = [str(Path(__file__).resolve().parent.parent), *describe(python)["site_packages"]]
-    return [python, "-I", "-S", "-c", ISOLATED, json.dumps(paths), module, *args]
-
-
-def missing_modules(modules: list[str], python: str | None = None) -> list[str]:
-    """Which of `modules` the workers' environment cannot import (found, never imported or run)."""
-    python = python or worker_python()
-    paths = describe(python)["site_packages"]
-    done = subprocess.run([python, "-I", "-S", "-c", FIND, json.dumps(paths), *modules], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-    try:
-        return list(json.loads(done.stdout))
-    except ValueError:
-        return list(modules)
-
-
 def _file_differences(a: dict, b: dict, same_version: set[str]) -> list[str]:
     """The distributions of the same version whose files differ, each with the files that are not as
     their RECORD says in either record; the files of no distribution, where they differ."""

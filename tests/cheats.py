@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -130,12 +131,12 @@ def needs_isolation():
     DAWNBENCH_REQUIRE_ISOLATION=1, as CI sets, so the path that matters is never skipped there."""
     import pytest
 
-    from harness import sandbox
-    if sandbox.probe().isolated:
+    from harness.sandbox import modes
+    if modes.probe().isolated:
         return []
     if os.environ.get("DAWNBENCH_REQUIRE_ISOLATION") == "1":
-        raise RuntimeError(f"DAWNBENCH_REQUIRE_ISOLATION=1 but {sandbox.probe().reason}")
-    return pytest.mark.skip(reason=sandbox.probe().reason)
+        raise RuntimeError(f"DAWNBENCH_REQUIRE_ISOLATION=1 but {modes.probe().reason}")
+    return pytest.mark.skip(reason=modes.probe().reason)
 
 
 def write_reference(root: Path, name: str, cheat: str = "", entry: str = "Cheat") -> Path:
@@ -193,9 +194,11 @@ def speed_up(run_dir: Path, factor: float) -> None:
         for name in ("predictor_s", "predictor_cpu_s", "train_s", "train_cpu_s"):
             if name in m:
                 m[name] = round(m[name] * factor, 3)
+        if "rank_train_s" in m:
+            m["rank_train_s"] = [round(t * factor, 3) for t in m["rank_train_s"]]
         m["eval_bound_s"] = round(eval_bound.EvalBound.of(
             train_s=m["train_s"], eval_examples=examples, train_examples=train_examples,
-            ranks=result.get("world_size", 1), start_s=init_s if i == 0 or m.get("fresh_predictor") else None,
+            rank_train_s=m.get("rank_train_s", ()), start_s=init_s if i == 0 or m.get("fresh_predictor") else None,
             passes=m.get("eval_passes", 1.0)).seconds, 3)
     def train_time(epoch: int) -> float:     # the train spans only, through `epoch` (docs/RULES.md)
         return sum(clock[("epoch_stop", n)] - clock[("epoch_start", n)] for n in trained if n <= epoch)
@@ -227,3 +230,52 @@ def speed_up(run_dir: Path, factor: float) -> None:
     hours = {row["epoch"]: tta(row["epoch"]) / 3600 for row in result["history"]}
     tsv.write_text("\n".join("\t".join(row if n == 0 else [row[0], f"{hours[int(row[0])]:.6f}", *row[2:]])
                              for n, row in enumerate(rows)) + "\n")
+
+
+def entrant_environment(root: Path, plant: dict[str, str], distributions: tuple[str, ...] = ("numpy",)) -> Path:
+    """A reference's environment as an entrant's requirements leave it, under `root` (not under /tmp: a sandboxed
+    worker's /tmp is its own): `distributions` of this test environment and what they require, hard-linked file
+    by file (a worker's view holds the environment's folder, so no link may lead out of it), with `plant` added
+    to its site-packages ({relative path: text}: a .pth, a package of the entrant's own build shadowing a real
+    one). Its bin/python."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    venv = root / "entrant-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    shadowed = {Path(p).parts[0] for p in plant}
+    todo, done = list(distributions), set()
+    while todo:
+        name = todo.pop().lower().replace("_", "-")
+        if name in done:
+            continue
+        done.add(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        for req in dist.requires or ():
+            parsed = Requirement(req)
+            if parsed.marker is None or parsed.marker.evaluate({"extra": ""}):
+                todo.append(parsed.name)
+        for file in dist.files or ():
+            source, target = Path(dist.locate_file(file)), site / file
+            if file.parts[0] in shadowed or ".." in file.parts or not source.is_file() or target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copy2(source, target)
+    for relative, text in plant.items():
+        (site / relative).parent.mkdir(parents=True, exist_ok=True)
+        (site / relative).write_text(textwrap.dedent(text), encoding="utf-8")
+    return venv / "bin" / "python"
+
+
+def marking(marker: Path, what: str) -> str:
+    """Python that appends `what`, this process's id and its command line to `marker` (where it can)."""
+    return (f"import os, sys\ntry:\n    open({str(marker)!r}, 'a').write('{what} ' + str(os.getpid()) + ' ' + "
+            f"' '.join(sys.argv) + chr(10))\nexcept OSError:\n    pass\n")

@@ -15,7 +15,7 @@ from conftest import PYTHON, REPO, cli_env
 from fashion_mnist_fixture import fixture_manifest, write_fashion_mnist
 
 from dawnbench.cli import main
-from harness import datasets
+from harness import datasets, local_ranks
 from harness.events import read_events
 
 REF = "fashion-mnist-cnn-pytorch"
@@ -41,8 +41,7 @@ def runs(fixture_data, tmp_path_factory) -> dict[int, Path]:
     tmp = tmp_path_factory.mktemp("scaling-runs")
     env = cli_env(**{datasets.MANIFEST_ENV: str(manifest)})
     launchers = {1: [PYTHON, "-m", "dawnbench"],
-                 2: [PYTHON, "-m", "harness.local_ranks", str(Path(PYTHON).parent / "torchrun"), "--standalone",
-                     "--nproc-per-node", "2", "-m", "dawnbench"]}
+                 2: local_ranks.launcher_command(2, module="dawnbench")}
     procs = {n: subprocess.Popen([*launcher, *RUN, "--data", str(data), "--results", str(tmp / f"np{n}")], cwd=REPO,
                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for n, launcher in launchers.items()}

@@ -163,8 +163,8 @@ def test_the_peer_runs_this_projects_references_at_a_tiny_size_on_the_cpu():
     airbench_peer.part_peer(s, r)
     assert torch.cuda.is_available is is_available                     # cpu_only put CUDA back
     assert r.not_measured["peer"].startswith("airbench94 runs on CUDA only") and "airbench94_muon" in r.not_measured["peer"]
-    assert set(airbench_peer.OURS) == {"cifar10_fast", "cifar10_airbench_muon"}
-    for key, name in airbench_peer.OURS.items():
+    assert set(airbench_peer.OURS) == {"cifar10_fast", "cifar10_fast_fused", "cifar10_airbench_muon"}
+    for key, (name, _) in airbench_peer.OURS.items():
         assert r.figures[f"peer_{key}_schedule_s"] > 0 and 0 <= r.figures[f"peer_{key}_top1"] <= 1, key
         assert r.notes[f"peer_{key}_schedule_s"].startswith(f"{name}: 4 steps at batch_size=32"), r.notes
         module = sys.modules[registry.load_spec(name).load_entry_class().__module__]

@@ -20,7 +20,8 @@ import pytest
 from cheats import SMUGGLE, events, harness_run, needs_isolation, write_reference
 from polling import processes, survivors, wait_for
 
-from harness import sandbox, snapshots, verify_run
+from harness import snapshots, verify_run
+from harness.sandbox import scratch
 
 pytestmark = needs_isolation()
 
@@ -276,5 +277,5 @@ def test_a_harness_killed_with_9_during_eval_leaves_no_process_and_its_scratch_i
                      or b"bwrap" in cmdline and str(references).encode() in cmdline) == []
     left = sorted(p.name.split("-")[1] for p in tmp.glob("dawnbench-*-*-*"))
     assert {"run", "train", "predict"} <= set(left), left
-    swept = sandbox.sweep_stale(tmp)
+    swept = scratch.sweep_stale(tmp)
     assert len(swept) == len(left) and list(tmp.glob("dawnbench-*")) == []

@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 from cheats import write_reference
 
-from harness import data_views, datasets, sandbox
+from harness import data_views, datasets
+from harness.sandbox import modes, procfs, uid_mode
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: it needs root")
 
 # The harness in uid mode, whatever this machine's bubblewrap can do.
-UID_MODE = ("import sys; from harness import sandbox; sandbox.probe = lambda: sandbox.Isolation('uid'); "
+UID_MODE = ("import sys; from harness.sandbox import modes; modes.probe = lambda: modes.Isolation('uid'); "
             "from harness.cli import main; sys.exit(main(sys.argv[1:]))")
 READER = '''
 class Cheat(Base):
@@ -87,7 +88,7 @@ def test_labels_other_users_can_read_make_a_uid_mode_run_unofficial(tmp_path, pr
     print("private data:", result["status"], result.get("dnc_reason"))
     # Debian's copy of the dataset, where it is installed and open to all, is named too
     debian = Path(datasets.manifest("fashion-mnist")["debian_dir"])
-    assert any(str(debian) in r for r in reasons) == (debian.is_dir() and sandbox.reachable_by_others(debian))
+    assert any(str(debian) in r for r in reasons) == (debian.is_dir() and uid_mode.reachable_by_others(debian))
 
 
 def test_reachable_by_others_follows_every_folder_on_the_way(tmp_path):
@@ -97,9 +98,9 @@ def test_reachable_by_others_follows_every_folder_on_the_way(tmp_path):
         inner.mkdir(parents=True)
         for folder in (base, base / "a", inner):
             os.chmod(folder, 0o755)
-        assert sandbox.reachable_by_others(inner)
+        assert uid_mode.reachable_by_others(inner)
         os.chmod(base / "a", 0o750)
-        assert not sandbox.reachable_by_others(inner) and not sandbox.reachable_by_others(base / "missing")
+        assert not uid_mode.reachable_by_others(inner) and not uid_mode.reachable_by_others(base / "missing")
     finally:
         shutil.rmtree(base)
     assert data_views.label_folders("fashion-mnist", tmp_path / "nothing") == [
@@ -112,13 +113,13 @@ def test_a_hosts_uid_mode_run_leaves_a_containers_workers_alone(tmp_path, privat
     host's uid-mode run stopped a container run's trainer for good (CI of issue 35: the compare run
     in its container waited 30 minutes). A host's harness now takes uids of its own (HOST_UIDS); here
     a process of the image's trainer uid, in a PID namespace of its own, lives through a run."""
-    assert set(sandbox.uid_mode_uids().values()).isdisjoint(sandbox.IMAGE_UIDS.values())
-    uid = sandbox.IMAGE_UIDS["train"]
+    assert set(uid_mode.uid_mode_uids().values()).isdisjoint(uid_mode.IMAGE_UIDS.values())
+    uid = uid_mode.IMAGE_UIDS["train"]
     container = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "setpriv", f"--reuid={uid}",
                                   f"--regid={uid}", "--clear-groups", "sleep", "600"], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
-        while not (sleepers := [p for p in sandbox._children(container.pid) if os.stat(f"/proc/{p}").st_uid == uid]):
+        while not (sleepers := [p for p in procfs.children(container.pid) if os.stat(f"/proc/{p}").st_uid == uid]):
             assert time.monotonic() < deadline, "the container's stand-in did not start"
             time.sleep(0.01)
         result = run_uid_mode(tmp_path, private_copy)
@@ -131,3 +132,80 @@ def test_a_hosts_uid_mode_run_leaves_a_containers_workers_alone(tmp_path, privat
     finally:
         os.killpg(container.pid, signal.SIGKILL)
         container.wait()
+
+
+# An ordinary harness process: its slot, and a uid-mode trainer frozen, thawed and killed as a run's is.
+ORDINARY = '''
+import sys
+from pathlib import Path
+from harness.sandbox import launch, modes, uid_mode
+print(uid_mode.uid_slot(), flush=True)
+worker, _ = launch.start("train", modes.Isolation("uid"), reference_dir=Path(sys.argv[1]), data_files=[], snapshots=None)
+worker.freeze()
+worker.thaw()
+worker.kill()
+'''
+
+
+def test_a_bystander_of_a_candidate_uid_is_neither_frozen_nor_killed(tmp_path):
+    """Issue 46, attack 10: a uid-mode harness took uids 20002 + 2 x slot without looking whether
+    anybody had them, and an ordinary run froze and killed a bystander `sleep` of such a uid. A slot
+    whose uids a passwd entry names or a live process runs as is now skipped."""
+    env = {**os.environ, "PYTHONPATH": str(Path(uid_mode.__file__).parents[2])}
+    free = subprocess.run([sys.executable, "-c", "from harness.sandbox import uid_mode; print(uid_mode.uid_slot())"],
+                          capture_output=True, text=True, env=env, check=True)
+    slot = int(free.stdout)                          # the slot the next harness would take; its lock is free again
+    uid = uid_mode.role_groups()["train"] + 2 * slot
+    bystander = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "600"])
+    try:
+        deadline = time.monotonic() + 10
+        while uid not in uid_mode.in_use([uid]) or uid_mode.in_use([uid])[uid] != f"process {bystander.pid}":
+            assert time.monotonic() < deadline, "the bystander did not start"
+            time.sleep(0.01)
+        folder = Path(tempfile.mkdtemp(prefix="dawnbench-bystander-"))
+        (folder / "reference.toml").write_text("")
+        try:
+            run = subprocess.run([sys.executable, "-c", ORDINARY, str(folder)], capture_output=True, text=True,
+                                 env=env, timeout=120)
+        finally:
+            shutil.rmtree(folder)
+        assert run.returncode == 0, run.stderr[-2000:]
+        stat = Path(f"/proc/{bystander.pid}/stat")
+        assert bystander.poll() is None and stat.exists(), f"the bystander of uid {uid} was killed"
+        state = stat.read_bytes().rsplit(b")", 1)[1].split()[0]
+        assert state == b"S", f"the bystander of uid {uid} was {state.decode()} after the harness's freeze and kill"
+        assert int(run.stdout.split()[0]) != slot, "the harness took the slot whose uid the bystander has"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_uid_a_passwd_entry_names_is_in_use():
+    assert uid_mode.in_use([0, 65534]) == {0: "the user root", 65534: "the user nobody"}
+    assert uid_mode.in_use([uid_mode.UID_SLOTS * 2 + 4_000_000]) == {}
+
+
+def test_uid_mode_on_a_bare_host_is_not_official(tmp_path, monkeypatch):
+    """Issue 46, attack 7: on a bare host uid mode's workers read what any user may read (the test
+    labels in apt's cache of the Debian package) and reach the network; only a reference's image run
+    without a network confines them. The verdict says which, in one line."""
+    from conftest import REPO
+
+    from harness import registry
+    from harness.eval_set import EvalSet
+    from harness.official import official_verdict
+    monkeypatch.setattr(uid_mode, "BUILD_INFO", tmp_path / "no-build.json")
+    bare = uid_mode.unconfined()
+    assert bare.startswith("uid mode outside a container:") and "\n" not in bare
+    spec = registry.load_spec("fashion-mnist-cnn-pytorch", REPO / "references")
+    verdict = official_verdict(spec, spec.task.threshold, [], EvalSet(spec.task, 10000, None), modes.Isolation("uid"),
+                               data_root=tmp_path)
+    assert verdict["official"] is False and bare in verdict["unofficial_reasons"], verdict["unofficial_reasons"]
+    build, nets = tmp_path / "build.json", tmp_path / "net"
+    build.write_text("{}")
+    (nets / "lo").mkdir(parents=True)
+    monkeypatch.setattr(uid_mode, "BUILD_INFO", build)
+    monkeypatch.setattr(uid_mode, "NET_DEVICES", nets)
+    assert uid_mode.unconfined() is None               # a reference's image, no network but its loopback
+    (nets / "eth0").mkdir()
+    assert "uid mode in a container with a network (eth0)" in uid_mode.unconfined()

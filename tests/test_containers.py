@@ -33,8 +33,9 @@ from project_copy import FORK, MARKER, copy_project, fork
 
 from bench import compare
 from dawnbench import containers
-from harness import datasets, provenance, registry, sandbox
+from harness import datasets, provenance, registry
 from harness.errors import DawnbenchError
+from harness.sandbox import uid_mode
 
 REQUIREMENTS_TOOL = REPO / "docker" / "requirements.py"
 BASE_TAG = "dawnbench-test/debian-python:bookworm"
@@ -133,7 +134,9 @@ def test_dockerfile_static_rules(name):
     assert "COPY --from=requirements /opt/harness /opt/harness" in instructions
     assert any(line.startswith("DAWNBENCH_WORKER_PYTHON=/opt/venv/bin/python") for line in instructions)   # in ENV
     entrypoint = (REPO / "docker" / "entrypoint.sh").read_text()
-    assert "exec /opt/harness/bin/python -m harness" in entrypoint and "/opt/venv/bin/python -m" not in entrypoint
+    # a judge process: -I and harness/judge.py, so the image's PYTHONPATH or a start-up hook reaches no harness (issue 46)
+    assert "exec /opt/harness/bin/python -I -B /opt/dawnbench/harness/judge.py harness" in entrypoint
+    assert "/opt/venv/bin/python -m" not in entrypoint and "unset LD_PRELOAD LD_AUDIT" in entrypoint
 
 
 COMMIT_ARGS = ("REFERENCE", "GIT_COMMIT", "GIT_DIRTY", "REFERENCE_TREE_SHA256")
@@ -762,7 +765,7 @@ def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_imag
 
 def uid_processes() -> list[str]:
     """The host's processes of uid mode's worker uids (a container's included: no user namespace)."""
-    uids = {base + 2 * slot for base in sandbox.IMAGE_UIDS.values() for slot in range(sandbox.UID_SLOTS)}
+    uids = {base + 2 * slot for base in uid_mode.IMAGE_UIDS.values() for slot in range(uid_mode.UID_SLOTS)}
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -808,7 +811,7 @@ def test_a_kill_9_on_the_host_takes_the_whole_container_run_along(engine, defaul
             launcher.kill()
         for container in subprocess.run(listed, env=engine, capture_output=True, text=True).stdout.split():
             subprocess.run(["docker", "rm", "-f", container], env=engine, capture_output=True)
-    assert uid_processes() == []        # a host's uid-mode tests use other uids (sandbox.HOST_UIDS)
+    assert uid_processes() == []        # a host's uid-mode tests use other uids (uid_mode.HOST_UIDS)
     (run_dir,) = (results / DEFAULT).iterdir()
     if killed == "launcher":
         result = json.loads((run_dir / "result.json").read_text())       # stopped, not cut off

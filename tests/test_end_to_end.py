@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 from conftest import PYTHON, REPO, cli_env
 
+from harness import local_ranks
 from harness.events import read_events
 
 REF = "fashion-mnist-cnn-pytorch"
@@ -78,13 +79,11 @@ def test_default_reference_trains_and_infers(fashion_root, tmp_path):
 @pytest.mark.trains_default
 @pytest.mark.multiprocess
 def test_torchrun_two_processes_are_one_run(fashion_root, tmp_path):
-    """Launched as `make run NPROC=2` launches it: torchrun inside one loopback-only network namespace
-    that both ranks and their trainers share (harness/local_ranks.py)."""
+    """Launched as `make run NPROC=2` launches it: the harness's own rank launcher, a judge process, inside
+    one loopback-only network namespace that both ranks and their trainers share (harness/local_ranks.py)."""
     results = tmp_path / "results"
     proc = dawnbench("run", REF, "--threshold", "0.85", "--max-epochs", "3", "--results", str(results),
-                     "--no-progress", launcher=(PYTHON, "-m", "harness.local_ranks",
-                                                str(Path(PYTHON).parent / "torchrun"), "--standalone",
-                                                "--nproc-per-node", "2", "-m", "dawnbench"))
+                     "--no-progress", launcher=local_ranks.launcher_command(2, module="dawnbench"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "keep this machine's network" not in proc.stderr
     run_dir = the_run(results)            # rank 0 alone wrote one folder
@@ -94,3 +93,6 @@ def test_torchrun_two_processes_are_one_run(fashion_root, tmp_path):
     assert env["network_interfaces"] == ["lo"]
     if result["isolation"]["mode"].startswith("bwrap"):
         assert env["network"]["train"] == "loopback only (one namespace shared by the 2 local ranks)"
+    # every eval's bound is made of both ranks' train spans, as each rank's harness measured it (issue 46)
+    stops = [e["metadata"] for e in read_events(run_dir / "events.jsonl") if e["key"] == "eval_stop"]
+    assert stops and all(len(m["rank_train_s"]) == 2 and m["rank_train_s"][0] == m["train_s"] for m in stops)

@@ -8,10 +8,11 @@ import hashlib
 import json
 import shutil
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
-from leaderboard_fixture import edit_json, make_run, train
+from leaderboard_fixture import MODEL_FILES, edit_json, make_run, train
 from test_submit import cifar10_eval, labels_here, make_inference  # noqa: F401  (fixtures: the labels every run here is scored against)
 
 from dawnbench import entry_status, prices, ranking, reproduce, site, submit, validate_entries
@@ -90,10 +91,12 @@ def inference_tree(tmp_path: Path, **model) -> tuple[Path, Path]:
     return tree, tree / "CIFAR10" / "inference" / f"{STEM}.json"
 
 
-def run_model(tree: Path) -> dict:
-    """What `dawnbench infer --model <run>/model` records of the run's model: its result.json's sha256."""
+def run_model(tree: Path, files=MODEL_FILES) -> dict:
+    """What `dawnbench infer --model <run>/model` records of the run's model: its result.json's sha256 and the
+    files it loaded (by default the snapshot the fixture's runs scored)."""
     result = tree / "CIFAR10" / "train" / f"{STEM}.run" / "result.json"
-    return {"kind": "run", "path": "results/x/model", "files": {},
+    return {"kind": "run", "path": "results/x/model",
+            "files": {rel: {"bytes": size, "sha256": sha} for rel, (size, sha) in files.items()},
             "run": {"reference": "cifar10-resnet56-pytorch", "official": True,
                     "result_sha256": hashlib.sha256(result.read_bytes()).hexdigest()}}
 
@@ -170,11 +173,55 @@ def test_a_model_from_a_file_is_ranked_apart_and_said_so(tmp_path, capsys):
     capsys.readouterr()
     record = entry_status.run_folder(path2) / "inference.json"
     source = run_model(tree2)
-    edit_json(record, model_source=source)
+    run_provenance = json.loads((entry_status.run_folder(path2.parent.parent / "train" / path2.name)
+                                 / "result.json").read_text())["provenance"]
+    edit_json(record, model_source=source, provenance=run_provenance)
     edit_json(path2, misc={**json.loads(path2.read_text())["misc"], "model_source": source})
     cifar = board(tree2, capsys)["tasks"]["CIFAR10"]
     (row,) = cifar["inference_latency"]
     assert row["model_provenance"].startswith("verified") and cifar["inference_latency_unverified_model"] == []
+
+    # Issue 46, attack 8: the run's model fine-tuned on the public test set, timed, then put back (the run still
+    # verifies): the record names the run, but the files it loaded are not the snapshot the run's log scored
+    tuned = run_model(tree2, {"model.pt": (3400000, "0" * 64)})
+    edit_json(record, model_source=tuned)
+    edit_json(path2, misc={**json.loads(path2.read_text())["misc"], "model_source": tuned})
+    cifar = board(tree2, capsys)["tasks"]["CIFAR10"]
+    assert cifar["inference_latency"] == []
+    (row,) = cifar["inference_latency_unverified_model"]
+    assert row["model_provenance"] == "model provenance unverified"
+    # and an inference of other code than the run's (a reference of the same name) is not the run's model either
+    edit_json(record, model_source=source, provenance={**run_provenance, "reference_tree_sha256": "0" * 64})
+    edit_json(path2, misc={**json.loads(path2.read_text())["misc"], "model_source": source})
+    assert board(tree2, capsys)["tasks"]["CIFAR10"]["inference_latency"] == []
+
+
+def test_submit_refuses_an_inference_of_a_model_changed_after_its_run(tmp_path, capsys):
+    """Issue 46, attack 8: `infer --model <run>/model` of a model fine-tuned on the public test set (the
+    original put back after, so the run still verifies), submitted with its run: refused in one line, nothing
+    written. The inference of the run's own scored model, of the run's code, goes through."""
+    run = make_run(tmp_path / "run")
+    infer = make_inference(tmp_path / "infer")
+    provenance = json.loads((run / "result.json").read_text())["provenance"]
+    result_sha = hashlib.sha256((run / "result.json").read_bytes()).hexdigest()
+
+    def source(files):
+        return {"kind": "run", "path": str(run / "model"),
+                "files": {rel: {"bytes": size, "sha256": sha} for rel, (size, sha) in files.items()},
+                "run": {"reference": "cifar10-resnet56-pytorch", "official": True, "result_sha256": result_sha}}
+    argv = [str(run), "--inference", str(infer), "--out", str(tmp_path / "entries"), "--author", "Jane Doe",
+            "--hardware", "AWS p3.2xlarge (1 V100)"]
+    edit_json(infer / "inference.json", model_source=source({"model.pt": (3400000, "0" * 64)}), provenance=provenance)
+    assert submit.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is not the run's scored model" in line and f"--model {run}/model" in line, line
+    assert not (tmp_path / "entries").exists()
+    edit_json(infer / "inference.json", model_source=source(MODEL_FILES),
+              provenance={**provenance, "reference_tree_sha256": "0" * 64})
+    assert submit.main(argv) == 2
+    assert "the inference ran other code than the run" in capsys.readouterr().err
+    edit_json(infer / "inference.json", provenance=provenance)
+    assert submit.main(argv) == 0, capsys.readouterr().err
 
 
 def test_a_price_is_the_tables_never_the_entrants(tmp_path, capsys):
@@ -324,8 +371,9 @@ def test_a_multi_rank_run_is_tried_where_the_ranks_are(tmp_path, monkeypatch, ca
     original = reproduce.read_original(path, None)            # no longer refused
     code = reproduce.Code(tmp_path / "references", tmp_path, "here")
     command = reproduce.run_command(original, code, "native", tmp_path, tmp_path / "results", ["--seed", "0"], None)
-    assert command[1:5] == ["-m", "harness.local_ranks", command[0], "-m"]
-    assert command[5:9] == ["torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    # the judge's own launcher in the judge's interpreter, never the reference's torchrun (issue 46)
+    assert command[:2] == [sys.executable, "-I"] and "torch.distributed.run" not in command
+    assert command[4:8] == ["harness.local_ranks", "--nproc-per-node", "2", "-m"]
     monkeypatch.setattr(reproduce, "available_processes", lambda env: 8)
     assert reproduce.ranks_here(original, "docker", "", None)[0] == "native"
     monkeypatch.setattr(reproduce, "available_processes", lambda env: 1)
@@ -392,3 +440,21 @@ def test_a_table_price_is_for_the_hardware_the_run_recorded(tmp_path, capsys):
     cifar = board(tree, capsys)["tasks"]["CIFAR10"]
     assert [r["author"] for r in cifar["train_cost"]] == ["Fits"]
     assert sorted(r["author"] for r in cifar["train_cost_given"]) == ["Cpu", "Eight", "H100"]
+
+
+def test_infer_of_a_runs_model_says_when_the_files_are_not_the_scored_snapshot(default_run, tmp_path):
+    """Issue 46, attack 8, at `infer --model <run>/model`: the record held the loaded files' hashes and compared
+    them with nothing. It compares them with the run's log now: the run's own model is its run's; a model changed
+    after the run (fine-tuned on the public test set) is not, and the inference is not official, in one reason."""
+    from harness import inference
+    run = Path(shutil.copytree(default_run, tmp_path / "run"))
+    own = inference.model_source(run / "model")
+    assert own["kind"] == "run" and own["is_the_runs_model"] is True
+    assert own["sha256"] == own["run"]["scored_snapshot_sha256"]
+    assert not [r for r in inference._inference_reasons(None, 10, own) if "not its run's" in r]
+    weights = next(p for p in sorted((run / "model").rglob("*")) if p.is_file())
+    weights.write_bytes(weights.read_bytes() + b"\0")          # tuned after the run
+    tuned = inference.model_source(run / "model")
+    assert tuned["is_the_runs_model"] is False
+    (reason,) = [r for r in inference._inference_reasons(None, 10, tuned) if "not its run's" in r]
+    assert reason.startswith(f"the model is not its run's: its files hash to {tuned['sha256'][:16]}...")

@@ -28,10 +28,21 @@ def test_the_predictor_start_and_the_ranks_show_in_the_formula():
     started = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000, start_s=3.0)
     assert started.seconds == pytest.approx(10.0 + PER_EVAL_S + 3.0)
     assert "3.00 s for the predictor's start" in started.formula
-    # two ranks each train half the set in the span: an example cost the span / 30000
-    split = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000, ranks=2)
+    # two ranks each train half the set in the span: an example cost two ranks' spans / 60000
+    split = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000, rank_train_s=(60.0, 60.0))
     assert split.seconds == pytest.approx(20.0 + PER_EVAL_S)
-    assert "(60000 training examples / 2 ranks)" in split.formula
+    assert "(60.00 + 60.00) s train spans of 2 ranks" in split.formula
+
+
+def test_one_rank_training_everything_gets_no_more_than_one_process():
+    """Issue 46, attack 9: the bound took rank 0's span as the cost of its share N/ranks, so with rank 0
+    training the whole set and rank 1 returning at once each eval's allowance doubled (W ranks: W times).
+    It is every rank's span now: the same allowance as one process that trained the set in that span."""
+    alone = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000)
+    lopsided = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000, rank_train_s=(60.0, 0.01))
+    assert lopsided.seconds == pytest.approx(alone.seconds, abs=0.01)
+    four = EvalBound.of(train_s=60.0, eval_examples=10_000, train_examples=60_000, rank_train_s=(60.0, 0, 0, 0))
+    assert four.seconds == pytest.approx(alone.seconds)
 
 
 def test_the_task_s_eval_passes_multiply_the_share_and_show_in_the_formula():

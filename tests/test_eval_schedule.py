@@ -271,16 +271,16 @@ def test_an_unevaluated_epoch_is_not_frozen_and_an_evaluated_one_is(tmp_path, fa
     eval_from_epoch has none, so it is not frozen and thawed (about 2 ms on the clock for nothing);
     the evaluated epoch still is, before its snapshot is taken, and its CPU count is read frozen."""
     from dawnbench.cli import main
-    from harness import sandbox
-    handovers, freeze, thaw = [], sandbox.Worker.freeze, sandbox.Worker.thaw
+    from harness.sandbox import handle
+    handovers, freeze, thaw = [], handle.Worker.freeze, handle.Worker.thaw
 
     def recorded(action, original):
         def wrapper(self, *args, **kwargs):
             handovers.append((self.role, action))
             return original(self, *args, **kwargs)
         return wrapper
-    monkeypatch.setattr(sandbox.Worker, "freeze", recorded("freeze", freeze))
-    monkeypatch.setattr(sandbox.Worker, "thaw", recorded("thaw", thaw))
+    monkeypatch.setattr(handle.Worker, "freeze", recorded("freeze", freeze))
+    monkeypatch.setattr(handle.Worker, "thaw", recorded("thaw", thaw))
     write_scripted(tmp_path / "references", NAME, "max_epochs = 3\neval_from_epoch = 3\n")
     code = main(["run", NAME, "--references", str(tmp_path / "references"), "--results", str(tmp_path / "results"),
                  "--no-progress", *ARGS])

@@ -259,7 +259,8 @@ def test_the_predictor_is_shown_the_fresh_folders_at_imagenets_paths(tmp_path, m
     """harness.fresh_eval's view: val/ at imagenet/val, each packed val/ at ImageNet's; a format ImageNet's
     eval set is packed in and the fresh set is not is one line naming the --format to fetch; and where a
     launcher mounted ImageNet's val for the predictor (a container), it says to run on the host."""
-    from harness import fresh_eval, sandbox
+    from harness import fresh_eval
+    from harness.sandbox import uid_mode
     tar = tar_gz(FOLDERS)
     (tmp_path / TAR).write_bytes(tar)
     root = setup_data(tmp_path, monkeypatch, tar)
@@ -276,7 +277,7 @@ def test_the_predictor_is_shown_the_fresh_folders_at_imagenets_paths(tmp_path, m
     datasets.write_prepared_manifest(root / "imagenetv2")
     files, _ = fresh_eval.fresh_view("imagenetv2", "imagenet", root, tmp_path / "derived")
     assert files[1] == (root / "imagenetv2" / "tfrecord" / "val", "imagenet/tfrecord/val")
-    monkeypatch.setattr(sandbox, "ROLE_MOUNTS", tmp_path / "views")
+    monkeypatch.setattr(uid_mode, "ROLE_MOUNTS", tmp_path / "views")
     (tmp_path / "views" / "predict" / "imagenet" / "val").mkdir(parents=True)
     with pytest.raises(fresh_eval.FreshSetError, match="run `dawnbench analyze generalization` on the host"):
         fresh_eval.fresh_view("imagenetv2", "imagenet", root, tmp_path / "derived")

@@ -20,7 +20,7 @@ def test_every_readme_holds_the_measured_figures():
 
 
 def test_the_data_says_where_and_with_what_it_was_measured():
-    data = gpu_figures.load(gpu_figures.latest())
+    data = gpu_figures.measured()
     env = data["environment"]
     assert {"date", "device", "torch", "cuda", "cudnn", "python"} <= set(env)
     assert all(run["command"] and run["figures"] for run in data["runs"])
@@ -39,7 +39,7 @@ def test_a_figure_typed_by_hand_is_found(tmp_path):
     gpu_figures.check_all(tmp_path)
     readme = tmp_path / "references" / "cifar10-fast-pytorch" / "README.md"
     text = readme.read_text()
-    data = gpu_figures.load(gpu_figures.latest())
+    data = gpu_figures.measured()
     measured = gpu_figures.cell(data, "peer_ratio_cifar10_fast_over_airbench94")
     assert f"| {measured} |" in text
     readme.write_text(text.replace(f"| {measured} |", "| 0.95 |", 1))
@@ -57,11 +57,28 @@ def test_a_readme_without_its_block_is_named(tmp_path):
 
 
 def test_a_row_naming_a_figure_never_measured_fails(tmp_path):
-    data = json.loads((gpu_figures.latest() / "figures.json").read_text())
+    data = gpu_figures.measured()
     for run in data["runs"]:
         run["figures"].pop("steps_squad_bidaf_step_ms", None)
     with pytest.raises(gpu_figures.FiguresError, match="steps_squad_bidaf_step_ms is not in the measured data"):
         gpu_figures.render("references/squad-bidaf-pytorch/README.md", data)
+
+
+def test_leases_on_one_device_and_version_are_shown_together_and_others_apart(tmp_path):
+    def lease(folder, date, device, torch, x):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "figures.json").write_text(json.dumps(
+            {"environment": {"date": date, "device": device, "torch": torch},
+             "runs": [{"command": f"bench {date}", "figures": {"x": x}}]}))
+
+    lease("2026-01-01-h200", "2026-01-01", "H200", "2.11", 1.0)
+    lease("2026-01-02-h100", "2026-01-02", "H100", "2.11", 5.0)       # another device: never mixed in
+    lease("2026-01-03-h200-old", "2026-01-03", "H200", "2.10", 7.0)   # another version: never mixed in
+    lease("2026-01-04-h200", "2026-01-04", "H200", "2.11", 2.0)
+    data = gpu_figures.measured(tmp_path)
+    assert gpu_figures.cell(data, "x") == "1; 2"
+    assert data["environment"]["date"] == "2026-01-01, 2026-01-04"
+    assert gpu_figures.commands(data, ["x"]) == "`bench 2026-01-01`<br>`bench 2026-01-04`"
 
 
 def test_every_sample_of_a_figure_is_shown_in_order():

@@ -201,22 +201,6 @@ def test_a_harness_whose_environment_holds_start_up_code_is_not_official(planted
     assert [Path(p).name for p in system["harness_environment"]["pth_unexpected"]] == ["clock.pth"]
 
 
-def test_the_exported_runtimes_process_imports_the_environment_without_its_start_up_files(planted_env, tmp_path,
-                                                                                          monkeypatch):
-    """`infer --runtime onnxruntime|openvino` times the exported model in a harness process that needs
-    the reference environment's packages: started as `python -I -S` with its site-packages on the path,
-    those import and clock.pth does not run."""
-    from harness import worker_env
-    marker = tmp_path / "ran.txt"
-    python = str(planted_env / "bin" / "python")
-    monkeypatch.setenv("PTH_MARKER", str(marker))
-    proc = subprocess.run(worker_env.isolated_command("tqdm", "--version", python=python),
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout.strip()[:1].isdigit(), proc.stderr
-    assert worker_env.missing_modules(["numpy", "tqdm", "no_such_runtime"], python) == ["no_such_runtime"]
-    assert not marker.exists()
-
-
 def test_an_image_build_refuses_the_requirements_before_it_asks_the_engine(tmp_path, monkeypatch):
     """`make build` (dawnbench.containers.build): the same one line, before any engine is asked."""
     from types import SimpleNamespace

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import data_views, datasets, eval_labels, registry, runner, sandbox, verify_run
+from harness import data_views, datasets, eval_labels, registry, runner, verify_run
+from harness.sandbox import modes, uid_mode
 
 WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361", "n01494475", "n01496331"]   # sorted
 
@@ -300,10 +301,10 @@ def role_mounts(tree, monkeypatch, request):
     os.chmod(mounts, 0o755)
     for role, source, relative in data_views.folder_views("imagenet", root):
         shutil.copytree(source, mounts / role / relative)
-        group = sandbox.role_groups()[role]      # as the Dockerfile: the role's group may enter
+        group = uid_mode.role_groups()[role]      # as the Dockerfile: the role's group may enter
         os.chown(mounts / role, group, group)
         os.chmod(mounts / role, 0o750)
-    monkeypatch.setattr(sandbox, "ROLE_MOUNTS", mounts)
+    monkeypatch.setattr(uid_mode, "ROLE_MOUNTS", mounts)
     yield root, mounts
     shutil.rmtree(mounts, ignore_errors=True)
 
@@ -317,14 +318,14 @@ def as_uid(uid: int, group: int, *command: str) -> subprocess.CompletedProcess:
 @root_only
 def test_each_role_uid_enters_its_own_mount_only(role_mounts):
     _, mounts = role_mounts
-    uids, groups = sandbox.uid_mode_uids(), sandbox.role_groups()
+    uids, groups = uid_mode.uid_mode_uids(), uid_mode.role_groups()
     train, predict = (uids["train"], groups["train"]), (uids["predict"], groups["predict"])
     assert as_uid(*train, "ls", str(mounts / "train/imagenet/train")).stdout.split() == WNIDS
     assert as_uid(*predict, "ls", str(mounts / "predict/imagenet/val")).returncode == 0
     assert "Permission denied" in as_uid(*predict, "ls", str(mounts / "train/imagenet/train")).stderr
     assert "Permission denied" in as_uid(*train, "ls", str(mounts / "predict/imagenet/val")).stderr
     # another slot's trainer (another rank, another run) enters through the group as well
-    assert as_uid(groups["train"] + 2 * sandbox.UID_SLOTS, groups["train"], "ls",
+    assert as_uid(groups["train"] + 2 * uid_mode.UID_SLOTS, groups["train"], "ls",
                   str(mounts / "train/imagenet/train")).stdout.split() == WNIDS
 
 
@@ -340,7 +341,7 @@ def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path
     root, mounts = role_mounts
     packed = (root / "imagenet" / "recordio").is_dir()
     for role, split in (("train", "train"), ("predict", "val")):
-        worker, seen = runner.start_worker(role, spec, sandbox.Isolation("uid"), data_root=root,
+        worker, seen = runner.start_worker(role, spec, modes.Isolation("uid"), data_root=root,
                                            derived=tmp_path / "derived", snapshots=None)
         try:
             relatives = [f"imagenet/{split}"] + ([f"imagenet/recordio/{split}"] if packed else [])
@@ -357,12 +358,12 @@ def test_a_uid_mode_worker_sees_the_mount_not_a_copy(spec, role_mounts, tmp_path
 @root_only
 def test_without_a_mount_a_uid_mode_worker_gets_a_copy(spec, tree, tmp_path, no_interpreter):
     root, _ = tree()
-    worker, seen = runner.start_worker("predict", spec, sandbox.Isolation("uid"), data_root=root,
+    worker, seen = runner.start_worker("predict", spec, modes.Isolation("uid"), data_root=root,
                                        derived=tmp_path / "derived", snapshots=None)
     try:
         val = Path(seen["data_root"]) / "imagenet" / "val"
         assert not val.is_symlink() and sorted(os.listdir(val)) == sorted(os.listdir(root / "imagenet" / "val"))
-        assert val.stat().st_uid == sandbox.uid_mode_uids()["predict"]
+        assert val.stat().st_uid == uid_mode.uid_mode_uids()["predict"]
     finally:
         worker.kill()
 
@@ -371,10 +372,10 @@ def test_the_dockerfiles_make_the_role_mounts_for_the_sandbox_groups():
     """Every image that makes the role folders makes them alike: each given to its role's base uid
     and group, entered by that group (every slot's worker of the role: harness.sandbox)."""
     files = [f for f in (Path(__file__).parent.parent / "references").glob("*/Dockerfile*")
-             if str(sandbox.ROLE_MOUNTS) in f.read_text()]
+             if str(uid_mode.ROLE_MOUNTS) in f.read_text()]
     assert len(files) >= 6, files
     for file in files:
         text = file.read_text()
-        for role, uid in sandbox.IMAGE_UIDS.items():
-            assert f"chown {uid}:{uid} {sandbox.ROLE_MOUNTS}/{role}" in text, file
-        assert f"chmod 0750 {sandbox.ROLE_MOUNTS}/*" in text, file
+        for role, uid in uid_mode.IMAGE_UIDS.items():
+            assert f"chown {uid}:{uid} {uid_mode.ROLE_MOUNTS}/{role}" in text, file
+        assert f"chmod 0750 {uid_mode.ROLE_MOUNTS}/*" in text, file

@@ -13,11 +13,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from cheats import entrant_environment, marking
 from conftest import PYTHON, REPO, cli_env, role_views
 
 from common.loaders import load_cifar10
@@ -244,10 +246,30 @@ def test_the_runtime_process_imports_no_reference_code(fashion, probed, tmp_path
     assert report["latency_ms"]["min"] > 0
     source = (REPO / "harness" / "inference_engines.py").read_text()
     imported = set(re.findall(r"^\s*(?:from|import) (\S+)", source, flags=re.M))
-    # harness: harness.worker_env (standard library only), which finds the runtimes in the workers' environment
     assert imported <= {"__future__", "hashlib", "importlib.util", "json", "os", "sys", "time", "pathlib", "typing", "numpy",
                         "harness", "harness.errors", "logging", "onnx", "onnxruntime", "onnxruntime.quantization",
                         "openvino"}, imported
+
+
+def test_the_timing_process_never_imports_the_reference_environments_runtime(fashion, tmp_path, monkeypatch):
+    """Issue 46, attack 3: the entrant's requirements install an `onnxruntime` of their own build in the
+    reference's environment (here one that marks every process importing it). The timing process ran that
+    environment's interpreter with its site-packages on the path, and imported it (0.070 ms against the honest
+    0.945 ms, ranked #1). It is a judge process of the harness's own environment now: the runtime timed is the
+    judge's pinned one, and the entrant's is imported by no process outside the sandbox."""
+    import onnxruntime
+    marker = tmp_path / "marks.txt"
+    fake = marking(marker, "entrant-onnxruntime") + "__version__ = '9.9.9'\nraise ImportError('the entrant build')\n"
+    root = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="dawnbench-test-env-"))     # in the workers' view
+    python = entrant_environment(root, {"onnxruntime/__init__.py": fake}, ("numpy", "torch", "onnx"))
+    monkeypatch.setenv("DAWNBENCH_WORKER_PYTHON", str(python))       # the workers run the reference's environment
+    report = inference.infer(fashion["spec"], fashion["model"], fashion["config"], data_root=fashion["root"],
+                             warmup=0, limit=100, out_dir=tmp_path / "out", progress=False, threshold=THRESHOLD,
+                             runtime="onnxruntime", threads=THREADS)
+    assert report["runtime_version"] == onnxruntime.__version__ and report["items"] == 100
+    marks = marker.read_text().splitlines() if marker.exists() else []
+    shutil.rmtree(root, ignore_errors=True)
+    assert not [m for m in marks if "inference_engines" in m or "judge.py" in m], marks
 
 
 def test_cifar10_fixture_through_onnxruntime(cifar10_root, cifar10_views, tmp_path):

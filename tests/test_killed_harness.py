@@ -34,7 +34,7 @@ import pytest
 from cheats import needs_isolation, write_reference
 
 from bench import killed_run
-from harness import sandbox
+from harness.sandbox import modes, scratch
 
 pytestmark = needs_isolation()
 
@@ -102,12 +102,12 @@ def read_until(stream, mark: str, seconds: float) -> str:
     return said
 
 
-def modes() -> list:
+def isolation_modes() -> list:
     uid = pytest.param("uid", marks=pytest.mark.skipif(os.geteuid() != 0, reason="uid mode drops to other uids: root only"))
-    return [sandbox.probe().mode, uid]
+    return [modes.probe().mode, uid]
 
 
-@pytest.mark.parametrize("mode", modes())
+@pytest.mark.parametrize("mode", isolation_modes())
 @pytest.mark.parametrize("phase", sorted(PHASES))
 def test_a_harness_killed_with_9_leaves_no_process(tmp_path, fashion_root, phase, mode):
     references = tmp_path / "references"
@@ -136,14 +136,14 @@ def test_a_harness_killed_with_9_leaves_no_process(tmp_path, fashion_root, phase
         assert left == [], f"2 s after kill -9 of the harness ({mode}, {phase}), still running: {left}"
     finally:
         killed_run.release(keeper)
-        sandbox.sweep_stale(tmp)
+        scratch.sweep_stale(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_a_worker_whose_harness_is_gone_ends_without_a_traceback():
     """A worker that answers into a closed channel (its harness died mid-call) ends quietly, not
-    with harness.channel.ChannelClosed's traceback on the user's terminal (issue 34)."""
-    from harness import channel
+    with harness.sandbox.channel.ChannelClosed's traceback on the user's terminal (issue 34)."""
+    from harness.sandbox import channel
     to_worker_r, to_worker_w = os.pipe()
     from_worker_r, from_worker_w = os.pipe()
     worker = subprocess.Popen([sys.executable, "-m", "harness.worker", str(to_worker_r), str(from_worker_w)],

@@ -113,16 +113,19 @@ def test_first_use_sets_up_then_runs_there(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(launcher.os, "execve", lambda path, args, env: execs.append((path, args, env)))
     monkeypatch.delenv(launcher.GUARD_ENV, raising=False)
     launcher.main(["infer", REF, "--model", "m", "--runtime", "onnxruntime"])
-    assert made == [("setup", f"REF={REF}"), ("infer-runtime", f"REF={REF}", "INFER_RUNTIME=onnxruntime"), ("tools",)]
+    # the runtime into the tools environment, where the harness's timing process runs (issue 46)
+    assert made == [("setup", f"REF={REF}"), ("tools",), ("infer-runtime", "INFER_RUNTIME=onnxruntime")]
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"setting up {tmp_path / REF} (first use, ~") and err[0].endswith("min)...")
-    assert "requirements/infer-onnxruntime.txt" in err[1]
+    assert f"installing onnxruntime into {tmp_path / 'tools'}" in err[2] and "requirements/infer-onnxruntime.txt" in err[2]
     ((path, args, env),) = execs
     # the harness in the tools environment, its workers in REF's (issue 33)
     assert path == tmp_path / "tools" / "bin" / "python"
     assert env[launcher.WORKER_PYTHON_ENV] == str(tmp_path / REF / "bin" / "python")
-    assert args[1:] == ["-m", "dawnbench.launcher", "infer", REF, "--model", "m", "--runtime", "onnxruntime"]
-    assert env[launcher.GUARD_ENV] == "tools" and env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO)
+    # a judge process: -I, this checkout's code first by harness/judge.py, no PYTHONPATH (issue 46)
+    assert args[1:] == ["-I", "-u", str(REPO / "harness" / "judge.py"), "dawnbench.launcher", "infer", REF,
+                        "--model", "m", "--runtime", "onnxruntime"]
+    assert env[launcher.GUARD_ENV] == "tools" and "PYTHONPATH" not in env
 
 
 def test_a_failed_setup_shows_makes_output_and_stops(tmp_path, monkeypatch, capsys):
@@ -174,7 +177,8 @@ def test_any_environments_dawnbench_goes_where_the_command_belongs(tmp_path):
         proc = subprocess.run([str(venv / "bin" / "python"), "-m", "dawnbench", *argv], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip() == f"tools: -m dawnbench.launcher {' '.join(argv)} (guard tools) workers {workers}".strip()
+        judge = f"-I -u {REPO / 'harness' / 'judge.py'} dawnbench.launcher"
+        assert proc.stdout.strip() == f"tools: {judge} {' '.join(argv)} (guard tools) workers {workers}".strip()
     # what needs nothing more it answers itself
     listed = subprocess.run([str(venv / "bin" / "python"), "-m", "dawnbench", "list"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=60)
@@ -210,13 +214,14 @@ def test_make_list_and_a_typo_set_nothing_up(tmp_path):
 def test_messages_name_the_command_as_typed(monkeypatch):
     """$DAWNBENCH_PROG names the command in messages, the reference's sandboxed workers' too (the
     only DAWNBENCH_ variable they see); datasets.toml's fetch commands follow it."""
-    from harness import datasets, provenance, sandbox
+    from harness import datasets, provenance
     from harness.errors import command
+    from harness.sandbox import launch
     monkeypatch.setenv(launcher.PROG_ENV, "bin/dawnbench")
     monkeypatch.setenv("DAWNBENCH_DATA", "/secret")
     assert command("list") == "bin/dawnbench list"
     assert datasets.manifest("fashion-mnist")["fetch_command"] == "bin/dawnbench data fetch fashion-mnist"
-    env = sandbox._worker_env("/home", "/tmp", {})
+    env = launch.worker_environment("/home", "/tmp", {})
     assert env[launcher.PROG_ENV] == "bin/dawnbench" and "DAWNBENCH_DATA" not in env
     recorded = provenance.overrides()       # how the command was typed is no override of the run
     assert recorded["DAWNBENCH_DATA"] == "/secret" and launcher.PROG_ENV not in recorded

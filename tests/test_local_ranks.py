@@ -57,4 +57,12 @@ def test_a_missing_program_is_one_line():
 
 def test_no_command_prints_the_usage():
     proc = local_ranks()
-    assert proc.returncode == 2 and "usage: python -m harness.local_ranks COMMAND" in proc.stderr
+    assert proc.returncode == 2 and "python -m harness.local_ranks COMMAND [ARG ...]" in proc.stderr
+    assert "harness.local_ranks --nproc-per-node N [-m MODULE] ARG" in proc.stderr
+
+
+def test_a_bad_rank_count_is_one_line():
+    for argv, said in ((["--nproc-per-node", "0", "run", "x"], "--nproc-per-node '0': give the number of local ranks"),
+                       (["--nproc-per-node", "2"], "no command for the ranks")):
+        proc = local_ranks(*argv)
+        assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

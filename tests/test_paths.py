@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import PYTHON, REPO, cli_env
 
-from harness import sandbox
+from harness.sandbox import modes
 
 REF = "fashion-mnist-cnn-pytorch"
 TIMEOUT = 60        # each refusal takes a second; a command that hangs (a FIFO opened) fails here
@@ -107,7 +107,7 @@ def test_harness_command_says_it_too(place):
 
 
 def _bwrap_root() -> bool:
-    return sandbox.probe().mode == "bwrap-root"
+    return modes.probe().mode == "bwrap-root"
 
 
 @pytest.mark.parametrize("command", ["run", "infer"])

@@ -18,7 +18,7 @@ from leaderboard_fixture import edit_json, write_entries
 
 from dawnbench import entries, entry_status, reproduce, submit
 from dawnbench.cli import main as dawnbench_main
-from harness import judge_hash, paths, verify_run, worker_env
+from harness import judge_hash, local_ranks, paths, verify_run, worker_env
 
 REPO = paths.PACKAGE_PARENT
 
@@ -310,13 +310,12 @@ def test_the_real_default_is_reproduced(default_run, fashion_root, tmp_path, cap
 
 def test_a_run_of_two_processes_is_run_again_with_two_ranks(fashion_root, tmp_path, capsys):
     """A run of NPROC=2 was refused outright, so a forged one stayed "not tried" forever (issue 33).
-    Where the machine has the ranks it is run again with them (torchrun, local ranks), and a copy
+    Where the machine has the ranks it is run again with them (the judge's local-rank launcher), and a copy
     whose clock was scaled by 0.2 is not reproduced."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("two ranks need two usable CPUs")
     results = tmp_path / "results"
-    proc = subprocess.run([sys.executable, "-m", "harness.local_ranks", sys.executable, "-m", "torch.distributed.run",
-                           "--standalone", "--nproc-per-node", "2", "-m", "harness", "run", "fashion-mnist-cnn-pytorch",
+    proc = subprocess.run([*local_ranks.launcher_command(2), "run", "fashion-mnist-cnn-pytorch",
                            "--data", str(fashion_root), "--results", str(results), "--threshold", "0.5",
                            "--max-epochs", "1", "--run-id", "claimed", "--no-progress"],
                           capture_output=True, text=True, timeout=300)
@@ -327,7 +326,7 @@ def test_a_run_of_two_processes_is_run_again_with_two_ranks(fashion_root, tmp_pa
     speed_up(forged, 0.2)
     code, out, err = run_reproduce(forged, fashion_root, tmp_path, capsys, "--python", sys.executable)
     assert code == 1, out + err
-    assert any("torchrun with 2 local ranks" in line for line in err), err
+    assert any("native, 2 local ranks" in line for line in err), err
     rec = record(forged)
     assert rec["verdict"] == "not reproduced" and rec["reproduced"][0]["environment"]["world_size"] == 2
     assert rec["differences"][0].startswith("time-to-accuracy: ")

@@ -282,7 +282,7 @@ def test_a_count_from_the_predictor_that_is_no_positive_number_is_not_counted(tm
     monkeypatch.setattr(model_flops.inference, "_start", lambda *a, **k: (Predictor(), {}))
     monkeypatch.setattr(model_flops.inference, "_load", lambda *a, **k: None)
     monkeypatch.setattr(model_flops.data_views, "check_workers_can_read", lambda *a, **k: None)
-    monkeypatch.setattr(model_flops.sandbox, "protect_harness", lambda: None)
+    monkeypatch.setattr(model_flops.kernel, "protect_harness", lambda: None)
     (tmp_path / "model").mkdir()
     spec = registry.load_spec("fashion-mnist-cnn-pytorch", REPO / "references")
     answer = model_flops.count(spec, {}, tmp_path / "model", tmp_path)

@@ -357,3 +357,34 @@ def test_a_folder_whose_run_never_finished_is_refused_as_incomplete(ended_in_ini
     (run / "result.json").unlink()
     (run / "env.json").unlink()
     bad_folder(run, capsys, "result.json: missing: the run folder is incomplete")
+
+
+def test_a_two_rank_bound_is_every_ranks_span_never_rank_0s_doubled(default_run):
+    """Issue 46, attack 9: with 2 ranks the bound was rank 0's span x 2 (each rank trains half the set), so
+    rank 0 training the whole set while rank 1 returned at once doubled every eval's allowance. A 2-rank log
+    is rebuilt from the default's (rank 0 trained it all): the old bound does not verify, nor a log without
+    every rank's span; the bound of every rank's span (rank 1's: nothing) does, and it is one process's."""
+    from harness.events import read_events
+    from harness.tasks import get_task
+    events, task = read_events(default_run / "events.jsonl"), get_task("fashion-mnist")
+    stops = [e["metadata"] for e in events if e["key"] == "eval_stop"]
+    single = [m["eval_bound_s"] for m in stops]
+    assert verify_run._eval_bound_check(events, task, 1).startswith(f"{len(stops)} evals within their bounds")
+    clock = {(e["key"], (e.get("metadata") or {}).get("epoch_num")): e["metadata"].get("clock_s") for e in events}
+    init_s = clock[("init_stop", None)] - clock[("init_start", None)]
+    for m in stops:         # the old harness's log of that run: rank 0's span as the cost of half the set
+        m.pop("rank_train_s")
+        m["eval_bound_s"] = round(10_000 / (60_000 / 2) * m["train_s"] + 5.0 + init_s, 3)
+    with pytest.raises(verify_run.Disagreement, match=r"needs every rank's train span \(rank_train_s, 2 of them\)"):
+        verify_run._eval_bound_check(events, task, 2)
+    for m in stops:         # every rank's span logged, with the doubled bound: not the formula's
+        m["rank_train_s"] = [m["train_s"], 0.0]
+    with pytest.raises(verify_run.Disagreement, match="the logged eval bound .* is not the formula's"):
+        verify_run._eval_bound_check(events, task, 2)
+    for m, bound in zip(stops, single):
+        m["eval_bound_s"] = bound
+    assert verify_run._eval_bound_check(events, task, 2).startswith(f"{len(stops)} evals within their bounds")
+    for m in stops:         # a rank's span longer than the epoch's: invented
+        m["rank_train_s"] = [m["train_s"], m["train_s"] + 5]
+    with pytest.raises(verify_run.Disagreement, match="not within the epoch's logged span"):
+        verify_run._eval_bound_check(events, task, 2)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from polling import survivors
 
-from harness import sandbox
+from harness.sandbox import handle, launch, modes, procfs, signaller, uid_mode
 
 pytestmark = pytest.mark.harness
 
@@ -94,29 +94,29 @@ max_seconds = 60
 '''
 
 # The sandbox this machine gives (bwrap or bwrap-root), and, as root, the container's uid mode too.
-MODES = [sandbox.probe().mode] + (["uid"] if os.geteuid() == 0 and sandbox.probe().mode != "uid" else [])
-needs_isolation = pytest.mark.skipif(not sandbox.probe().isolated, reason=str(sandbox.probe().reason))
+MODES = [modes.probe().mode] + (["uid"] if os.geteuid() == 0 and modes.probe().mode != "uid" else [])
+needs_isolation = pytest.mark.skipif(not modes.probe().isolated, reason=str(modes.probe().reason))
 
 
-def start_hopper(tmp_path: Path, mode: str | None = None, code: str = HOPPER) -> sandbox.Worker:
+def start_hopper(tmp_path: Path, mode: str | None = None, code: str = HOPPER) -> handle.Worker:
     folder = tmp_path / "references" / "hopper"
     folder.mkdir(parents=True)
     (folder / "train.py").write_text(code)
     (folder / "reference.toml").write_text(TOML)
-    isolation = sandbox.Isolation(mode) if mode else sandbox.probe()
-    worker, seen = sandbox.start("train", isolation, reference_dir=folder, data_files=[], snapshots=None)
+    isolation = modes.Isolation(mode) if mode else modes.probe()
+    worker, seen = launch.start("train", isolation, reference_dir=folder, data_files=[], snapshots=None)
     worker.call("init", name="hopper", config={}, eval_examples=10000, seed=0, task="fashion-mnist", rank=0,
                 world_size=1, local_rank=0, show_progress=False, role="train", data_root=seen["data_root"],
                 work_dir=seen["work_dir"], references=seen["references"])
     return worker
 
 
-def beats(worker: sandbox.Worker) -> tuple[str, str]:
+def beats(worker: handle.Worker) -> tuple[str, str]:
     work = worker.scratch / "work"
     return tuple((work / name).read_text() if (work / name).exists() else "" for name in ("tick", "hop"))
 
 
-def moved(worker: sandbox.Worker, seconds: float) -> bool:
+def moved(worker: handle.Worker, seconds: float) -> bool:
     """Whether either heartbeat changes within `seconds`."""
     first, deadline = beats(worker), time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -159,9 +159,9 @@ def test_a_freeze_that_cannot_stop_every_process_raises(tmp_path, monkeypatch):
     """A freeze never says frozen when a process still runs: here the stop is never sent."""
     worker = start_hopper(tmp_path)
     try:
-        monkeypatch.setattr(sandbox.Worker, "_signal_inside", lambda self, sig, timeout=0: False)
-        monkeypatch.setattr(sandbox.Worker, "_signal_all", lambda self, sig: self.processes())
-        with pytest.raises(sandbox.FreezeError, match="could not be stopped"):
+        monkeypatch.setattr(handle.Worker, "_signal_inside", lambda self, sig, timeout=0: False)
+        monkeypatch.setattr(handle.Worker, "_signal_all", lambda self, sig: self.processes())
+        with pytest.raises(handle.FreezeError, match="could not be stopped"):
             worker.freeze(timeout=0.5)
         assert not worker.frozen
     finally:
@@ -177,15 +177,15 @@ def test_two_uid_mode_harnesses_side_by_side_leave_each_others_workers_alone(tmp
     its own: here another process holds one, a process runs as that slot's trainer uid, and this
     process's uid-mode worker is frozen, thawed and killed around it (with one uid a role, the
     neighbour is killed: measured on the code before)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(sandbox.__file__).parent.parent)}
-    other = subprocess.Popen([sys.executable, "-c", "import sys; from harness import sandbox; "
-                              "print(sandbox.uid_slot(), flush=True); sys.stdin.read()"],
+    env = {**os.environ, "PYTHONPATH": str(Path(uid_mode.__file__).parents[2])}
+    other = subprocess.Popen([sys.executable, "-c", "import sys; from harness.sandbox import uid_mode; "
+                              "print(uid_mode.uid_slot(), flush=True); sys.stdin.read()"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     neighbour = None
     try:
         slot = int(other.stdout.readline())
-        assert slot != sandbox.uid_slot()
-        uid = sandbox.role_groups()["train"] + 2 * slot
+        assert slot != uid_mode.uid_slot()
+        uid = uid_mode.role_groups()["train"] + 2 * slot
         neighbour = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "600"])
         worker = start_hopper(tmp_path, "uid")
         try:
@@ -204,14 +204,14 @@ def test_two_uid_mode_harnesses_side_by_side_leave_each_others_workers_alone(tmp
         other.wait(timeout=30)
 
 
-def signaller_inside(worker: sandbox.Worker) -> int:
+def signaller_inside(worker: handle.Worker) -> int:
     """The pid of the process that sends the worker's signals: bwrap: the child its parent made
     inside the namespace; uid mode: the signaller itself."""
     outer = worker._signaller.pid
     if worker.uid is not None:
         return outer
     deadline = time.monotonic() + 5
-    while not (children := sandbox._children(outer)) and time.monotonic() < deadline:
+    while not (children := procfs.children(outer)) and time.monotonic() < deadline:
         time.sleep(0.01)
     return children[0]
 
@@ -316,11 +316,11 @@ def test_a_worker_that_stops_its_signallers_is_never_called_frozen(tmp_path, mod
         t = time.monotonic()
         try:
             worker.freeze(timeout=3)
-        except sandbox.FreezeError:
+        except handle.FreezeError:
             assert not worker.frozen
         else:
             assert not moved(worker, STILL), "called frozen, but the worker runs"
-        assert time.monotonic() - t < 3 + 2 * sandbox.SIGNAL_SECONDS
+        assert time.monotonic() - t < 3 + 2 * signaller.SIGNAL_SECONDS
     finally:
         assert worker.kill() == []
 

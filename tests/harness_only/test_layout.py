@@ -184,6 +184,57 @@ def test_data_root_is_found_in_order(elsewhere, tmp_path, monkeypatch):
     assert paths.data_root() == tmp_path
 
 
+def harness_import_graph() -> dict[str, set[str]]:
+    """{harness module: the harness modules it imports when it is imported}: the imports of its body,
+    not those inside functions (deferred on purpose) or under `if TYPE_CHECKING`."""
+    def name(path: Path) -> str:
+        parts = path.relative_to(REPO).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    modules = {name(p): p for p in (REPO / "harness").rglob("*.py")}
+    graph = {}
+    for module, path in modules.items():
+        found = set()
+        for statement in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+                    isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test)):
+                continue
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Import):
+                    found |= {a.name for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                              for a in node.names}
+        graph[module] = {m for m in found if m in modules and m != module}
+    return graph
+
+
+def test_harness_modules_import_in_no_circle():
+    """Modules import downward: no harness module imports, through others, one that imports it."""
+    graph, state, circles = harness_import_graph(), {}, []
+
+    def visit(module, path):
+        state[module] = "open"
+        for other in sorted(graph[module]):
+            if state.get(other) == "open":
+                circles.append(" -> ".join([*path[path.index(other):], other]))
+            elif other not in state:
+                visit(other, [*path, other])
+        state[module] = "done"
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not circles, f"harness modules import in a circle: {circles}"
+
+
+def test_the_sandbox_package_stands_on_the_harness_below_it_only():
+    """The boundary reads in one place: harness/sandbox/ imports only its own modules and the few
+    harness modules it needs (errors, which interpreter the workers run, whether this is an image)."""
+    outside = {m: sorted(d for d in deps if not d.startswith("harness.sandbox"))
+               for m, deps in harness_import_graph().items() if m.startswith("harness.sandbox")}
+    allowed = {"harness.errors", "harness.worker_env", "harness.provenance"}
+    assert {m: d for m, d in outside.items() if set(d) - allowed} == {}
+
+
 def test_the_harness_only_tier_is_its_folder():
     """`make test-harness-numpy1` runs tests/harness_only/ under numpy 1.23.5 (what MXNet's images
     have): a module marked `harness` elsewhere would never run there, and one there without the
@@ -205,9 +256,13 @@ def _layout() -> str:
 
 def test_layout_md_lists_every_file_of_the_mapped_folders_and_only_files_that_exist():
     text = _layout()
-    listed = set(re.findall(r"^- `((?:" + "|".join(MAPPED) + r")/[^`/]+)`:", text, re.M))
+    listed = {n for n in re.findall(r"^- `((?:" + "|".join(MAPPED) + r")/(?:[^`/]+/)?[^`/]+)`:", text, re.M)
+              if n.count("/") == 1 or (REPO / n).parent.joinpath("__init__.py").is_file() or n.endswith(".py")}
     present = {f"{folder}/{p.name}" for folder in MAPPED for p in (REPO / folder).iterdir()
                if p.is_file() and (p.suffix == ".py" or folder == "docker") and not p.name.startswith(".")}
+    # a package inside a mapped folder (harness/sandbox/) has a line for each of its modules
+    present |= {str(p.relative_to(REPO)) for folder in MAPPED for p in (REPO / folder).glob("*/*.py")
+                if (p.parent / "__init__.py").is_file()}
     assert not sorted(listed - present), f"docs/LAYOUT.md lists files that are gone: {sorted(listed - present)}"
     assert not sorted(present - listed), f"docs/LAYOUT.md lacks a line for: {sorted(present - listed)}"
 

@@ -11,7 +11,7 @@ from harness import stored_predictions
 from harness.clock import Clock
 from harness.events import read_events
 from harness.run_record import RunRecord
-from harness.sandbox import Isolation
+from harness.sandbox.modes import Isolation
 from harness.stop_rules import CONVERGED, DNC, Outcome
 from harness.tasks import get_task
 

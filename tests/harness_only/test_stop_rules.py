@@ -1,7 +1,7 @@
 """The stop rules (harness.stop_rules): when a run ends and how, as a table."""
 import pytest
 
-from harness import sandbox
+from harness.sandbox import handle
 from harness.stop_rules import CONVERGED, DNC, Budget, Outcome, decide, failed
 from harness.task_kinds import ImageClassification
 
@@ -44,9 +44,9 @@ def test_reaching_the_threshold(value, threshold, reached):
 
 
 @pytest.mark.parametrize("exc, reason", [
-    (sandbox.WorkerError("train_epoch() raised RuntimeError: scripted failure"),
+    (handle.WorkerError("train_epoch() raised RuntimeError: scripted failure"),
      "error: train_epoch() raised RuntimeError: scripted failure"),
-    (sandbox.WorkerDied("the train worker was killed by SIGKILL"), "error: the train worker was killed by SIGKILL"),
+    (handle.WorkerDied("the train worker was killed by SIGKILL"), "error: the train worker was killed by SIGKILL"),
     (ValueError("bad"), "error: ValueError: bad"),
     # issue 34: "error: KeyboardInterrupt: " said nothing of what happened
     (KeyboardInterrupt(), "error: interrupted (Ctrl-C, SIGINT)"),
@@ -54,7 +54,7 @@ def test_reaching_the_threshold(value, threshold, reached):
     (OSError("two\nlines"), "error: OSError: two lines"),
 ])
 def test_a_run_that_raised_is_dnc_with_its_reason(exc, reason):
-    assert failed(exc, (sandbox.WorkerError, sandbox.WorkerDied)) == Outcome(DNC, reason)
+    assert failed(exc, (handle.WorkerError, handle.WorkerDied)) == Outcome(DNC, reason)
 
 
 def test_only_a_diverged_outcome_says_so():

@@ -4,13 +4,21 @@ A frame is a header (JSON length, array length), a JSON object, and optionally o
 .npy format. Nothing from the worker is ever unpickled: the harness reads JSON and plain arrays
 (`allow_pickle=False`), with size limits, so a hostile worker can send wrong answers but never
 run code in the harness or exhaust its memory.
+
+Every request carries its sequence number and a random nonce, and its reply must echo both: a reply
+written before its request was read (into a pipe the worker enlarged, say, so that a timed call
+finds its answer waiting) cannot know the nonce, and one that answers another request names another
+number. The harness also finds the reply pipe empty before it sends a request (`pending`).
 """
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
+import secrets
 import struct
+import termios
 from typing import Any
 
 import numpy as np
@@ -49,6 +57,30 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         except BrokenPipeError:
             raise ChannelClosed("the worker closed its channel") from None
         view = view[written:]
+
+
+def pending(fd: int) -> int:
+    """The bytes waiting in the pipe `fd` (0 when it is empty or its writer has closed it)."""
+    waiting = bytearray(4)
+    fcntl.ioctl(fd, termios.FIONREAD, waiting)
+    return int.from_bytes(waiting, "little")
+
+
+def request(op: str, seq: int, fields: dict) -> dict:
+    """Request number `seq`: its operation, its fields, and the nonce its reply must echo."""
+    return {**fields, "op": op, "seq": seq, "nonce": secrets.token_hex(8)}
+
+
+def check_reply(reply: dict, asked: dict, who: str) -> None:
+    """Raise ProtocolError unless `reply` echoes the number and the nonce of the request `asked`."""
+    if reply.get("seq") != asked["seq"]:
+        got = reply.get("seq")
+        raise ProtocolError(f"{who} answered request {asked['seq']} ({asked['op']}) with "
+                            + (f"the reply to request {got}" if isinstance(got, int) else "a reply that names no request")
+                            + ": each request is answered once, in turn")
+    if reply.get("nonce") != asked["nonce"]:
+        raise ProtocolError(f"{who} answered request {asked['seq']} ({asked['op']}) with a reply written before it "
+                            f"read the request (its nonce is not the request's)")
 
 
 def send(fd: int, message: dict, array: np.ndarray | None = None) -> None:

@@ -10,7 +10,7 @@ is a small separate process that outlives the harness by the few milliseconds it
 harness dies whatever killed it, it kills every process of a uid still held, in its own PID
 namespace (a container's workers have their own harness), through a pidfd so that a reused pid is
 never hit, until /proc shows none alive. Each worker uid belongs to one harness process
-(sandbox.uid_slot), so it never reaches another harness's workers.
+(harness.sandbox.uid_mode.uid_slot), so it never reaches another harness's workers.
 """
 from __future__ import annotations
 
