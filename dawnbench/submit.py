@@ -273,7 +273,7 @@ def given_price(args) -> dict | None:
     records of where the price came from and when)}; None when neither option is given."""
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     if args.instance is not None:
-        price = prices.lookup(args.instance)
+        price = prices.lookup(args.instance, prices.JUDGE_TABLE)
         return {"usd_per_hour": price.usd_per_hour, "record": price.record(),
                 "added": {"by": "submit", "date": today, "option": f"--instance {price.key}",
                           "usd_per_hour": price.usd_per_hour, "source": price.source, "source_date": price.date}}
@@ -373,7 +373,7 @@ def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bo
 def _check_price(path: Path, record: dict) -> None:
     """A run (or inference) whose price record names an instance of the prices table at another price
     (`harness run --price-record`, which has no table to check it against) is refused."""
-    problem = prices.table_disagreement(record.get("price"))
+    problem = prices.table_disagreement(record.get("price"), prices.JUDGE_TABLE)
     if problem:
         raise SubmitError(f"{path}: price: {problem}: a named instance is priced from the table; run it again "
                           f"with --instance {record['price']['instance']} (or --cost-per-hour USD for a price of "
@@ -704,6 +704,8 @@ def build_parser(p: Parser | None = None) -> Parser:
 
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
+    if (note := prices.override_note()) is not None:
+        print(f"{PROG}: {note}", file=sys.stderr)
     try:
         written = submit(args)
     except DawnbenchError as e:
