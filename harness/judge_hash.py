@@ -3,11 +3,16 @@
 The judge is the code that times, scores, verifies and reproduces a run. Its hash covers, under the
 checkout (or the image's /opt/dawnbench) that the harness is imported from, exactly JUDGE_PATHS:
 
-    harness/                       the harness, its data (tasks, checksums, schema) included, __pycache__ aside
-    bin/dawnbench, dawnbench/launcher.py   the launcher that starts it natively
-    docker/entrypoint.sh, docker/python.sh the launcher that starts it in an image
+    harness/                       the harness, its data (tasks, checksums, schema) included, __pycache__
+                                   aside; with it the launcher of every judge process (harness/judge.py:
+                                   -I, no inherited start-up hook) and of the ranks (harness/local_ranks.py)
+    docker/entrypoint.sh, docker/python.sh the image's launcher of the harness
     requirements/<the judge's pins>        the environments it runs in: the tools environment's pins (and
                                            what they include) and the image's /opt/harness pins
+
+The user's dispatcher (bin/dawnbench, dawnbench/launcher.py) is not in it: it picks the environment a
+command runs in and starts the harness as a judge process through harness/judge.py, which hands it
+nothing but the command line; and it is a host tool, which images leave out.
 
 Each path is hashed with its content (a folder as harness.provenance.tree_hash does: every file's path
 and content, symlinks by their target text), an absent one as absent; the judge's sha256 is the
@@ -30,8 +35,6 @@ from harness import provenance
 
 JUDGE_PATHS = (
     "harness",
-    "bin/dawnbench",
-    "dawnbench/launcher.py",
     "docker/entrypoint.sh",
     "docker/python.sh",
     "requirements/tools.txt",

@@ -30,18 +30,19 @@ def judge_copy(tmp_path) -> Path:
         elif source.is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, root / name)
+    (root / "dawnbench").mkdir()
     (root / "dawnbench" / "site.py").write_text("# the board's code is not the judge's\n")
     return root
 
 
-def test_the_judge_hash_is_of_the_harness_the_launchers_and_the_pins(judge_copy):
+def test_the_judge_hash_is_of_the_harness_its_launchers_and_the_pins(judge_copy):
     assert judge_hash.sha256(judge_copy) == judge_hash.sha256()            # a copy of the same judge is the same judge
     (judge_copy / "harness" / "__pycache__").mkdir(exist_ok=True)
     (judge_copy / "harness" / "__pycache__" / "x.pyc").write_bytes(b"cache")
     (judge_copy / "dawnbench" / "site.py").write_text("# edited\n")
     assert judge_hash.sha256(judge_copy) == judge_hash.sha256()            # neither a cache nor the board is the judge
     for name, edit in (("harness/__init__.py", "\nimport time  # half-speed clock\n"),
-                       ("dawnbench/launcher.py", "\n# edited\n"), ("requirements/harness.txt", "numpy==2.0.0\n"),
+                       ("harness/judge.py", "\n# edited\n"), ("requirements/harness.txt", "numpy==2.0.0\n"),
                        ("docker/entrypoint.sh", "\n# edited\n")):
         before = judge_hash.sha256(judge_copy)
         with open(judge_copy / name, "a") as f:
