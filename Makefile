@@ -33,14 +33,15 @@ IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN
 PIP_FLAGS := --quiet --disable-pip-version-check
 QUIET_PIP := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-# $(call venv,DIR,REQUIREMENTS,IMPORTS): a virtual environment from pinned requirements, the
+# $(call venv,DIR,REQUIREMENTS,IMPORTS[,INSTALLER]): a virtual environment from pinned requirements, the
 # project installed into it (editable, no dependencies: they are the pinned ones), and a check
-# that it imports what its users need before it is marked installed.
+# that it imports what its users need before it is marked installed. INSTALLER installs the
+# requirements (default DIR/bin/pip install).
 define venv
 	@echo "setting up $(1) from $(2)"
 	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
 	$(1)/bin/pip install $(PIP_FLAGS) -r requirements/build.txt $(QUIET_PIP)
-	$(1)/bin/pip install $(PIP_FLAGS) -r $(2) $(QUIET_PIP)
+	$(if $(4),$(4),$(1)/bin/pip install) $(PIP_FLAGS) -r $(2) $(QUIET_PIP)
 	$(1)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . $(QUIET_PIP)
 	@$(1)/bin/pip check >/dev/null || { $(1)/bin/pip check; exit 1; }
 	$(1)/bin/python -c "import $(3)"
@@ -71,9 +72,10 @@ REF_EXTRA_REQS = $(if $(shell grep -s -l 'harness-numpy1.txt' $(REF_DIR)/require
 $(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt \
                     requirements/harness-numpy1.txt docker/requirements.py pyproject.toml | check-ref
 	@# Refused before anything is installed: only exact pins of the index, hashed wheel URLs and the shared
-	@# files (docker/requirements.py; docs/RULES.md "The harness's environment").
+	@# files (docker/requirements.py; docs/RULES.md "The harness's environment"); installed as wheels only,
+	@# so that no package's build code runs here (pip-install: one line for a requirement without a wheel).
 	@$(PYTHON) docker/requirements.py check $(REF_DIR)/requirements.txt
-	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli)
+	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli,$(PYTHON) docker/requirements.py pip-install $(VENV)/bin/pip)
 
 setup: check-ref $(VENV)/.installed sandbox
 

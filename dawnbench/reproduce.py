@@ -42,7 +42,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dawnbench import entry_status
@@ -138,13 +138,16 @@ def read_original(path: Path, data_root: Path | None) -> Original:
 @dataclass
 class Code:
     references: Path        # the folder holding <reference>/ to run
-    root: Path              # what the run imports harness/ and common/ from
+    root: Path              # what the run imports harness/ and common/ from: always this checkout's (the judge's)
     source: str             # where the code came from, in words
+    outside: list[str] = field(default_factory=list)   # what the run's commit changes outside its reference folder
 
 
 def find_code(result: dict, references: Path | None, workdir: Path) -> Code:
     """The run's code: this checkout's reference folder when it hashes to the run's, else the run's
-    commit from this repository (extracted into `workdir`); ReproduceError naming what is missing."""
+    commit from this repository (its reference folder only, extracted into `workdir`); ReproduceError
+    naming what is missing. The judge is never the run's: harness/ and common/ are always this
+    checkout's, and whatever the run's commit changes outside its reference folder is listed (`outside`)."""
     name = result["reference"]
     recorded = _dict(result.get("provenance")).get("reference_tree_sha256")
     git = _dict(result.get("git"))
@@ -156,29 +159,36 @@ def find_code(result: dict, references: Path | None, workdir: Path) -> Code:
     root = registry.references_root(references).resolve()
     here = root / name
     found = _hash(here)
+    top = provenance._git(["rev-parse", "--show-toplevel"], root) if root.is_dir() else None
+    repo = Path(top.stdout.strip()) if top is not None and top.returncode == 0 else None
+    probe = provenance._git(["cat-file", "-e", f"{commit}^{{commit}}"], repo) if commit and repo else None
+    has_commit = probe is not None and probe.returncode == 0
+    folder = None
+    if repo is not None:
+        relative = root.relative_to(repo.resolve())
+        folder = str(relative / name) if str(relative) != "." else name
+    outside = changed_outside(repo, commit, folder) if has_commit else []
     if found == recorded:
-        return Code(root, paths.PACKAGE_PARENT, f"{here} (its tree sha256 is the run's)")
+        return Code(root, paths.PACKAGE_PARENT, f"{here} (its tree sha256 is the run's)", outside)
     missing = [f"{here} is absent" if found is None else
                f"{here} hashes {found[:12]}..., the run's reference folder {recorded[:12]}..."]
-    top = provenance._git(["rev-parse", "--show-toplevel"], root) if root.is_dir() else None
     if commit is None:
         missing.append("and the run names no commit")
-    elif top is None or top.returncode:
+    elif repo is None:
         missing.append(f"and no git repository holds {root} to take commit {commit[:12]} from")
     else:
-        repo = Path(top.stdout.strip())
-        if provenance._git(["cat-file", "-e", f"{commit}^{{commit}}"], repo).returncode:
+        if not has_commit:
             url = result.get("codeURL") if isinstance(result.get("codeURL"), str) else "the entry's repository"
             missing.append(f"and commit {commit[:12]} is not in the repository at {repo} (fetch it: "
                            f"git -C {repo} fetch {url} {commit}, then run this again)")
         else:
-            relative = root.relative_to(repo.resolve())
-            tree = _extract(repo, commit, str(relative / name) if str(relative) != "." else name, workdir)
-            at_commit = tree / relative
+            tree = _extract(repo, commit, folder, workdir)
+            at_commit = tree / root.relative_to(repo.resolve())
             hashed = _hash(at_commit / name)
             if hashed == recorded:
-                code_root = tree if (tree / "harness").is_dir() else paths.PACKAGE_PARENT
-                return Code(at_commit, code_root, f"commit {commit[:12]} of {repo} (its {name} tree sha256 is the run's)")
+                return Code(at_commit, paths.PACKAGE_PARENT,
+                            f"commit {commit[:12]} of {repo} (its {name} tree sha256 is the run's; harness/ and "
+                            f"common/ of this checkout)", outside)
             missing.append(f"and at commit {commit[:12]} it " + ("is absent" if hashed is None else
                            f"hashes {hashed[:12]}... (the run had changes that were never committed)"))
     raise ReproduceError(f"the code of {name} is not at hand: " + " ".join(missing))
@@ -197,12 +207,10 @@ def _hash(directory: Path) -> str | None:
 
 
 def _extract(repo: Path, commit: str, folder: str, workdir: Path) -> Path:
-    """`folder` (the reference's, relative to the repository) and the commit's harness/ and common/
-    where it has them, as they were at `commit`, under workdir/checkout (git archive: the repository
-    and its work tree are not touched)."""
-    wanted = [folder] + [d for d in ("harness", "common")
-                         if provenance._git(["cat-file", "-e", f"{commit}:{d}"], repo).returncode == 0]
-    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", commit, "--", *wanted],
+    """`folder` (the reference's, relative to the repository) as it was at `commit`, and nothing else
+    of that commit: the judge (harness/, common/) is this checkout's. Under workdir/checkout (git
+    archive: the repository and its work tree are not touched)."""
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", commit, "--", folder],
                              capture_output=True, timeout=300)
     if archive.returncode:
         detail = archive.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
@@ -214,6 +222,25 @@ def _extract(repo: Path, commit: str, folder: str, workdir: Path) -> Path:
     except tarfile.TarError as e:
         raise ReproduceError(f"{folder} at commit {commit[:12]} cannot be taken out of {repo}: {e}") from None
     return target
+
+
+def changed_outside(repo: Path, commit: str, folder: str) -> list[str]:
+    """What `commit` changes outside `folder` (its reference folder), one phrase per file ("harness/x.py
+    (modified)"), against where it forked from this checkout (the merge base with HEAD; HEAD
+    itself for a commit of unrelated history). None of it runs: the judge is this checkout's."""
+    base = provenance._git(["merge-base", "HEAD", commit], repo)
+    base_commit = base.stdout.strip() if base is not None and base.returncode == 0 and base.stdout.strip() else "HEAD"
+    diff = provenance._git(["diff", "--no-renames", "--name-status", "-z", base_commit, commit, "--", ".",
+                            f":(exclude){folder}"], repo)
+    if diff is None or diff.returncode:
+        detail = (diff.stderr.strip().splitlines() or ["no answer"])[0] if diff is not None else "git did not answer"
+        return [f"files unknown (git diff of commit {commit[:12]} against {base_commit[:12]} failed: {detail})"]
+    words = diff.stdout.split("\0")
+    return [f"{path} ({CHANGES.get(status[:1], 'changed')})" for status, path in zip(words[0::2], words[1::2])
+            if status and path]
+
+
+CHANGES = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed"}
 
 
 # ---------------------------------------------------------------- running it again
@@ -611,6 +638,9 @@ def _run(args) -> int:
         runtime, said = choose_runtime(asked_runtime, original.result["reference"], code.references)
         runtime, said = ranks_here(original, runtime, said, asked_runtime)
         _say(f"code: {code.source}")
+        for line in code.outside:       # one line a file: the run's commit changes the judge, which does not run here
+            _say(f"the run's commit changes {line} outside its reference folder: not run, this checkout's "
+                 f"judge runs")
         _say(said)
         folders = [run_once(original, code, runtime, data_root, results, f"reproduce-{stamp}-{k}", args.python)
                    for k in range(1, args.runs + 1)]
@@ -629,6 +659,8 @@ def _run(args) -> int:
         "reproduced_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "log_sha256": entry_status.log_sha256(original.run_dir, original.result),
         "code": code.source, "runtime": runtime,
+        # what the run's commit changed outside its reference folder, which the reproduction did not run
+        "changed_outside_reference": code.outside,
         "tolerance": {"time": tolerance, "time_source": tolerance_source, "metric": args.metric_tolerance},
         "claimed": {"run": str(original.run_dir), "figures": claimed, "environment": claimed_env},
         "reproduced": [{"run": str(folder), "figures": fig, "environment": env}

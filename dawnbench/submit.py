@@ -228,7 +228,9 @@ def _verify(folder: Path, data_root: Path | None) -> list[str]:
                           f"(`{command(f'verify {folder}')}` shows every check)")
     if checked.labels_problem is not None:
         raise SubmitError(f"{folder}: cannot be verified here: {checked.labels_problem}")
-    files = ["result.json", "events.jsonl"]
+    # env.json carries the workers' environment record that result.json's hash names: `verify` of the
+    # entry's run fails without it, and `reproduce ENTRY` compares the reproduction's environment with it
+    files = ["result.json", "events.jsonl"] + (["env.json"] if (folder / "env.json").is_file() else [])
     for record in verify_run.read_events(folder):
         name = record["metadata"].get("predictions_file") if record["key"] == "eval_accuracy" else None
         if isinstance(name, str):

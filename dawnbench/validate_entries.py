@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dawnbench import entries, prices, schemas
+from dawnbench import entries, judges, prices, schemas
 from harness import safe_read
 from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder, tool_main
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
@@ -464,7 +464,7 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None, level: str =
     _check_price_per_node(report, valid)
     _check_price_record(report, fields)
     if kind in entries.KINDS:
-        _check_against_run(report, path, kind, fields, root)
+        _check_against_run(report, path, kind, fields, root, allow_unofficial)
     return _finish(report, problems), log, fields, rows, task, kind, {**fields, **report.fixes}
 
 
@@ -721,7 +721,8 @@ def backed_fields(kind: str, record: dict, fields: dict) -> dict[str, object]:
     return backed
 
 
-def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, root: Path) -> None:
+def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, root: Path,
+                       allow_unofficial: bool = False) -> None:
     """An entry with its run folder beside it says what its run's record says: every field with a file
     behind it (time, cost, price, nodes, latency, accuracy, the model's source, the verdict) agrees
     with that file, or the entry is invalid, the file and both values named. Nothing an entrant edits
@@ -768,6 +769,11 @@ def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, roo
     if fields.get("official") is True and record.get("official") is not True:
         report.at("official", f"true, but {where} records official {show(record.get('official'))}: the "
                               f"verdict is the run's (submit the run again)")
+    # The run's own verdict is its judge's: a judge other than this checkout's or a released one
+    # (harness.judge_hash) could have written any verdict, so its run is never official.
+    judged = judges.problem(record)
+    if judged and not allow_unofficial:
+        report.at("official", f"{where}: {judged}")
 
 
 # ---------------------------------------------------------------- files and trees

@@ -18,7 +18,9 @@ from leaderboard_fixture import edit_json, write_entries
 
 from dawnbench import entries, entry_status, reproduce, submit
 from dawnbench.cli import main as dawnbench_main
-from harness import local_ranks, verify_run, worker_env
+from harness import judge_hash, local_ranks, paths, verify_run, worker_env
+
+REPO = paths.PACKAGE_PARENT
 
 # Each epoch sleeps, so that the time-to-accuracy is mostly the reference's own and a forged fifth of
 # it stands far outside any tolerance, however loaded the machine.
@@ -95,6 +97,16 @@ def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(hone
     assert entry_status.reproduction_statuses([entries.load(entry)]) == {str(entry): "reproduced"}
     assert dawnbench_main(["validate", "--allow-unofficial", str(tree)]) == 0     # the record is no entry
     capsys.readouterr()
+    # issue 46, attack 6: submit carries env.json, whose record the reproduction was compared with...
+    assert (entry.with_suffix(".run") / "env.json").read_bytes() == (honest / "env.json").read_bytes()
+    assert not any("the claim records none" in note for note in record(entry.with_suffix(".run"))["notes"])
+    # ...and an entry's run without it does not verify: result.json names a record nobody can check
+    (entry.with_suffix(".run") / "env.json").unlink()
+    failure = verify_run.verify(entry.with_suffix(".run"), fashion_root).first_failure
+    assert failure.name == "environment" and failure.detail.startswith(
+        "result.json names the workers' environment sha256 "), failure
+    assert failure.detail.endswith("but env.json records none (no env.json, or no worker_environment in it): give "
+                                   "the run's env.json")
 
 
 def test_a_run_whose_clock_was_scaled_verifies_but_is_not_reproduced(honest, fashion_root, tmp_path, capsys):
@@ -151,7 +163,7 @@ def test_the_code_at_the_runs_commit_is_taken_from_the_repository(references_roo
     code, out, err = run_reproduce(run, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
     assert code == 0, out + err
     assert f"dawnbench reproduce: code: commit {commit[:12]} of {references_root.resolve()} (its scripted-test " \
-           f"tree sha256 is the run's)" in err
+           f"tree sha256 is the run's; harness/ and common/ of this checkout)" in err
     assert record(run)["verdict"] == "reproduced"
 
     # a commit this repository does not have: one line saying what is missing, and how to get it
@@ -160,6 +172,43 @@ def test_the_code_at_the_runs_commit_is_taken_from_the_repository(references_roo
     assert code == 2 and out == [] and len(err) == 1, out + err
     assert err[0].startswith("dawnbench reproduce: error: the code of scripted-test is not at hand: ")
     assert f"commit {'0' * 12} is not in the repository at {references_root.resolve()} (fetch it: " in err[0]
+
+
+def test_a_fork_that_edits_the_harness_is_reproduced_by_this_checkouts_harness(references_root, fashion_root,
+                                                                              tmp_path, capsys):
+    """Issue 46, attack 1: a fork commits its reference with an edited harness/__init__.py (here it only
+    leaves a mark where it runs). Reproduce takes the reference folder from that commit and nothing else:
+    this checkout's harness runs, and every file the commit changes outside the reference is named."""
+    repo = references_root.parent
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    shutil.copytree(REPO / "harness", repo / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the maintainer's"], check=True)
+    subprocess.run([*git, "checkout", "-q", "-b", "fork"], check=True)
+    mark = tmp_path / "the-forks-harness-ran"
+    with open(repo / "harness" / "__init__.py", "a") as f:
+        f.write(f"\nopen({str(mark)!r}, 'a').close()\n")
+    (repo / "harness" / "extra.py").write_text("# a file the fork adds\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the fork"], check=True)
+    run = scripted_run(references_root, fashion_root, tmp_path / "results")   # run by this checkout's harness
+    commit = json.loads((run / "result.json").read_text())["git"]["commit"]
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    with open(references_root / "scripted-test" / "scripted.py", "a") as f:   # the folder is taken from the commit
+        f.write("\n# changed after the run\n")
+    code, out, err = run_reproduce(run, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
+    assert not mark.exists(), "the fork's harness ran"
+    assert code == 0, out + err
+    assert f"dawnbench reproduce: code: commit {commit[:12]} of {repo.resolve()} (its scripted-test tree sha256 is " \
+           f"the run's; harness/ and common/ of this checkout)" in err
+    said = [line for line in err if "outside its reference folder" in line]
+    assert said == [f"dawnbench reproduce: the run's commit changes harness/{name} outside its reference folder: not "
+                    f"run, this checkout's judge runs" for name in ("__init__.py (modified)", "extra.py (added)")], err
+    assert record(run)["changed_outside_reference"] == ["harness/__init__.py (modified)", "harness/extra.py (added)"]
+    (again,) = record(run)["reproduced"]
+    judged = json.loads((Path(again["run"]) / "result.json").read_text())["provenance"]["judge_sha256"]
+    assert judged == judge_hash.sha256()                               # this checkout's judge, recorded as such
 
 
 def test_code_that_is_not_at_hand_is_one_line(honest, references_root, fashion_root, tmp_path, capsys):
