@@ -61,7 +61,10 @@ help:
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
 	@echo "make setup [REF=name] | make tools | make clean"
 
+# A path (REF=../references/x) is refused first: its environment would be built inside the reference's folder.
 check-ref:
+	@case '$(REF)' in */*) echo "dawnbench: error: reference name '$(REF)' is a path, not a plain folder name: give the reference's name \
+(its folder under references/), e.g. REF=$(notdir $(patsubst %/,%,$(REF)))" >&2; exit 2 ;; esac
 	@test -f $(REF_DIR)/reference.toml || { echo "dawnbench: error: unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
 
 # A virtual environment per reference: its pinned requirements and the `dawnbench` command's.

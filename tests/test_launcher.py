@@ -304,3 +304,18 @@ def test_the_launchers_flags_are_the_parsers_options_without_a_value():
                 found |= set(action.option_strings)
         return found
     assert flags(cli.build_parser()) | flags(dawnbench_cli.build_parser()) == set(launcher.FLAGS)
+
+
+@pytest.mark.parametrize("name", ["../references/" + REF, "references/" + REF, "./" + REF, REF + "/"])
+def test_a_path_as_the_reference_is_refused_before_any_setup(name, tmp_path):
+    """`bin/dawnbench run ../references/REF` (tab completion from bin/) ran `make setup REF=../references/REF`
+    for 92 s, a 971 MB virtualenv inside the reference's folder, before the name was refused (issue 47):
+    the name is checked first, by the launcher and by make, in one line, and nothing is set up."""
+    before = sorted(p.name for p in (REPO / "references" / REF).iterdir())
+    with pytest.raises(launcher.UsageError, match="is a path") as refused:
+        launcher.route(["run", name])
+    assert "\n" not in str(refused.value) and f"'{REF}'" in str(refused.value)
+    made = subprocess.run(["make", "--no-print-directory", "setup", f"REF={name}", f"VENVS={tmp_path}"], cwd=REPO,
+                          env=_bare_env(), capture_output=True, text=True, timeout=60)
+    assert made.returncode == 2 and "is a path" in made.stderr, made.stderr
+    assert list(tmp_path.iterdir()) == [] and sorted(p.name for p in (REPO / "references" / REF).iterdir()) == before
