@@ -319,3 +319,27 @@ def test_a_path_as_the_reference_is_refused_before_any_setup(name, tmp_path):
                           env=_bare_env(), capture_output=True, text=True, timeout=60)
     assert made.returncode == 2 and "is a path" in made.stderr, made.stderr
     assert list(tmp_path.iterdir()) == [] and sorted(p.name for p in (REPO / "references" / REF).iterdir()) == before
+
+
+def test_make_run_fetches_into_the_data_root_the_run_reads(tmp_path):
+    """`make run ARGS="--data DIR"` fetched into ./data whatever DIR was, so a run meant for fixture data
+    re-fetched (and, under another manifest, emptied) the real data/fashion-mnist (issue 47): the fetch of
+    run-native (`data`) and run-docker gets the run's --data; with none, the run's default ($DAWNBENCH_DATA
+    or ./data), which the fetch's is too. A stand-in tools environment records what make starts."""
+    tools, calls = tmp_path / "tools", tmp_path / "calls"
+    (tools / "bin").mkdir(parents=True)
+    for program in ("dawnbench", "python"):
+        (tools / "bin" / program).write_text(f'#!/bin/sh\necho {program} "$@" >> {calls}\n')
+        (tools / "bin" / program).chmod(0o755)
+    (tools / ".installed").touch()
+    for target in ("data", "run-docker"):
+        for args, data in ((f"--seed 3 --data '{tmp_path}/my data' --max-epochs 1", f"{tmp_path}/my data"),
+                           (f"--data={tmp_path}/d2 --no-save", f"{tmp_path}/d2"), ("--seed 3", None)):
+            calls.unlink(missing_ok=True)
+            made = subprocess.run(["make", "--no-print-directory", target, f"REF={REF}", f"ARGS={args}",
+                                   f"TOOLS_VENV={tools}"], cwd=REPO, env=_bare_env(), capture_output=True,
+                                  text=True, timeout=60)
+            assert made.returncode == 0, made.stderr
+            fetch = calls.read_text().splitlines()[0]
+            assert fetch.startswith(f"dawnbench data fetch --reference {REF}"), fetch
+            assert fetch.endswith(f" --data {data}" if data else REF), (target, args, fetch)
