@@ -665,3 +665,23 @@ def test_a_signal_at_any_step_leaves_a_whole_record_and_no_traceback(refs, tmp_p
     else:
         assert "while the run closed: its record was finished first" in proc.stderr, proc.stderr
 
+
+@pytest.mark.parametrize("what, said", [("rm", "was removed"), ("link", "was replaced by a link")])
+def test_a_run_folder_removed_or_replaced_mid_run_ends_dnc_and_writes_nowhere(refs, tmp_path, what, said):
+    """Issue 47: `rm -rf RESULTS` during an epoch ended "converged", exit 0, the folder made again with a
+    result.json but no events.jsonl nor TSV (written into deleted files); a run folder replaced by a link had
+    the files written where it led, outside --results. Now the next write stops the run: DNC, one line."""
+    results, outside = tmp_path / "results", tmp_path / "outside"
+    outside.mkdir()
+    proc = subprocess.run([PYTHON, "-c", SIGNAL_AT, f"epoch={what}", "run", "steady-test", "--results", str(results),
+                           *QUICK], env=cli_env(DAWNBENCH_REFERENCES=str(refs), OUTSIDE=str(outside)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-3000:])
+    (line,) = error_lines(proc.stderr)
+    assert f"{said}" in line and "the run ends DNC" in line and "\n" not in line, line
+    assert list(outside.iterdir()) == []            # nothing written where the link led
+    if what == "rm":
+        assert not results.exists()                 # nor the folder made again, whole-looking
+    else:
+        (moved,) = (results / "steady-test").glob("*.moved")
+        assert not (moved / "result.json").exists()
