@@ -85,36 +85,33 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     plan = make_plan(spec, hyperparameters, opts)
     with _Stops() as stops:
         try:
-            this = _Run(plan)
-        except (KeyboardInterrupt, Terminated) as exc:     # its folder is removed: nothing was written
+            this = _Run(plan, stops)
+        except (KeyboardInterrupt, Terminated) as exc:     # before its folder was made: nothing was written
             raise Interrupted(exc) from None
         outcome, epoch = Outcome(DNC, "not started"), 0
-        try:
-            with this.workers():
-                try:
-                    this.start()
-                    for epoch in range(1, plan.budget.max_epochs + 1):
-                        trained = this.train(epoch)
-                        outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock)
-                        if outcome is None:
-                            if stop_rules.evaluated(plan.budget, epoch):
-                                reached = this.evaluate(epoch, trained)
-                            else:       # before the reference's first evaluated epoch: on the clock, nothing scored
-                                reached = this.skip(epoch, trained)
-                            outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock, reached)
-                        if outcome is not None:
-                            break
-                    this.keep_model(outcome)
-                    stops.close()
-                except safe_write.WriteError:
-                    stops.close()
-                    raise       # the run folder cannot take its files: no result to write, one line to say why
-                except (Exception, KeyboardInterrupt, Terminated) as exc:
-                    stops.close()
-                    outcome = this.failed(exc)
-        except (KeyboardInterrupt, Terminated) as exc:     # in the workers' set-up, a moment before the run's try
-            stops.close()
-            outcome = this.failed(exc)
+        with this.workers():
+            try:
+                stops.arm()         # a signal held since the folder was made raises here: its DNC, every file
+                this.start()
+                for epoch in range(1, plan.budget.max_epochs + 1):
+                    trained = this.train(epoch)
+                    outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock)
+                    if outcome is None:
+                        if stop_rules.evaluated(plan.budget, epoch):
+                            reached = this.evaluate(epoch, trained)
+                        else:       # before the reference's first evaluated epoch: on the clock, nothing scored
+                            reached = this.skip(epoch, trained)
+                        outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock, reached)
+                    if outcome is not None:
+                        break
+                this.keep_model(outcome)
+                stops.close()
+            except safe_write.WriteError:
+                stops.close()
+                raise       # the run folder cannot take its files: no result to write, one line to say why
+            except (Exception, KeyboardInterrupt, Terminated) as exc:
+                stops.close()
+                outcome = this.failed(exc)
         if this.survivors:      # a process the kernel would not kill may still write where it can
             outcome = Outcome(DNC, f"error: the reference's processes {this.survivors[:8]} could not be killed "
                                    f"at the end of the run")
@@ -141,9 +138,10 @@ class Trained:
 class _Run:
     """One run's moving parts: the clock, the record, the ranks and the reference's workers."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, stops: _Stops):
         self.plan, self.spec, self.task, self.opts = plan, plan.spec, plan.spec.task, plan.opts
         self.group = collective.Group(plan.rank, plan.world_size)
+        stops.hold()        # from the folder on, a signal waits for the run's try: its DNC, with every file
         run_dir = safe_write.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
                                       self.opts.series_id) if plan.rank == 0 else None
         try:
@@ -178,7 +176,7 @@ class _Run:
             if plan.isolation.mode in ("uid", "none"):
                 self.system["network"] = {role: "not isolated by the harness (a container's own: none under "
                                                 "docker-compose)" for role in ("train", "predict")}
-        except BaseException:       # a signal or an error before the record opened: no half folder stays
+        except BaseException:       # an error before the record opened: no half folder stays
             if run_dir is not None:
                 shutil.rmtree(run_dir, ignore_errors=True)
             self.group.close()
@@ -541,16 +539,18 @@ def _timed(action) -> float:
 
 class _Stops:
     """How SIGINT, SIGTERM and SIGHUP end a run: the first one raises (KeyboardInterrupt, Terminated) where
-    the harness is, so the run ends DNC with every file (before its record opens: with no folder at all).
-    Once the run closes (its workers killed, run_stop, env.json and result.json written) a signal is only
-    noted: a second Ctrl-C 50 ms after the first raised out of the workers' kill, a SIGTERM during the final
-    writes killed the harness between env.json and result.json, and SIGHUP was not handled at all (issue 47)."""
+    the harness is, so the run ends DNC with every file; before the run folder is made, with no folder at
+    all; from then until the run's try (arm), it is held and raised there. Once the run closes (its workers
+    killed, run_stop, env.json and result.json written) a signal is only noted: a second Ctrl-C 50 ms after
+    the first raised out of the workers' kill, a SIGTERM during the final writes killed the harness between
+    env.json and result.json, and SIGHUP was not handled at all (issue 47)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     MEANING = {"SIGTERM": "terminated by SIGTERM", "SIGHUP": "hung up (SIGHUP: the terminal closed)"}
 
     def __init__(self):
-        self.closing = False
+        self.closing = self.holding = False
+        self.held: list[int] = []       # between hold() and arm()
         self.noted: list[str] = []      # after the first, or once the run closes
 
     def __enter__(self) -> _Stops:
@@ -561,12 +561,23 @@ class _Stops:
         for s, handler in self.previous.items():
             signal.signal(s, handler)
 
+    def hold(self) -> None:
+        self.holding = True
+
+    def arm(self) -> None:
+        self.holding = False
+        if self.held:
+            self._on_signal(self.held.pop(0), None)
+
     def close(self) -> None:
         self.closing = True
 
     def _on_signal(self, signum, _frame) -> None:
         if self.closing:
             self.noted.append(signal.Signals(signum).name)
+            return
+        if self.holding:
+            self.held.append(signum)
             return
         self.closing = True         # the first raises; every later one is noted
         if signum == signal.SIGINT:
