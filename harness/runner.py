@@ -423,6 +423,8 @@ class _Run:
         Call it inside the except."""
         trace = getattr(exc, "trace", "") or traceback.format_exc()
         self.failure = exc
+        if self.clock.start_perf is None:   # stopped before the clock started (a signal held until the try):
+            self.clock.start()              # the record's times are then from here, its wall ~0
         outcome = stop_rules.failed(exc, (handle.WorkerError, handle.WorkerDied), VERDICTS)
         if self.plan.world_size > 1 and not self._stopped():     # for the launcher to name this rank
             collective.note_failure(self.plan.rank, outcome.reason)
@@ -431,8 +433,7 @@ class _Run:
             _say(trace)
         else:
             _say(f"{self.spec.name}: {exc if getattr(exc, 'usage', False) else outcome.reason}")
-        if self.clock.start_perf is not None:
-            self.clock.lap("harness")
+        self.clock.lap("harness")
         return outcome
 
     def _stopped(self) -> bool:

@@ -604,7 +604,7 @@ def test_a_killed_series_takes_its_run_along_and_keeps_its_summary(refs, tmp_pat
 # $OUTSIDE put in its place). Done from inside, it lands exactly there, on a loaded machine too.
 SIGNAL_AT = '''
 import os, shutil, signal, sys
-from harness import run_record
+from harness import environment, run_record
 from harness.sandbox import handle
 
 at = dict(part.split("=") for part in sys.argv[1].split(";"))
@@ -634,6 +634,8 @@ def epoch_started_then_fire(self, epoch):
 run_record.RunRecord.epoch_started = epoch_started_then_fire
 kill = handle.Worker.kill
 handle.Worker.kill = lambda self, *args, **kwargs: (fire("kill"), kill(self, *args, **kwargs))[1]
+describe = environment.describe_system        # the run folder is made, its log not yet opened
+environment.describe_system = lambda *args, **kwargs: (fire("folder"), describe(*args, **kwargs))[1]
 
 from harness.cli import main
 sys.exit(main(sys.argv[2:]))
@@ -645,6 +647,7 @@ sys.exit(main(sys.argv[2:]))
     ("write=SIGINT", "converged", 0),           # a KeyboardInterrupt's traceback, no result.json
     ("epoch=SIGHUP", "DNC", 1),                 # SIGHUP was handled in no phase: exit 129, no record
     ("epoch=SIGINT;kill=SIGINT", "DNC", 1),     # a second Ctrl-C raised out of the workers' kill
+    ("folder=SIGTERM", "DNC", 1),               # the folder made, no clock yet: killed, a folder of empty logs
 ])
 def test_a_signal_at_any_step_leaves_a_whole_record_and_no_traceback(refs, tmp_path, at, status, code):
     """Issue 47: each leaves a DNC or a complete record, never a half, never a traceback."""
@@ -661,7 +664,8 @@ def test_a_signal_at_any_step_leaves_a_whole_record_and_no_traceback(refs, tmp_p
     assert len(stop) == 1 and f'"dawnbench_status": "{status}"' in stop[0]
     if status == "DNC":
         assert result["dnc_reason"] in ("error: Terminated: hung up (SIGHUP: the terminal closed)",
-                                        "error: interrupted (Ctrl-C, SIGINT)"), result["dnc_reason"]
+                                        "error: interrupted (Ctrl-C, SIGINT)",
+                                        "error: Terminated: terminated by SIGTERM"), result["dnc_reason"]
     else:
         assert "while the run closed: its record was finished first" in proc.stderr, proc.stderr
 
