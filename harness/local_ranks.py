@@ -147,18 +147,22 @@ def launch(ranks: int, module: str, args: list[str]) -> int:
         for r in range(ranks):
             procs.append(subprocess.Popen(judge.command(module, *args), env=rank_environment(r, ranks, base),
                                           preexec_fn=_die_with(os.getpid())))
-        while [p.poll() for p in procs].count(None):      # every rank polled: any() stopped at rank 0
+        while True:
+            running = [p.poll() for p in procs].count(None)     # every rank polled: any() stopped at rank 0
             failed = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
             if failed and stopping_since is None:      # a rank failed: say which, and stop the others
                 (rank, code), stopping_since = failed[0], time.monotonic()
                 status = _status(code)
                 if not stopped_by:
                     reason = collective.note_first_failure(notes, rank, _ended(code))
-                    print(f"dawnbench: rank {rank} failed ({reason}); stopping the other ranks", file=sys.stderr,
-                          flush=True)
+                    print(f"dawnbench: rank {rank} failed ({reason}); "
+                          f"{'stopping the other ranks' if running else 'the other ranks ended too'}",
+                          file=sys.stderr, flush=True)
                 forward(signal.SIGTERM)
             elif stopping_since is not None and time.monotonic() - stopping_since > KILL_AFTER_S:
                 forward(signal.SIGKILL)
+            if not running:
+                break
             time.sleep(0.05)
     except OSError as exc:      # a rank that cannot start: one line; those started are stopped above
         forward(signal.SIGKILL)
