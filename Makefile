@@ -62,7 +62,10 @@ help:
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
 	@echo "make setup [REF=name] | make tools | make clean"
 
+# A path (REF=../references/x) is refused first: its environment would be built inside the reference's folder.
 check-ref:
+	@case '$(REF)' in */*) echo "dawnbench: error: reference name '$(REF)' is a path, not a plain folder name: give the reference's name \
+(its folder under references/), e.g. REF=$(notdir $(patsubst %/,%,$(REF)))" >&2; exit 2 ;; esac
 	@test -f $(REF_DIR)/reference.toml || { echo "dawnbench: error: unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
 
 # A virtual environment per reference: its pinned requirements and the `dawnbench` command's.
@@ -94,8 +97,14 @@ DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOO
 
 # From the host tools' environment, as the Docker path does: no framework is needed to fetch or
 # check the data, so a run whose data is missing says so before its environment is installed.
+# Into the data root the run reads: ARGS' --data DIR (or --data=DIR), else the run's default, $DAWNBENCH_DATA
+# or ./data, which is the fetch's too (a fetch into ./data for a run of other data re-fetched the wrong folder).
+FETCH_FOR_RUN = set -- $(ARGS); data=; while [ $$\# -gt 0 ]; do case "$$1" in \
+	  --data) [ $$\# -gt 1 ] && data="$$2" && shift ;; --data=*) data="$${1\#--data=}" ;; esac; shift; done; \
+	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF) $${data:+--data "$$data"}
+
 data: check-ref $(TOOLS_VENV)/.installed
-	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+	@$(FETCH_FOR_RUN)
 
 # `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into the tools
 # environment, where the harness's timing process runs (a judge process: never the reference's environment, whose
@@ -146,7 +155,7 @@ compose: $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers compose
 
 run-docker: check-ref $(TOOLS_VENV)/.installed
-	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+	@$(FETCH_FOR_RUN)
 	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
 
 # `dawnbench compare`: natively (an environment a pin, .venv/REF@PIN, made by compare-env below) unless

@@ -151,7 +151,8 @@ def _reference(argv: list[str]) -> tuple[str, dict] | None:
     name = _option(rest, "--reference") if command == "data" else next(iter(_positionals(rest)), None)
     if not name:
         return None
-    from harness import registry
+    from harness import paths, registry
+    paths.reference_name(name)      # before any file is read or environment set up for it
     root = registry.references_root(_option(rest, "--references"))
     try:
         with open(root / name / "reference.toml", "rb") as f:
