@@ -33,21 +33,22 @@ IMAGE_OPTS = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(FRAMEWORK_PIN
 PIP_FLAGS := --quiet --disable-pip-version-check
 QUIET_PIP := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-# $(call venv,DIR,REQUIREMENTS,IMPORTS): a virtual environment from pinned requirements, the
+# $(call venv,DIR,REQUIREMENTS,IMPORTS[,INSTALLER]): a virtual environment from pinned requirements, the
 # project installed into it (editable, no dependencies: they are the pinned ones), and a check
-# that it imports what its users need before it is marked installed.
+# that it imports what its users need before it is marked installed. INSTALLER installs the
+# requirements (default DIR/bin/pip install).
 define venv
 	@echo "setting up $(1) from $(2)"
 	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
 	$(1)/bin/pip install $(PIP_FLAGS) -r requirements/build.txt $(QUIET_PIP)
-	$(1)/bin/pip install $(PIP_FLAGS) -r $(2) $(QUIET_PIP)
+	$(if $(4),$(4),$(1)/bin/pip install) $(PIP_FLAGS) -r $(2) $(QUIET_PIP)
 	$(1)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . $(QUIET_PIP)
 	@$(1)/bin/pip check >/dev/null || { $(1)/bin/pip check; exit 1; }
 	$(1)/bin/python -c "import $(3)"
 	@touch $(1)/.installed
 endef
 
-.PHONY: run run-native run-docker build base-image compose compare test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
+.PHONY: run run-native run-docker build base-image compose compare compare-env test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
         data infer-runtime help clean check-ref check-nproc
 
 help:
@@ -56,12 +57,15 @@ help:
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] [INFER_RUNTIMES=onnxruntime] | make compose"
 	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root);"
 	@echo "                                         # later builds of the CPU references use it, no BASE_IMAGE= needed"
-	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [ARGS=...]"
+	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [RUNTIME=docker] [ARGS=...]   # natively: an environment a pin"
 	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
 	@echo "make setup [REF=name] | make tools | make clean"
 
+# A path (REF=../references/x) is refused first: its environment would be built inside the reference's folder.
 check-ref:
+	@case '$(REF)' in */*) echo "dawnbench: error: reference name '$(REF)' is a path, not a plain folder name: give the reference's name \
+(its folder under references/), e.g. REF=$(notdir $(patsubst %/,%,$(REF)))" >&2; exit 2 ;; esac
 	@test -f $(REF_DIR)/reference.toml || { echo "dawnbench: error: unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
 
 # Before any set-up: NPROC=abc (or 0) went as far as the rank launcher (or the container's torchrun).
@@ -76,9 +80,10 @@ REF_EXTRA_REQS = $(if $(shell grep -s -l 'harness-numpy1.txt' $(REF_DIR)/require
 $(VENV)/.installed: $(REF_DIR)/requirements.txt requirements/dawnbench.txt requirements/harness.txt requirements/build.txt \
                     requirements/harness-numpy1.txt docker/requirements.py pyproject.toml | check-ref
 	@# Refused before anything is installed: only exact pins of the index, hashed wheel URLs and the shared
-	@# files (docker/requirements.py; docs/RULES.md "The harness's environment").
+	@# files (docker/requirements.py; docs/RULES.md "The harness's environment"); installed as wheels only,
+	@# so that no package's build code runs here (pip-install: one line for a requirement without a wheel).
 	@$(PYTHON) docker/requirements.py check $(REF_DIR)/requirements.txt
-	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli)
+	$(call venv,$(VENV),$(REF_DIR)/requirements.txt $(REF_EXTRA_REQS),harness$(,) common$(,) dawnbench.cli,$(PYTHON) docker/requirements.py pip-install $(VENV)/bin/pip)
 
 setup: check-ref $(VENV)/.installed sandbox
 
@@ -97,8 +102,14 @@ DAWNBENCH := DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOO
 
 # From the host tools' environment, as the Docker path does: no framework is needed to fetch or
 # check the data, so a run whose data is missing says so before its environment is installed.
+# Into the data root the run reads: ARGS' --data DIR (or --data=DIR), else the run's default, $DAWNBENCH_DATA
+# or ./data, which is the fetch's too (a fetch into ./data for a run of other data re-fetched the wrong folder).
+FETCH_FOR_RUN = set -- $(ARGS); data=; while [ $$\# -gt 0 ]; do case "$$1" in \
+	  --data) [ $$\# -gt 1 ] && data="$$2" && shift ;; --data=*) data="$${1\#--data=}" ;; esac; shift; done; \
+	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF) $${data:+--data "$$data"}
+
 data: check-ref $(TOOLS_VENV)/.installed
-	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+	@$(FETCH_FOR_RUN)
 
 # `infer --runtime onnxruntime|openvino` on first use (dawnbench/launcher.py): the pinned runtime into the tools
 # environment, where the harness's timing process runs (a judge process: never the reference's environment, whose
@@ -149,12 +160,22 @@ compose: $(TOOLS_VENV)/.installed
 	$(TOOLS_VENV)/bin/python -m dawnbench.containers compose
 
 run-docker: check-ref check-nproc $(TOOLS_VENV)/.installed
-	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/dawnbench data fetch --reference $(REF)
+	@$(FETCH_FOR_RUN)
 	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
 
+# `dawnbench compare`: natively (an environment a pin, .venv/REF@PIN, made by compare-env below) unless
+# RUNTIME=docker (an image a pin); RUNTIME=auto compares natively too (an engine changes nothing here).
 compare: check-ref $(TOOLS_VENV)/.installed
 	@test -n "$(VERSIONS)" || { echo "dawnbench: error: no VERSIONS: give two framework pins, e.g. make compare REF=$(REF) VERSIONS='tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0'" >&2; exit 2; }
-	$(TOOLS_VENV)/bin/python -m bench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
+	DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOOLS_VENV=$(TOOLS_VENV) \
+	    $(TOOLS_VENV)/bin/python -m dawnbench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) \
+	    --runtime $(if $(filter docker,$(RUNTIME)),docker,native) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
+
+# One side of a native `dawnbench compare`, built as a reference's environment is: COMPARE_REQS is the
+# reference's requirements with the pin swapped in, flattened and checked (dawnbench/compare_native.py).
+compare-env:
+	@test -n "$(COMPARE_ENV)" && test -f "$(COMPARE_REQS)" || { echo "compare-env: give COMPARE_ENV=DIR COMPARE_REQS=FILE (dawnbench compare does)" >&2; exit 2; }
+	$(call venv,$(COMPARE_ENV),$(COMPARE_REQS),harness$(,) common$(,) dawnbench.cli)
 
 # data before setup: make takes the prerequisites in order.
 run-native: check-nproc data setup

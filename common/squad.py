@@ -141,6 +141,19 @@ def read_squad(path: str | Path) -> tuple[list[Paragraph], list[Question]]:
     return paragraphs, questions
 
 
+def to_wire(paragraph: Paragraph, question: Question) -> dict:
+    """One dev question as JSON, as it travels with its timed request to the server (which holds no
+    question): the question and its context, with their tokens."""
+    return {"id": question.id, "question": question.text, "tokens": question.tokens,
+            "context": paragraph.context, "context_tokens": paragraph.tokens, "spans": paragraph.spans}
+
+
+def from_wire(example: dict) -> tuple[Paragraph, Question]:
+    """What to_wire sent: the question's paragraph, and the question (its paragraph index 0)."""
+    paragraph = Paragraph(example["context"], list(example["context_tokens"]), [tuple(s) for s in example["spans"]])
+    return paragraph, Question(example["id"], 0, example["question"], list(example["tokens"]))
+
+
 def answer_text(paragraph: Paragraph, start: int, end: int) -> str:
     """The exact context text from token `start` to token `end`, both included."""
     return paragraph.context[paragraph.spans[start][0]:paragraph.spans[end][1]]
@@ -153,10 +166,14 @@ def glove_candidates(word: str) -> tuple[str, ...]:
     return (word, word.lower(), word.capitalize(), word.upper())
 
 
-def read_glove(path: str | Path, words: Iterable[str], dim: int) -> tuple[dict[str, int], np.ndarray]:
+def read_glove(path: str | Path, words: Iterable[str] | None, dim: int) -> tuple[dict[str, int], np.ndarray]:
     """A word table for `words` from a GloVe text file: ({word: id}, vectors (n, dim) float32).
     Ids 0 and 1 are padding and out-of-vocabulary, both zero vectors; a word is in the table when
-    GloVe has it in one of BiDAF's casings. Lines split from the right: 840B tokens hold spaces."""
+    GloVe has it in one of BiDAF's casings. Lines split from the right: 840B tokens hold spaces.
+    `words` None: every GloVe token as GloVe spells it (the server of timed requests, which knows no
+    question before it is asked; its Encoder matches the casings, `any_casing`)."""
+    if words is None:
+        return _whole_glove(path, dim)
     wanted: dict[str, list[str]] = {}
     for word in set(words):
         for candidate in glove_candidates(word):
@@ -175,6 +192,21 @@ def read_glove(path: str | Path, words: Iterable[str], dim: int) -> tuple[dict[s
                 if order < rank.get(word, 99):
                     vector = vector if vector is not None else np.asarray(parts[1:], dtype=np.float32)
                     found[word], rank[word] = vector, order
+    index = {word: i + 2 for i, word in enumerate(sorted(found))}
+    vectors = np.zeros((len(index) + 2, dim), dtype=np.float32)
+    for word, i in index.items():
+        vectors[i] = found[word]
+    return index, vectors
+
+
+def _whole_glove(path: str | Path, dim: int) -> tuple[dict[str, int], np.ndarray]:
+    """Every token of a GloVe text file (its first line where it has several, as read_glove) -> id."""
+    found: dict[str, np.ndarray] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.rstrip("\n").rsplit(" ", dim)
+            if parts[0] not in found:
+                found[parts[0]] = np.asarray(parts[1:], dtype=np.float32)
     index = {word: i + 2 for i, word in enumerate(sorted(found))}
     vectors = np.zeros((len(index) + 2, dim), dtype=np.float32)
     for word, i in index.items():
@@ -240,17 +272,21 @@ class Encoder:
     chars: dict[str, int]
     max_word_chars: int
     learned: dict[str, int] = field(default_factory=dict)
+    any_casing: bool = False        # `words` is the whole GloVe table: match BiDAF's casings as read_glove does
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, glove_index: dict[str, int], char_list: list[str], max_word_chars: int,
-              learned: list[str] = ()) -> Encoder:
+              learned: list[str] = (), any_casing: bool = False) -> Encoder:
         k = len(learned)
         return cls({w: i + k for w, i in glove_index.items()}, {c: i + 2 for i, c in enumerate(char_list)},
-                   max_word_chars, {w: i + 2 for i, w in enumerate(learned)})
+                   max_word_chars, {w: i + 2 for i, w in enumerate(learned)}, any_casing)
 
     def word_id(self, token: str) -> int:
-        return self.learned.get(token.lower()) or self.words.get(token, OOV)
+        found = self.learned.get(token.lower()) or self.words.get(token)
+        if found is None and self.any_casing:
+            found = next((self.words[c] for c in glove_candidates(token) if c in self.words), None)
+        return found or OOV
 
     def _cached(self, kind: str, tokens: list[str], encode) -> np.ndarray:
         key = (kind, id(tokens))

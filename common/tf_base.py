@@ -4,7 +4,8 @@ infer of a classifier, the clock's device hook, and the versions worth recording
 A TensorFlow reference subclasses KerasReference instead of harness.Reference and in `setup`
 sets `self.ctx`, `self.model` (the Keras model) and `self.gpu = True` when it runs on a GPU, in
 both roles; then, in the trainer (`ctx.trains`), the training data and what training needs, and
-in the predictor `self.eval_x` (the eval images, ready for the model, where the model runs). It
+in the predictor `self.eval_x` (the eval images, ready for the model, where the model runs); in the
+server of timed inference requests (`ctx.serves`) nothing more: each example comes with its request. It
 then writes only `setup` and `train_epoch`, and overrides `scores` for test-time augmentation or
 `evaluated` to predict and save with other weights than `self.model`'s. The trainer's `save`
 writes `evaluated()`'s weights; the predictor's `load` reads them back into it. `SETUP_SETS` declares
@@ -56,7 +57,7 @@ class KerasReference(Reference):
     train_x: tf.Tensor
     gpu: bool = False
     SETUP_SETS = (
-        SetupSets("ctx", ("train", "predict"), what="ctx (the Context setup gets)"),
+        SetupSets("ctx", ("train", "predict", "serve"), what="ctx (the Context setup gets)"),
         # The trainer's: a predictor may build its model in load (squad-bidaf-tensorflow does).
         SetupSets("model", ("train",), ("evaluated",), what="the Keras model"),
         # infer reads it through example_spec's default only
@@ -85,8 +86,17 @@ class KerasReference(Reference):
 
     def example_spec(self) -> tf.TensorSpec:
         """One eval example as `infer` gets it (shape, dtype): the signature the scores are traced
-        with. From `self.eval_x` unless overridden (a reference that decodes its images on demand)."""
+        with. From `self.eval_x` unless overridden (a reference that decodes its images on demand);
+        in the server of timed requests, which has no eval_x, from the first example it was sent."""
+        if not hasattr(self, "eval_x") and hasattr(self, "_wire_spec"):
+            return self._wire_spec
         return tf.TensorSpec(self.eval_x.shape[1:], self.eval_x.dtype)
+
+    def example_from_wire(self, example):
+        """A timed request's example (an array): the traced function takes it as it is."""
+        if isinstance(example, np.ndarray) and not hasattr(self, "_wire_spec"):
+            self._wire_spec = tf.TensorSpec(example.shape, tf.as_dtype(example.dtype))
+        return example
 
     @functools.cached_property
     def _batch_scores(self):

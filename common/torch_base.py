@@ -4,8 +4,10 @@ and the default predict / save / load / eval_inputs / infer of a classifier.
 A PyTorch reference subclasses TorchReference instead of harness.Reference, calls
 `self.init_torch(ctx)` first thing in `setup`, and there sets `self.ctx` and `self.net` (the bare
 network: not wrapped in DistributedDataParallel or torch.compile) in both roles; then, in the
-trainer (`ctx.trains`), the training data and what training needs, and in the predictor
-`self.eval_x` (the eval images, ready for the network, on the device). It then writes only
+trainer (`ctx.trains`), the training data and what training needs, in the predictor
+`self.eval_x` (the eval images, ready for the network, on the device), and in the server of timed
+inference requests (`ctx.serves`) nothing more: each example comes with its request, as an array
+that `example_from_wire` puts on the device. It then writes only
 `setup` and `train_epoch`, and overrides `scores` for test-time augmentation or `evaluated` for
 averaged weights. The trainer's `save` writes `evaluated()`'s weights; the predictor's `load`
 reads them back into it, so whatever predict and infer need must be in that state dict.
@@ -68,7 +70,7 @@ class TorchReference(Reference):
     eval_x: torch.Tensor
     train_x: torch.Tensor
     SETUP_SETS = (
-        SetupSets("ctx", ("train", "predict"), what="ctx (the Context setup gets)"),
+        SetupSets("ctx", ("train", "predict", "serve"), what="ctx (the Context setup gets)"),
         # The trainer's: a predictor may build its network in load.
         SetupSets("net", ("train",), ("evaluated",),
                   what="the bare network (not wrapped in DistributedDataParallel or torch.compile)"),
@@ -131,6 +133,12 @@ class TorchReference(Reference):
 
     def infer(self, example):
         return self.scores(example.unsqueeze(0))[0].float().cpu().numpy()
+
+    def example_from_wire(self, example):
+        """A timed request's example (eval_inputs()'s tensor, sent as an array) as a tensor on the device."""
+        if isinstance(example, np.ndarray):
+            return torch.from_numpy(example).to(self.device)
+        return example
 
     # Export for the harness's inference runtimes (dawnbench infer --runtime onnxruntime|openvino)
 

@@ -3,7 +3,7 @@
 dawnbench.prices), --runs (a series, dawnbench.series), data fetch (dawnbench.fetch) and data prepare
 (dawnbench.prepare_imagenet); verify is the harness's as it is. And the entry tools, each a module of
 this package (also `python -m dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance,
-reproduce. One parser tree holds them all: each tool adds its options to its subcommand here
+reproduce, entries. One parser tree holds them all: each tool adds its options to its subcommand here
 (`build_parser(p)`) and runs on the parsed options (`run(args)`)."""
 from __future__ import annotations
 
@@ -25,9 +25,11 @@ TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "analyze": "the analyses of the DAWNBench papers, as PNG + numbers",
          "compliance": "check a run's events.jsonl with MLPerf's official compliance checker",
          "reproduce": "run an entry again from its provenance and compare its figures with the claim",
-         "fork": "copy a reference to a new one with its own author and model, then edit, commit, run"}
+         "fork": "copy a reference to a new one with its own author and model, then edit, commit, run",
+         "entries": "entry trees: import-v1 puts the published DAWNBench v1 entries into one",
+         "compare": "one reference under two framework pins, interleaved runs: intervals, speedup, verdict"}
 # A tool's module where its name would not say its job ("validate" alone could be any of the four checks, docs/LAYOUT.md).
-TOOL_MODULES = {"validate": "validate_entries"}
+TOOL_MODULES = {"validate": "validate_entries", "entries": "import_entries"}
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -174,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     process that is)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        if argv[:1] == ["compare"]:       # its runs' options follow `--` (dawnbench.compare.parse)
+            from dawnbench import compare
+            args = compare.parse(argv, build_parser())
+        else:
+            args = build_parser().parse_args(argv)
     except DawnbenchError as e:
         # an entry tool's every error line starts with its own name, a bad option's too
         return report(command(argv[0]) if argv and argv[0] in TOOLS else PROG, e)

@@ -18,6 +18,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import harness.tasks
 from dawnbench import prices
@@ -236,6 +237,17 @@ def text(value) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def is_http_url(url) -> bool:
+    """Whether a code URL may be a link: http(s), a host, no whitespace (javascript:, data:,
+    relative and protocol-relative URLs stay text). The board's rule, and submit's for its warning."""
+    url = text(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc) and not any(c.isspace() for c in url)
+
+
 def cost_per_hour(entry: Entry) -> float | None:
     price = number(entry.fields.get("costPerHour"))
     return price if price is not None and price >= 0 else None
@@ -275,15 +287,15 @@ GIVEN_PRICE = "submitter-given price"
 
 
 def table_price(entry: Entry) -> float | None:
-    """USD per hour for all the entry's nodes at the prices table's price (dawnbench/data/prices.yaml,
-    or $DAWNBENCH_PRICES) of the instance the entry records; None when it records none, or one the
+    """USD per hour for all the entry's nodes at the judge's prices table's price (this checkout's
+    dawnbench/data/prices.yaml; never $DAWNBENCH_PRICES) of the instance the entry records; None when it records none, or one the
     table does not know. The entry's own `costPerHour` and `price` are not read: a price is the
     table's, never the entrant's."""
     instance, nodes = entry.fields.get("instance"), entry.fields.get("nodes", 1)
     if not isinstance(instance, str) or isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         return None
     try:
-        price = prices.lookup(instance)
+        price = prices.lookup(instance, prices.JUDGE_TABLE)
     except prices.PriceError:
         return None
     return price.usd_per_hour * nodes if fits(price, recorded_hardware(entry), nodes) else None
@@ -302,17 +314,33 @@ def recorded_hardware(entry: Entry) -> str | None:
 
 def fits(price: prices.Price, hardware: str | None, nodes: int) -> bool:
     """Whether an instance of the prices table could be the hardware the harness recorded: a CPU
-    instance for a run without accelerators; else the same accelerator model (V100, A100, H100, ...)
+    instance for a run without accelerators, with no more cores on a node (the label's, rank 0's
+    machine) than the instance's vCPUs; else the same accelerator model (V100, A100, H100, ...), the
+    same variant where both name it (memory: 16 or 32 GB, 40 or 80 GB; form factor: PCIe, SXM or NVL),
     and no more of them than the instance has, on every node. An entry cannot take a cheaper
     instance's price than the machine it ran on."""
     if not hardware:
         return False
     counted = re.match(r"(\d+) x (.*)", hardware)
     if price.accelerator_count == 0 or not price.accelerator:
-        return counted is None
+        cores = re.search(r"\((\d+) cores\b", hardware)
+        return counted is None and cores is not None and (price.vcpus is None or int(cores[1]) <= price.vcpus)
     model = re.search(r"\b([A-Z]+\d+[A-Z]?)\b", price.accelerator)
-    return (counted is not None and model is not None and re.search(rf"\b{model[1]}\b", counted[2], re.I) is not None
-            and int(counted[1]) <= price.accelerator_count * nodes)
+    if counted is None or model is None or re.search(rf"\b{model[1]}\b", counted[2], re.I) is None:
+        return False
+    ours, theirs = _variant(price.accelerator), _variant(counted[2])
+    if any(a is not None and b is not None and a != b for a, b in zip(ours, theirs)):
+        return False
+    return int(counted[1]) <= price.accelerator_count * nodes
+
+
+def _variant(name: str) -> tuple[int | None, str | None]:
+    """(memory in GB, form factor) an accelerator's name gives, None for what it does not name.
+    nvidia-smi names the SXM5 H100 "NVIDIA H100 80GB HBM3" (the PCIe one says PCIe)."""
+    memory = re.search(r"(\d+)\s*GB\b", name, re.I)
+    form = ("PCIe" if re.search(r"pcie", name, re.I) else "NVL" if re.search(r"\bnvl\b", name, re.I) else
+            "SXM" if re.search(r"sxm\d?|\bhbm3\b", name, re.I) else None)
+    return (int(memory[1]) if memory else None), form
 
 
 def inference_cost(entry: Entry) -> float | None:

@@ -26,10 +26,19 @@ leaderboard reads it back and shows one of
 
 The record names the sha256 of the run's DAWNBench log, so a record left behind by an earlier
 version of the entry is not shown as this version's.
+
+**The judge's measurement** (`Judged`): for a reproduced entry, the median time-to-accuracy of the
+reproduction's own runs and the hardware they ran on. It is what the leaderboard's verified tier
+ranks, the claim shown beside it (dawnbench.ranking): a reproduced record without one reads as not
+tried. The record is the maintainer's (docs/RULES.md, "Reproduction"): a submission that brings
+its own is refused in review.
 """
 from __future__ import annotations
 
 import hashlib
+import math
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import entries
@@ -235,30 +244,70 @@ def log_sha256(run_dir: Path, result: dict) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class Judged:
+    """What the judge measured when it reproduced an entry: the figure the verified tier ranks."""
+    seconds: float      # the median time-to-accuracy of its reproduction runs
+    runs: int           # how many runs that median is of
+    hardware: str       # the hardware class it ran on, as its harness labelled it
+
+
 def reproduction_status(run_dir: Path, root: Path) -> str:
     """The leaderboard's words for the reproduction of the run in `run_dir` (inside `root`)."""
+    return _reading(run_dir, root)[0]
+
+
+def judged_time(run_dir: Path, root: Path) -> Judged | None:
+    """The judge's measurement of the run in `run_dir` when its reproduction reproduced it (time
+    compared, on the run's hardware); None otherwise."""
+    return _reading(run_dir, root)[1]
+
+
+def _reading(run_dir: Path, root: Path) -> tuple[str, Judged | None]:
     path = Path(run_dir) / REPRODUCTION_RECORD
     if not (path.exists() or path.is_symlink()):
-        return NOT_TRIED
+        return NOT_TRIED, None
     try:
         record = safe_read.read_json(path, root)
         result = safe_read.read_json(Path(run_dir) / "result.json", root)
     except safe_read.Refused as e:
-        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} cannot be read ({e.reason})"
+        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} cannot be read ({e.reason})", None
     if not isinstance(record, dict) or not isinstance(result, dict) or record.get("verdict") not in VERDICTS:
-        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} holds no verdict of `dawnbench reproduce`"
+        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} holds no verdict of `dawnbench reproduce`", None
     if record.get("log_sha256") != log_sha256(Path(run_dir), result):
-        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} is of another log than this entry's (reproduce it again)"
+        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} is of another log than this entry's (reproduce it again)", None
     if record["verdict"] == NOT_REPRODUCED:
         first = record.get("differences")
         first = first[0] if isinstance(first, list) and first and isinstance(first[0], str) else "differs"
-        return f"{NOT_REPRODUCED}: {_line(first)}"
+        return f"{NOT_REPRODUCED}: {_line(first)}", None
     if record["verdict"] == NOT_TRIED:      # e.g. a run of more processes than the machine that tried had
         reason = record.get("reason")
-        return f"{NOT_TRIED}: {_line(reason)}" if isinstance(reason, str) and reason else NOT_TRIED
-    if record["verdict"] == OLD_ACCURACY_ONLY:
-        return ACCURACY_ONLY
-    return record["verdict"]
+        return (f"{NOT_TRIED}: {_line(reason)}" if isinstance(reason, str) and reason else NOT_TRIED), None
+    if record["verdict"] in (ACCURACY_ONLY, OLD_ACCURACY_ONLY):
+        return ACCURACY_ONLY, None
+    judged = _measured(record.get("reproduced"))
+    if judged is None:
+        return f"{NOT_TRIED}: {REPRODUCTION_RECORD} holds no time the reproduction measured (reproduce it again)", None
+    return REPRODUCED, judged
+
+
+def _measured(runs: object) -> Judged | None:
+    """The median of the reproduction runs' own times, on the one hardware they ran on; None unless
+    every run gives a positive time and all name the same hardware."""
+    if not isinstance(runs, list) or not runs:
+        return None
+    times, machines = [], set()
+    for run in runs:
+        figures = run.get("figures") if isinstance(run, dict) else None
+        env = run.get("environment") if isinstance(run, dict) else None
+        seconds = figures.get("tta_seconds") if isinstance(figures, dict) else None
+        hardware = env.get("hardware") if isinstance(env, dict) else None
+        if not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds)
+                and seconds > 0 and isinstance(hardware, str)):
+            return None
+        times.append(float(seconds))
+        machines.add(_line(hardware, 200))
+    return Judged(statistics.median(times), len(times), machines.pop()) if len(machines) == 1 else None
 
 
 def _line(text: str, limit: int = 300) -> str:
@@ -268,6 +317,15 @@ def _line(text: str, limit: int = 300) -> str:
 
 def reproduction_statuses(loaded: list, root: Path | None = None) -> dict[str, str]:
     """{entry JSON path: the reproduction's words} of every training entry, from its `<stem>.run/`."""
+    return {path: words for path, (words, _) in _readings(loaded, root).items()}
+
+
+def judged_times(loaded: list, root: Path | None = None) -> dict[str, Judged]:
+    """{entry JSON path: the judge's measurement} of every training entry that was reproduced."""
+    return {path: judged for path, (_, judged) in _readings(loaded, root).items() if judged is not None}
+
+
+def _readings(loaded: list, root: Path | None) -> dict[str, tuple[str, Judged | None]]:
     found = {}
     for entry in loaded:
         if entry.kind != "train":
@@ -275,5 +333,5 @@ def reproduction_statuses(loaded: list, root: Path | None = None) -> dict[str, s
         run = run_folder(entry.path)
         tree = entries.tree_root(entry.path) if root is None else Path(root)
         inside = run.is_dir() and not run.is_symlink() and safe_read.inside(run, tree)
-        found[str(entry.path)] = reproduction_status(run, tree) if inside else NOT_TRIED
+        found[str(entry.path)] = _reading(run, tree) if inside else (NOT_TRIED, None)
     return found

@@ -10,7 +10,9 @@ Sources for Fashion-MNIST (one gzip file per dataset file), first usable wins:
 2. installing that package with apt-get, when running as root (containers);
 3. the upstream URLs (or a mirror: ``DAWNBENCH_FASHION_MNIST_URL``).
 Whatever the source, a file reaches its final name only after its sha256
-matched, so an interrupted or corrupted fetch never leaves a bad file in place.
+matched (a temp file beside it, checked, then renamed over it), so an interrupted or corrupted fetch
+never leaves a bad file in place, and never removes a file that was there: one whose checksum does not
+match (under another manifest's checksums, say) stays until its checked replacement takes its name.
 
 CIFAR-10 comes as one tarball (URL from the manifest, or ``DAWNBENCH_CIFAR10_URL``):
 downloaded to a temp directory inside the dataset directory, its md5 checked,
@@ -182,8 +184,9 @@ def _install(name: str, stream, target: Path, expected: dict, source: str, compr
 
 
 def _files_to_fetch(name: str, directory: Path) -> list[str]:
-    """Files absent or invalid; valid ones are kept, invalid ones removed so that
-    a failed re-fetch cannot leave a bad file under an official name."""
+    """Files absent or invalid. Every file is kept: an invalid one is replaced only by a whole and
+    checked one (a manifest naming other checksums, `make compare`'s or a test's, made the valid
+    official files "invalid"; removing them before the fetch lost them when it failed, issue 47)."""
     entry = manifest(name)
     needed = []
     for filename, expected in entry["files"].items():
@@ -193,8 +196,8 @@ def _files_to_fetch(name: str, directory: Path) -> list[str]:
         elif file_matches(path, expected) is None:
             _say(name, f"ok {filename} (already present, checksum matches; kept)")
         else:
-            _say(name, f"{filename} is present but its checksum does not match; removing it and fetching again")
-            path.unlink()
+            _say(name, f"{filename} is present but its checksum does not match; fetching it again (the file is "
+                       f"kept until a checked replacement is in place)")
             needed.append(filename)
     return needed
 

@@ -3,11 +3,14 @@ named as the fork's own.
 
 The copy gets, in its reference.toml, its own `author` and `model` (an entry is named
 <author>_<model>_<hardware>_<framework>: a fork that kept its original's would take the original's
-entry name, and look like it on the leaderboard). The default model is the original's text followed by
-" (fork NEW)". The two keys are edited line by line, so every comment and every other line of the file
-stays as it was. The fork's README says, under its title, what it was forked from and at which commit
-(its anchor table is the original's until the recipe's anchor.toml is edited). Then the command prints
-the next three: edit, commit, run. A run is official only from committed code (harness/provenance.py).
+entry name, and look like it on the leaderboard). The two keys are edited line by line, so every comment
+and every other line of the file stays as it was. What still describes the original is marked to do
+(provenance.FORK_TODO), since a fork is made to change the recipe and the copied words would describe
+the wrong network: the model, unless --model gives it, reads "TODO(fork): describe NEW's model ..." (a run
+of it is unofficial until it is set: harness/provenance.py), and the README says under its title what it
+was forked from, at which commit, and that its description and anchor table are the original's (a line
+above the table, and a comment atop anchor.toml). Then the command prints the next steps: edit the code,
+set `model` and the README, commit, run. A run is official only from committed code.
 
 Every mistake (an unknown REF, a bad or taken NEW, bad text) is one line, exit 2, and nothing is
 written: the copy is made in a temporary folder beside the references and renamed into place last.
@@ -30,9 +33,13 @@ from pathlib import Path
 from harness import paths, registry
 from harness.arguments import Parser, nonempty_path, reports_errors, text, tool_main
 from harness.errors import EXIT_OK, UsageError, command
+from harness.provenance import FORK_TODO
 
 PROG = command("fork")
 KEYS = ("author", "model")
+# dawnbench.anchors.BEGIN, the generated table's first line (that module needs jsonschema; this one runs on a bare
+# python3): tests/test_fork_command.py keeps the two equal
+ANCHORS_BEGIN = "<!-- anchor table: generated from anchor.toml by `python -m dawnbench.anchors render`; edit that file -->"
 # a top-level `key = "basic string"` line, its comment kept: (key, spaces, value, the rest)
 _LINE = r'^({key})(\s*=\s*)("(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\')(.*)$'
 
@@ -46,7 +53,8 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("--author", type=text("--author"), default=None,
                    help="the fork's author, as its entries show it (default: the original's)")
     p.add_argument("--model", type=text("--model"), default=None,
-                   help="the fork's model text, as its entries show it (default: the original's + ' (fork NEW)')")
+                   help=f"the fork's model text, as its entries show it (default: '{FORK_TODO}: describe NEW's "
+                        f"model ...', which a run is unofficial with until reference.toml's `model` is set)")
     p.add_argument("--references", type=nonempty_path, default=None,
                    help="the references folder (default: $DAWNBENCH_REFERENCES or ./references)")
     return p
@@ -90,15 +98,31 @@ def set_keys(toml_text: str, values: dict[str, str], where: Path) -> str:
     return edited
 
 
+def default_model(new: str, original: str) -> str:
+    """The fork's model text until its author gives one: marked to do, naming what it was copied from."""
+    return f"{FORK_TODO}: describe {new}'s model (forked from: {original})"
+
+
 def _readme(text_: str, ref: str, new: str, commit: str | None) -> str:
     at = f"at commit {commit[:12]}" if commit else "outside any git commit"
-    note = (f"Forked from `references/{ref}` {at} with `dawnbench fork`. What follows is the original's "
-            f"description until you edit it; its anchor table is the original recipe's, checked against this "
-            f"folder's `anchor.toml`: edit that file when the recipe changes.\n")
+    note = (f"Forked from `references/{ref}` {at} with `dawnbench fork`.\n\n"
+            f"**{FORK_TODO}:** what follows describes {ref}, the original: rewrite it for this fork's recipe, "
+            f"and set `model` in `reference.toml` (its entries' name).\n")
     lines = text_.splitlines(keepends=True)
     if lines and lines[0].startswith("# "):
-        return f"# {new}\n\n{note}" + "".join(lines[1:])
-    return f"# {new}\n\n{note}\n" + text_
+        text_ = f"# {new}\n\n{note}" + "".join(lines[1:])
+    else:
+        text_ = f"# {new}\n\n{note}\n" + text_
+    if ANCHORS_BEGIN in text_:      # the generated table's own text stays its rendering (dawnbench.anchors check)
+        text_ = text_.replace(ANCHORS_BEGIN, f"**{FORK_TODO}:** the table below is {ref}'s recipe: edit the rows of "
+                                             f"`anchor.toml` that this fork changes, then `python -m dawnbench.anchors "
+                                             f"render {new}`.\n\n" + ANCHORS_BEGIN, 1)
+    return text_
+
+
+def _anchor_toml(text_: str, ref: str, new: str) -> str:
+    return (f"# {FORK_TODO}: these rows are {ref}'s recipe, copied by `dawnbench fork`: edit the ones {new} changes\n"
+            f"# (ours, deviation), then `python -m dawnbench.anchors render {new}` for the README's table.\n" + text_)
 
 
 def fork(ref: str, new: str, author: str | None, model: str | None, references: Path | None) -> list[str]:
@@ -109,7 +133,7 @@ def fork(ref: str, new: str, author: str | None, model: str | None, references: 
     target = root / new
     if target.exists() or target.is_symlink():
         raise UsageError(f"{target} exists: give the fork another name (NEW), or remove that folder first")
-    model = model if model is not None else f"{spec.model} (fork {new})"
+    model = model if model is not None else default_model(new, spec.model)
     text("--model")(model)      # the default too must be one line an entry can show
     author = author if author is not None else spec.author
     if (author, model) == (spec.author, spec.model):
@@ -130,6 +154,9 @@ def fork(ref: str, new: str, author: str | None, model: str | None, references: 
         readme = copy / "README.md"
         readme.write_text(_readme(readme.read_text(encoding="utf-8") if readme.is_file() else "", ref, new, commit),
                           encoding="utf-8")
+        anchor = copy / "anchor.toml"
+        if anchor.is_file():
+            anchor.write_text(_anchor_toml(anchor.read_text(encoding="utf-8"), ref, new), encoding="utf-8")
         os.rename(copy, target)
     except OSError as e:
         raise UsageError(f"cannot write the fork at {target}: {e.strerror or e} (nothing was written)") from None
@@ -137,10 +164,15 @@ def fork(ref: str, new: str, author: str | None, model: str | None, references: 
         shutil.rmtree(staging, ignore_errors=True)
     code = spec.entry.partition(":")[0].replace(".", "/") + ".py"
     shown_dir = f"references/{new}" if root.resolve() == (Path.cwd() / "references").resolve() else str(target)
+    todo = model.startswith(FORK_TODO)
     return [f"forked {ref} into {shown_dir}: author {author!r}, model {model!r} (its entries' name); from "
             + (f"commit {commit[:12]}" if commit else "no git commit"),
             "next:",
             f"  $EDITOR {shown_dir}/{code}",
+            f"  $EDITOR {shown_dir}/reference.toml {shown_dir}/README.md {shown_dir}/anchor.toml   # "
+            + ("set `model` (its entries' name: a run is unofficial while it reads " + FORK_TODO + "), "
+               if todo else "check `model`, ")
+            + f"describe the fork, update the anchor table (the lines marked {FORK_TODO})",
             f"  git add {shown_dir} && git commit -m '{new}: forked from {ref}'",
             f"  {command(f'run {new}')}",
             "a run is official only from committed code: commit every change before the run you submit "

@@ -46,7 +46,7 @@ VENVS_ENV = "DAWNBENCH_VENVS"       # where the environments are (default <check
 TOOLS_VENV_ENV = "DAWNBENCH_TOOLS_VENV"   # the tools environment, where make's TOOLS_VENV names another folder
 GUARD_ENV = "DAWNBENCH_LAUNCHED"    # set on the exec: the environment it names runs the command, never another
 TOOLS_ENV = "tools"
-ENTRY_TOOLS = ("submit", "validate", "leaderboard", "analyze", "compliance", "reproduce")
+ENTRY_TOOLS = ("submit", "validate", "leaderboard", "analyze", "compliance", "reproduce", "entries", "compare")
 REFERENCE_COMMANDS = ("run", "infer", "data")
 HERE = ("fork",)       # standard library only: answered by whatever Python this is, no environment needed
 # What a Python needs to run a subcommand in-process (find_spec only: nothing is imported to ask).
@@ -151,7 +151,8 @@ def _reference(argv: list[str]) -> tuple[str, dict] | None:
     name = _option(rest, "--reference") if command == "data" else next(iter(_positionals(rest)), None)
     if not name:
         return None
-    from harness import registry
+    from harness import paths, registry
+    paths.reference_name(name)      # before any file is read or environment set up for it
     root = registry.references_root(_option(rest, "--references"))
     try:
         with open(root / name / "reference.toml", "rb") as f:

@@ -3,17 +3,20 @@
 Ranks the entries (`dawnbench.ranking`) and builds the static site (`dawnbench.site`) or prints the
 rankings as JSON. Each training entry's run is verified again (`dawnbench.entry_status`, with the
 eval labels of --data) and its status shown, with its reproduction (`dawnbench reproduce`'s
-reproduction.json in the entry's run folder; "not tried" without one). Entries are validated at --level (default v1: every
-published DAWNBench v1 entry ranks, its quirks reported as warnings on stderr, one line each, and
-shown on its page). An entry that `dawnbench validate` rejects is never ranked: it is listed as
-invalid, with the reason, in the JSON and on the site, and reported on stderr, one line each.
+reproduction.json in the entry's run folder; "not tried" without one): a verified, reproduced entry
+ranks by the judge's measurement, any other with a run apart as submitted, and an entry without a
+run only when it is one of the archive's (--archive, default the published DAWNBench v1 entries).
+Entries are validated at --level (default v1: every published DAWNBench v1 entry ranks, its quirks
+reported as warnings on stderr, one line each, and shown on its page). An entry that `dawnbench
+validate` rejects is never ranked: it is listed as invalid, with the reason, in the JSON and on the
+site, and reported on stderr, one line each.
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from dawnbench import entries, entry_status, ranking, site, validate_entries
+from dawnbench import archive, entries, entry_status, prices, ranking, site, validate_entries
 from harness import safe_read
 from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors, tool_main
 from harness.errors import EXIT_OK, UsageError, command
@@ -38,6 +41,11 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("--data", type=DATA_FOLDER, default=None,
                    help="the data root with the official eval labels, to verify each training entry's run "
                         "(default $DAWNBENCH_DATA or ./data)")
+    p.add_argument("--archive", type=regular_file("--archive", "give a list of `sha256  <Task>/<kind>/<file>` "
+                                                               "lines, as sha256sum writes them"),
+                   default=None, metavar="FILE",
+                   help="the entries without a run that rank, in archive tables, by their files' sha256 (default "
+                        "dawnbench/data/v1-archive.sha256: the published DAWNBench v1 entries)")
     p.add_argument("--roofline", type=regular_file("--roofline", "give the roofline.json that `dawnbench analyze "
                                                                  "roofline RUN_FOLDER... --out DIR` wrote"),
                    default=None, help="utilization of the entries' runs, from `dawnbench analyze roofline` over their "
@@ -74,6 +82,9 @@ def _run(args) -> int:
         raise UsageError(f"no entries under {args.entries}: expected {args.entries}/<"
                          f"{'|'.join(entries.TASK_BY_DIR)}>/<train|inference>/*.json")
     # a bad file is said before any work
+    archived = archive.load(args.archive)
+    if (note := prices.override_note()) is not None:
+        print(f"{PROG}: {note}", file=sys.stderr)
     utilization = _analysis_rows(args.roofline, "roofline", site.utilization_lines)
     generalization = _analysis_rows(args.generalization, "generalization", site.generalization_lines)
     loaded, invalid = ranking.load_all(args.entries,
@@ -86,12 +97,13 @@ def _run(args) -> int:
                                           report=lambda line: print(f"{PROG}: invalid: {line}", file=sys.stderr))
     models = entry_status.model_provenances(loaded, statuses, tree)
     reproduced = entry_status.reproduction_statuses(loaded, tree)
-    rankings = ranking.rank(loaded, invalid, statuses, reproduced, models)
+    judged = entry_status.judged_times(loaded, tree)
+    rankings = ranking.rank(loaded, invalid, statuses, reproduced, models, judged, archived)
     if args.format == "json":
         json.dump(rankings, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
-    index = site.build(loaded, rankings, args.out, statuses, reproduced, models, utilization, generalization)
+    index = site.build(loaded, rankings, args.out, statuses, reproduced, models, utilization, generalization, judged)
     ranked = sum(len(rows) for tables in rankings["tasks"].values() for rows in tables.values())
     warnings = len(rankings["warnings"])
     print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid, "

@@ -6,6 +6,11 @@ names the instance, the price, and where and when that price was published.
 A host tool: images carry no prices. `dawnbench run|infer --instance PROVIDER:INSTANCE` looks the
 instance up here and hands the harness its record (`--price-record JSON`); resolve_instance_args
 does the same to an argument list, for the runners that start a harness elsewhere (containers).
+
+Two tables: the one a run is priced from (`prices_file()`: $DAWNBENCH_PRICES, e.g. a site's own list,
+else this checkout's) and the judge's, this checkout's `PRICES_FILE`, which `submit`, `validate` and
+the leaderboard check and price every entry by (`JUDGE_TABLE`): the variable never swaps it, and they
+say so when it is set (`override_note`).
 """
 from __future__ import annotations
 
@@ -59,8 +64,21 @@ class Price:
                 "date": self.date}
 
 
+JUDGE_TABLE = PRICES_FILE          # what entries are checked and ranked by, whatever $DAWNBENCH_PRICES says
+
+
 def prices_file() -> Path:
     return Path(os.environ.get(PRICES_ENV) or PRICES_FILE)
+
+
+def override_note() -> str | None:
+    """The line `submit`, `validate` and `leaderboard` print when $DAWNBENCH_PRICES is set: they do not
+    read it (an entrant's table must not price, or vouch for, its own entry); None when it is not set."""
+    other = os.environ.get(PRICES_ENV)
+    if not other or Path(other).resolve() == PRICES_FILE.resolve():
+        return None
+    return (f"note: ${PRICES_ENV} ({other}) is not read here: an entry's price is checked against "
+            f"{JUDGE_TABLE}, the table the leaderboard prices from")
 
 
 def load(path: str | os.PathLike | None = None) -> dict[str, Price]:
@@ -210,22 +228,23 @@ def instance_price_record(instance: str, price_given: bool = False) -> str:
     return json.dumps(lookup(instance).record(), separators=(",", ":"))
 
 
-def table_disagreement(record: object) -> str | None:
+def table_disagreement(record: object, path: Path | None = None) -> str | None:
     """Why a price record (`price` of result.json or inference.json, or --price-record's JSON) names an
-    instance of the prices table at another price than the table's, or None. A named instance is
-    priced from the table, never by whoever wrote the record; an instance the table does not know is
-    the recorder's own price (shown as such)."""
+    instance of the prices table (`path`, default prices_file()) at another price than the table's, or
+    None. A named instance is priced from the table, never by whoever wrote the record; an instance the
+    table does not know is the recorder's own price (shown as such)."""
     if not isinstance(record, dict) or not isinstance(record.get("instance"), str):
         return None
+    path = Path(path) if path is not None else prices_file()
     try:
-        listed = load().get(record["instance"].strip().lower())
+        listed = load(path).get(record["instance"].strip().lower())
     except PriceError:
         return None
     usd = record.get("usd_per_hour")
     if listed is None or (type(usd) in (int, float) and math.isclose(usd, listed.usd_per_hour, rel_tol=1e-9)):
         return None
     return (f"{listed.key} at {usd!r} USD per hour is not the prices table's {listed.usd_per_hour:g} "
-            f"({listed.date}, {listed.source}; {prices_file()})")
+            f"({listed.date}, {listed.source}; {path})")
 
 
 def check_price_record(text: str) -> None:

@@ -1,14 +1,21 @@
 """The rankings: entries ranked per task, as DAWNBench ranked them (the rules in words:
 docs/LEADERBOARD.md).
 
-Per task four tables: training time (the hours of the first log row that reaches the threshold:
-at or over it, or at or under it where the task's kind says lower is better),
-training cost (those hours x costPerHour), inference latency (ms per item, among inference entries
-whose accuracy reaches the threshold) and inference cost per 10,000 items. Ties go to the earlier
+Per task the tables DAWNBench had: training time (the hours of the first log row that reaches the
+threshold: at or over it, or at or under it where the task's kind says lower is better), training
+cost (those hours x the price), inference latency (ms per item, among inference entries whose
+accuracy reaches the threshold) and inference cost per 10,000 items. Ties go to the earlier
 timestamp, then to the name. Only an entry that `dawnbench validate` accepts is ranked, at the level
 asked (the leaderboard's default: v1, so every published DAWNBench v1 entry ranks, read as v1 read
 it, its quirks listed as warnings): any other is listed as invalid with validate's first problem
 line, and is never read past that.
+
+A training entry ranks in one of three tiers, never two (`tier`): **verified**, when its run
+verifies here and the judge reproduced it, ranked by the judge's own measurement (the median time
+of its reproduction runs, dawnbench.entry_status.Judged) with the claimed time beside it; **submitted**,
+any other entry with a run folder, ranked by its claim in a table of its own; the **DAWNBench v1
+archive**, an entry with no run folder whose files are the published v1 entries' (dawnbench.archive).
+An entry with no run folder that is not the archive's ranks nowhere.
 """
 from __future__ import annotations
 
@@ -16,13 +23,22 @@ import hashlib
 import re
 from pathlib import Path
 
-from dawnbench import entries, validate_entries
+from dawnbench import archive, entries, validate_entries
 from dawnbench.entries import Entry, number
-from dawnbench.entry_status import MODEL_UNVERIFIED, NOT_TRIED, VERIFIED, is_reproduced
+from dawnbench.entry_status import MODEL_UNVERIFIED, NO_RECORD, NO_RUN, NOT_TRIED, VERIFIED, Judged, is_reproduced
 from harness.tasks import TASKS, Task
 
-TABLES = ("train_time", "train_cost", "train_cost_given", "inference_latency", "inference_cost",
-          "inference_cost_given", "inference_latency_unverified_model")
+VERIFIED_TIER, SUBMITTED_TIER, ARCHIVE_TIER = "verified", "submitted", "archive"
+# {table: its tier}, in the order the site shows them: the verified tier first, the others apart after it
+TABLE_TIERS = {"train_time": VERIFIED_TIER, "train_cost": VERIFIED_TIER, "train_cost_given": VERIFIED_TIER,
+               "inference_latency": VERIFIED_TIER, "inference_cost": VERIFIED_TIER,
+               "inference_cost_given": VERIFIED_TIER, "inference_latency_unverified_model": VERIFIED_TIER,
+               "train_submitted": SUBMITTED_TIER,
+               "train_time_archive": ARCHIVE_TIER, "train_cost_archive": ARCHIVE_TIER,
+               "inference_latency_archive": ARCHIVE_TIER, "inference_cost_archive": ARCHIVE_TIER}
+TABLES = tuple(TABLE_TIERS)
+NOT_ARCHIVED = ("no run folder, and not a published DAWNBench v1 entry (its files are not the archive's): only a "
+                "run's entry ranks; submit the run with `dawnbench submit RUN_FOLDER`")
 
 
 def safe_stem(stem: str) -> str:
@@ -74,19 +90,41 @@ def price_of(entry: Entry, status: str) -> tuple[float | None, str | None]:
     return given, (entries.GIVEN_PRICE if given is not None else None)
 
 
+def has_run(entry: Entry) -> bool:
+    """Whether the entry has its run folder (a training run, an inference record) beside it."""
+    run = entries.run_folder(entry.path)
+    return run.exists() or run.is_symlink()
+
+
+def tier(entry: Entry, status: str, judged: Judged | None, archived: frozenset[tuple[str, str]]) -> str | None:
+    """The tier an entry ranks in (None: none). Whether it has a run folder, its verification
+    `status` (dawnbench.entry_status), the judge's measurement of it (`judged`, a reproduced training
+    run's) and, without a run, whether its files are the v1 archive's (`archived`, the list) decide;
+    the one place that does, so a new status takes its tier here."""
+    if status in (NO_RUN, NO_RECORD) or not has_run(entry):
+        return ARCHIVE_TIER if archive.archived(entry, archived) else None
+    if entry.kind == "train":
+        return VERIFIED_TIER if status == VERIFIED and judged is not None else SUBMITTED_TIER
+    return VERIFIED_TIER        # an inference record's latency is the harness's; its model's provenance says more
+
+
 def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = None,
               reproduction: dict[str, str] | None = None,
-              models: dict[str, str] | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
+              models: dict[str, str] | None = None, judged: dict[str, Judged] | None = None,
+              archived: frozenset[tuple[str, str]] | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
     """The tables of one task, and the entries that rank in none of them (with the reason).
-    Valid entries all rank; the reasons are a second line of defence for entries built in code.
     Rows carry their `verification` status ({entry path: status}, dawnbench.entry_status), training
     rows their `reproduction` ({entry path: words}, dawnbench.entry_status; "not tried" when absent)
     and inference rows their model's provenance (`models`, dawnbench.entry_status.model_provenances).
-    Costs priced from the prices table and costs at a price the entrant gave rank in separate tables;
-    an inference entry whose record says its model is no verified run's ranks apart."""
+    `judged` ({entry path: Judged}) is what the judge measured of each reproduced entry: the verified
+    tier's time. `archived` is the archive list (dawnbench.archive.load; default the published v1
+    entries'). Costs priced from the prices table and costs at a price the entrant gave rank in
+    separate tables; an inference entry whose record says its model is no verified run's ranks apart."""
     verification = verification or {}
     reproduction = reproduction or {}
     models = models or {}
+    judged = judged or {}
+    archived = archive.load() if archived is None else archived
     tables: dict[str, list] = {name: [] for name in TABLES}
     unranked = []
     threshold = entries.log_threshold(task_entries[0].task) if task_entries else None
@@ -104,22 +142,37 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
             unranked.append({**_common(entry), "kind": entry.kind,
                              "reason": f"not an official run (official: false){': ' + why if why else ''}"})
             continue
+        measured = judged.get(str(entry.path))
+        where = tier(entry, status, measured, archived)
+        if where is None:
+            unranked.append({**_common(entry), "kind": entry.kind, "reason": NOT_ARCHIVED})
+            continue
         if entry.kind == "train":
             row = entries.training_row(entry)
             if row is None:
                 unranked.append({**_common(entry), "kind": entry.kind,
                                  "reason": f"the log never reaches {entry.metric_column} {threshold:g}"})
                 continue
-            hours = row["hours"]
+            claimed = row["hours"]
+            # the verified tier ranks the judge's measurement; the others, the claim (said in the row)
+            hours = measured.seconds / 3600 if where == VERIFIED_TIER else claimed
             base = {"hours": hours, "hms": entries.hms(hours), "epoch": number(row.get("epoch")),
                     "accuracy": row[entry.metric_column], "costPerHour": price, "price_basis": basis,
                     "train_seconds": number(entry.fields.get("train_seconds")),    # shown, never ranked
                     "cost_usd": hours * price if price is not None else None,
+                    "tier": where, "time_basis": "judge" if where == VERIFIED_TIER else "claimed",
+                    "claimed_hours": claimed, "claimed_hms": entries.hms(claimed),
+                    "judge_runs": measured.runs if where == VERIFIED_TIER else None,
+                    "judge_hardware": measured.hardware if where == VERIFIED_TIER else None,
                     "verification": status, "reproduction": reproduction.get(str(entry.path), NOT_TRIED)}
             base["reproduced"] = is_reproduced(base["reproduction"])     # "accuracy ... time not compared": no
-            tables["train_time"].append((hours, entry, base))
+            if where == SUBMITTED_TIER:
+                tables["train_submitted"].append((hours, entry, base))
+                continue
+            tables["train_time" if where == VERIFIED_TIER else "train_time_archive"].append((hours, entry, base))
             if price is not None:
-                table = "train_cost" if basis == entries.TABLE_PRICE else "train_cost_given"
+                table = ("train_cost_archive" if where == ARCHIVE_TIER else
+                         "train_cost" if basis == entries.TABLE_PRICE else "train_cost_given")
                 tables[table].append((hours * price, entry, base))
         else:
             accuracy, latency = entries.inference_accuracy(entry), entries.latency_ms(entry)
@@ -137,7 +190,12 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                 basis = entries.GIVEN_PRICE if cost is not None else None
             model = models.get(str(entry.path), MODEL_UNVERIFIED)
             base = {"latency_ms": latency, "accuracy": accuracy, "costPerHour": price, "price_basis": basis,
-                    "cost_per_10000_usd": cost, "verification": status, "model_provenance": model}
+                    "cost_per_10000_usd": cost, "verification": status, "model_provenance": model, "tier": where}
+            if where == ARCHIVE_TIER:
+                tables["inference_latency_archive"].append((latency, entry, base))
+                if cost is not None:
+                    tables["inference_cost_archive"].append((cost, entry, base))
+                continue
             if status == VERIFIED and model == MODEL_UNVERIFIED:
                 # its own record says the model is no verified run's (`infer --model FILE`): apart
                 tables["inference_latency_unverified_model"].append((latency, entry, base))
@@ -191,17 +249,21 @@ def drop_failed(loaded: list[Entry], invalid: list[dict], statuses: dict[str, st
 
 
 def rank(loaded: list[Entry], invalid: list[dict] = (), verification: dict[str, str] | None = None,
-         reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None) -> dict:
+         reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None,
+         judged: dict[str, Judged] | None = None, archived: frozenset[tuple[str, str]] | None = None) -> dict:
     """The rankings of every task: {"tasks": {display name: {table: [rows]}}, "unranked": [...],
     "invalid": [...], "warnings": [...]} (`invalid` as load_all lists them; `warnings` the ranked
-    entries' v1 quirks, one line each; `verification` as dawnbench.entry_status.verification_statuses gives it, and
-    `reproduction` as dawnbench.entry_status.reproduction_statuses does, shown on training rows)."""
+    entries' v1 quirks, one line each; `verification` as dawnbench.entry_status.verification_statuses gives it,
+    `reproduction` as dawnbench.entry_status.reproduction_statuses does, shown on training rows, and `judged`
+    as dawnbench.entry_status.judged_times does, the verified tier's times)."""
+    archived = archive.load() if archived is None else archived
     loaded, invalid = drop_failed(loaded, list(invalid), verification)
     result: dict = {"tasks": {}, "unranked": [], "invalid": invalid,
                     "warnings": [{"task": e.task.display_name, "kind": e.kind, "entry": e.name, "file": str(e.path),
                                   "warning": note} for e in loaded for note in e.notes]}
     for task in TASKS.values():
-        tables, unranked = rank_task([e for e in loaded if e.task is task], verification, reproduction, models)
+        tables, unranked = rank_task([e for e in loaded if e.task is task], verification, reproduction, models,
+                                     judged, archived)
         result["tasks"][task.display_name] = tables
         result["unranked"] += [{"task": task.display_name, **u} for u in unranked]
     return result

@@ -19,10 +19,9 @@ import shutil
 import tempfile
 from functools import cache
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from dawnbench import analyze, entries, ranking
-from dawnbench.entries import Entry, number
+from dawnbench.entries import Entry, is_http_url, number
 from dawnbench.entry_status import (
     ACCURACY_ONLY,
     MODEL_UNVERIFIED,
@@ -31,6 +30,7 @@ from dawnbench.entry_status import (
     NOT_TRIED,
     OLD_ACCURACY_ONLY,
     VERIFIED,
+    Judged,
     is_reproduced,
 )
 from harness import load, safe_read, safe_write
@@ -42,13 +42,31 @@ MARKER = ".dawnbench-site"     # says a folder is a site this module built, so i
 # elsewhere, so no string of an entry's can ever run, even one that got past the escaping.
 CSP = "default-src 'none'; img-src 'self'; style-src 'self'; script-src 'self'"
 ASSETS = ("style.css", "site.js")
-TABLE_TITLES = {"train_time": "Training time", "train_cost": "Training cost (prices table)",
-                "train_cost_given": "Training cost (submitter-given price)",
+TABLE_TITLES = {"train_time": "Training time (the judge's measurement)",
+                "train_cost": "Training cost (the judge's time, prices table)",
+                "train_cost_given": "Training cost (the judge's time, submitter-given price)",
                 "inference_latency": "Inference latency",
                 "inference_cost": "Inference cost (10,000 items, prices table)",
                 "inference_cost_given": "Inference cost (10,000 items, submitter-given price)",
-                "inference_latency_unverified_model": "Inference latency (model provenance unverified)"}
+                "inference_latency_unverified_model": "Inference latency (model provenance unverified)",
+                "train_submitted": "Training time, submitted (claimed, not reproduced)",
+                "train_time_archive": "Training time (DAWNBench v1 archive)",
+                "train_cost_archive": "Training cost (DAWNBench v1 archive, submitter-given price)",
+                "inference_latency_archive": "Inference latency (DAWNBench v1 archive)",
+                "inference_cost_archive": "Inference cost (10,000 items, DAWNBench v1 archive)"}
 MAIN_TABLES = ("train_time", "train_cost", "inference_latency", "inference_cost")   # shown even when empty
+# Each tier's heading and what it says, above its tables: the tiers are never mixed (dawnbench.ranking.tier).
+TIER_HEADINGS = {
+    ranking.VERIFIED_TIER: ("Verified", "Training entries whose run verifies here and that the judge reproduced "
+                                        "(dawnbench reproduce), ranked by the judge's own measurement: the median "
+                                        "time of its reproduction runs on the hardware named, the claimed time "
+                                        "beside it. Inference entries with the record dawnbench infer wrote."),
+    ranking.SUBMITTED_TIER: ("Submitted, not reproduced", "Entries with a run that the judge has not reproduced "
+                                                          "(or did not reproduce): ranked by their claimed time, "
+                                                          "apart from the verified tier, never with it."),
+    ranking.ARCHIVE_TIER: ("DAWNBench v1 archive", "The published DAWNBench v1 entries (matched by their files' "
+                                                   "sha256): no run behind them, their figures as published."),
+}
 
 
 class SiteError(DawnbenchError):
@@ -78,17 +96,6 @@ def seconds(value: float | None) -> str:
     if value is None:
         return ""
     return f"{value:.2f} s" if value < 100 else entries.hms(value / 3600.0)
-
-
-def is_http_url(url) -> bool:
-    """Whether a code URL may be a link: http(s), a host, no whitespace (javascript:, data:,
-    relative and protocol-relative URLs stay text)."""
-    url = entries.text(url)
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc) and not any(c.isspace() for c in url)
 
 
 @cache
@@ -139,17 +146,28 @@ def price_source(fields: dict) -> str | None:
 # "Error rate"); it sorts best first as the task's kind says, every other number (time, cost,
 # latency) lowest first.
 FIGURE = None
+_CLAIMED = ("Claimed", "claimed_hours", lambda v, t: entries.hms(v))          # beside the judge's, never ranked
+_JUDGE_RUNS = ("Judge's runs", "judge_runs", lambda v, t: f"{v:g}")
 COLUMNS = {
-    "train_time": [("Time to threshold", "hours", lambda v, t: entries.hms(v)), ("Cost", "cost_usd", lambda v, t: usd(v)),
+    "train_time": [("Time to threshold", "hours", lambda v, t: entries.hms(v)), _CLAIMED, _JUDGE_RUNS,
+                   ("Cost", "cost_usd", lambda v, t: usd(v)),
                    ("Train time", "train_seconds", lambda v, t: seconds(v))],      # shown beside it, never ranked
-    "train_cost": [("Cost", "cost_usd", lambda v, t: usd(v)), ("Time to threshold", "hours", lambda v, t: entries.hms(v))],
+    "train_cost": [("Cost", "cost_usd", lambda v, t: usd(v)), ("Time to threshold", "hours", lambda v, t: entries.hms(v)),
+                   _CLAIMED],
+    "train_submitted": [("Claimed time to threshold", "hours", lambda v, t: entries.hms(v)),
+                        ("Cost", "cost_usd", lambda v, t: usd(v)), ("Train time", "train_seconds", lambda v, t: seconds(v))],
+    "train_time_archive": [("Time to threshold", "hours", lambda v, t: entries.hms(v)),
+                           ("Cost", "cost_usd", lambda v, t: usd(v)), ("Train time", "train_seconds", lambda v, t: seconds(v))],
+    "train_cost_archive": [("Cost", "cost_usd", lambda v, t: usd(v)),
+                           ("Time to threshold", "hours", lambda v, t: entries.hms(v))],
     "inference_latency": [("Latency", "latency_ms", lambda v, t: ms(v)),
                           (FIGURE, "accuracy", lambda v, t: ranking.metric_label(t, v))],
     "inference_cost": [("Cost per 10,000 items", "cost_per_10000_usd", lambda v, t: usd(v)),
                        ("Latency", "latency_ms", lambda v, t: ms(v))],
 }
 COLUMNS["train_cost_given"] = COLUMNS["train_cost"]
-COLUMNS["inference_cost_given"] = COLUMNS["inference_cost"]
+COLUMNS["inference_cost_given"] = COLUMNS["inference_cost_archive"] = COLUMNS["inference_cost"]
+COLUMNS["inference_latency_archive"] = COLUMNS["inference_latency"]
 COLUMNS["inference_latency_unverified_model"] = COLUMNS["inference_latency"] + [
     ("Cost per 10,000 items", "cost_per_10000_usd", lambda v, t: usd(v))]
 LOWER, HIGHER = "lower", "higher"     # a number column's data-better: which values are better (site.js sorts those first)
@@ -202,6 +220,8 @@ def _row(r: dict, table: str, task) -> dict:
         value = r.get(key)
         cells.append({"kind": "num", "text": shown(value, task) if value is not None else "",
                       "sort": value if value is not None else ""})
+        if key == "judge_runs" and value is not None:
+            cells[-1]["title"] = f"the median of {value:g} reproduction run{'s' * (value != 1)} on {r['judge_hardware']}"
     cells += [{"kind": "entry", "text": r["model"] or r["entry"], "href": r["page"], "title": r["entry"],
                "reference": r["reference"], "sort": r["model"] or r["entry"]},
               {"kind": "text", "class": "team", "text": r["author"]},
@@ -257,6 +277,7 @@ def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
                 (verification_badge if key == "verification" else reproduction_badge)(r[key])[0] == v
                 for r in every if key in r)]) for key, (label, values) in FILTERS.items()},
             "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": _headings(table, task),
+                        "tier": ranking.TABLE_TIERS[table], "tier_heading": TIER_HEADINGS[ranking.TABLE_TIERS[table]],
                         "rows": [_row(r, table, task) for r in rows]} for table, rows in shown],
             "unranked": unranked, "invalid": invalid})
     # tasks with ranked rows first, then those with only unranked or invalid entries (registry order within)
@@ -370,12 +391,14 @@ def generalization_missing(entry: Entry) -> str:
 
 def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None,
                verification: str | None = None, reproduction: str | None = None, model: str | None = None,
-               utilization: dict[str, str] | None = None, generalization: dict[str, str] | None = None) -> str:
+               utilization: dict[str, str] | None = None, generalization: dict[str, str] | None = None,
+               judged: Judged | None = None) -> str:
     f = entry.fields
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
         ("Task", f"{task} ({entry.kind}), threshold {ranking.threshold_label(entry.task)}"),
-        ("Rank", ", ".join(f"{_ordinal(r)} in {TABLE_TITLES[t].lower()}" for t, r in ranks) or "not ranked"),
+        ("Rank", ", ".join(f"{_ordinal(r)} in {TABLE_TITLES[t][:1].lower()}{TABLE_TITLES[t][1:]}" for t, r in ranks)
+         or "not ranked"),
         ("Author", entries.text(f.get("author"))), ("Model", entries.text(f.get("model"))),
         ("Hardware", entries.text(f.get("hardware"))), ("Framework", entries.text(f.get("framework"))),
         ("Code", entries.text(f.get("codeURL"))), ("Commit", commit(f)),
@@ -389,9 +412,21 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         row = entries.training_row(entry)
         if row:
             epoch = number(row.get("epoch"))
-            rows.append(("Time to threshold", f"{entries.hms(row['hours'])} ({row['hours']:.4g} hours"
-                         + (f", epoch {epoch:g}" if epoch is not None else "") + ")"))
-            rows.append(("Training cost", usd(row["hours"] * price) if price is not None else "no price given"))
+            claimed = (f"{entries.hms(row['hours'])} ({row['hours']:.4g} hours"
+                       + (f", epoch {epoch:g}" if epoch is not None else "") + ")")
+            # the verified tier ranks the judge's measurement (dawnbench.ranking.tier); any other, the claim
+            by_judge = judged is not None and ranking.tier(entry, verification or "", judged, frozenset()) == \
+                ranking.VERIFIED_TIER
+            hours = judged.seconds / 3600 if by_judge else row["hours"]
+            if by_judge:
+                rows.append(("Time to threshold", f"{entries.hms(hours)} ({hours:.4g} hours): the judge's, the median "
+                                                  f"of {judged.runs} reproduction run{'s' * (judged.runs != 1)} on "
+                                                  f"{judged.hardware}"))
+                rows.append(("Claimed time", f"{claimed}: the entry's own, not ranked"))
+            else:
+                rows.append(("Time to threshold", f"{claimed}: claimed" + (
+                    ", not reproduced by the judge" if ranking.has_run(entry) else "")))
+            rows.append(("Training cost", usd(hours * price) if price is not None else "no price given"))
             train = number(f.get("train_seconds"))
             rows.append(("Train time", f"{seconds(train)}: the train spans only, through the converging epoch "
                                        f"(no init, eval or harness time; not ranked)" if train is not None
@@ -476,20 +511,21 @@ def _swap(tmp: Path, out: Path) -> None:
 
 def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str] | None = None,
           reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None,
-          utilization: dict[str, str] | None = None, generalization: dict[str, str] | None = None) -> Path:
+          utilization: dict[str, str] | None = None, generalization: dict[str, str] | None = None,
+          judged: dict[str, Judged] | None = None) -> Path:
     """Write the site for `loaded` (ranked as `rankings`; entries' `verification` statuses, training
-    entries' `reproduction` words and inference entries' model provenance (`models`), by path) into
-    `out`; returns the index's path."""
+    entries' `reproduction` words and the judge's measurement of the reproduced ones (`judged`), and
+    inference entries' model provenance (`models`), by path) into `out`; returns the index's path."""
     try:
         return _build(loaded, rankings, Path(out), verification or {}, reproduction or {}, models or {},
-                      utilization or {}, generalization or {})
+                      utilization or {}, generalization or {}, judged or {})
     except OSError as e:
         raise SiteError(safe_write.write_problem(out, e, "--out")) from None
 
 
 def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str],
            reproduction: dict[str, str], models: dict[str, str], utilization: dict[str, str],
-           generalization: dict[str, str]) -> Path:
+           generalization: dict[str, str], judged: dict[str, Judged]) -> Path:
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
@@ -530,7 +566,8 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
             sibling = f"../{other_kind}/{Path(sibling).name}" if sibling else None
             w.text(relative, entry_page(entry, ranks.get(relative, []), image, sibling,
                                         verification.get(str(entry.path)), reproduction.get(str(entry.path)),
-                                        models.get(str(entry.path)), utilization, generalization))
+                                        models.get(str(entry.path)), utilization, generalization,
+                                        judged.get(str(entry.path))))
 
         w.text("index.html", index_page(rankings, plots, len(loaded)))
         _swap(tmp, out)

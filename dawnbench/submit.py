@@ -11,7 +11,10 @@ RUN_DIR is a run folder (result.json + its TSV) or a series folder from `dawnben
 statistics in `runs`. The run is verified first (`dawnbench verify`, with the eval labels of
 --data): any disagreement between its log, stored predictions, result.json and TSV refuses it. The
 files are written to a staging folder, checked with `dawnbench validate`, then moved into place;
-nothing is written when anything is wrong. An existing entry file is left as it is when this run
+nothing is written when anything is wrong. The entry names its code by URL: --code-url, else the run's commit on
+a remote that holds it, else reference.toml's http(s) code_url; with none of them submit refuses and
+says how to give one, and an entry that will show no link (--code-url '') is written with one warning
+line (dawnbench/code_url.py). An existing entry file is left as it is when this run
 would write the same bytes (the same run submitted again); one of other content is replaced only
 with --force, and never by a run of another reference (a fork that kept its original's author and
 model would take the original's entry name).
@@ -23,17 +26,19 @@ refused, the same one changes nothing (docs/ENTRIES.md, "Prices").
 """
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import entries, entry_status, prices, schemas, validate_entries
+from dawnbench import code_url, entries, entry_status, prices, schemas, validate_entries
 from harness import arguments, paths, safe_read, safe_write, verify_run
 from harness.arguments import DATA_FOLDER, Parser, folder, tool_main
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report, shown
@@ -223,7 +228,9 @@ def _verify(folder: Path, data_root: Path | None) -> list[str]:
                           f"(`{command(f'verify {folder}')}` shows every check)")
     if checked.labels_problem is not None:
         raise SubmitError(f"{folder}: cannot be verified here: {checked.labels_problem}")
-    files = ["result.json", "events.jsonl"]
+    # env.json carries the workers' environment record that result.json's hash names: `verify` of the
+    # entry's run fails without it, and `reproduce ENTRY` compares the reproduction's environment with it
+    files = ["result.json", "events.jsonl"] + (["env.json"] if (folder / "env.json").is_file() else [])
     for record in verify_run.read_events(folder):
         name = record["metadata"].get("predictions_file") if record["key"] == "eval_accuracy" else None
         if isinstance(name, str):
@@ -271,7 +278,7 @@ def given_price(args) -> dict | None:
     records of where the price came from and when)}; None when neither option is given."""
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     if args.instance is not None:
-        price = prices.lookup(args.instance)
+        price = prices.lookup(args.instance, prices.JUDGE_TABLE)
         return {"usd_per_hour": price.usd_per_hour, "record": price.record(),
                 "added": {"by": "submit", "date": today, "option": f"--instance {price.key}",
                           "usd_per_hour": price.usd_per_hour, "source": price.source, "source_date": price.date}}
@@ -371,7 +378,7 @@ def _check_inference(path: Path, infer: dict, result: dict, allow_unofficial: bo
 def _check_price(path: Path, record: dict) -> None:
     """A run (or inference) whose price record names an instance of the prices table at another price
     (`harness run --price-record`, which has no table to check it against) is refused."""
-    problem = prices.table_disagreement(record.get("price"))
+    problem = prices.table_disagreement(record.get("price"), prices.JUDGE_TABLE)
     if problem:
         raise SubmitError(f"{path}: price: {problem}: a named instance is priced from the table; run it again "
                           f"with --instance {record['price']['instance']} (or --cost-per-hour USD for a price of "
@@ -474,6 +481,14 @@ def _read_inference(given: Path) -> tuple[Path, dict]:
     return path, _read_json(path, "give the folder `dawnbench infer` wrote (--out)")
 
 
+def _with_code_url(args, record: dict):
+    """args with the entry's code URL (dawnbench.code_url), the warning said when it is no link."""
+    url, warning = code_url.for_entry(record, args.code_url, required=not args.allow_unofficial)
+    if warning:
+        print(warning, file=sys.stderr)
+    return argparse.Namespace(**{**vars(args), "code_url": url})
+
+
 def submit(args) -> list[Path]:
     given = given_price(args)
     _check_out(Path(args.out))
@@ -492,6 +507,7 @@ def submit(args) -> list[Path]:
         infer_path, infer = _read_inference(args.inference)
         _check_inference(infer_path, infer, result, args.allow_unofficial, folder)
     run_files = _verify(folder, args.data) + [log.name]
+    args = _with_code_url(args, result)
 
     train = add_price(train_entry(result, "", args, runs), folder / "result.json", given, "run", _train_cost)
     stem = entries.entry_stem(train["author"], train["model"], train["hardware"], train["framework"])
@@ -529,6 +545,7 @@ def submit_inference_only(args, given: dict | None) -> list[Path]:
     for field in ("author", "model", "hardware", "framework", "timestamp", "reference"):
         _need(infer, path, field, str, "a string (is this the inference.json of `dawnbench infer`?)")
     _check_scores(path, infer, infer, args.allow_unofficial)
+    args = _with_code_url(args, infer)
     entry = add_price(inference_entry(infer, infer, args), path, given, "inference", _inference_cost)
     stem = entries.entry_stem(entry["author"], entry["model"], entry["hardware"], entry["framework"])
     return _place(Path(args.out), task, {("inference", f"{stem}.json"): entry}, [_inference_run(path, stem)], args)
@@ -591,6 +608,7 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
             where = Path(first.file).relative_to(staging)
             raise SubmitError(f"the entry would not pass `dawnbench validate`: {to / where}:{first.line}: "
                               f"{first.field}: {first.message}")
+        _refuse_machine_paths(staging, to, [run[0] for run in runs] + ([args.data] if args.data else []))
         if existing:
             staged = [staging / p.relative_to(to) for p in finals_and_run]
             if not _same_content(existing, finals_and_run, staged):
@@ -608,6 +626,28 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return finals_and_run
+
+
+def machine_paths(folders: list[Path]) -> list[str]:
+    """The folders of this machine no entry file may name: the run's and the inference's, the data, the
+    references, the checkout, the Python, the home and working folders (a record of an older harness
+    held $DAWNBENCH_WORKER_PYTHON, the model's and the checkpoint's paths)."""
+    found = {*folders, paths.data_root(), paths.references_root(), paths.PACKAGE_PARENT, Path(sys.prefix),
+             Path.home(), Path.cwd()}
+    texts = {str(p) for p in found} | {os.path.realpath(p) for p in found}
+    return sorted((t for t in texts if len(t) > 1 and os.path.isabs(t)), key=len, reverse=True)
+
+
+def _refuse_machine_paths(staging: Path, to: Path, folders: list[Path]) -> None:
+    """An entry is public: a staged file that names a folder of this machine is refused in one line."""
+    pattern = re.compile(b"(" + b"|".join(re.escape(os.fsencode(t)) for t in machine_paths(folders))
+                         + rb")(?![A-Za-z0-9_.-])")
+    for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+        found = pattern.search(path.read_bytes())
+        if found:
+            raise SubmitError(f"{to / path.relative_to(staging)} would publish {os.fsdecode(found.group(1))!r}, a "
+                              f"path of this machine: an entry is public (the run was made by an older harness, "
+                              f"which recorded paths): run it again with this one (nothing was written)")
 
 
 def _files(path: Path) -> dict[str, bytes] | None:
@@ -680,7 +720,10 @@ def build_parser(p: Parser | None = None) -> Parser:
     p.add_argument("--author-email", type=arguments.text("--author-email", empty=True), help="the author's e-mail")
     p.add_argument("--hardware", type=arguments.text("--hardware"),
                    help="the hardware, as it should read on the leaderboard")
-    p.add_argument("--code-url", type=arguments.text("--code-url", empty=True), help="where the code is")
+    p.add_argument("--code-url", type=arguments.text("--code-url", empty=True),
+                   help="where the code is (default: the run's commit on a remote of its repository that holds it, "
+                        "<remote>/tree/<commit>/references/<reference>; else reference.toml's http(s) code_url); "
+                        "'' for an entry without a link")
     p.add_argument("--data", type=DATA_FOLDER, default=None,
                    help="the data root with the official eval labels, to verify the run (default $DAWNBENCH_DATA "
                         "or ./data)")
@@ -702,6 +745,8 @@ def build_parser(p: Parser | None = None) -> Parser:
 
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
+    if (note := prices.override_note()) is not None:
+        print(f"{PROG}: {note}", file=sys.stderr)
     try:
         written = submit(args)
     except DawnbenchError as e:

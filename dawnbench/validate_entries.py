@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dawnbench import entries, schemas
+from dawnbench import entries, judges, prices, schemas
 from harness import safe_read
 from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder, tool_main
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
@@ -462,8 +462,9 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None, level: str =
             _check_inference(report, task, fields, valid, threshold)
     _check_runs(report, valid)
     _check_price_per_node(report, valid)
+    _check_price_record(report, fields)
     if kind in entries.KINDS:
-        _check_against_run(report, path, kind, fields, root)
+        _check_against_run(report, path, kind, fields, root, allow_unofficial)
     return _finish(report, problems), log, fields, rows, task, kind, {**fields, **report.fixes}
 
 
@@ -636,6 +637,35 @@ def _check_price_per_node(report: _Report, valid: dict) -> None:
                                  f"machines used)")
 
 
+def _check_price_record(report: _Report, fields: dict) -> None:
+    """An entry's `price` record that names an instance of the prices table is the table's: this
+    checkout's (prices.JUDGE_TABLE, never $DAWNBENCH_PRICES), at the table's price, and its costPerHour
+    that price for its nodes. The board prices from the table anyway; the entry file must not say
+    otherwise (a record made under a table of the entrant's, copied consistently into its run)."""
+    record = fields.get("price")
+    problem = prices.table_disagreement(record, prices.JUDGE_TABLE)
+    if problem:
+        report.at("price", f"{problem}: a named instance is priced from the table (submit the run priced with "
+                           f"--instance {record['instance']}, or --cost-per-hour USD for a price of your own)")
+        return
+    if not _listed(record):
+        return
+    nodes, per_hour, usd = fields.get("nodes", 1), fields.get("costPerHour"), record["usd_per_hour"]
+    if is_number(per_hour) and is_number(nodes) and not _close(as_float(per_hour), as_float(usd) * as_float(nodes)):
+        report.at("costPerHour", f"{as_float(per_hour):g} USD per hour, but the price record's {as_float(usd):g} for "
+                                 f"{nodes} node{'s' * (nodes != 1)} is {as_float(usd) * as_float(nodes):g} (they are "
+                                 f"the same figure)")
+
+
+def _listed(record: object) -> bool:
+    """Whether a price record names an instance of the judge's table."""
+    try:
+        return isinstance(record, dict) and isinstance(record.get("instance"), str) and \
+            record["instance"].strip().lower() in prices.load(prices.JUDGE_TABLE)
+    except prices.PriceError:
+        return False
+
+
 def _check_runs(report: _Report, valid: dict) -> None:
     runs = valid.get("runs")
     if (isinstance(runs, dict) and all(schemas.conforms(("runs", k), runs.get(k)) for k in ("n", "converged"))
@@ -691,7 +721,8 @@ def backed_fields(kind: str, record: dict, fields: dict) -> dict[str, object]:
     return backed
 
 
-def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, root: Path) -> None:
+def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, root: Path,
+                       allow_unofficial: bool = False) -> None:
     """An entry with its run folder beside it says what its run's record says: every field with a file
     behind it (time, cost, price, nodes, latency, accuracy, the model's source, the verdict) agrees
     with that file, or the entry is invalid, the file and both values named. Nothing an entrant edits
@@ -738,6 +769,11 @@ def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, roo
     if fields.get("official") is True and record.get("official") is not True:
         report.at("official", f"true, but {where} records official {show(record.get('official'))}: the "
                               f"verdict is the run's (submit the run again)")
+    # The run's own verdict is its judge's: a judge other than this checkout's or a released one
+    # (harness.judge_hash) could have written any verdict, so its run is never official.
+    judged = judges.problem(record)
+    if judged and not allow_unofficial:
+        report.at("official", f"{where}: {judged}")
 
 
 # ---------------------------------------------------------------- files and trees
@@ -896,6 +932,8 @@ def _emit(line: str) -> None:
 
 def run(args) -> int:
     """The command on parsed options (dawnbench.cli runs it from the one tree)."""
+    if (note := prices.override_note()) is not None:
+        print(f"{PROG}: {note}", file=sys.stderr)
     try:
         _check_given(args.paths)
     except DawnbenchError as e:

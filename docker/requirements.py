@@ -5,6 +5,7 @@ resolve exactly the same list. Standard library only: it runs in a bare base ima
   python3 docker/requirements.py check REQUIREMENTS                     # the one-line refusal, or nothing
   python3 docker/requirements.py flatten REQUIREMENTS [FRAMEWORK_PIN] > flat.txt
   python3 docker/requirements.py install REQUIREMENTS [FRAMEWORK_PIN]   # into /opt/venv, and /opt/harness
+  python3 docker/requirements.py pip-install PIP [PIP INSTALL ARGS...]  # wheels only (make setup's install)
 
 /opt/venv is the reference's environment, where only the sandboxed workers run; /opt/harness holds
 the harness's own requirements (the shared file the reference includes: requirements/harness.txt, or
@@ -19,13 +20,18 @@ without its hash, `-e`, an index or find-links option, an unpinned name: each ca
 file runs in every interpreter of the environment) that nobody reviewed from the pins, so each is
 refused in one line naming the line and the fix.
 
+They install as wheels only (`pip install --only-binary :all:`): a source distribution runs its build
+code (setup.py) on the machine that installs it, the host natively, before any sandbox exists. A
+requirement that has no wheel for this platform and Python is refused in one line.
+
 $INFER_RUNTIMES (the image's build argument: onnxruntime, openvino, or both) adds the pinned
 runtimes of `dawnbench infer --runtime` (requirements/infer-<runtime>.txt) to /opt/harness, where the
 harness's timing process runs them; none by default.
 
 FRAMEWORK_PIN (e.g. `tensorflow-cpu==2.20.0`, `torch==2.13.0`, `tensorflow[and-cuda]==2.21.0`)
-replaces the requirement of the reference's framework (the line naming torch or tensorflow*):
-the only difference between the two images of a version-bump comparison.
+replaces the requirement of the reference's framework (the line naming torch or tensorflow*), or, for
+another package (`numpy==2.3.5`), that package's line: the only difference between the two images (or
+native environments) of a version-bump comparison.
 """
 from __future__ import annotations
 
@@ -62,6 +68,10 @@ COMMENT = re.compile(r"(^|\s)#.*$")     # pip's: a # at the start or after white
 HASH = re.compile(r"^--hash[= ]sha256:[0-9a-f]{64}$")
 INCLUDE = ("-r", "--requirement")
 SHARED = "requirements"     # the repository's shared requirement files (beside references/ and docker/)
+
+
+WHEELS_ONLY = ("--only-binary", ":all:")
+NO_WHEEL = re.compile(r"No matching distribution found for (\S+)")
 
 
 class Refused(ValueError):
@@ -158,15 +168,23 @@ def flatten(path: Path, pin: str = "", runtimes: bool = True) -> list[str]:
     if not pin:
         return lines
     fam = family(pin)
-    if fam is None:
-        sys.exit(f"framework pin {pin!r}: expected a requirement of one of {', '.join(FRAMEWORK_FAMILIES)}, "
-                 f"e.g. tensorflow-cpu==2.20.0")
     if "==" not in pin:
         sys.exit(f"framework pin {pin!r}: pin an exact version with ==, e.g. {pin.split('<')[0].split('>')[0]}==X.Y.Z")
-    kept = [line for line in lines if family(line) != fam]
+    if not NAME.match(pin):
+        sys.exit(f"framework pin {pin!r}: expected name==version, e.g. tensorflow-cpu==2.20.0")
+    # a framework's pin replaces its family's line (tensorflow-cpu for tensorflow); any other package's, its own
+    # (numpy==2.3.5: a version-bump comparison of a library the framework runs on)
+    same = (lambda line: family(line) == fam) if fam else (lambda line: project(line) == project(pin))
+    kept = [line for line in lines if not same(line)]
     if len(kept) == len(lines):
-        sys.exit(f"framework pin {pin!r}: {path} has no {fam} requirement to replace")
+        sys.exit(f"framework pin {pin!r}: {path} has no {fam or project(pin)} requirement to replace")
     return kept + [pin]
+
+
+def project(requirement: str) -> str | None:
+    """A requirement's project name, normalized (PEP 503): numpy, pyyaml, tensorflow-cpu."""
+    match = NAME.match(requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else None
 
 
 def infer_runtimes() -> list[str]:
@@ -188,6 +206,24 @@ def harness_requirements(path: Path) -> Path:
     return next((included[name] for name in HARNESS_FILES if name in included), _shared_root(path) / "harness.txt")
 
 
+def pip_install(pip: list[str], args: list[str], env: dict | None = None) -> None:
+    """`pip install` of `args` as wheels only; Refused, in one line, naming a requirement that has no
+    wheel here; CalledProcessError for any other failure (pip's own lines said why)."""
+    done = subprocess.run([*pip, "install", *WHEELS_ONLY, *args], stdout=None, stderr=subprocess.PIPE, text=True,
+                          errors="replace", env=env)
+    if done.returncode == 0:
+        sys.stderr.write(done.stderr)
+        return
+    missing = NO_WHEEL.search(done.stderr)
+    if missing:
+        raise Refused(f"{missing.group(1)} has no wheel for this platform and Python on the package index: "
+                      f"requirements install as wheels only, so that no package's build code runs on the host "
+                      f"(pin a release that has one, or build the wheel and name it by https URL with "
+                      f"--hash=sha256:...)")
+    sys.stderr.write(done.stderr)
+    raise subprocess.CalledProcessError(done.returncode, done.args)
+
+
 def _venv(venv: Path, requirements: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     # A filled wheelhouse is the only source (offline builds); an empty one means the index.
@@ -195,8 +231,8 @@ def _venv(venv: Path, requirements: Path) -> None:
     # A Dockerfile declares PIP_EXTRA_INDEX_URL= (empty) where PyPI's default build is the one it
     # wants; an empty setting is no setting.
     env = {k: v for k, v in os.environ.items() if not (k.startswith("PIP_") and not v.strip())}
-    subprocess.run([str(venv / "bin" / "pip"), "install", "--no-cache-dir", "--disable-pip-version-check",
-                    *source, "-r", str(requirements)], check=True, env=env)
+    pip_install([str(venv / "bin" / "pip")], ["--no-cache-dir", "--disable-pip-version-check", *source, "-r",
+                                            str(requirements)], env)
     subprocess.run([str(venv / "bin" / "pip"), "check"], check=True)
 
 
@@ -213,6 +249,14 @@ def install(path: Path, pin: str = "") -> None:
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["pip-install"] and len(argv) >= 2:
+        try:
+            pip_install([argv[1]], argv[2:])
+        except Refused as e:
+            sys.exit(f"requirements refused: {e}")
+        except subprocess.CalledProcessError as e:
+            sys.exit(e.returncode)
+        return
     if len(argv) not in (2, 3) or argv[0] not in ("check", "flatten", "install"):
         sys.exit(__doc__)
     path, pin = Path(argv[1]), (argv[2] if len(argv) == 3 else "").strip()
@@ -225,7 +269,10 @@ def main(argv: list[str]) -> None:
     if argv[0] == "flatten":
         print("\n".join(flatten(path, pin)))
     else:
-        install(path, pin)
+        try:
+            install(path, pin)
+        except Refused as e:
+            sys.exit(f"requirements refused: {e}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ builds its parsers with the add_*_options functions below and runs the cmd_* fun
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import sys
 from pathlib import Path
 
@@ -321,6 +323,10 @@ def run_command(handler, args: argparse.Namespace, prog: str = PROG) -> int:
         return report(prog, e)
     except (FileExistsError, FileNotFoundError) as e:
         return report(prog, UsageError(str(e)))
+    except KeyboardInterrupt:   # before a run's record opened, or a command with none: one line, no traceback
+        with contextlib.suppress(OSError):
+            print(f"{prog}: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
 
 
 def main(argv: list[str] | None = None) -> int:

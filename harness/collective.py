@@ -1,9 +1,10 @@
 """The harness processes of one multi-process run agree on the clock and the stop decision.
 
-Under torchrun each rank is a harness process with its own sandboxed trainer. The reductions the
-rules need (the slowest rank's time, a NaN loss on any rank, rank 0's verdict) are done here,
-between harness processes, over TCP with a shared secret the workers never see: a reference's
-own process group carries its gradients, never the harness's decisions.
+Under the rank launcher (harness.local_ranks) or torchrun each rank is a harness process with its own
+sandboxed trainer. The reductions the rules need (the slowest rank's time, a NaN loss on any rank, rank
+0's verdict) are done here, between harness processes, over TCP with a shared secret the workers never
+see: a reference's own process group carries its gradients, never the harness's decisions. A rank that
+fails tells the launcher why (the notes below), so that the others' DNC names it.
 
 Rank 0 listens on MASTER_ADDR at MASTER_PORT + 1 (or $DAWNBENCH_HARNESS_PORT); the secret is
 $DAWNBENCH_RUN_TOKEN, else torchrun's TORCHELASTIC_RUN_ID (both withheld from the workers).
@@ -28,6 +29,68 @@ from harness.errors import DawnbenchError
 
 PORT_ENV, TOKEN_ENV = "DAWNBENCH_HARNESS_PORT", "DAWNBENCH_RUN_TOKEN"
 CONNECT_SECONDS = 120.0
+# Set by the local rank launcher (harness.local_ranks): its notes folder, where a failing rank leaves its reason
+# and the launcher the first failure it saw, and its pid (a rank whose parent is another has lost its launcher).
+RANKS_DIR_ENV, LAUNCHER_ENV = "DAWNBENCH_RANKS_DIR", "DAWNBENCH_RANK_LAUNCHER"
+FIRST = "first"         # the launcher's note: "<rank>\n<why>"
+NOTE_MAX = 2000
+
+
+# --- why a run of several ranks ended: one rank's failure, named in the others' DNC ---------------------------
+#
+# A rank that fails says why in a note before it exits; the launcher, seeing it exit first, writes the note
+# `first` (that rank, its reason, or how its process ended when it left none: a SIGKILL) before it stops the
+# others; each of them, ending, reads `first`, so rank 0's DNC names the rank that failed, not the SIGTERM
+# that stopped it (issue 47). Without the launcher (torchrun, several machines) there are no notes.
+
+def _write_note(folder: str, name: str, text: str) -> None:
+    path = os.path.join(folder, name)
+    try:
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text[:NOTE_MAX])
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass        # a note is a courtesy: a rank ends as it would without it
+
+
+def _read_note(folder: str, name: str) -> str | None:
+    try:
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+            return f.read(NOTE_MAX)
+    except OSError:
+        return None
+
+
+def note_failure(rank: int, reason: str) -> None:
+    """This rank failed, for `reason` (its DNC reason): for the launcher to name it."""
+    folder = os.environ.get(RANKS_DIR_ENV)
+    if folder:
+        _write_note(folder, f"rank-{rank}", reason)
+
+
+def note_first_failure(folder: str, rank: int, ended: str) -> str:
+    """The launcher's note that `rank` failed first: its own reason, else `ended` (how its process ended).
+    Returns the reason."""
+    reason = " ".join((_read_note(folder, f"rank-{rank}") or ended).split())
+    _write_note(folder, FIRST, f"{rank}\n{reason}")
+    return reason
+
+
+def first_failure(rank: int) -> str | None:
+    """Why the run ended, where another rank failed first: "rank N failed: <its reason>"; where the launcher
+    is gone (killed: the parent-death signal stopped this rank), that; else None."""
+    folder = os.environ.get(RANKS_DIR_ENV)
+    if not folder:
+        return None
+    note = _read_note(folder, FIRST)
+    if note:
+        failed, _, reason = note.partition("\n")
+        if failed.strip() != str(rank):
+            return f"rank {failed.strip()} failed: {reason.strip()}"
+    launcher = os.environ.get(LAUNCHER_ENV, "")
+    if launcher.isdigit() and os.getppid() != int(launcher):
+        return "the rank launcher ended (it was killed): every rank was stopped"
+    return None
 
 
 class CollectiveError(DawnbenchError):

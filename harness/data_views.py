@@ -1,10 +1,12 @@
 """What a reference's worker sees of a dataset: the files of its role, never an eval label.
 
 A trainer sees the training files only (not even the eval images); a predictor sees the eval inputs
-only. Eval files that hold their labels are never shown: the harness derives a label-free copy for
-the predictor (CIFAR-10's `test_batch.images.npy`: the images only; SQuAD's
-`dev-v1.1.questions.json`: contexts, questions and ids, no answers). Companion datasets (SQuAD's
-GloVe vectors) are shown to both roles.
+only; the server of `dawnbench infer`'s timed requests sees none of the task's files (each example
+comes with its request, so nothing it computes before a request can hold that example's answer).
+Eval files that hold their labels are never shown: the harness derives a label-free copy for the
+predictor (CIFAR-10's `test_batch.images.npy`: the images only; SQuAD's `dev-v1.1.questions.json`:
+contexts, questions and ids, no answers). Companion datasets (SQuAD's GloVe vectors) are shown to
+every role.
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import numpy as np
 
 from harness import datasets, official_readers
 
-TRAIN, PREDICT = "train", "predict"
-ROLES = (TRAIN, PREDICT)
+TRAIN, PREDICT, SERVE = "train", "predict", "serve"
+ROLES = (TRAIN, PREDICT)            # the roles that see files of the task (SERVE sees the companions only)
 DERIVED_SUFFIX = ".images.npy"      # a label-free copy of an eval file that holds labels
 # The packed formats of `dawnbench data prepare imagenet --format` (dawnbench.prepare_imagenet.PACKERS),
 # each <format>/train/ and <format>/val/ beside the folders. Only these names: anything else in the
@@ -108,6 +110,8 @@ def _flatten(split) -> list[str]:
 def view_files(name: str, data_root: str | os.PathLike | None, role: str, derived_dir: Path) -> list[tuple[Path, str]]:
     """(source file or folder, path relative to the view's data root) of each file a worker in `role` sees.
     Derived label-free files are written under `derived_dir` (the run's scratch)."""
+    if role == SERVE:
+        return companion_files(name, data_root)
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}")
     return _own_files(name, data_root, role, derived_dir) + companion_files(name, data_root)

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.safe_write import LineFile
+from harness.safe_write import LineFile, RunFolder
 
 PREFIX = ":::MLLOG "
 
@@ -28,12 +28,13 @@ def _jsonable(value: Any) -> Any:
 
 
 class EventLog:
-    def __init__(self, path: Path | None, wall_ms):
-        """`wall_ms(seconds_since_start)` turns clock readings into Unix milliseconds."""
+    def __init__(self, path: Path | None, wall_ms, folder: RunFolder | None = None):
+        """`wall_ms(seconds_since_start)` turns clock readings into Unix milliseconds; `folder`: the run
+        folder each line checks first."""
         self.path = path
         self._wall_ms = wall_ms
         # One write per line; a full disk or a read-only folder is a WriteError naming the file.
-        self._file = LineFile(path, append=True) if path else None
+        self._file = LineFile(path, append=True, folder=folder) if path else None
 
     def _write(self, event_type: str, key: str, value: Any, t: float, metadata: dict | None):
         if self._file is None:

@@ -123,7 +123,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
                                  hardware=environment.hardware_label(system, 1),
                                  cost_per_hour=cost_per_hour, instance=instance, nodes=nodes, price=price, started=None,
                                  used_blacklist=dropped is not None and n == len(labels)),
-        "model_path": str(model_path),
+        "model_path": paths.public(str(model_path)),      # inference.json goes into a public entry
         "model_source": model_record,
         "infers_only": spec.infers_only,
         "items": n,
@@ -180,7 +180,7 @@ def model_source(model_path: Path) -> dict:
     hashes = {str(p.relative_to(model_path) if model_path.is_dir() else p.name): {"sha256": inference_engines.sha256(p),
                                                                                  "bytes": p.stat().st_size}
               for p in files}
-    record = {"kind": "file" if model_path.is_file() else "folder", "path": str(model_path), "files": hashes}
+    record = {"kind": "file" if model_path.is_file() else "folder", "path": paths.public(str(model_path)), "files": hashes}
     result_file = model_path.parent / "result.json"
     if model_path.is_dir() and result_file.is_file():
         try:
@@ -291,41 +291,59 @@ def _export_inputs(worker, spec, n: int, path: Path) -> None:
 
 def _run_reference(spec, hyperparameters, data_root, work, isolation, seed, threads, warmup, limit, total,
                    model_path, progress) -> dict:
-    """The reference's own infer() in the sandboxed predictor. The timer runs here, in a process the
-    reference's code never enters: each latency is the round trip of one request on the channel."""
-    worker = None
+    """The reference's own infer() in a sandboxed server, timed here, in a process the reference's code
+    never enters: each latency is the round trip of one request that carries its example.
+
+    Two workers, so that no process of the reference holds both the model and an eval input before
+    that input is asked for: a predictor without the model computes `eval_inputs()` and hands over
+    one example at a time; a server whose view holds the model and none of the task's files (role
+    "serve") gets each example with its timed request. A predictor that held both once answered every
+    timed request from a table computed in `load()`, at the channel's round trip (issue 46). The
+    requests come in an order drawn with the seed, so a server cannot know the next example either."""
+    producer = server = None
     try:
-        worker, seen = _start("predict", spec, hyperparameters, data_root, work, isolation, seed,
-                              snapshots=work / "models", env={"OMP_NUM_THREADS": str(threads)})
-        _load(worker, seen, spec, model_path)
-        count = int(worker.call("inputs")[0]["count"])
+        server, served = _start("serve", spec, hyperparameters, data_root, work, isolation, seed,
+                                snapshots=work / "models", env={"OMP_NUM_THREADS": str(threads)})
+        _load(server, served, spec, model_path)      # before any eval input exists in a worker
+        producer, _ = _start("predict", spec, hyperparameters, data_root, work, isolation, seed)
+        count = int(producer.call("inputs")[0]["count"])
         n = count if limit is None else min(limit, count)
         if limit is None and n != total:
             raise ValueError(f"eval_inputs() gave {n} examples; the {spec.task.name} eval set here has {total}")
-        overhead = _round_trip_ms(worker)
-        for i in range(min(warmup, n)):   # warm caches, allocators and lazy initialisation
-            worker.call("infer", index=i)
+        overhead = _round_trip_ms(server)
+        order = np.random.default_rng(seed).permutation(n)
+
+        def served_call(i: int):
+            reply, array = producer.call("example", index=int(i))
+            example = {"wire": reply.get("wire"), **({"example": reply["example"]} if "example" in reply else {})}
+            t0 = time.perf_counter()
+            answer = server.call("infer", payload=array, **example)
+            return time.perf_counter() - t0, answer
+
+        for i in order[:warmup]:   # warm caches, allocators and lazy initialisation
+            served_call(i)
         latencies = np.empty(n, dtype=np.float64)
-        outputs = []
-        bar = range(n)
+        outputs = [None] * n
+        bar = order
         if progress:
             from tqdm import tqdm
             bar = tqdm(bar, total=n, desc="infer", unit="item", leave=False, file=sys.stderr, mininterval=0.5)
         for i in bar:
-            t0 = time.perf_counter()
-            reply, array = worker.call("infer", index=i)
-            latencies[i] = time.perf_counter() - t0
-            outputs.append(reply["answer"] if "answer" in reply else array)
+            latencies[i], (reply, array) = served_call(i)
+            outputs[i] = reply["answer"] if "answer" in reply else array
     finally:
-        if worker is not None:
-            worker.kill()
+        for worker in (producer, server):
+            if worker is not None:
+                worker.kill()
     return {"outputs": outputs, "latencies": latencies, "items": n,
             "runtime": "reference", "runtime_version": environment.framework_label(
                 spec.framework, environment.package_versions(worker_env.describe())),
             "precision": {"requested": "fp32", "used": "as the reference's infer() runs"},
-            "threads": threads, "threads_setting": "OMP_NUM_THREADS in the predictor",
-            "timer": "round trip of each request to the sandboxed predictor, timed in the harness process",
-            # Each latency is a round trip to the sandboxed predictor; an empty request's median round trip:
+            "threads": threads, "threads_setting": "OMP_NUM_THREADS in the server",
+            "timer": "round trip of each request, which carries its example, to the sandboxed server that holds "
+                     "the model and no eval input, timed in the harness process",
+            "order": f"every example once, in an order drawn with seed {seed}",
+            # Each latency is a round trip to the sandboxed server; an empty request's median round trip:
             "round_trip_overhead_ms": overhead}
 
 

@@ -14,8 +14,12 @@ this code first on the path, no inherited start-up hook) with what torchrun woul
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT (the trainers'
 process group, rank 0's store), OMP_NUM_THREADS=1 unless set, and the harness ranks' own port and
 secret ($DAWNBENCH_HARNESS_PORT, $DAWNBENCH_RUN_TOKEN: harness.collective). When a rank fails, the
-others get SIGTERM (their runs end DNC with their logs) and SIGKILL 30 s later, as torchrun does; a
-SIGINT or SIGTERM to the launcher goes to every rank; the ranks die with it (a parent-death signal).
+launcher notes which and why (a file of its notes folder, $DAWNBENCH_RANKS_DIR, where the failing rank
+left its reason: harness.collective), says so in one line, and stops the others with SIGTERM (their runs
+end DNC naming that rank, with their logs; SIGKILL 10 s later); a SIGINT, SIGTERM or SIGHUP to the
+launcher goes to every rank; a launcher killed outright (SIGKILL) takes its ranks along: each rank has
+a parent-death signal (SIGTERM: it ends DNC, and kills its workers), so nothing of the run outlives it
+and no rank trains on to write a result for a run its user killed (issue 47).
 
 A single trainer gets a loopback of its own from bubblewrap. Several ranks on one machine cannot:
 their collective (gloo, NCCL's bootstrap) talks over sockets, so each rank's trainer keeps the
@@ -31,6 +35,7 @@ own anyway under docker-compose) it says so in one line and runs the ranks with 
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -41,13 +46,17 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
-from harness import judge
-from harness.collective import PORT_ENV, TOKEN_ENV
+from harness import collective, judge
+from harness.collective import LAUNCHER_ENV, PORT_ENV, RANKS_DIR_ENV, TOKEN_ENV
 
 PR_SET_PDEATHSIG = 1
-KILL_AFTER_S = 30.0      # torchrun's grace between a failed rank's SIGTERM to the others and their SIGKILL
+# The grace between a failed rank's SIGTERM to the others and their SIGKILL: a rank's harness ends in well
+# under a second (it kills its workers and writes its DNC); this bounds one that does not.
+KILL_AFTER_S = 10.0
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 USAGE = ("usage: python -I harness/judge.py harness.local_ranks --nproc-per-node N [-m MODULE] ARG ...\n"
          "       python -m harness.local_ranks COMMAND [ARG ...]")
 
@@ -100,9 +109,15 @@ def rank_environment(rank: int, ranks: int, base: dict[str, str] | None = None) 
     return env
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+def _die_with(launcher: int):
+    """What each rank runs before its exec: a parent-death signal (SIGTERM: its harness ends the run DNC and
+    kills its workers), and, where the launcher died before the signal was set, an exit."""
+    def start() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != launcher:
+            os._exit(128 + signal.SIGTERM)
+    return start
 
 
 def launch(ranks: int, module: str, args: list[str]) -> int:
@@ -111,33 +126,67 @@ def launch(ranks: int, module: str, args: list[str]) -> int:
     shared = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     shared[PORT_ENV] = os.environ.get(PORT_ENV) or str(free_port())
     shared[TOKEN_ENV] = os.environ.get(TOKEN_ENV) or secrets.token_hex(16)
+    notes = tempfile.mkdtemp(prefix="dawnbench-ranks-")
+    shared[RANKS_DIR_ENV], shared[LAUNCHER_ENV] = notes, str(os.getpid())
     base = {**os.environ, **shared}
-    procs = [subprocess.Popen(judge.command(module, *args), env=rank_environment(r, ranks, base),
-                              preexec_fn=_die_with_parent) for r in range(ranks)]
+    procs: list[subprocess.Popen] = []
+    stopped_by: list[str] = []          # the signals the user sent: the ranks' ends are then no rank's failure
 
-    def forward(signum, _frame):
+    def forward(signum) -> None:
         for p in procs:
             if p.poll() is None:
-                p.send_signal(signum)
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+                with contextlib.suppress(OSError):
+                    p.send_signal(signum)
+
+    def on_signal(signum, _frame) -> None:
+        stopped_by.append(signal.Signals(signum).name)
+        forward(signum)
+    previous = {s: signal.signal(s, on_signal) for s in FORWARDED}
     status, stopping_since = 0, None
     try:
-        while any(p.poll() is None for p in procs):
-            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
-            if failed and stopping_since is None:      # a rank failed: stop the others, as torchrun does
-                status, stopping_since = _status(failed[0]), time.monotonic()
-                forward(signal.SIGTERM, None)
+        for r in range(ranks):
+            procs.append(subprocess.Popen(judge.command(module, *args), env=rank_environment(r, ranks, base),
+                                          preexec_fn=_die_with(os.getpid())))
+        while True:
+            running = [p.poll() for p in procs].count(None)     # every rank polled: any() stopped at rank 0
+            failed = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
+            if failed and stopping_since is None:      # a rank failed: say which, and stop the others
+                (rank, code), stopping_since = failed[0], time.monotonic()
+                status = _status(code)
+                if not stopped_by:
+                    reason = collective.note_first_failure(notes, rank, _ended(code))
+                    print(f"dawnbench: rank {rank} failed ({reason}); "
+                          f"{'stopping the other ranks' if running else 'the other ranks ended too'}",
+                          file=sys.stderr, flush=True)
+                forward(signal.SIGTERM)
             elif stopping_since is not None and time.monotonic() - stopping_since > KILL_AFTER_S:
-                forward(signal.SIGKILL, None)
-            time.sleep(0.1)
+                forward(signal.SIGKILL)
+            if not running:
+                break
+            time.sleep(0.05)
+    except OSError as exc:      # a rank that cannot start: one line; those started are stopped above
+        forward(signal.SIGKILL)
+        print(f"dawnbench: error: cannot start the ranks: {exc.strerror or exc}", file=sys.stderr)
+        status = 1
     finally:
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=KILL_AFTER_S)
         for s, handler in previous.items():
             signal.signal(s, handler)
+        shutil.rmtree(notes, ignore_errors=True)
     return status or next((_status(p.returncode) for p in procs if p.returncode), 0)
 
 
 def _status(code: int) -> int:
     return 128 - code if code < 0 else code
+
+
+def _ended(code: int) -> str:
+    """How a rank's process ended, in words: what its note says when it left none (a SIGKILL)."""
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 def _isolate_network() -> None:

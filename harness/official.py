@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import data_views, datasets, provenance, worker_env
+from harness import data_views, datasets, judge_hash, provenance, worker_env
 from harness.eval_set import EvalSet
 from harness.registry import ReferenceSpec
 from harness.sandbox import uid_mode
@@ -42,4 +42,6 @@ def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[s
     found += worker_env.reasons(worker, worker_env.harness_record(worker))
     prov = provenance.collect(spec, datasets.verified_files(), found)
     prov["provenance"]["worker_environment_sha256"] = worker["sha256"]
+    # the code that judged it (harness.judge_hash): validate and the board accept only their own and the released ones
+    prov["provenance"]["judge_sha256"] = judge_hash.sha256()
     return prov

@@ -82,7 +82,38 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
+def reference_name(value: str) -> str:
+    """`value` if it is a reference's name (one folder under references/), else one UsageError line. A path
+    (`../references/REF`, tab-completed from bin/) is refused before anything is set up for it: `make setup`
+    would build an environment of a gigabyte inside the reference's folder (issue 47)."""
+    if isinstance(value, str) and "/" in value:
+        name = Path(value.rstrip("/")).name
+        hint = f", {name!r}" if _SAFE_NAME.fullmatch(name) and ".." not in name else ""
+        raise UsageError(f"reference name {shown(repr(value), 120)} is a path, not a plain folder name: give the "
+                         f"reference's name{hint} (its folder under references/; `dawnbench list` lists them)")
+    return check_name(value, "reference name")
+
+
 def inside(folder: Path, root: Path) -> bool:
     """Whether `folder` resolves to a place under `root` (resolved too): no link or '..' leads it out."""
     folder, root = Path(folder).resolve(), Path(root).resolve()
     return folder == root or root in folder.parents
+
+
+OUTSIDE = "<outside the checkout>"
+
+
+def public(value: str) -> str:
+    """`value` as a file may publish it: an absolute path of this machine (a run's or an inference's record
+    goes into a public entry) becomes `<checkout>/REL` inside the source checkout, else `<outside the
+    checkout>/NAME`; anything else stays as it is. Who ran where is nobody's business; what ran is the
+    record's, and the name keeps that readable."""
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return value
+    path = os.path.normpath(value)
+    root = checkout_root()
+    if root is not None:
+        for base in {str(root), os.path.realpath(root)}:
+            if path == base or path.startswith(base + os.sep):
+                return "<checkout>" + path[len(base):]
+    return f"{OUTSIDE}/{os.path.basename(path)}" if os.path.basename(path) else OUTSIDE

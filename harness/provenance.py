@@ -29,6 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import paths
 from harness.arguments import path_problem
 from harness.datasets import MANIFEST_ENV
 from harness.errors import PROG_ENV
@@ -39,6 +40,10 @@ GIT_COMMIT_ENV = "DAWNBENCH_GIT_COMMIT"
 ENV_PREFIX = "DAWNBENCH_"
 SKIPPED_DIRS = ("__pycache__",)                    # never read: references run with PYTHONPYCACHEPREFIX
 COMMIT_RE = re.compile(r"[0-9a-f]{7,64}")
+# What `dawnbench fork` writes where the fork's own words are still to come (its model's text, its README):
+# an entry must not describe the original's network under the fork's name, so a run is unofficial while
+# reference.toml's `model` begins with it.
+FORK_TODO = "TODO(fork)"
 
 # Overrides that change what a run is measured against or what it says it is.
 UNOFFICIAL_OVERRIDES = {
@@ -120,26 +125,27 @@ def git_state(reference_dir: Path, code_dirs: list[Path]) -> tuple[dict, list[st
     top = _git(["rev-parse", "--show-toplevel"], reference_dir)
     head = _git(["rev-parse", "HEAD"], reference_dir)
     if top is None or top.returncode or head is None or head.returncode:
-        return none, [f"the code is not in a git repository ({reference_dir}), so no commit names it "
+        return none, [f"the code is not in a git repository ({paths.public(str(reference_dir))}), so no commit names it "
                       f"(commit it, or run an image built by `make build`)"]
     root = Path(top.stdout.strip()).resolve()
     reasons = []
-    paths = [reference_dir]
+    checked = [reference_dir]
     for code in (Path(d).resolve() for d in code_dirs):
         if _inside(code, root):
-            paths.append(code)
+            checked.append(code)
         else:
-            reasons.append(f"{code} is outside the reference's git repository {root}, so its commit does not "
+            reasons.append(f"{paths.public(str(code))} is outside the reference's git repository "
+                           f"{paths.public(str(root))}, so its commit does not "
                            f"name that code (run from one checkout)")
     status = _git(["status", "--porcelain", "-z", "--untracked-files=all", "--ignored=matching", "--",
-                   *(str(p) for p in paths)], root)
+                   *(str(p) for p in checked)], root)
     if status is None or status.returncode:
         detail = (status.stderr.strip().splitlines() or ["no answer"])[0] if status else "git did not answer"
-        return {**none, "commit": head.stdout.strip()}, [f"git status failed in {root}: {detail}"]
+        return {**none, "commit": head.stdout.strip()}, [f"git status failed in {paths.public(str(root))}: {detail}"]
     changed = [entry[3:] for entry in status.stdout.split("\0") if entry]
     changed = [p for p in changed if not _pycache_only(p)]
     git = {"commit": head.stdout.strip(), "dirty": bool(changed), "source": "git",
-           "paths": [os.path.relpath(p, root) for p in paths]}
+           "paths": [os.path.relpath(p, root) for p in checked]}
     if changed:
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         reasons.append(f"the code differs from commit {git['commit'][:12]}: {changed[0]}{more} changed or not "
@@ -162,7 +168,7 @@ def build_state(info_path: Path, spec_name: str, tree: str | None) -> tuple[dict
     except (OSError, ValueError) as exc:
         return none, None, [f"the image's build record {info_path} cannot be read ({exc}); rebuild the image "
                             f"with `make build`"]
-    record = {"path": str(info_path), **info}
+    record = {"path": paths.public(str(info_path)), **info}
     reasons = []
     commit = info.get("commit")
     commit = commit if isinstance(commit, str) and COMMIT_RE.fullmatch(commit) else None
@@ -191,9 +197,11 @@ def build_state(info_path: Path, spec_name: str, tree: str | None) -> tuple[dict
 # ---------------------------------------------------------------- everything together
 
 def overrides() -> dict[str, str]:
-    """Every DAWNBENCH_* variable in this process's environment: name -> value. Not $DAWNBENCH_PROG:
-    how the user typed the command (harness.errors.command) changes nothing a run measures."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX) and k != PROG_ENV}
+    """Every DAWNBENCH_* variable in this process's environment: name -> value, a path of this machine as
+    paths.public writes it (result.json goes into a public entry: $DAWNBENCH_WORKER_PYTHON, the data or a
+    manifest's folder name the machine, not the run). Not $DAWNBENCH_PROG: how the user typed the command
+    (harness.errors.command) changes nothing a run measures."""
+    return {k: paths.public(v) for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX) and k != PROG_ENV}
 
 
 def code_dirs() -> list[Path]:
@@ -213,8 +221,9 @@ def collect(spec, verified_files: dict, reasons: list[str] | tuple = ()) -> dict
         tree = tree_hash(spec.directory)
     except OSError as exc:
         tree = None
-        reasons.append(f"the reference directory {spec.directory} cannot be hashed ({exc}); make it readable")
-    info_path = Path(env.get(BUILD_INFO_ENV) or BUILD_INFO)
+        reasons.append(f"the reference directory {paths.public(str(spec.directory))} cannot be hashed "
+                       f"({exc.strerror or type(exc).__name__}); make it readable")
+    info_path = Path(os.environ.get(BUILD_INFO_ENV) or BUILD_INFO)      # the file itself: env holds what is published
     build = None
     if BUILD_INFO_ENV in env or info_path.is_file():
         git, build, found = build_state(info_path, spec.name, tree)
@@ -223,6 +232,9 @@ def collect(spec, verified_files: dict, reasons: list[str] | tuple = ()) -> dict
     for name, why in UNOFFICIAL_OVERRIDES.items():
         if name in env:
             reasons.append(why.format(name=name, value=env[name]))
+    if str(getattr(spec, "model", "")).startswith(FORK_TODO):      # a stand-in spec may have none
+        reasons.append(f"reference.toml's model still reads {FORK_TODO} (as `dawnbench fork` left it): describe "
+                       f"the fork's model there (model = \"...\", its entries' name) and commit")
     reasons += found
     reasons = [r.replace("\r", "\\r").replace("\n", "\\n") for r in reasons]     # one line each, whatever a file is called
     return {

@@ -32,7 +32,9 @@ class Context:
     work_dir: Path | None = None  # scratch space the reference may use
     show_progress: bool = True
     # "train": the data root holds the training files only; "predict": the eval inputs only (no
-    # training data, no labels). A reference builds its model in both and loads the data of its role.
+    # training data, no labels); "serve": none of the task's files (the server of `dawnbench infer`'s
+    # timed requests, each of which carries its example). A reference builds its model in every role
+    # and loads the data of its role.
     role: str = "train"
     _progress_factory: Callable[..., Iterable] | None = field(default=None, repr=False)
 
@@ -43,6 +45,11 @@ class Context:
     @property
     def trains(self) -> bool:
         return self.role == "train"
+
+    @property
+    def serves(self) -> bool:
+        """The timed server of `dawnbench infer`: build the model (load() brings the weights) and no data."""
+        return self.role == "serve"
 
     @property
     def is_main(self) -> bool:
@@ -104,8 +111,10 @@ class Reference(abc.ABC):
         training needs (optimizer, schedule, augmentation); the harness then calls `train_epoch`
         and, after each epoch, `save`. The predictor (role "predict") sees the eval inputs only, no
         training data and no labels: it loads the eval images; the harness then calls `load` with
-        what the trainer saved at that epoch, and `predict` (or `eval_inputs` and `infer` for
-        inference), and kills it: no state of one eval reaches the next."""
+        what the trainer saved at that epoch and `predict`, and kills it: no state of one eval
+        reaches the next. `dawnbench infer` starts a predictor without the model for `eval_inputs`
+        and a server (`ctx.serves`: no data at all; build the model only) that `load`s the model and
+        gets each example with its timed `infer` request."""
 
     @abc.abstractmethod
     def train_epoch(self, epoch: int) -> dict[str, float]:
@@ -135,11 +144,20 @@ class Reference(abc.ABC):
 
     @abc.abstractmethod
     def eval_inputs(self) -> Sequence[Any]:
-        """The eval examples, unlabeled, in canonical order: what `infer` is timed on."""
+        """The eval examples, unlabeled, in canonical order: what `infer` is timed on. In the
+        predictor, which never gets the model for inference: each example goes to the timed server
+        with its request, as an array (a tensor's values), bytes or a JSON value."""
 
     @abc.abstractmethod
     def infer(self, example: Any) -> Any:
-        """One example -> one prediction (scores or ids for one item, or answer text)."""
+        """One example -> one prediction (scores or ids for one item, or answer text). In the server
+        (role "serve": the model, none of the task's files), on an example it has not seen before."""
+
+    def example_from_wire(self, example: Any) -> Any:
+        """One example as it came with its timed request (a numpy array, bytes or a JSON value, from
+        what `eval_inputs` gave) -> what `infer` takes. Part of the timed call. The framework
+        adapters in common/ put an array on the model's device."""
+        return example
 
     # Optional hooks of `dawnbench infer --runtime onnxruntime|openvino` (common/torch_base.py
     # implements them for PyTorch references). The harness runs the exported network in a process
@@ -182,9 +200,10 @@ class InferenceReference(Reference):
     """An entry that only infers (reference.toml: [inference] only = true). It never trains: its
     model comes from another run (a run's model folder) or from a published file, and `dawnbench
     infer --model PATH` records which, with the sha256 of every file. The harness starts it in the
-    predictor role only; `load` gets a folder holding a copy of what --model named (a run's model
-    folder, or the one file). For int8 the harness also starts it in the trainer role, whose view
-    holds the training files, to give `calibration_inputs`."""
+    predictor role (eval inputs, no model) and the server role (the model, no data); `load` gets a
+    folder holding a copy of what --model named (a run's model folder, or the one file). For int8
+    the harness also starts it in the trainer role, whose view holds the training files, to give
+    `calibration_inputs`."""
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         raise UsageError(f"{type(self).__name__} only infers: it has no training epoch")

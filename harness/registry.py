@@ -292,7 +292,7 @@ def check_trains(spec: ReferenceSpec) -> None:
 def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec:
     """The reference `name` under `root` (default: harness.paths.references_root()). reference.toml is
     checked field by field: each mistake is one line naming the file, the field and the fix."""
-    paths.check_name(name, "reference name")
+    paths.reference_name(name)
     root = references_root(root)
     directory = root / name
     toml_path = directory / "reference.toml"

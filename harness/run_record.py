@@ -33,8 +33,10 @@ HARNESS_KEYS = frozenset({"clock_s", "epoch_num", "samples_all_ranks", "epoch", 
 class RunRecord:
     def __init__(self, run_dir: Path | None, spec, clock: Clock):
         self.run_dir, self.spec, self.task, self.clock = run_dir, spec, spec.task, clock
-        self.log = EventLog(run_dir / "events.jsonl" if run_dir else None, clock.wall_ms)
-        self.tsv = safe_write.LineFile(run_dir / f"{spec.name}.tsv") if run_dir else None
+        # Every write checks the folder is still the one the run made (safe_write.RunFolder)
+        self.folder = safe_write.RunFolder(run_dir) if run_dir else None
+        self.log = EventLog(run_dir / "events.jsonl" if run_dir else None, clock.wall_ms, self.folder)
+        self.tsv = safe_write.LineFile(run_dir / f"{spec.name}.tsv", folder=self.folder) if run_dir else None
         if self.tsv:
             self.tsv.write("\t".join(self.task.tsv_columns) + "\n")
         self.history: list[dict] = []       # a row per scored epoch: result.json's history
@@ -92,6 +94,7 @@ class RunRecord:
         """The epoch's predictions, for `harness verify` to re-score offline: {file, sha256}, or {} with no folder."""
         if not self.run_dir:
             return {}
+        self.folder.check()
         try:
             return stored_predictions.save(self.run_dir, epoch, self.task, predictions)
         except OSError as exc:       # a full or read-only disk: one line, not a traceback
@@ -121,8 +124,9 @@ class RunRecord:
     def keep_model(self, snapshot: Path) -> None:
         """The scored snapshot becomes the run's model/: harness work, after the clock."""
         if self.run_dir:
-            safe_write.copy_tree(snapshot, self.run_dir / "model")
-            self.log.point("checkpoint", str(self.run_dir / "model"), self.clock.elapsed())
+            safe_write.copy_tree(snapshot, self.run_dir / "model", self.folder)
+            # the folder inside the run, not its path on this machine: the log goes into a public entry
+            self.log.point("checkpoint", "model", self.clock.elapsed())
 
     def error(self, trace: str) -> None:
         self.log.point("dawnbench_error", trace, self.clock.read() if self.clock.start_perf is not None else 0.0)
@@ -176,8 +180,9 @@ class RunRecord:
         """env.json, then result.json: where it is, the folder is whole."""
         if not self.run_dir:
             return
-        safe_write.write_json(self.run_dir / "env.json", env)
-        safe_write.write_json(self.run_dir / "result.json", result)
+        safe_write.write_json(self.run_dir / "env.json", env, folder=self.folder)
+        safe_write.write_json(self.run_dir / "result.json", result, folder=self.folder)
+        self.folder.check()
         _give_to_owner_of(self.run_dir)
 
 

@@ -49,7 +49,8 @@ from harness.stop_rules import CONVERGED, DNC, Outcome
 
 
 class Terminated(BaseException):
-    """SIGTERM (e.g. torchrun stopping the group after another rank failed)."""
+    """SIGTERM or SIGHUP: the rank launcher stopping the ranks after one failed (or dying: the ranks' parent-death
+    signal), `docker stop`, a closed terminal or a dropped ssh session."""
 
 
 class PredictionCountError(Exception):
@@ -65,9 +66,12 @@ VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, ha
             channel.ProtocolError)
 
 
-def _say(msg: str, rank: int) -> None:
+def _say(msg: str, rank: int = 0) -> None:
+    """A line on the terminal (rank 0's): a terminal that is gone (SIGHUP: a closed window, a dropped ssh
+    session) must not cost the run its record."""
     if rank == 0:
-        print(msg, file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError, ValueError):
+            print(msg, file=sys.stderr, flush=True)
 
 
 def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
@@ -79,31 +83,42 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     stop rules decide. The scored model is kept, and the record is closed however the run ends."""
     check_trains(spec)
     plan = make_plan(spec, hyperparameters, opts)
-    this = _Run(plan)
-    outcome, epoch = Outcome(DNC, "not started"), 0
-    with _sigterm_raises(), this.workers():
+    with _Stops() as stops:
         try:
-            this.start()
-            for epoch in range(1, plan.budget.max_epochs + 1):
-                trained = this.train(epoch)
-                outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock)
-                if outcome is None:
-                    if stop_rules.evaluated(plan.budget, epoch):
-                        reached = this.evaluate(epoch, trained)
-                    else:       # before the reference's first evaluated epoch: on the clock, nothing scored
-                        reached = this.skip(epoch, trained)
-                    outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock, reached)
-                if outcome is not None:
-                    break
-            this.keep_model(outcome)
-        except safe_write.WriteError:
-            raise       # the run folder cannot take its files: no result to write, one line to say why
-        except (Exception, KeyboardInterrupt, Terminated) as exc:
-            outcome = this.failed(exc)
-    if this.survivors:      # a process the kernel would not kill may still write where it can
-        outcome = Outcome(DNC, f"error: the reference's processes {this.survivors[:8]} could not be killed "
-                               f"at the end of the run")
-    return this.finish(outcome, epoch)
+            this = _Run(plan, stops)
+        except (KeyboardInterrupt, Terminated) as exc:     # before its folder was made: nothing was written
+            raise Interrupted(exc) from None
+        outcome, epoch = Outcome(DNC, "not started"), 0
+        with this.workers():
+            try:
+                stops.arm()         # a signal held since the folder was made raises here: its DNC, every file
+                this.start()
+                for epoch in range(1, plan.budget.max_epochs + 1):
+                    trained = this.train(epoch)
+                    outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock)
+                    if outcome is None:
+                        if stop_rules.evaluated(plan.budget, epoch):
+                            reached = this.evaluate(epoch, trained)
+                        else:       # before the reference's first evaluated epoch: on the clock, nothing scored
+                            reached = this.skip(epoch, trained)
+                        outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock, reached)
+                    if outcome is not None:
+                        break
+                this.keep_model(outcome)
+                stops.close()
+            except safe_write.WriteError:
+                stops.close()
+                raise       # the run folder cannot take its files: no result to write, one line to say why
+            except (Exception, KeyboardInterrupt, Terminated) as exc:
+                stops.close()
+                outcome = this.failed(exc)
+        if this.survivors:      # a process the kernel would not kill may still write where it can
+            outcome = Outcome(DNC, f"error: the reference's processes {this.survivors[:8]} could not be killed "
+                                   f"at the end of the run")
+        result = this.finish(outcome, epoch)
+        if stops.noted:
+            _say(f"({', '.join(stops.noted)} while the run closed: its record was finished first)", plan.rank)
+        return result
 
 
 @dataclass(frozen=True)
@@ -123,41 +138,49 @@ class Trained:
 class _Run:
     """One run's moving parts: the clock, the record, the ranks and the reference's workers."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, stops: _Stops):
         self.plan, self.spec, self.task, self.opts = plan, plan.spec, plan.spec.task, plan.opts
         self.group = collective.Group(plan.rank, plan.world_size)
+        stops.hold()        # from the folder on, a signal waits for the run's try: its DNC, with every file
         run_dir = safe_write.new_run_dir(self.opts.results_root, self.spec.name, self.opts.seed, self.opts.run_id,
                                       self.opts.series_id) if plan.rank == 0 else None
-        self.system = environment.describe_system(plan.data_root, plan.worker_env)
-        kernel.protect_harness()
-        self.clock = Clock()      # the workers synchronize their device before they answer
-        self.record = RunRecord(run_dir, self.spec, self.clock)
-        self.trainer = self.predictor = None
-        self.seen: dict = {}
-        self.predictor_seen: dict = {}
-        self.view_files: dict[str, list] = {}     # each role's data files, as its first start found them
-        self.last_snapshot: Path | None = None
-        self.reached_at: dict | None = None
-        self.framework_extra: dict = {}
-        self.init_s = 0.0                   # the trainer's init span: each eval's allowance for its predictor's start
-        self.trainer_cpu = 0.0              # the trainer's CPU seconds at its last freeze
-        self.predictors_cpu = 0.0           # every eval's predictor's CPU seconds
-        self.meter: load.Meter | None = None    # the machine's load, read at start() and before the kill
-        self.load_raw: dict | None = None
-        # the devices' energy over the train spans, read by the harness (rank 0: its machine's devices)
-        self.energy = energy.Meter() if plan.rank == 0 else None
-        self.survivors: list[int] = []      # processes the final kill could not end
-        # One trainer needs no network. Several ranks keep their harness's for the collective: the host's,
-        # or under `python -m harness.local_ranks` one namespace with only a loopback that they share.
-        self.network = plan.world_size > 1
-        shared = (f"loopback only (one namespace shared by the {plan.world_size} local ranks)"
-                  if self.system.get("network_interfaces") == ["lo"] else "the host's (the ranks' collective)")
-        self.system["network"] = {
-            "train": shared if self.network else "loopback only (its own namespace)",
-            "predict": "loopback only (its own namespace)"}
-        if plan.isolation.mode in ("uid", "none"):
-            self.system["network"] = {role: "not isolated by the harness (a container's own: none under "
-                                            "docker-compose)" for role in ("train", "predict")}
+        try:
+            self.system = environment.describe_system(plan.data_root, plan.worker_env)
+            kernel.protect_harness()
+            self.clock = Clock()      # the workers synchronize their device before they answer
+            self.record = RunRecord(run_dir, self.spec, self.clock)
+            self.trainer = self.predictor = None
+            self.seen: dict = {}
+            self.predictor_seen: dict = {}
+            self.view_files: dict[str, list] = {}     # each role's data files, as its first start found them
+            self.last_snapshot: Path | None = None
+            self.reached_at: dict | None = None
+            self.framework_extra: dict = {}
+            self.init_s = 0.0                   # the trainer's init span: each eval's allowance for its predictor's start
+            self.trainer_cpu = 0.0              # the trainer's CPU seconds at its last freeze
+            self.predictors_cpu = 0.0           # every eval's predictor's CPU seconds
+            self.meter: load.Meter | None = None    # the machine's load, read at start() and before the kill
+            self.load_raw: dict | None = None
+            # the devices' energy over the train spans, read by the harness (rank 0: its machine's devices)
+            self.energy = energy.Meter() if plan.rank == 0 else None
+            self.survivors: list[int] = []      # processes the final kill could not end
+            self.failure: BaseException | None = None   # what ended the run, where something raised
+            # One trainer needs no network. Several ranks keep their harness's for the collective: the host's,
+            # or under `python -m harness.local_ranks` one namespace with only a loopback that they share.
+            self.network = plan.world_size > 1
+            shared = (f"loopback only (one namespace shared by the {plan.world_size} local ranks)"
+                      if self.system.get("network_interfaces") == ["lo"] else "the host's (the ranks' collective)")
+            self.system["network"] = {
+                "train": shared if self.network else "loopback only (its own namespace)",
+                "predict": "loopback only (its own namespace)"}
+            if plan.isolation.mode in ("uid", "none"):
+                self.system["network"] = {role: "not isolated by the harness (a container's own: none under "
+                                                "docker-compose)" for role in ("train", "predict")}
+        except BaseException:       # an error before the record opened: no half folder stays
+            if run_dir is not None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            self.group.close()
+            raise
 
     @contextlib.contextmanager
     def workers(self):
@@ -399,15 +422,39 @@ class _Run:
         entrant's configuration mistakes and the harness's verdicts and errors, is one line.
         Call it inside the except."""
         trace = getattr(exc, "trace", "") or traceback.format_exc()
-        self.record.error(trace)
+        self.failure = exc
+        if self.clock.start_perf is None:   # stopped before the clock started (a signal held until the try):
+            self.clock.start()              # the record's times are then from here, its wall ~0
         outcome = stop_rules.failed(exc, (handle.WorkerError, handle.WorkerDied), VERDICTS)
+        if self.plan.world_size > 1 and not self._stopped():     # for the launcher to name this rank
+            collective.note_failure(self.plan.rank, outcome.reason)
+        self.record.error(trace)
         if isinstance(exc, handle.WorkerError) and not exc.usage:
-            print(trace, file=sys.stderr)
+            _say(trace)
         else:
-            print(f"{self.spec.name}: {exc if getattr(exc, 'usage', False) else outcome.reason}", file=sys.stderr)
-        if self.clock.start_perf is not None:
-            self.clock.lap("harness")
+            _say(f"{self.spec.name}: {exc if getattr(exc, 'usage', False) else outcome.reason}")
+        self.clock.lap("harness")
         return outcome
+
+    def _stopped(self) -> bool:
+        """Whether the run's failure came from outside this rank: a SIGTERM (the launcher stopping the ranks
+        after one failed) or another rank's closed connection."""
+        return isinstance(self.failure, (Terminated, collective.CollectiveError))
+
+    def _named(self, outcome: Outcome) -> Outcome:
+        """A failed run of several ranks names the rank that failed first: this one, or, where the launcher
+        saw another fail first (collective.first_failure), that one and its reason, not the SIGTERM that
+        stopped this one (issue 47)."""
+        p = self.plan
+        other = collective.first_failure(p.rank)
+        if other is None and self._stopped():     # its note is a launcher's poll away (50 ms)
+            deadline = time.monotonic() + 0.5
+            while other is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+                other = collective.first_failure(p.rank)
+        if other is None:
+            return Outcome(DNC, f"rank {p.rank}: {outcome.reason}")
+        return Outcome(DNC, other if self._stopped() else f"{other}; then rank {p.rank}: {outcome.reason}")
 
     def finish(self, outcome: Outcome, epochs: int) -> dict:
         """run_stop at the wall time (every rank's max), then env.json and result.json on rank 0."""
@@ -415,12 +462,15 @@ class _Run:
         wall = self.clock.elapsed()
         own_cpu = sum(self.load_raw["run_cpu_s"].values()) if self.load_raw else 0.0
         run_cpu = None
-        try:
-            wall = self.group.max([wall])[0]
-            if p.world_size > 1 and self.opts.nodes == 1:   # every rank's processes ran on this machine
-                run_cpu = self.group.sum([own_cpu])[0]
-        except Exception:   # a lost rank must not cost us the result file
-            pass
+        if self.failure is None:    # a failed rank waits for no other: it may be mid-epoch (issue 47)
+            try:
+                wall = self.group.max([wall])[0]
+                if p.world_size > 1 and self.opts.nodes == 1:   # every rank's processes ran on this machine
+                    run_cpu = self.group.sum([own_cpu])[0]
+            except Exception:   # a lost rank must not cost us the result file
+                pass
+        elif p.world_size > 1:
+            outcome = self._named(outcome)
         self.group.close()
         self.record.close(outcome, wall, self.reached_at if outcome.status == CONVERGED else None)
         who = result_identity.fields(self.spec, system=self.system, isolation=p.isolation, prov=p.prov,
@@ -488,17 +538,61 @@ def _timed(action) -> float:
     return time.perf_counter() - t
 
 
-@contextlib.contextmanager
-def _sigterm_raises():
-    """SIGTERM (torchrun stopping the group after another rank failed) raises Terminated, so the run
-    ends as DNC with its files written."""
-    def _on_sigterm(signum, frame):
-        raise Terminated("terminated by SIGTERM")
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+class _Stops:
+    """How SIGINT, SIGTERM and SIGHUP end a run: the first one raises (KeyboardInterrupt, Terminated) where
+    the harness is, so the run ends DNC with every file; before the run folder is made, with no folder at
+    all; from then until the run's try (arm), it is held and raised there. Once the run closes (its workers
+    killed, run_stop, env.json and result.json written) a signal is only noted: a second Ctrl-C 50 ms after
+    the first raised out of the workers' kill, a SIGTERM during the final writes killed the harness between
+    env.json and result.json, and SIGHUP was not handled at all (issue 47)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    MEANING = {"SIGTERM": "terminated by SIGTERM", "SIGHUP": "hung up (SIGHUP: the terminal closed)"}
+
+    def __init__(self):
+        self.closing = self.holding = False
+        self.held: list[int] = []       # between hold() and arm()
+        self.noted: list[str] = []      # after the first, or once the run closes
+
+    def __enter__(self) -> _Stops:
+        self.previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+    def hold(self) -> None:
+        self.holding = True
+
+    def arm(self) -> None:
+        self.holding = False
+        if self.held:
+            self._on_signal(self.held.pop(0), None)
+
+    def close(self) -> None:
+        self.closing = True
+
+    def _on_signal(self, signum, _frame) -> None:
+        if self.closing:
+            self.noted.append(signal.Signals(signum).name)
+            return
+        if self.holding:
+            self.held.append(signum)
+            return
+        self.closing = True         # the first raises; every later one is noted
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(self.MEANING[signal.Signals(signum).name])
+
+
+class Interrupted(DawnbenchError):
+    """A signal before the run's record opened: its folder was removed, nothing was written."""
+
+    def __init__(self, exc: BaseException):
+        name, self.exit_code = (("SIGINT", 128 + signal.SIGINT) if isinstance(exc, KeyboardInterrupt) else
+                                ("SIGHUP", 128 + signal.SIGHUP) if "SIGHUP" in str(exc) else ("SIGTERM", 128 + signal.SIGTERM))
+        super().__init__(f"interrupted ({name}) before the run started: nothing was written")
 
 
 def _versions(trainer) -> dict:

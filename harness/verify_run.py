@@ -729,9 +729,16 @@ def verify(run_dir: Path, data_root: Path | None = None,
                                                   result.get("official") is True), "events")
     check("model", lambda: _model_check(run_dir, events), "events")
     recorded = _worker_environment(run_dir)
-    if recorded is None:
+    named = (result.get("provenance") if isinstance(result.get("provenance"), dict) else {}).get(
+        "worker_environment_sha256")
+    if recorded is None and named is not None:
+        # a record left out (an entry submitted without env.json) is a claim nobody can check: never a skip
+        report.checks.append(Check("environment", False, f"result.json names the workers' environment sha256 "
+                                                         f"{_shown(named, 20)}, but env.json records none (no env.json, or "
+                                                         f"no worker_environment in it): give the run's env.json"))
+    elif recorded is None:
         report.checks.append(Check("environment", None, "env.json records no workers' environment (a run before "
-                                                        "issue 33, or no env.json): not checked"))
+                                                        "issue 33): not checked"))
     else:
         check("environment", lambda: _environment_check(recorded, result))
     report.checks.append(_load_check(run_dir))

@@ -10,6 +10,7 @@ every rule is enforced on the harness's side of the pipe.
 from __future__ import annotations
 
 import importlib
+import json
 import numbers
 import os
 import sys
@@ -42,6 +43,7 @@ class Worker:
         self.fd_in, self.fd_out = fd_in, fd_out
         self.ref = None
         self.inputs = None
+        self.received = None            # the array the request being served carried (a timed example's)
         self.sync = lambda: None
         self.framework = ""
 
@@ -93,8 +95,15 @@ class Worker:
         self.inputs = self.ref.eval_inputs()
         return {"count": len(self.inputs)}
 
+    def example(self, msg: dict):
+        """The index-th eval input in its wire form, for the harness to send to the timed server."""
+        return to_wire(self.inputs[int(msg["index"])])
+
     def infer(self, msg: dict):
-        prediction = self.ref.infer(self.inputs[msg["index"]])
+        """One timed request: the example it carries, turned back into what the reference's infer() takes."""
+        example = self.ref.example_from_wire(from_wire(msg, self.received))
+        self.received = None
+        prediction = self.ref.infer(example)
         self._synchronize()
         if isinstance(prediction, str):
             return {"answer": prediction}             # SQuAD: the answer text of the index-th question
@@ -139,13 +148,13 @@ class Worker:
 
     def serve(self) -> int:
         handlers = {"init": self.init, "train": self.train, "load": self.load, "predict": self.predict,
-                    "inputs": self.inputs_count, "infer": self.infer, "noop": self.noop,
+                    "inputs": self.inputs_count, "example": self.example, "infer": self.infer, "noop": self.noop,
                     "export": self.export, "export_inputs": self.export_inputs, "calibration": self.calibration,
                     "flops": self.flops,
                     "versions": self.versions, "close": self.close}
         while True:
             try:
-                msg, _ = channel.receive(self.fd_in)
+                msg, self.received = channel.receive(self.fd_in)
             except channel.ChannelClosed:
                 return 0
             op = msg.get("op")
@@ -217,6 +226,38 @@ def _sized(task, examples):
     smaller; such a run is unofficial)."""
     import dataclasses
     return task if examples is None else dataclasses.replace(task, eval_examples=int(examples))
+
+
+def to_wire(example) -> tuple[dict, np.ndarray | None]:
+    """An eval input as it crosses the channel: an array (a framework tensor's values) through the
+    array path, bytes as a uint8 array, anything JSON can say (a SQuAD question's dict, a string) as
+    JSON. Anything else is the reference's to turn into one of these in eval_inputs()."""
+    if isinstance(example, (bytes, bytearray, memoryview)):
+        return {"wire": "bytes"}, np.frombuffer(bytes(example), dtype=np.uint8)
+    if isinstance(example, (str, int, float, bool, list, tuple, dict)) or example is None:
+        try:
+            json.dumps(example, allow_nan=False)
+        except (TypeError, ValueError):
+            pass
+        else:
+            return {"wire": "json", "example": example}, None
+    array = _as_array(example)
+    if array.dtype == object:
+        from harness.errors import UsageError
+        raise UsageError(f"eval_inputs() gave a {type(example).__name__}, which cannot be sent with a timed request: "
+                         f"give arrays (or tensors), bytes, or JSON values (dicts, lists, strings, numbers), and turn "
+                         f"them back into what infer() takes in example_from_wire()")
+    return {"wire": "array"}, array
+
+
+def from_wire(message: dict, array: np.ndarray | None):
+    """What to_wire sent, back: a numpy array, bytes, or the JSON value."""
+    kind = message.get("wire")
+    if kind == "json":
+        return message.get("example")
+    if array is None:
+        raise ValueError(f"a timed request of kind {kind!r} came without its array")
+    return array.tobytes() if kind == "bytes" else array
 
 
 def _as_array(predictions) -> np.ndarray:

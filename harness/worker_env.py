@@ -13,7 +13,9 @@ so no `.pth` of the environment runs, nothing of the reference's is imported) wi
 over its site-packages. Every `.pth` file there (and a sitecustomize.py or usercustomize.py, which
 site.py runs as well) is listed with the distribution whose RECORD names it;
 those of no distribution, or of one not known to carry one, are listed again under `pth_unexpected`.
-Standard library only: the image's harness reads it too.
+The files themselves are read too (harness.installed_files): each distribution's files hashed and
+checked against its RECORD, and the files no RECORD names, so an edited `torch/nn/functional.py`
+changes the record's hash. Standard library only: the image's harness reads it too.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import installed_files, paths
 from harness.errors import UsageError
 
 WORKER_PYTHON_ENV = "DAWNBENCH_WORKER_PYTHON"
@@ -62,10 +65,16 @@ for dist in md.distributions(path=dirs):
     name = (dist.metadata["Name"] or "").strip()
     if not name or name.lower() in dists:
         continue
-    dists[name.lower()] = {"name": name, "version": dist.version}
+    base = os.path.normpath(str(dist.locate_file("")))
+    files = []
     for f in dist.files or ():
         if f.name.endswith(".pth") or str(f) in STARTUP:
             owners[os.path.realpath(str(dist.locate_file(f)))] = name
+        rel = os.path.normpath(str(f))
+        # the files RECORD puts in site-packages, compiled caches aside (harness.installed_files hashes them)
+        if not rel.startswith(".." + os.sep) and not os.path.isabs(rel) and "__pycache__" not in rel.split(os.sep):
+            files.append([base, rel, "%s=%s" % (f.hash.mode, f.hash.value) if f.hash else None])
+    dists[name.lower()] = {"name": name, "version": dist.version, "files": files}
 pth = []
 for d in dirs:
     for entry in sorted(os.listdir(d)):
@@ -108,12 +117,18 @@ def resolved(python: str) -> str:
 
 
 def digest(record: dict) -> str:
-    """The sha256 of what an environment holds: its distributions and its .pth files, in a canonical form."""
+    """The sha256 of what an environment holds: its distributions, its .pth files and, in a record that
+    read them (harness.installed_files: every record since issue 46), the content of every installed
+    file, in a canonical form. A record before that hashes as it did."""
     # a record read back from env.json (verify, reproduce) may hold anything: what is not a dict is skipped
-    held = {"distributions": sorted(f"{d.get('name', '')}=={d.get('version', '')}".lower()
-                                    for d in record.get("distributions") or () if isinstance(d, dict)),
+    dists = [d for d in record.get("distributions") or () if isinstance(d, dict)]
+    held = {"distributions": sorted(f"{d.get('name', '')}=={d.get('version', '')}".lower() for d in dists),
             "pth": sorted(f"{Path(str(p.get('file', ''))).name}:{p.get('owner')}:{_pth_content(p)}"
                           for p in record.get("pth") or () if isinstance(p, dict))}
+    if "unrecorded" in record:
+        unrecorded = record["unrecorded"] if isinstance(record["unrecorded"], dict) else {}
+        held["files"] = sorted(f"{d.get('name', '')}=={d.get('version', '')}:{d.get('files_sha256')}".lower()
+                               for d in dists) + [f"unrecorded:{unrecorded.get('sha256')}"]
     return hashlib.sha256(json.dumps(held, sort_keys=True).encode()).hexdigest()
 
 
@@ -134,6 +149,7 @@ def describe(python: str | None = None) -> dict:
         record = None
     if not isinstance(record, dict):
         raise UsageError(f"cannot read the workers' environment with {python} -I -S (is it a Python 3 interpreter?)")
+    installed_files.read(record)        # each distribution's files against its RECORD, and the files of none
     record["pth_unexpected"] = [p["file"] for p in record["pth"] if not expected(p)]
     # whose side this is: the harness's reading of the workers' interpreter, not a claim of theirs
     record["read_by"] = "python -I -S (no site, no .pth run), importlib.metadata over its site-packages"
@@ -156,14 +172,35 @@ def reasons(record: dict, harness: dict | None = None) -> list[str]:
     which ran in the harness's process: the workers' one when the harness shared it (nobody named
     another, $DAWNBENCH_WORKER_PYTHON), or its own when something put one there."""
     if record.get("shared_with_harness") and record.get("pth_unexpected"):
-        return [f"the harness ran in the workers' environment ({record.get('prefix')}), whose start-up files "
+        return [f"the harness ran in the workers' environment ({paths.public(str(record.get('prefix')))}), whose start-up files "
                 f"{', '.join(Path(p).name for p in record['pth_unexpected'])} ran in the harness's process; run "
                 f"through bin/dawnbench or make run (the harness from its own environment)"]
     if harness and not record.get("shared_with_harness") and harness.get("pth_unexpected"):
-        return [f"the harness's environment ({harness.get('prefix')}) holds start-up files of no known package "
+        return [f"the harness's environment ({paths.public(str(harness.get('prefix')))}) holds start-up files of no "
+                f"known package "
                 f"({', '.join(Path(p).name for p in harness['pth_unexpected'])}), which ran in the harness's "
                 f"process; set that environment up again (make tools)"]
     return []
+
+
+def _file_differences(a: dict, b: dict, same_version: set[str]) -> list[str]:
+    """The distributions of the same version whose files differ, each with the files that are not as
+    their RECORD says in either record; the files of no distribution, where they differ."""
+    def by_name(record):
+        return {str(d.get("name", "")).lower(): d for d in record.get("distributions") or () if isinstance(d, dict)}
+    first, second = by_name(a), by_name(b)
+    found = []
+    for name in sorted(same_version):
+        x, y = first[name], second[name]
+        if "files_sha256" in x and "files_sha256" in y and x["files_sha256"] != y["files_sha256"]:
+            off = [f for f in [*(x.get("not_as_recorded") or ()), *(y.get("not_as_recorded") or ())] if isinstance(f, str)]
+            found.append(f"{name} {x.get('version')}: its files differ"
+                         + (f" ({', '.join(dict.fromkeys(off))} not as its RECORD says)" if off else ""))
+    ua, ub = a.get("unrecorded"), b.get("unrecorded")
+    if isinstance(ua, dict) and isinstance(ub, dict) and ua.get("sha256") != ub.get("sha256"):
+        found.append(f"files of no distribution: {ua.get('count')} ({', '.join(map(str, ua.get('files') or ())) or 'none'}) "
+                     f"vs {ub.get('count')} ({', '.join(map(str, ub.get('files') or ())) or 'none'})")
+    return found
 
 
 def differences(a: dict, b: dict) -> list[str]:
@@ -174,6 +211,7 @@ def differences(a: dict, b: dict) -> list[str]:
     first, second = held(a), held(b)
     found = [f"{name} {first.get(name, 'absent')} vs {second.get(name, 'absent')}"
              for name in sorted(first.keys() | second.keys()) if first.get(name) != second.get(name)]
+    found += _file_differences(a, b, {n for n in first.keys() & second.keys() if first[n] == second[n]})
     pth_a = {Path(str(p.get("file"))).name: _pth_content(p) for p in a.get("pth") or () if isinstance(p, dict)}
     pth_b = {Path(str(p.get("file"))).name: _pth_content(p) for p in b.get("pth") or () if isinstance(p, dict)}
     for name in sorted(pth_a.keys() | pth_b.keys()):

@@ -37,7 +37,7 @@ class Base(Reference):
         if ctx.trains:
             images, self.y = load_fashion_mnist(ctx.data_root, "train")
             self.x = features(images)
-        else:
+        elif not ctx.serves:        # infer's timed server: the model only, each example comes with its request
             self.eval_x = features(load_fashion_mnist_images(ctx.data_root, "test"))
 
     def train_epoch(self, epoch):

@@ -206,13 +206,15 @@ def cifar10_root(tmp_path, monkeypatch) -> Path:
 def role_views(dataset: str, data_root: Path, tmp_path: Path) -> dict[str, Path]:
     """{role: a data root holding only the files a worker in that role sees}, as the harness gives
     them (harness.data_views.view_files): the trainer's holds the training files, the predictor's the
-    eval inputs (CIFAR-10's as the harness's label-free copy). Symlinks to `data_root`'s files, so
-    a reference that reads the other role's files, or any eval label, fails its test."""
+    eval inputs (CIFAR-10's as the harness's label-free copy), the timed server's none of the task's
+    files. Symlinks to `data_root`'s files, so a reference that reads the other role's files, or any
+    eval label, fails its test."""
     from harness import data_views
 
     roots = {}
-    for role in data_views.ROLES:
+    for role in (*data_views.ROLES, data_views.SERVE):
         roots[role] = root = tmp_path / f"view-{role}"
+        root.mkdir(parents=True, exist_ok=True)
         for source, relative in data_views.view_files(dataset, data_root, role, tmp_path / "view-derived"):
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).symlink_to(Path(source).resolve())
@@ -238,6 +240,27 @@ def check_roles_see_only_their_files(cls, context, views: dict[str, Path]) -> No
     for role, other in (("train", "predict"), ("predict", "train")):
         with pytest.raises(datasets.DatasetError, match="not found in"):
             cls().setup(context(role, views[other]))
+
+
+def check_served(predictor, server, items: int = 5) -> None:
+    """`dawnbench infer`'s two workers in one process: the first `items` of the predictor's eval inputs,
+    through the channel's wire form, get from the server (set up and loaded in the serve role, which sees
+    none of the task's files) the predictor's own infer() answers."""
+    import json
+
+    import numpy as np
+
+    from harness import worker
+
+    inputs = predictor.eval_inputs()
+    for i in range(items):
+        message, array = worker.to_wire(inputs[i])
+        example = server.example_from_wire(worker.from_wire(json.loads(json.dumps(message)), array))
+        mine, served = predictor.infer(inputs[i]), server.infer(example)
+        if isinstance(mine, str):
+            assert served == mine
+        else:
+            np.testing.assert_allclose(np.asarray(served), np.asarray(mine), rtol=1e-4, atol=1e-5)
 
 
 def check_inference_entry(spec, model: Path, config: dict, data_root: Path, out: Path, scores, items: int = 5) -> dict:

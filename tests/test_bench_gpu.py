@@ -70,10 +70,15 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
         assert figures[f"steps_{key}_step_ms"] > 0 and figures[f"steps_{key}_loss_falls"] in ("yes", "no"), key
         assert f"steps_{key}_step_ms" in report["notes"], key
     # the harness's cost: cifar10-fast under `dawnbench run` and a bare loop, one pair, named by the isolation
-    (ratio,) = [name for name in figures if name.startswith("harness_cost_") and name.endswith("_ratio")]
+    (ratio,) = [name for name in figures if name.startswith("harness_cost_") and name.endswith("_ratio")
+                and not name.endswith(("_train_ratio", "_init_ratio"))]
     key = ratio[:-len("_ratio")]
     assert key.removeprefix("harness_cost_") in ("bwrap_root", "bwrap", "uid", "none")
     assert figures[ratio] > 0 and figures[f"{key}_bare_s"] > 0 and figures[f"{key}_harness_s"] > 0
+    # the spans that make up each side: the train spans' ratio apart from init's
+    assert figures[f"{key}_train_ratio"] > 0 and figures[f"{key}_init_ratio"] > 0
+    assert figures[f"{key}_bare_train_s"] > 0 and figures[f"{key}_harness_train_s"] > 0
+    assert figures[f"{key}_bare_setup_s"] + figures[f"{key}_bare_train_s"] <= figures[f"{key}_bare_s"] + 1e-6
     assert 0 < figures[f"{key}_handover_ms_median"] <= figures[f"{key}_handover_ms_p99"] <= figures[f"{key}_handover_ms_max"]
     # the precisions: each trained, timed and scored on the held-out synthetic images
     for precision in ("bf16", "fp16", "fp32"):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_env
-from leaderboard_fixture import train
+from leaderboard_fixture import archived, train
 
 from dawnbench import ranking, validate_entries
 from dawnbench.cli import main
@@ -319,7 +319,7 @@ def _verify_line(capsys, argv) -> str:
 
 def test_every_subcommand_has_its_help(capsys):
     for sub in ("run", "infer", "list", "eval", "data", "verify", "submit", "validate", "leaderboard", "analyze",
-                "compliance", "reproduce"):
+                "compliance", "reproduce", "compare", "entries"):
         with pytest.raises(SystemExit) as stop:
             main([sub, "--help"])
         assert stop.value.code == 0
@@ -346,9 +346,9 @@ def _problems_at_both_levels(capsys, root: Path, path: Path, field: str, line: i
         assert code == 1, (level, out)
         assert any(o.startswith(f"{path}:{line}: {field}: ") and words in o and ": warning: " not in o
                    for o in out), (level, out)
-    result = ranking.rank(*ranking.load_all(root))        # the leaderboard's default level, v1
+    result = ranking.rank(*ranking.load_all(root), archived=archived(root))        # the leaderboard's default level, v1
     assert [u["entry"] for u in result["invalid"]] == [path.stem]
-    assert [r["entry"] for r in result["tasks"]["ImageNet"]["train_time"]] == ["honest_resnet50_v100_pytorch"]
+    assert [r["entry"] for r in result["tasks"]["ImageNet"]["train_time_archive"]] == ["honest_resnet50_v100_pytorch"]
 
 
 def test_a_key_given_twice_is_refused_with_its_line(tmp_path, capsys):

@@ -18,7 +18,8 @@ import pytest
 from conftest import SCRIPTED, SCRIPTED_TOML
 from project_copy import commit_all, copy_project
 
-from dawnbench import entries
+from dawnbench import anchors, entries
+from dawnbench import fork as fork_module
 from dawnbench.cli import main
 from harness import eval_labels, registry
 
@@ -61,11 +62,15 @@ def test_a_fork_has_its_own_author_model_and_entry_name(references, capsys):
     assert main(["fork", ORIGINAL, "mine", "--author", "Ann Author", "--references", str(references)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"forked {ORIGINAL} into {references / 'mine'}: author 'Ann Author', model ")
-    assert out[2:5] == [f"  $EDITOR {references / 'mine'}/train.py",
-                        f"  git add {references / 'mine'} && git commit -m 'mine: forked from {ORIGINAL}'",
+    assert out[2] == f"  $EDITOR {references / 'mine'}/train.py"
+    assert out[3].startswith(f"  $EDITOR {references / 'mine'}/reference.toml {references / 'mine'}/README.md ")
+    assert "set `model`" in out[3] and "TODO(fork)" in out[3]
+    assert out[4:6] == [f"  git add {references / 'mine'} && git commit -m 'mine: forked from {ORIGINAL}'",
                         "  dawnbench run mine"]
     original, fork = registry.load_spec(ORIGINAL, references), registry.load_spec("mine", references)
-    assert (fork.author, fork.model) == ("Ann Author", f"{original.model} (fork mine)")
+    # the copied model text would describe the original's network: the fork's is to do, naming its source
+    assert (fork.author, fork.model) == ("Ann Author", f"TODO(fork): describe mine's model (forked from: "
+                                                       f"{original.model})")
     assert (fork.framework, fork.entry, fork.hyperparameters) == (original.framework, original.entry,
                                                                   original.hyperparameters)
     stem = [entries.entry_stem(s.author, s.model, "1 x CPU", "PyTorch") for s in (original, fork)]
@@ -77,10 +82,25 @@ def test_a_fork_has_its_own_author_model_and_entry_name(references, capsys):
     assert len(old) == len(new) and [b.split(" =")[0] for _, b in changed] == ["model", "author"]
     readme = (references / "mine" / "README.md").read_text().splitlines()
     assert readme[0] == "# mine" and readme[2].startswith(f"Forked from `references/{ORIGINAL}` outside any git commit")
+    assert readme[4].startswith(f"**TODO(fork):** what follows describes {ORIGINAL}, the original")
+    # the anchor table is marked above its generated text, which stays anchor.toml's rendering
+    todo = readme.index(fork_module.ANCHORS_BEGIN) - 2
+    assert readme[todo].startswith(f"**TODO(fork):** the table below is {ORIGINAL}'s recipe")
+    anchors.check(references / "mine")
+    assert (references / "mine" / "anchor.toml").read_text().startswith(f"# TODO(fork): these rows are {ORIGINAL}'s")
     # the default author is the original's; the model alone already names the fork
     assert main(["fork", ORIGINAL, "theirs", "--references", str(references)]) == 0
     spec = registry.load_spec("theirs", references)
-    assert (spec.author, spec.model) == (original.author, f"{original.model} (fork theirs)")
+    assert (spec.author, spec.model) == (original.author, f"TODO(fork): describe theirs's model (forked from: "
+                                                          f"{original.model})")
+    # a model given on the command line is the fork's own: nothing to do there, the README's still is
+    assert main(["fork", ORIGINAL, "given", "--model", "CNN with GELU", "--references", str(references)]) == 0
+    assert registry.load_spec("given", references).model == "CNN with GELU"
+    assert "check `model`" in capsys.readouterr().out
+
+
+def test_fork_knows_the_anchor_tables_first_line():
+    assert fork_module.ANCHORS_BEGIN == anchors.BEGIN
 
 
 def test_the_launcher_runs_fork_here_with_any_python(tmp_path, references):
@@ -105,6 +125,10 @@ def said(stderr: str) -> list[str]:
     return [line for line in stderr.strip().splitlines() if not line.startswith("warning: ")]
 
 
+def spec_model(project: Path, name: str) -> str:
+    return registry.load_spec(name, project / "references").model
+
+
 def test_a_fork_end_to_end_through_bin_dawnbench(fashion_root, tmp_path):
     project = copy_project(tmp_path / "project")
     scripted = project / "references" / "scripted-test"
@@ -122,12 +146,17 @@ def test_a_fork_end_to_end_through_bin_dawnbench(fashion_root, tmp_path):
     proc = _run(project, ["fork", "scripted-test", "scripted-mine", "--author", "Fork Author"], env)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[2:5] == ["  $EDITOR references/scripted-mine/scripted.py",
-                          "  git add references/scripted-mine && git commit -m 'scripted-mine: forked from "
+    assert lines[2] == "  $EDITOR references/scripted-mine/scripted.py"
+    assert lines[3].startswith("  $EDITOR references/scripted-mine/reference.toml references/scripted-mine/README.md")
+    assert "set `model`" in lines[3]
+    assert lines[4:6] == ["  git add references/scripted-mine && git commit -m 'scripted-mine: forked from "
                           "scripted-test'", f"  {project / 'bin' / 'dawnbench'} run scripted-mine"]
     fork = project / "references" / "scripted-mine"
     code = fork / "scripted.py"
     code.write_text(code.read_text() + "\n# my change\n")        # the edit
+    # As `make run NPROC=N` and a bare python3's bin/dawnbench do, the workers' interpreter is named by path: a
+    # path of this machine, which no entry file may carry (issue 47)
+    env["DAWNBENCH_WORKER_PYTHON"] = sys.executable
 
     # before the commit: unofficial, and the run's last lines say so, with every reason
     proc = _run(project, ["run", "scripted-mine", "--threshold", "0.9", *run_args], env)
@@ -145,8 +174,17 @@ def test_a_fork_end_to_end_through_bin_dawnbench(fashion_root, tmp_path):
     assert proc.returncode == 2 and not tree_.exists()
     assert ("the run is not official: it was trained to a lowered threshold 0.9 (official 0.92)" in proc.stderr
             and "the code differs from commit" in proc.stderr), proc.stderr
+    # the model's text is still the fork's to do: a reason of its own, until reference.toml's `model` is set
+    assert "reference.toml's model still reads TODO(fork)" in last[-2]
+    toml = fork / "reference.toml"
+    toml.write_text(toml.read_text().replace(spec_model(project, "scripted-mine"), "scripted, with my change"))
 
-    commit_all(project, "scripted-mine: forked from scripted-test")
+    commit = commit_all(project, "scripted-mine: forked from scripted-test")
+    # pushed to a remote: the entry links the code at the run's commit, without the remote's credentials
+    git = ["git", "-C", str(project)]
+    subprocess.run([*git, "remote", "add", "origin", "https://fork-author:s3cret@github.com/fork-author/dawnbench.git"],
+                   check=True)
+    subprocess.run([*git, "update-ref", "refs/remotes/origin/main", commit], check=True)     # as `git push` leaves it
     for reference in ("scripted-test", "scripted-mine"):
         proc = _run(project, ["run", reference, *run_args], env)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -160,13 +198,22 @@ def test_a_fork_end_to_end_through_bin_dawnbench(fashion_root, tmp_path):
     assert _run(project, ["validate", str(tree_)], env).returncode == 0
     proc = _run(project, ["leaderboard", str(tree_), "--format", "json"], env)
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)["tasks"]["FashionMNIST"]["train_time"]
+    rows = json.loads(proc.stdout)["tasks"]["FashionMNIST"]["train_submitted"]       # official, not reproduced
     by_entry = {row["entry"]: row for row in rows}
     stems = {r: entries.entry_stem(*(lambda s: (s.author, s.model))(registry.load_spec(r, project / "references")),
                                    *(lambda e: (e["hardware"], e["framework"]))(json.loads(
                                        (runs[r] / "result.json").read_text()))) for r in runs}
-    assert stems["scripted-mine"].startswith("Fork-Author_scripted-fork-scripted-mine")
+    assert stems["scripted-mine"].startswith("Fork-Author_scripted-with-my-change")
     assert set(by_entry) == set(stems.values()) and len(by_entry) == 2
     entry = json.loads((tree_ / "FashionMNIST" / "train" / f"{stems['scripted-mine']}.json").read_text())
     assert (entry["author"], entry["model"], entry["reference"], entry["official"]) == (
-        "Fork Author", "scripted (fork scripted-mine)", "scripted-mine", True)
+        "Fork Author", "scripted, with my change", "scripted-mine", True)
+    assert entry["codeURL"] == f"https://github.com/fork-author/dawnbench/tree/{commit}/references/scripted-mine"
+    assert by_entry[stems["scripted-mine"]]["code_url"] == entry["codeURL"]
+    # An entry is public: no path of the machine that ran and submitted it, in any of its files
+    machine = {str(p) for p in (tmp_path, project, fashion_root, results, Path(sys.executable).parent.parent,
+                                Path.home(), REPO)} | {str(p.resolve()) for p in (tmp_path, fashion_root, REPO)}
+    for path in sorted(p for p in tree_.rglob("*") if p.is_file()):
+        content = path.read_bytes()
+        found = [m for m in machine if m.encode() in content]
+        assert not found, f"{path.relative_to(tree_)} holds {found}"

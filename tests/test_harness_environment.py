@@ -218,6 +218,35 @@ def test_an_image_build_refuses_the_requirements_before_it_asks_the_engine(tmp_p
     assert str(caught.value).startswith(f"requirements refused: {path}:2: ./clock-1.0-py3-none-any.whl: ")
 
 
+def test_a_requirement_without_a_wheel_is_refused_before_its_build_code_runs(tmp_path):
+    """Issue 46: `pip install` of a source distribution runs its setup.py on the host, before any
+    sandbox exists. A pinned package published as an sdist only (here from a local index) whose setup.py
+    leaves a mark: installed as wheels only, it is refused in one line naming it, and its code never runs."""
+    import tarfile
+    mark = tmp_path / "setup-py-ran"
+    package = tmp_path / "src" / "evil-1.0"
+    package.mkdir(parents=True)
+    (package / "setup.py").write_text(f"open({str(mark)!r}, 'w').close()\n"
+                                      "from setuptools import setup\nsetup(name='evil', version='1.0')\n")
+    (package / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+    index = tmp_path / "index"
+    index.mkdir()
+    with tarfile.open(index / "evil-1.0.tar.gz", "w:gz") as tar:
+        tar.add(package, arcname="evil-1.0")
+    requirements = _requirements(tmp_path, "evil==1.0")
+    assert subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "check", str(requirements)]).returncode == 0
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    proc = subprocess.run([sys.executable, str(REQUIREMENTS_TOOL), "pip-install", str(Path(sys.executable).parent / "pip"),
+                           "--quiet", "--dry-run", "--no-build-isolation", "-r", str(requirements)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert not mark.exists(), "the sdist's setup.py ran on the host"
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        "requirements refused: evil==1.0 has no wheel for this platform and Python on the package index: requirements "
+        "install as wheels only, so that no package's build code runs on the host (pin a release that has one, or "
+        "build the wheel and name it by https URL with --hash=sha256:...)"]
+
+
 @pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="no system Python here")
 def test_a_venv_of_debian_s_python_is_read_from_its_own_site_packages(tmp_path):
     """Debian's patched site.getsitepackages names only dist-packages folders; a venv made by Debian's
@@ -235,5 +264,62 @@ def test_a_venv_of_debian_s_python_is_read_from_its_own_site_packages(tmp_path):
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.2\n")
     record = worker_env.describe(str(venv / "bin" / "python"))
-    assert {"name": "fakepkg", "version": "1.2"} in record["distributions"]
+    assert [(d["name"], d["version"]) for d in record["distributions"]] == [("fakepkg", "1.2")]
     assert record["site_packages"][0] == str(venv / "lib" / version / "site-packages")
+
+
+def _installed(site: Path, name: str, files: dict[str, bytes]) -> None:
+    """A distribution as pip leaves it: its files, and a RECORD naming each with its sha256."""
+    import base64
+    import hashlib
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    rows = [f"{name}-1.0.dist-info/METADATA,,", f"{name}-1.0.dist-info/RECORD,,", f"../../../bin/{name},,"]
+    for rel, content in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(content)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
+        rows.append(f"{rel},sha256={digest},{len(content)}")
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def test_an_edited_file_of_the_workers_environment_changes_its_hash(tmp_path, monkeypatch):
+    """Issue 46, attack 6: rewriting torch/nn/functional.py in the workers' environment left the
+    record's hash (names and versions) as it was. Now each distribution's files are hashed and checked
+    against its RECORD: the edit (same size, its modification time set back) changes the hash and is
+    named, and so does a module dropped in that no RECORD names; a compiled cache changes nothing."""
+    import subprocess as sp
+
+    from harness import worker_env
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))    # the digests' cache, fresh
+    venv = tmp_path / "v"
+    sp.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    site = Path(worker_env.describe(python)["site_packages"][0])
+    functional = b"def relu(x):\n    return max(x, 0)\n"
+    _installed(site, "torch", {"torch/__init__.py": b"", "torch/nn/functional.py": functional})
+    honest = worker_env.describe(python)
+    (torch,) = [d for d in honest["distributions"] if d["name"] == "torch"]
+    assert torch["files"] == 3 and torch["not_as_recorded"] == [] and honest["unrecorded"]["count"] == 0
+    assert worker_env.describe(python)["sha256"] == honest["sha256"]      # read again (from the cache): the same
+    (site / "torch" / "nn" / "__pycache__").mkdir()
+    (site / "torch" / "nn" / "__pycache__" / "functional.cpython-311.pyc").write_bytes(b"cache")
+    assert worker_env.describe(python)["sha256"] == honest["sha256"]
+
+    path = site / "torch" / "nn" / "functional.py"
+    stat = path.stat()
+    path.write_bytes(functional.replace(b"max(x, 0)", b"max(x, 1)"))      # the same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))              # and the same modification time
+    edited = worker_env.describe(python)
+    assert edited["sha256"] != honest["sha256"]
+    (torch,) = [d for d in edited["distributions"] if d["name"] == "torch"]
+    assert torch["not_as_recorded"] == ["torch/nn/functional.py"]
+    assert worker_env.differences(honest, edited) == [
+        "torch 1.0: its files differ (torch/nn/functional.py not as its RECORD says)"]
+    assert worker_env.digest(edited) == edited["sha256"]                  # verify recomputes it from the record
+
+    (site / "evil.py").write_text("import time\n")
+    dropped = worker_env.describe(python)
+    assert dropped["sha256"] != edited["sha256"] and dropped["unrecorded"]["files"] == ["evil.py"]
+    assert "files of no distribution: 0 (none) vs 1 (evil.py)" in worker_env.differences(edited, dropped)

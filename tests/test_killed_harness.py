@@ -19,6 +19,7 @@ parent-death signal was set before the uid change, which clears it) kept running
 """
 from __future__ import annotations
 
+import json
 import os
 import queue
 import shutil
@@ -32,8 +33,10 @@ from pathlib import Path
 
 import pytest
 from cheats import needs_isolation, write_reference
+from polling import wait_for
 
 from bench import killed_run
+from harness import local_ranks
 from harness.sandbox import modes, scratch
 
 pytestmark = needs_isolation()
@@ -156,3 +159,70 @@ def test_a_worker_whose_harness_is_gone_ends_without_a_traceback():
     _, stderr = worker.communicate(timeout=60)
     os.close(to_worker_w)
     assert worker.returncode == 0 and stderr == "", stderr
+
+
+# --- several ranks: the launcher, a rank or a worker killed --------------------------------------------
+
+RANKS_PHASE = f'''
+import sys, time
+
+class Cheat(Base):
+    def train_epoch(self, epoch):
+        print(f"{MARK} rank={{self.ctx.rank}}", file=sys.stderr, flush=True)
+        time.sleep(600)
+'''
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _rank(pid: int) -> int | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((int(v[5:]) for v in environ if v.startswith(b"RANK=")), None)
+
+
+@pytest.mark.parametrize("victim, reason", [
+    ("launcher", "the rank launcher ended (it was killed): every rank was stopped"),
+    ("rank", "rank 1 failed: killed by SIGKILL"),
+    ("worker", "rank 1 failed: error: "),
+])
+def test_a_killed_multi_rank_run_leaves_no_process_and_names_what_failed(tmp_path, fashion_root, victim, reason):
+    """Issue 47: a kill -9 of the rank launcher left both ranks' harnesses, bubblewraps and workers (10-16
+    processes), which trained on and wrote a converged result.json for the run its user had killed; a rank
+    killed was never noticed (the launcher polled rank 0 alone) and a rank's worker killed left rank 0 waiting.
+    Now nothing is left 2 s after the kill, and rank 0's record is DNC naming what failed."""
+    references, results = tmp_path / "references", tmp_path / "results"
+    write_reference(references, "cheat", RANKS_PHASE)
+    log = tmp_path / "stderr"
+    with open(log, "w") as stderr:
+        keeper, launcher = killed_run.keep([*local_ranks.launcher_command(2), "run", "cheat", "--references",
+                                            str(references), "--data", str(fashion_root), "--results", str(results),
+                                            "--no-progress", "--max-epochs", "1"], stderr=stderr)
+    try:
+        said = wait_for(lambda: log.read_text().count(MARK) == 2, seconds=180) or log.read_text()
+        assert log.read_text().count(MARK) == 2, said[-3000:]
+        ranks = {_rank(pid): pid for pid in killed_run.descendants(launcher) if _parent(pid) == launcher}
+        target = {"launcher": launcher, "rank": ranks[1],
+                  "worker": next((pid for pid in killed_run.descendants(ranks[1])
+                                  if b"harness.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()), None)}[victim]
+        assert target, killed_run.describe(killed_run.descendants(ranks[1]))
+        os.kill(target, signal.SIGKILL)
+        killed = time.monotonic()
+        # the launcher itself, where it lives, ends too: the keeper's descendants are every process of the run
+        while (left := killed_run.describe(killed_run.descendants(keeper.pid))) and time.monotonic() < killed + 2:
+            time.sleep(0.02)
+        assert left == [], f"2 s after kill -9 of the {victim}, still running: {left}"
+    finally:
+        killed_run.release(keeper)
+    said = log.read_text()
+    assert "Traceback" not in said, said[-3000:]
+    (run_dir,) = (results / "cheat").iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "DNC" and result["dnc_reason"].startswith(reason), result["dnc_reason"]

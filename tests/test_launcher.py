@@ -304,3 +304,42 @@ def test_the_launchers_flags_are_the_parsers_options_without_a_value():
                 found |= set(action.option_strings)
         return found
     assert flags(cli.build_parser()) | flags(dawnbench_cli.build_parser()) == set(launcher.FLAGS)
+
+
+@pytest.mark.parametrize("name", ["../references/" + REF, "references/" + REF, "./" + REF, REF + "/"])
+def test_a_path_as_the_reference_is_refused_before_any_setup(name, tmp_path):
+    """`bin/dawnbench run ../references/REF` (tab completion from bin/) ran `make setup REF=../references/REF`
+    for 92 s, a 971 MB virtualenv inside the reference's folder, before the name was refused (issue 47):
+    the name is checked first, by the launcher and by make, in one line, and nothing is set up."""
+    before = sorted(p.name for p in (REPO / "references" / REF).iterdir())
+    with pytest.raises(launcher.UsageError, match="is a path") as refused:
+        launcher.route(["run", name])
+    assert "\n" not in str(refused.value) and f"'{REF}'" in str(refused.value)
+    made = subprocess.run(["make", "--no-print-directory", "setup", f"REF={name}", f"VENVS={tmp_path}"], cwd=REPO,
+                          env=_bare_env(), capture_output=True, text=True, timeout=60)
+    assert made.returncode == 2 and "is a path" in made.stderr, made.stderr
+    assert list(tmp_path.iterdir()) == [] and sorted(p.name for p in (REPO / "references" / REF).iterdir()) == before
+
+
+def test_make_run_fetches_into_the_data_root_the_run_reads(tmp_path):
+    """`make run ARGS="--data DIR"` fetched into ./data whatever DIR was, so a run meant for fixture data
+    re-fetched (and, under another manifest, emptied) the real data/fashion-mnist (issue 47): the fetch of
+    run-native (`data`) and run-docker gets the run's --data; with none, the run's default ($DAWNBENCH_DATA
+    or ./data), which the fetch's is too. A stand-in tools environment records what make starts."""
+    tools, calls = tmp_path / "tools", tmp_path / "calls"
+    (tools / "bin").mkdir(parents=True)
+    for program in ("dawnbench", "python"):
+        (tools / "bin" / program).write_text(f'#!/bin/sh\necho {program} "$@" >> {calls}\n')
+        (tools / "bin" / program).chmod(0o755)
+    (tools / ".installed").touch()
+    for target in ("data", "run-docker"):
+        for args, data in ((f"--seed 3 --data '{tmp_path}/my data' --max-epochs 1", f"{tmp_path}/my data"),
+                           (f"--data={tmp_path}/d2 --no-save", f"{tmp_path}/d2"), ("--seed 3", None)):
+            calls.unlink(missing_ok=True)
+            made = subprocess.run(["make", "--no-print-directory", target, f"REF={REF}", f"ARGS={args}",
+                                   f"TOOLS_VENV={tools}"], cwd=REPO, env=_bare_env(), capture_output=True,
+                                  text=True, timeout=60)
+            assert made.returncode == 0, made.stderr
+            fetch = calls.read_text().splitlines()[0]
+            assert fetch.startswith(f"dawnbench data fetch --reference {REF}"), fetch
+            assert fetch.endswith(f" --data {data}" if data else REF), (target, args, fetch)

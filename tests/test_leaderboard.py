@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 from leaderboard_fixture import (
+    ARCHIVE,
     EVIL_STEM,
     INFERENCE_COST_ORDER,
     LATENCY_ORDER,
     TRAIN_COST_ORDER,
     TRAIN_TIME_ORDER,
     XSS,
+    archive_args,
+    archived,
     edit_json,
     inference,
     make_run,
@@ -40,14 +43,14 @@ def tree(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def rankings(tree) -> dict:
     loaded, invalid = ranking.load_all(tree)
-    return ranking.rank(loaded, invalid, entry_status.verification_statuses(loaded, None, tree))
+    return ranking.rank(loaded, invalid, entry_status.verification_statuses(loaded, None, tree), archived=archived(tree))
 
 
 @pytest.fixture(scope="module")
 def built(tree, tmp_path_factory) -> Path:
     """(the folder holding the site, the site); built once through the command."""
     holder = tmp_path_factory.mktemp("built")
-    assert main(["leaderboard", str(tree), "--out", str(holder / "site")]) == 0
+    assert main(["leaderboard", str(tree), "--out", str(holder / "site"), *archive_args(tree)]) == 0
     return holder / "site"
 
 
@@ -61,12 +64,13 @@ def by_name(rows):
 
 def test_tables_rank_in_the_known_order(rankings):
     cifar = rankings["tasks"]["CIFAR10"]
-    assert names(cifar["train_time"]) == TRAIN_TIME_ORDER
+    assert names(cifar[ARCHIVE["train_time"]]) == TRAIN_TIME_ORDER
     # hand-typed v1 entries: their prices are the submitter's, ranked apart from the prices table's
-    assert names(cifar["train_cost_given"]) == TRAIN_COST_ORDER and cifar["train_cost"] == []
-    assert names(cifar["inference_latency"]) == LATENCY_ORDER
-    assert names(cifar["inference_cost_given"]) == INFERENCE_COST_ORDER and cifar["inference_cost"] == []
-    assert {r["price_basis"] for r in cifar["train_cost_given"] + cifar["inference_cost_given"]} == \
+    assert names(cifar[ARCHIVE["train_cost_given"]]) == TRAIN_COST_ORDER
+    assert cifar["train_cost"] == [] == cifar["train_time"] == cifar["train_submitted"]      # no run: the archive's only
+    assert names(cifar[ARCHIVE["inference_latency"]]) == LATENCY_ORDER
+    assert names(cifar[ARCHIVE["inference_cost_given"]]) == INFERENCE_COST_ORDER and cifar["inference_cost"] == []
+    assert {r["price_basis"] for r in cifar[ARCHIVE["train_cost_given"]] + cifar[ARCHIVE["inference_cost_given"]]} == \
         {entries.GIVEN_PRICE}
     for rows in cifar.values():
         assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
@@ -75,7 +79,7 @@ def test_tables_rank_in_the_known_order(rankings):
 
 
 def test_late_crossing_ranks_by_its_late_row_and_never_reaching_does_not_rank(rankings):
-    rows = by_name(rankings["tasks"]["CIFAR10"]["train_time"])
+    rows = by_name(rankings["tasks"]["CIFAR10"][ARCHIVE["train_time"]])
     bob = rows["bob_resnet50_k80_tensorflow"]      # 93.9 at 2.5 h, 94.0 at 3.0 h
     assert (bob["hours"], bob["hms"], bob["epoch"], bob["accuracy"]) == (3.0, "3:00:00", 6.0, 94.0)
     assert rows["alice_resnet18_p3.2xlarge_pytorch"]["hms"] == "0:30:00"
@@ -86,7 +90,7 @@ def test_late_crossing_ranks_by_its_late_row_and_never_reaching_does_not_rank(ra
 
 def test_rank_uses_the_first_row_at_or_over_the_threshold(rankings):
     # dave: 94.0 at 0.75 h, dips to 93.5, 94.5 at 1.25 h: the 0.75 h row counts
-    dave = by_name(rankings["tasks"]["CIFAR10"]["train_time"])["dave_dip_v100_pytorch"]
+    dave = by_name(rankings["tasks"]["CIFAR10"][ARCHIVE["train_time"]])["dave_dip_v100_pytorch"]
     assert (dave["hours"], dave["epoch"], dave["hms"]) == (0.75, 2.0, "0:45:00")
 
 
@@ -98,27 +102,27 @@ def test_first_row_rule_on_its_own(tmp_path):
 
 
 def test_ties_go_to_the_earlier_timestamp_then_the_name(rankings):
-    order = names(rankings["tasks"]["CIFAR10"]["train_time"])
+    order = names(rankings["tasks"]["CIFAR10"][ARCHIVE["train_time"]])
     # erin and gina: 0.75 h on 2018-05-01 (name decides); dave: 0.75 h on 2018-06-01
     assert order.index("erin_tie_v100_pytorch") < order.index("gina_tie_v100_pytorch") < order.index("dave_dip_v100_pytorch")
 
 
 def test_training_cost_is_hours_times_cost_per_hour(rankings):
-    cost = by_name(rankings["tasks"]["CIFAR10"]["train_cost_given"])
+    cost = by_name(rankings["tasks"]["CIFAR10"][ARCHIVE["train_cost_given"]])
     assert cost["alice_resnet18_p3.2xlarge_pytorch"]["cost_usd"] == pytest.approx(0.5 * 3.06)
     assert cost["bob_resnet50_k80_tensorflow"]["cost_usd"] == pytest.approx(3.0 * 0.9)
     # no price: ranked by time, absent from the cost table
-    assert "frank_noprice_tpu_tensorflow" in names(rankings["tasks"]["CIFAR10"]["train_time"])
+    assert "frank_noprice_tpu_tensorflow" in names(rankings["tasks"]["CIFAR10"][ARCHIVE["train_time"]])
     assert "frank_noprice_tpu_tensorflow" not in cost
-    assert by_name(rankings["tasks"]["CIFAR10"]["train_time"])["frank_noprice_tpu_tensorflow"]["cost_usd"] is None
+    assert by_name(rankings["tasks"]["CIFAR10"][ARCHIVE["train_time"]])["frank_noprice_tpu_tensorflow"]["cost_usd"] is None
 
 
 def test_inference_cost_per_10000_items(rankings, tmp_path):
-    rows = by_name(rankings["tasks"]["CIFAR10"]["inference_cost_given"])
+    rows = by_name(rankings["tasks"]["CIFAR10"][ARCHIVE["inference_cost_given"]])
     # costPerHour only: 3.06 $/h x 10 ms / 3.6e6 ms/h x 10,000 items
     assert rows["alice_resnet18_p3.2xlarge_pytorch"]["cost_per_10000_usd"] == pytest.approx(3.06 * 10 / 3.6e6 * 1e4)
     assert rows["old_resnet_k80_caffe"]["cost_per_10000_usd"] == pytest.approx(2e-5 * 1e4)   # the v1 `cost` only
-    assert "henry_nocost_cpu_onnx" in names(rankings["tasks"]["CIFAR10"]["inference_latency"])
+    assert "henry_nocost_cpu_onnx" in names(rankings["tasks"]["CIFAR10"][ARCHIVE["inference_latency"]])
     assert "henry_nocost_cpu_onnx" not in rows
     # both given: the entry's own per-item cost stands
     both = entries.load(inference(tmp_path, "CIFAR10", "b_m_h_f", latency=10.0, top1Accuracy=95.0,
@@ -138,17 +142,17 @@ def test_inference_under_the_threshold_does_not_rank(rankings):
 
 
 def test_f1_is_a_fraction(rankings):
-    (ivan,) = rankings["tasks"]["SQuAD"]["train_time"]
+    (ivan,) = rankings["tasks"]["SQuAD"][ARCHIVE["train_time"]]
     assert (ivan["entry"], ivan["hours"], ivan["accuracy"]) == ("ivan_bidaf_k80_tensorflow", 1.0, 0.76)
 
 
 def test_json_format_prints_the_rankings_and_writes_nothing(tree, rankings, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["leaderboard", str(tree), "--format", "json"]) == 0
+    assert main(["leaderboard", str(tree), "--format", "json", *archive_args(tree)]) == 0
     captured = capsys.readouterr()
     printed = json.loads(captured.out)
     assert printed == json.loads(json.dumps(rankings))
-    row = printed["tasks"]["CIFAR10"]["train_time"][0]
+    row = printed["tasks"]["CIFAR10"][ARCHIVE["train_time"]][0]
     assert {"rank", "entry", "author", "model", "hardware", "framework", "hours", "hms"} <= set(row)
     assert list(tmp_path.iterdir()) == []
     # the four entries validate rejects: one line each, validate's first, no traceback
@@ -225,7 +229,7 @@ def test_every_entry_string_is_escaped(built):
 def test_nothing_is_written_outside_the_site(tree, tmp_path):
     before = {p for p in tmp_path.rglob("*")}
     out = tmp_path / "site"
-    assert main(["leaderboard", str(tree), "--out", str(out)]) == 0
+    assert main(["leaderboard", str(tree), "--out", str(out), *archive_args(tree)]) == 0
     after = {p for p in tmp_path.rglob("*")}
     assert after - before and all(out in p.parents or p == out for p in after - before)
     for p in out.rglob("*"):
@@ -233,12 +237,12 @@ def test_nothing_is_written_outside_the_site(tree, tmp_path):
     # the entry named ".." (ImageNet/inference/...json) has its page inside its folder
     assert len(list((out / "ImageNet" / "inference").glob("*.html"))) == 1
     # a second build replaces the first whole; a folder that is not a site is left alone
-    assert main(["leaderboard", str(tree), "--out", str(out)]) == 0
+    assert main(["leaderboard", str(tree), "--out", str(out), *archive_args(tree)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
-    assert main(["leaderboard", str(tree), "--out", str(other)]) == 2
+    assert main(["leaderboard", str(tree), "--out", str(other), *archive_args(tree)]) == 2
     assert [p.name for p in other.iterdir()] == ["notes.txt"]
 
 
@@ -280,9 +284,9 @@ def test_entries_validate_rejects_are_listed_never_ranked(tmp_path, capsys):
     inference(tmp_path, "CIFAR10", "t_m_h_f", latency=10.0, top1Accuracy="95", cost=-1)
     train(tmp_path, "CIFAR10", "ok_m_h_f", [(1, 0.5, 95.0)])
     out = tmp_path / "site"
-    assert main(["leaderboard", str(tmp_path), "--out", str(out)]) == 0
-    result = ranking.rank(*ranking.load_all(tmp_path))
-    assert [names(rows) for rows in result["tasks"]["CIFAR10"].values()] == [["ok_m_h_f"]] + [[]] * (len(ranking.TABLES) - 1)
+    assert main(["leaderboard", str(tmp_path), "--out", str(out), *archive_args(tmp_path)]) == 0
+    result = ranking.rank(*ranking.load_all(tmp_path), archived=archived(tmp_path))
+    assert {t: names(rows) for t, rows in result["tasks"]["CIFAR10"].items() if rows} == {ARCHIVE["train_time"]: ["ok_m_h_f"]}
     reasons = {u["entry"]: u["reason"] for u in result["invalid"]}
     assert set(reasons) == {"t_m_h_f", "u_m_h_f", "v_m_h_f", "w_m_h_f"}
     assert reasons["w_m_h_f"].endswith('w_m_h_f.json:1: model: required field missing (add "model": "ResNet-56")')
@@ -304,8 +308,8 @@ def test_an_entry_at_a_lowered_threshold_does_not_rank(tmp_path):
     """`submit --allow-unofficial` writes smoke-test entries; they are listed as unranked, never ranked."""
     train(tmp_path, "CIFAR10", "smoke_net_cpu_pytorch", [(1, 0.01, 95.0)], official_threshold=False, threshold=0.5)
     train(tmp_path, "CIFAR10", "real_net_cpu_pytorch", [(1, 0.02, 95.0)])
-    result = ranking.rank(*ranking.load_all(tmp_path))
-    assert names(result["tasks"]["CIFAR10"]["train_time"]) == ["real_net_cpu_pytorch"]
+    result = ranking.rank(*ranking.load_all(tmp_path), archived=archived(tmp_path))
+    assert names(result["tasks"]["CIFAR10"][ARCHIVE["train_time"]]) == ["real_net_cpu_pytorch"]
     (invalid,) = result["invalid"]
     assert invalid["entry"] == "smoke_net_cpu_pytorch" and "lowered threshold" in invalid["reason"]
     assert result["unranked"] == []
@@ -325,13 +329,13 @@ def test_a_hostile_tree_is_listed_invalid_and_the_rest_ranked(tmp_path):
     os.truncate(big, 300 * 2**20)           # sparse: no disk used, no time spent writing
     train(tree, "CIFAR10", "negative_x_y_z", [(1, -2.0, 95.0)])
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    done = subprocess.run([sys.executable, "-m", "dawnbench", "leaderboard", str(tree), "--format", "json"],
+    done = subprocess.run([sys.executable, "-m", "dawnbench", "leaderboard", str(tree), "--format", "json", *archive_args(tree)],
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     result = json.loads(done.stdout)
     tables = result["tasks"]["CIFAR10"]
-    assert names(tables["train_time"]) == names(tables["train_cost_given"]) == ["good_net_gpu_pytorch"]
-    assert names(tables["inference_latency"]) == ["good_net_gpu_pytorch"]
+    assert names(tables[ARCHIVE["train_time"]]) == names(tables[ARCHIVE["train_cost_given"]]) == ["good_net_gpu_pytorch"]
+    assert names(tables[ARCHIVE["inference_latency"]]) == ["good_net_gpu_pytorch"]
     reasons = {u["entry"]: u["reason"] for u in result["invalid"]}
     assert set(reasons) == {"zero_x_y_z", "fifo_x_y_z", "deep_x_y_z", "big_x_y_z", "negative_x_y_z"}
     assert "json: is a link out of the entries tree" in reasons["zero_x_y_z"]
@@ -342,7 +346,8 @@ def test_a_hostile_tree_is_listed_invalid_and_the_rest_ranked(tmp_path):
     assert sorted(line.split(": invalid: ", 1)[1] for line in done.stderr.splitlines()) == sorted(reasons.values())
 
     site_dir = tmp_path / "site"
-    done = subprocess.run([sys.executable, "-m", "dawnbench", "leaderboard", str(tree), "--out", str(site_dir)],
+    done = subprocess.run([sys.executable, "-m", "dawnbench", "leaderboard", str(tree), "--out", str(site_dir),
+                           *archive_args(tree)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     index = (site_dir / "index.html").read_text(encoding="utf-8")
@@ -369,11 +374,14 @@ def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsy
     log.write_text("\n".join(rows[:-1] + [f"{epoch}\t{float(hours) * 0.995:.6f}\t{accuracy}"]) + "\n")
 
     def statuses(*extra):
-        assert main(["leaderboard", str(tree), "--format", "json", *extra]) == 0
+        assert main(["leaderboard", str(tree), "--format", "json", *extra, *archive_args(tree)]) == 0
         printed = json.loads(capsys.readouterr().out)
-        table = printed["tasks"]["CIFAR10"]["train_time"]
+        tables = printed["tasks"]["CIFAR10"]
         failed = {u["entry"]: u["reason"] for u in printed["invalid"] if ".run: verification failed" in u["reason"]}
-        return {r["entry"]: r["verification"] for r in table}, failed
+        # the runs, not reproduced, rank apart as submitted; the hand-typed entries as the archive's
+        assert {r["entry"] for r in tables["train_submitted"]} == {stems["Honest"]} or extra
+        return {r["entry"]: r["verification"] for table in ("train_submitted", ARCHIVE["train_time"])
+                for r in tables[table]}, failed
 
     # an entry whose run fails verification is invalid, never ranked: the reason is listed
     got, failed = statuses()
@@ -391,13 +399,13 @@ def test_each_training_entry_shows_its_verification(tmp_path, monkeypatch, capsy
     assert "verification failed: predictions: epoch 2" in failed[stems["Tampered"]]    # found without labels too
 
     site_dir = tmp_path / "site"
-    assert main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
+    assert main(["leaderboard", str(tree), "--out", str(site_dir), *archive_args(tree)]) == 0
     index = (site_dir / "index.html").read_text()
     assert '<button type="button">Verification</button>' in index
     # a compact badge in the row, the full words on hover (its title) and on the entry's page
     badges = dict(re.findall(r'<tr data-entry="([^"]*)"[^>]*>.*?<td class="status verification" data-sort="[^"]*">'
                              r'<span class="badge \w+" title="([^"]*)">',
-                             index.split('id="CIFAR10-train_time"')[1].split("</table>")[0]))
+                             index.split('id="CIFAR10-train_submitted"')[1].split('id="CIFAR10-inference')[0]))
     assert badges[stems["Honest"]] == "verified" and badges["alice_resnet18_p3.2xlarge_pytorch"] == entry_status.NO_RUN
     assert 'title="verified">\u2713 verified</span>' in index
     assert f'title="{entry_status.NO_RUN}">\u2013 not verified</span>' in index
@@ -432,13 +440,19 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
         (runs["Stale"] / entry_status.REPRODUCTION_RECORD).read_text().replace('"log_sha256": "', '"log_sha256": "0'))
     (runs["Hostile"] / entry_status.REPRODUCTION_RECORD).write_text(json.dumps({"verdict": "<b>reproduced</b>"}))
 
-    assert main(["leaderboard", str(tree), "--format", "json"]) == 0
-    table = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]["train_time"]
-    got = {r["entry"]: r["reproduction"] for r in table}
+    assert main(["leaderboard", str(tree), "--format", "json", *archive_args(tree)]) == 0
+    tables = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]
+    got = {r["entry"]: r["reproduction"] for table in ("train_time", "train_submitted", ARCHIVE["train_time"])
+           for r in tables[table]}
     stem = {author: run.name[:-len(".run")] for author, run in runs.items()}
     claimed = faked["claimed"]["figures"]["tta_seconds"]
     assert faked["differences"] == [f"time-to-accuracy: {claimed:.3f} s claimed, {5 * claimed:.3f} s reproduced "
-                                    f"(+400%, tolerance +25%)"]
+                                    f"(the claim -80% of it, tolerance \u00b110%)"]
+    # only the reproduced entry ranks in the verified tier, by the judge's time; the others by their claims, apart
+    (same,) = tables["train_time"]
+    assert same["entry"] == stem["Same"] and same["time_basis"] == "judge"
+    assert same["hours"] == pytest.approx(1.1 * same["claimed_hours"], rel=1e-3) and same["judge_runs"] == 1
+    assert {r["entry"] for r in tables["train_submitted"]} == {stem[a] for a in runs if a != "Same"}
     assert {author: got[stem[author]] for author in runs} == {
         "Same": "reproduced", "Elsewhere": "accuracy reproduced, time not compared (other hardware)",
         "Faked": f"not reproduced: {faked['differences'][0]}",
@@ -448,7 +462,7 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
     assert got["alice_resnet18_p3.2xlarge_pytorch"] == "not tried"        # a v1 entry: no run to reproduce
 
     site_dir = tmp_path / "site"
-    assert main(["leaderboard", str(tree), "--out", str(site_dir)]) == 0
+    assert main(["leaderboard", str(tree), "--out", str(site_dir), *archive_args(tree)]) == 0
     index = (site_dir / "index.html").read_text()
     assert '<button type="button">Verification</button></th><th data-type="text"><button type="button">Reproduction' in index
     cells = re.findall(r'<td class="status reproduction" data-sort="([^"]*)"><span class="badge (\w+)" title="([^"]*)">'
@@ -471,9 +485,11 @@ def test_tasks_with_entries_come_first_and_empty_ones_share_a_line_at_the_end(tm
     train(tmp_path, "FashionMNIST", "ok_m_h_f", [(1, 0.5, 95.0)], costPerHour=1.0)
     train(tmp_path, "ImageNet", "bad_m_h_f", [(1, 0.5, 95.0)], costPerHour=True)      # invalid: listed, not ranked
     loaded, invalid = ranking.load_all(tmp_path)
-    index = site.index_page(ranking.rank(loaded, invalid), {}, len(loaded))
+    index = site.index_page(ranking.rank(loaded, invalid, archived=archived(tmp_path)), {}, len(loaded))
     assert re.findall(r'<section id="(\w+)"', index) == ["FashionMNIST", "ImageNet"]
-    assert index.count("<table") == 5 and 'id="FashionMNIST-train_time"' in index     # FashionMNIST's tables only
+    # FashionMNIST's tables only: the verified tier's four (empty), the archive's two its entry ranks in
+    assert index.count("<table") == 6 and 'id="FashionMNIST-train_time"' in index
+    assert 'id="FashionMNIST-train_time_archive"' in index
     imagenet = index.split('<section id="ImageNet" class="task">')[1].split("</section>")[0]
     assert "No ranked entries for ImageNet yet" in imagenet and '<li data-entry="bad_m_h_f">' in imagenet
     assert "<table" not in imagenet and "<form" not in imagenet
@@ -499,7 +515,7 @@ def test_each_row_links_to_its_code_and_only_an_http_url_is_a_link(built):
 
 def test_accuracy_is_shown_in_percent_and_f1_as_a_fraction(built, tmp_path):
     index = (built / "index.html").read_text(encoding="utf-8")
-    latency = index.split('id="CIFAR10-inference_latency"')[1].split("</table>")[0]
+    latency = index.split('id="CIFAR10-inference_latency_archive"')[1].split("</table>")[0]
     assert re.findall(r'<td class="num" data-sort="([\d.]+)">([^<]*%)</td>', latency) == [
         ("94.2", "94.2%"), ("94.0", "94%"), ("94.5", "94.5%")]
     # the column and the page's row are named by the task's figure, never "Accuracy" for an F1
@@ -527,15 +543,15 @@ def test_a_fork_row_shows_its_own_reference_beside_its_model(tmp_path, monkeypat
         edit_json(run_dir / "result.json", model=model)
         assert submit.main([str(run_dir), "--out", str(tree), "--author", "Ann"]) == 0
     capsys.readouterr()
-    assert main(["leaderboard", str(tree), "--out", str(tmp_path / "site")]) == 0
+    assert main(["leaderboard", str(tree), "--out", str(tmp_path / "site"), *archive_args(tree)]) == 0
     capsys.readouterr()
     index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
-    table = index.split('id="CIFAR10-train_time"')[1].split("</table>")[0]
+    table = index.split('id="CIFAR10-train_submitted"')[1].split("</table>")[0]
     models = re.findall(r'<a class="entry-link"[^>]*>([^<]*)</a><small class="reference">([^<]*)</small>', table)
     assert models == [("ResNet-56", "cifar10-resnet56-pytorch"),
                       ("ResNet-56 (fork cifar10-mynet-pytorch)", "cifar10-mynet-pytorch")]
-    assert main(["leaderboard", str(tree), "--format", "json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]["train_time"]
+    assert main(["leaderboard", str(tree), "--format", "json", *archive_args(tree)]) == 0
+    rows = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]["train_submitted"]
     assert [r["reference"] for r in rows] == ["cifar10-resnet56-pytorch", "cifar10-mynet-pytorch"]
 
 
@@ -569,10 +585,10 @@ def test_the_train_time_is_shown_beside_time_to_accuracy_never_ranked(tmp_path):
     train(tmp_path, "CIFAR10", "old_m_h_f", [(1, 0.7, 95.0)], costPerHour=1.0)
     loaded, invalid = ranking.load_all(tmp_path)
     assert not invalid, invalid
-    rows = ranking.rank(loaded)["tasks"]["CIFAR10"]["train_time"]
+    rows = ranking.rank(loaded, archived=archived(tmp_path))["tasks"]["CIFAR10"][ARCHIVE["train_time"]]
     assert [(r["entry"], r["train_seconds"]) for r in rows] == [
         ("fast_m_h_f", 1500.0), ("slow_m_h_f", 42.125), ("old_m_h_f", None)]
-    assert "Train time" in [heading for heading, _, _ in site.COLUMNS["train_time"]]
+    assert "Train time" in [heading for heading, _, _ in site.COLUMNS[ARCHIVE["train_time"]]]
     assert "Train time" not in [heading for heading, _, _ in site.COLUMNS["train_cost"]]
     pages = {entry.name: site.entry_page(entry, [], None, None) for entry in loaded}
     assert "<tr><th>Train time</th><td>0:25:00: the train spans only" in pages["fast_m_h_f"]

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 
 from conftest import PYTHON, REPO
 
@@ -66,3 +67,14 @@ def test_a_bad_rank_count_is_one_line():
                        (["--nproc-per-node", "2"], "no command for the ranks")):
         proc = local_ranks(*argv)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_failed_rank_stops_the_others_at_once_and_is_named():
+    """Issue 47: the launcher polled rank 0 alone (any() stops at its first answer), so rank 1's failure went
+    unseen while rank 0 trained on. Rank 1 fails at once here; rank 0 would sleep a minute."""
+    script = 'if [ "$RANK" = 1 ]; then exit 3; fi; exec sleep 60'
+    started = time.monotonic()
+    proc = local_ranks("--nproc-per-node", "2", "-m", "harness.local_ranks", "sh", "-c", script)
+    assert time.monotonic() - started < 30, "rank 0 was not stopped"
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["dawnbench: rank 1 failed (exit status 3); stopping the other ranks"]

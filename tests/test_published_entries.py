@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 import v1_official_order
@@ -38,10 +39,28 @@ def test_every_published_entry_ranks_at_v1(v1):
     assert ranked == {str(p) for p in ENTRIES.rglob("*.json")}
 
 
-# v1's prices are the submitters' (no run, no instance the prices table prices): its cost tables are the
-# leaderboard's submitter-given ones, and the tables priced from the prices table are empty.
-OURS = {"train_time": "train_time", "train_cost": "train_cost_given", "inference_latency": "inference_latency",
-        "inference_cost": "inference_cost_given"}
+def test_an_archived_entry_edited_by_one_byte_is_not_the_archives(v1, tmp_path):
+    """The archive is the published files, byte for byte: a v1 entry's log edited to a faster time (or a
+    copy under another name) has no run behind it and is no published entry, so it ranks nowhere."""
+    tree = tmp_path / "entries"
+    shutil.copytree(ENTRIES, tree)
+    first = v1["tasks"]["ImageNet"]["train_time_archive"][0]["entry"]
+    log = tree / "ImageNet" / "train" / f"{first}.tsv"
+    log.write_bytes(log.read_bytes().replace(b"\n", b"\r\n", 1))     # the same figures, another file
+    shutil.copy(tree / "ImageNet" / "train" / f"{first}.json", tree / "ImageNet" / "train" / "copy.json")
+    shutil.copy(log, tree / "ImageNet" / "train" / "copy.tsv")
+    loaded, invalid = ranking.load_all(tree, level="v1")
+    ranked = ranking.rank(loaded, invalid)
+    names = {r["entry"] for rows in ranked["tasks"]["ImageNet"].values() for r in rows}
+    assert first not in names and "copy" not in names and len(names) > 10
+    reasons = {u["entry"]: u["reason"] for u in ranked["unranked"]}
+    assert reasons[first] == reasons["copy"] == ranking.NOT_ARCHIVED
+
+
+# v1's entries have no run: they rank in the DAWNBench v1 archive's tables (matched by their files' hashes,
+# dawnbench/data/v1-archive.sha256), never in the verified tier's or the submitted table.
+OURS = {"train_time": "train_time_archive", "train_cost": "train_cost_archive",
+        "inference_latency": "inference_latency_archive", "inference_cost": "inference_cost_archive"}
 
 
 @pytest.mark.parametrize("task", sorted(v1_official_order.METRIC))
@@ -55,13 +74,13 @@ def test_each_table_in_the_official_order(v1, task, table):
     assert all(math.isclose(r[value], v, rel_tol=1e-9) for r, (_, v) in zip(rows, expected))
 
 
-def test_no_v1_entry_is_priced_from_the_table_or_ranked_apart(v1):
+def test_no_v1_entry_ranks_outside_the_archive(v1):
     assert all(not v1["tasks"][task][table] for task in v1["tasks"]
                for table in set(ranking.TABLES) - set(OURS.values()))
 
 
 def test_imagenet_training_time_starts_with_alibabas_158_seconds(v1):
-    first = v1["tasks"]["ImageNet"]["train_time"][0]
+    first = v1["tasks"]["ImageNet"]["train_time_archive"][0]
     assert first["entry"] == "alibabacloud_resnet50_gn6e_16_machine_tensorflow"
     assert round(first["hours"] * 3600) == 158
 

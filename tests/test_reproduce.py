@@ -1,8 +1,8 @@
 """`dawnbench reproduce`: an entry run again from its provenance and compared with its claim. An
 honest run is reproduced (the scripted reference, and once the real default); a folder whose clock
 was scaled by 0.2 and rewritten to agree with itself passes `verify` but is not reproduced, with both
-figures side by side; other hardware compares accuracy only; code that is not at hand, and every bad
-input, is one line."""
+figures side by side (and one scaled by 0.85, the comparison's rule on the judge's own spread); other
+hardware compares accuracy only; code that is not at hand, and every bad input, is one line."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,9 @@ from leaderboard_fixture import edit_json, write_entries
 
 from dawnbench import entries, entry_status, reproduce, submit
 from dawnbench.cli import main as dawnbench_main
-from harness import local_ranks, verify_run, worker_env
+from harness import judge_hash, local_ranks, paths, verify_run, worker_env
+
+REPO = paths.PACKAGE_PARENT
 
 # Each epoch sleeps, so that the time-to-accuracy is mostly the reference's own and a forged fifth of
 # it stands far outside any tolerance, however loaded the machine.
@@ -59,7 +61,7 @@ def test_an_honest_run_is_reproduced_and_an_earlier_record_is_kept(honest, fashi
     code, out, err = run_reproduce(honest, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
     assert code == 0, out + err
     assert out[-1].startswith(f"reproduced: {honest}: converged at epoch 3, top1 curve within 0.005, "
-                              f"time-to-accuracy at most 1000% over the claim (--tolerance) [native; "), out[-1]
+                              f"time-to-accuracy within \u00b11000% of the reproduction (--tolerance) [native; "), out[-1]
     assert "dawnbench reproduce: runtime: native (--runtime native)" in err
     assert any(line.startswith("dawnbench reproduce: code: ") and "tree sha256 is the run's" in line for line in err)
     assert row(out, "epochs") == ["3", "3"] and row(out, "top1 at epoch 3") == ["0.9500", "0.9500"]
@@ -95,6 +97,16 @@ def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(hone
     assert entry_status.reproduction_statuses([entries.load(entry)]) == {str(entry): "reproduced"}
     assert dawnbench_main(["validate", "--allow-unofficial", str(tree)]) == 0     # the record is no entry
     capsys.readouterr()
+    # issue 46, attack 6: submit carries env.json, whose record the reproduction was compared with...
+    assert (entry.with_suffix(".run") / "env.json").read_bytes() == (honest / "env.json").read_bytes()
+    assert not any("the claim records none" in note for note in record(entry.with_suffix(".run"))["notes"])
+    # ...and an entry's run without it does not verify: result.json names a record nobody can check
+    (entry.with_suffix(".run") / "env.json").unlink()
+    failure = verify_run.verify(entry.with_suffix(".run"), fashion_root).first_failure
+    assert failure.name == "environment" and failure.detail.startswith(
+        "result.json names the workers' environment sha256 "), failure
+    assert failure.detail.endswith("but env.json records none (no env.json, or no worker_environment in it): give "
+                                   "the run's env.json")
 
 
 def test_a_run_whose_clock_was_scaled_verifies_but_is_not_reproduced(honest, fashion_root, tmp_path, capsys):
@@ -107,15 +119,17 @@ def test_a_run_whose_clock_was_scaled_verifies_but_is_not_reproduced(honest, fas
     code, out, err = run_reproduce(forged, fashion_root, tmp_path, capsys)
     assert code == 1, out + err
     rec = record(forged)
-    assert rec["verdict"] == "not reproduced" and rec["tolerance"]["time"] == reproduce.DEFAULT_TIME_TOLERANCE
+    # one run measures no spread: the stated tolerance, said where it came from
+    assert rec["verdict"] == "not reproduced" and rec["tolerance"]["time"] == reproduce.ONE_RUN_TOLERANCE
+    assert "one run here measures no spread" in rec["tolerance"]["time_source"]
     again = rec["reproduced"][0]["figures"]["tta_seconds"]
     assert again > 2 * claimed
     # both figures side by side, and in the verdict line
     assert row(out, "time-to-accuracy (s)") == [f"{claimed:.3f}", f"{again:.3f}"]
     assert row(out, "epochs") == ["3", "3"]
     assert out[-1].startswith(f"not reproduced: {forged}: time-to-accuracy: {claimed:.3f} s claimed, {again:.3f} s "
-                              f"reproduced (+"), out[-1]
-    assert "tolerance +25%" in out[-1]
+                              f"reproduced (the claim -"), out[-1]
+    assert "tolerance \u00b110%" in out[-1]
     assert entry_status.reproduction_status(forged, forged) == f"not reproduced: {rec['differences'][0]}"
 
 
@@ -149,7 +163,7 @@ def test_the_code_at_the_runs_commit_is_taken_from_the_repository(references_roo
     code, out, err = run_reproduce(run, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
     assert code == 0, out + err
     assert f"dawnbench reproduce: code: commit {commit[:12]} of {references_root.resolve()} (its scripted-test " \
-           f"tree sha256 is the run's)" in err
+           f"tree sha256 is the run's; harness/ and common/ of this checkout)" in err
     assert record(run)["verdict"] == "reproduced"
 
     # a commit this repository does not have: one line saying what is missing, and how to get it
@@ -158,6 +172,43 @@ def test_the_code_at_the_runs_commit_is_taken_from_the_repository(references_roo
     assert code == 2 and out == [] and len(err) == 1, out + err
     assert err[0].startswith("dawnbench reproduce: error: the code of scripted-test is not at hand: ")
     assert f"commit {'0' * 12} is not in the repository at {references_root.resolve()} (fetch it: " in err[0]
+
+
+def test_a_fork_that_edits_the_harness_is_reproduced_by_this_checkouts_harness(references_root, fashion_root,
+                                                                              tmp_path, capsys):
+    """Issue 46, attack 1: a fork commits its reference with an edited harness/__init__.py (here it only
+    leaves a mark where it runs). Reproduce takes the reference folder from that commit and nothing else:
+    this checkout's harness runs, and every file the commit changes outside the reference is named."""
+    repo = references_root.parent
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    shutil.copytree(REPO / "harness", repo / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the maintainer's"], check=True)
+    subprocess.run([*git, "checkout", "-q", "-b", "fork"], check=True)
+    mark = tmp_path / "the-forks-harness-ran"
+    with open(repo / "harness" / "__init__.py", "a") as f:
+        f.write(f"\nopen({str(mark)!r}, 'a').close()\n")
+    (repo / "harness" / "extra.py").write_text("# a file the fork adds\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the fork"], check=True)
+    run = scripted_run(references_root, fashion_root, tmp_path / "results")   # run by this checkout's harness
+    commit = json.loads((run / "result.json").read_text())["git"]["commit"]
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    with open(references_root / "scripted-test" / "scripted.py", "a") as f:   # the folder is taken from the commit
+        f.write("\n# changed after the run\n")
+    code, out, err = run_reproduce(run, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
+    assert not mark.exists(), "the fork's harness ran"
+    assert code == 0, out + err
+    assert f"dawnbench reproduce: code: commit {commit[:12]} of {repo.resolve()} (its scripted-test tree sha256 is " \
+           f"the run's; harness/ and common/ of this checkout)" in err
+    said = [line for line in err if "outside its reference folder" in line]
+    assert said == [f"dawnbench reproduce: the run's commit changes harness/{name} outside its reference folder: not "
+                    f"run, this checkout's judge runs" for name in ("__init__.py (modified)", "extra.py (added)")], err
+    assert record(run)["changed_outside_reference"] == ["harness/__init__.py (modified)", "harness/extra.py (added)"]
+    (again,) = record(run)["reproduced"]
+    judged = json.loads((Path(again["run"]) / "result.json").read_text())["provenance"]["judge_sha256"]
+    assert judged == judge_hash.sha256()                               # this checkout's judge, recorded as such
 
 
 def test_code_that_is_not_at_hand_is_one_line(honest, references_root, fashion_root, tmp_path, capsys):
@@ -216,11 +267,12 @@ def test_the_comparison_names_each_difference_with_both_figures():
     here = {"hardware": "cpu", "nodes": 1, "runtime": "native",
             "worker_environment": {**held, "sha256": worker_env.digest(held)}}
     assert reproduce.compare(figs(), here, [(figs(tta=11.0), here)], 0.25, 0.005)[:2] == ("reproduced", [])
-    # one-sided: faster than claimed is reported, not held against the entry; slower past the tolerance is
-    assert reproduce.compare(figs(), here, [(figs(tta=4.0), here)], 0.25, 0.005)[2] == [
-        "time-to-accuracy: 10.000 s claimed, 4.000 s reproduced (-60%, tolerance +25%)"]
-    assert reproduce.compare(figs(), here, [(figs(tta=12.6), here)], 0.25, 0.005)[1] == [
-        "time-to-accuracy: 10.000 s claimed, 12.600 s reproduced (+26%, tolerance +25%)"]
+    # two-sided, relative to the judge's time: a claim faster than the code runs here is a difference (a
+    # forgery's signature), and so is one slower
+    assert reproduce.compare(figs(), here, [(figs(tta=4.0), here)], 0.25, 0.005)[1] == [
+        "time-to-accuracy: 10.000 s claimed, 4.000 s reproduced (the claim +150% of it, tolerance \u00b125%)"]
+    assert reproduce.compare(figs(), here, [(figs(tta=13.4), here)], 0.25, 0.005)[1] == [
+        "time-to-accuracy: 10.000 s claimed, 13.400 s reproduced (the claim -25% of it, tolerance \u00b125%)"]
     verdict, differences, _ = reproduce.compare(figs(), here, [(figs(status="DNC", epochs=4, curve=(0.5, 0.8, 0.9, 0.91),
                                                                      tta=None), here)], 0.25, 0.005)
     assert verdict == "not reproduced" and differences == [
@@ -230,7 +282,7 @@ def test_the_comparison_names_each_difference_with_both_figures():
     verdict, differences, notes = reproduce.compare(figs(), here, [(figs(tta=t), here) for t in (9.0, 14.0, 30.0)],
                                                     0.25, 0.005)
     assert verdict == "not reproduced" and differences == [
-        "time-to-accuracy: 10.000 s claimed, 14.000 s reproduced (median) (+40%, tolerance +25%)"]
+        "time-to-accuracy: 10.000 s claimed, 14.000 s reproduced (median) (the claim -29% of it, tolerance \u00b125%)"]
     # the workers' environment (issue 33): a different distribution or a planted start-up file is named
     other = {"distributions": [{"name": "numpy", "version": "2.4.6"}, {"name": "torch", "version": "2.12.0"}],
              "pth": [{"file": "/v/site-packages/clock.pth", "owner": None, "sha256": "ab" * 32}]}
@@ -243,10 +295,34 @@ def test_the_comparison_names_each_difference_with_both_figures():
         "workers' environment: the claim records none (a run before issue 33); not compared")
     assert reproduce.compare(figs(), here, [(figs(), {**there, "runtime": "docker"})], 0.25, 0.005)[:2] == (
         "reproduced", [])
-    # an entry's own `runs` never sets the tolerance (tests/test_entry_trust.py: its series' verified runs do)
-    original = reproduce.Original(Path("/nowhere/run"), {}, {}, {"runs": {"cv": 0.1}})
-    assert reproduce.time_tolerance(original, None)[0] == reproduce.DEFAULT_TIME_TOLERANCE
-    assert reproduce.time_tolerance(original, 0.5) == (0.5, "--tolerance")
+    # the tolerance is the judge's: its own runs' spread (at least 5%), a stated 10% for one run, or --tolerance
+    assert reproduce.time_tolerance([10.0], None)[0] == reproduce.ONE_RUN_TOLERANCE == 0.10
+    assert reproduce.time_tolerance([10.0, 10.1, 9.9], None)[0] == reproduce.MIN_TIME_TOLERANCE
+    assert reproduce.time_tolerance([10.0, 12.0, 8.0], None)[0] == pytest.approx(3 * 0.2)
+    assert reproduce.time_tolerance([10.0, 12.0], 0.5) == (0.5, "--tolerance")
+
+
+def test_a_clock_scaled_by_0_85_is_not_reproduced_by_the_judges_own_spread():
+    """Attack 5 (issue 46): an honest run's clock readings all scaled by 0.85 keep the folder consistent
+    (verify passes), and the one-sided 25% tolerance called it reproduced on the same machine (any
+    forgery, on a quieter one). The claim is compared two-sided with the judge's median, within the
+    spread the judge measured (3 x the cv of its runs, at least 5%)."""
+    judge = [100.0, 101.0, 99.0]                     # three reproduction runs on the judge's machine: cv 1%
+    tolerance, source = reproduce.time_tolerance(judge, None)
+    assert tolerance == reproduce.MIN_TIME_TOLERANCE and "of the 3 reproduction runs here" in source
+    within, words = reproduce.time_check(85.0, judge, tolerance)
+    assert not within and words == ("time-to-accuracy: 85.000 s claimed, 100.000 s reproduced (median) "
+                                    "(the claim -15% of it, tolerance \u00b15%)")
+    assert reproduce.time_check(100.5, judge, tolerance)[0]            # the honest claim is
+    # a quieter judge (10% faster than the entrant's machine) no longer excuses a forgery either
+    assert not reproduce.time_check(85.0, [90.0, 90.5, 89.5], reproduce.time_tolerance([90.0, 90.5, 89.5], None)[0])[0]
+    # and one run, which measures no spread, holds it to the stated 10%
+    assert not reproduce.time_check(85.0, [100.0], reproduce.time_tolerance([100.0], None)[0])[0]
+    claimed = {"status": "converged", "epochs": 1, "metric": "top1", "tta_seconds": 85.0,
+               "curve": [{"epoch": 1, "top1": 0.95, "tta_seconds": 85.0}]}
+    env = {"hardware": "cpu", "nodes": 1, "runtime": "native", "worker_environment": None}
+    runs = [({**claimed, "tta_seconds": t}, env) for t in judge]
+    assert reproduce.compare(claimed, env, runs, tolerance, 0.005)[0] == "not reproduced"
 
 
 def test_the_real_default_is_reproduced(default_run, fashion_root, tmp_path, capsys):

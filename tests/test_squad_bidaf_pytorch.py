@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import check_roles_see_only_their_files, role_views
+from conftest import check_roles_see_only_their_files, check_served, role_views
 from squad_fixture import install_fixture
 
 from common import squad
@@ -436,9 +436,14 @@ def test_reference_smoke(spec, data, trained):
     assert list(answers) == list(contexts) and len(answers) == data["fixture"]["dev_questions"]
     assert all(isinstance(a, str) and a and a in contexts[q] for q, a in answers.items())
     inputs = predictor.eval_inputs()
-    assert [q.id for q in inputs] == list(contexts)
+    assert [q["id"] for q in inputs] == list(contexts)
     for item in inputs[:5]:
-        assert predictor.infer(item) == answers[item.id]
+        assert predictor.infer(item) == answers[item["id"]]
+    # The timed server: no dev question before its request, every GloVe word, the same answers.
+    server = make(spec, data, "serve")
+    assert not hasattr(server, "questions")
+    server.load(folder)
+    check_served(predictor, server, items=len(inputs))
     # The predictor runs the averaged weights the trainer saved (its own dev-word GloVe table aside),
     # and reads "born" as the trainer's learned word, whatever its case.
     assert predictor.encoder.word_ids(["born", "Born"]).tolist() == [2, 2]

@@ -19,7 +19,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import REPO, check_roles_see_only_their_files, role_views
+from conftest import REPO, check_roles_see_only_their_files, check_served, role_views
 
 from common import squad
 from harness import datasets, registry
@@ -281,6 +281,16 @@ def test_smoke_predict_and_infer(data, predictor):
     assert len(items) == len(answers) and [item["id"] for item in items] == list(answers)
     for item in (items[0], items[len(items) // 2], items[-1]):
         assert predictor.infer(item) == answers[item["id"]]
+
+
+def test_the_timed_server_answers_as_the_predictor(data, trained, predictor):
+    """`dawnbench infer`'s server: no dev question before its request (every GloVe word instead), each
+    question with its request, and predict()'s answers."""
+    server = recipe().BiDAFKeras()
+    server.setup(context(data["serve"], "serve"))
+    assert not hasattr(server, "questions")
+    server.load(trained[2])
+    check_served(predictor, server, items=len(predictor.eval_inputs()))
 
 
 def test_span_extraction_recovers_the_answers(data):

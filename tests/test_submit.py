@@ -11,7 +11,7 @@ from leaderboard_fixture import REF, cifar10_labels, edit_json, make_run
 
 from dawnbench import entries, prices, ranking, series, submit, validate_entries
 from dawnbench.cli import main as cli_main
-from harness import datasets
+from harness import datasets, judge_hash
 from harness.tasks import RULES_VERSION
 
 STEM = "dawnbench_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
@@ -58,7 +58,7 @@ def make_inference(folder: Path, *, reference=REF, top1=0.9497, threshold=0.94, 
         "hardware": "1 x NVIDIA T4", "framework": "PyTorch 2.13.0", "threads": None,
         "image_digest": "sha256:" + "c" * 64, "timestamp": "2026-11-21", "commitHash": "de8b42f2138d",
         "git": {"commit": "de8b42f2138dedf08d189021a603340ac257828d", "dirty": False},
-        "provenance": {"reference_tree_sha256": "d" * 64, "overrides": {}, "build": None,
+        "provenance": {"reference_tree_sha256": "d" * 64, "overrides": {}, "build": None, "judge_sha256": judge_hash.sha256(),
                        "datasets": {"cifar10": {"test_batch": {"md5": "40351d587109b95175f43aff81a1287e",
                                                                "size": 31035526}}}},
         "official": not reasons, "unofficial_reasons": reasons,
@@ -539,8 +539,8 @@ def test_a_price_given_at_submit_time_prices_both_entries(tmp_path, capsys):
     assert inference["cost_per_10k_items_usd"] == pytest.approx(inference["cost"] * 1e4)
     assert validate_entries.main([str(out)]) == 0
     capsys.readouterr()
-    [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_cost_given"]
-    assert row["cost_usd"] == pytest.approx(train["cost_usd"], rel=0.01)      # the leaderboard ranks it by cost
+    [row] = ranking.rank_task([entries.load(out / "CIFAR10" / "train" / f"{STEM}.json")])[0]["train_submitted"]
+    assert row["cost_usd"] == pytest.approx(train["cost_usd"], rel=0.01)      # shown (not reproduced: apart)
 
     out = tmp_path / "table"
     assert submit.main([str(run), "--out", str(out), "--instance", "AWS:p3.2xlarge"]) == 0

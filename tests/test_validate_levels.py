@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from leaderboard_fixture import inference, train
+from leaderboard_fixture import archived, inference, train
 from test_validate import FUZZ, LINE, NEW_INFERENCE, NEW_TRAIN, _fresh, inference_entry, json_values, train_entry
 
 from dawnbench import leaderboard, ranking, validate_entries
@@ -108,9 +108,9 @@ def test_each_quirk_refused_strict_and_a_warning_at_v1(tmp_path, capsys, quirk):
     entry, warnings = validate_entries.load_entry(path, level="v1")
     assert entry is not None and entry.notes == out[:1] and [str(w) for w in warnings] == out[:1]
     assert validate_entries.load_entry(path)[0] is None              # strict: load_entry's default
-    result = ranking.rank(*ranking.load_all(tmp_path))      # the leaderboard's default: v1
+    result = ranking.rank(*ranking.load_all(tmp_path), archived=archived(tmp_path))      # the leaderboard's default: v1
     assert result["invalid"] == [] and [w["warning"] for w in result["warnings"]] == out[:1]
-    table = "train_time" if entry.kind == "train" else "inference_latency"
+    table = "train_time_archive" if entry.kind == "train" else "inference_latency_archive"
     assert [r["file"] for r in result["tasks"][entry.task.display_name][table]] == [str(path)]
 
 
@@ -120,13 +120,13 @@ def test_columns_are_read_by_name(tmp_path):
     assert [list(r) for r in entry.rows] == [["epoch", "hours", "top1Accuracy", "top5Accuracy"]] * 2
     assert entry.rows[1] == {"epoch": 2, "hours": 9.5, "top1Accuracy": 76.1, "top5Accuracy": 93.1}
     squad, *_ = columns_by_name_squad(tmp_path)
-    (row,) = ranking.rank(*ranking.load_all(tmp_path))["tasks"]["SQuAD"]["train_time"]
+    (row,) = ranking.rank(*ranking.load_all(tmp_path), archived=archived(tmp_path))["tasks"]["SQuAD"]["train_time_archive"]
     assert (row["hours"], row["accuracy"], row["file"]) == (1.365, 0.7584, str(squad))
 
 
 def test_a_url_log_filename_reads_the_log_of_the_same_name(tmp_path):
     path, *_ = log_filename_a_url(tmp_path)
-    (row,) = ranking.rank(*ranking.load_all(tmp_path))["tasks"]["ImageNet"]["train_time"]
+    (row,) = ranking.rank(*ranking.load_all(tmp_path), archived=archived(tmp_path))["tasks"]["ImageNet"]["train_time_archive"]
     assert row["hours"] == 1.0
     path.with_suffix(".tsv").unlink()          # no log by the JSON's name: invalid at v1 too
     (invalid,) = ranking.load_all(tmp_path)[1]
@@ -135,7 +135,7 @@ def test_a_url_log_filename_reads_the_log_of_the_same_name(tmp_path):
 
 def test_the_repeated_epoch_ranks_by_the_first_row_at_the_threshold(tmp_path):
     repeated_epoch(tmp_path)
-    (row,) = ranking.rank(*ranking.load_all(tmp_path))["tasks"]["ImageNet"]["train_time"]
+    (row,) = ranking.rank(*ranking.load_all(tmp_path), archived=archived(tmp_path))["tasks"]["ImageNet"]["train_time_archive"]
     assert (row["hours"], row["epoch"]) == (0.78, 19)
 
 
@@ -146,9 +146,9 @@ def test_normalized_values_rank(tmp_path):
     assert entry.fields["f1Score"] == pytest.approx(0.8252085997573373)
     assert entry.written["f1Score"] == 82.52085997573373            # the file as written, kept for its page
     assert "read as the fraction 0.825209 (divided by 100)" in entry.notes[0]
-    result = ranking.rank(*ranking.load_all(tmp_path))
-    assert result["tasks"]["SQuAD"]["inference_latency"][0]["accuracy"] == pytest.approx(0.8252085997573373)
-    assert result["tasks"]["ImageNet"]["inference_latency"][0]["timestamp"] == "2018-04-20"
+    result = ranking.rank(*ranking.load_all(tmp_path), archived=archived(tmp_path))
+    assert result["tasks"]["SQuAD"]["inference_latency_archive"][0]["accuracy"] == pytest.approx(0.8252085997573373)
+    assert result["tasks"]["ImageNet"]["inference_latency_archive"][0]["timestamp"] == "2018-04-20"
 
 
 @pytest.mark.parametrize("make, words", [

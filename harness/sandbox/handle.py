@@ -16,6 +16,8 @@ from harness.errors import DawnbenchError
 from harness.sandbox import channel, guardian, kernel, procfs, signaller
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from harness.sandbox.modes import Isolation
 
 FREEZE_SECONDS = 10.0       # a stop reaches a running thread in microseconds; a D-state wait may take longer
@@ -55,9 +57,11 @@ class Worker:
         self._signaller: subprocess.Popen | None = None
         self._requests = 0                  # the number of the last request sent (harness.sandbox.channel)
 
-    def call(self, op: str, max_array: int = channel.MAX_ARRAY, timeout: float | None = None, **fields):
-        """Ask the worker to do `op` and wait for its answer; CallTimeout after `timeout` seconds
-        without one (the worker is left running: the caller decides what that means)."""
+    def call(self, op: str, max_array: int = channel.MAX_ARRAY, timeout: float | None = None,
+             payload: np.ndarray | None = None, **fields):
+        """Ask the worker to do `op` (with the array `payload`: a timed inference's example) and wait for
+        its answer; CallTimeout after `timeout` seconds without one (the worker is left running: the
+        caller decides what that means)."""
         self._requests += 1
         asked = channel.request(op, self._requests, fields)
         who = f"the reference's {self.role} process"
@@ -66,7 +70,7 @@ class Worker:
             if waiting:
                 raise channel.ProtocolError(f"{who} wrote {waiting} bytes to the channel before it was asked "
                                             f"{op} (request {asked['seq']}): a reply before its request")
-            channel.send(self.to_worker, asked)
+            channel.send(self.to_worker, asked, payload)
             if timeout is not None and not select.select([self.from_worker], [], [], max(timeout, 0.0))[0]:
                 raise CallTimeout(f"the reference's {self.role} process did not answer {op} within {timeout:.1f} s")
             reply, array = channel.receive(self.from_worker, max_array=max_array)

@@ -53,6 +53,11 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
         scratch.chown_tree(folder / "data", owner)
         if snapshots is not None and role == "train":
             os.chown(snapshots, owner, owner)
+        if snapshots is not None and role == "serve":
+            # The model is the server's alone: in uid mode the predictor beside it, which holds the eval
+            # inputs, would otherwise read it and send each example with its answer.
+            os.chown(snapshots, owner, owner)
+            os.chmod(snapshots, 0o700)
     env = {k: v.replace("{scratch}", seen["scratch"]) for k, v in (env or {}).items()}
     to_worker_r, to_worker_w = os.pipe()
     from_worker_r, from_worker_w = os.pipe()

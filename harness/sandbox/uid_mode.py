@@ -73,8 +73,11 @@ def reachable_by_others(path: str | os.PathLike) -> bool:
 
 
 def role_groups() -> dict[str, int]:
-    """Each role's group in uid mode: its base uid, the image's inside one, the host's outside."""
-    return IMAGE_UIDS if BUILD_INFO.is_file() else HOST_UIDS     # every image's build writes BUILD_INFO
+    """Each role's group in uid mode: its base uid, the image's inside one, the host's outside. The
+    server of timed inference requests ("serve") is the trainer's uid: no trainer lives beside it, and
+    it must not be the predictor's, which holds the eval inputs while it serves."""
+    bases = IMAGE_UIDS if BUILD_INFO.is_file() else HOST_UIDS     # every image's build writes BUILD_INFO
+    return {**bases, "serve": bases["train"]}
 
 
 def uid_mode_uids() -> dict[str, int]:

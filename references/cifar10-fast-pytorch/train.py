@@ -228,6 +228,8 @@ class CifarFast(TorchReference):
         self.net = net_from_config(cfg)
         if not ctx.trains:      # a predictor: the eval images only; load() brings the weights
             self.net.to(self.device, memory_format=self.memory_format)
+            if ctx.serves:      # infer's timed server: the model only, each example comes with its request
+                return
             self.eval_x = to_device_images(load_cifar10_images(ctx.data_root, "test"), self.device) \
                 .contiguous(memory_format=self.memory_format)
             return

@@ -223,6 +223,8 @@ class CifarResNetKeras(KerasReference):
         with self.strategy.scope():
             self.model = build_model(cfg["depth"], cfg["block"])
         self.device, self.gpu = data_device(), bool(tf.config.list_logical_devices("GPU"))
+        if ctx.serves:      # infer's timed server: the model only, each example comes with its request
+            return
         if not ctx.trains:      # a predictor: the eval images only
             with tf.device(self.device):
                 self.eval_x = normalize(tf.constant(load_cifar10_images(ctx.data_root, "test")))

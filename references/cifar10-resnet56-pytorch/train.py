@@ -182,6 +182,8 @@ class CifarResNet(TorchReference):
         torch.backends.cudnn.benchmark = True
         self.net = CifarResNetModel(cfg["depth"], cfg["block"])
         self.net = self.net.to(self.device, memory_format=torch.channels_last)
+        if ctx.serves:      # infer's timed server: the model only, each example comes with its request
+            return
         if not ctx.trains:      # a predictor: the eval images only
             self.eval_x = normalize(torch.from_numpy(load_cifar10_images(ctx.data_root, "test"))
                                     .permute(0, 3, 1, 2).to(self.device))

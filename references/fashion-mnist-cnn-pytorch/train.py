@@ -68,6 +68,8 @@ class FashionCNN(TorchReference):
         self.ctx, cfg = ctx, ctx.config
         self.init_torch(ctx)
         self.net = build_model(cfg["widths"]).to(self.device, memory_format=torch.channels_last)
+        if ctx.serves:      # infer's timed server: the model only, each example comes with its request
+            return
         if not ctx.trains:      # a predictor: the eval images only
             self.eval_x = to_input(load_fashion_mnist_images(ctx.data_root, "test")).to(self.device)
             return

@@ -119,6 +119,8 @@ class FashionCNNKeras(KerasReference):
         # would copy its batch over.
         self.gpu = bool(tf.config.list_logical_devices("GPU"))
         self.device = "/GPU:0" if self.gpu else "/CPU:0"
+        if ctx.serves:      # infer's timed server: the model only, each example comes with its request
+            return
         if not ctx.trains:      # a predictor: the eval images only
             with tf.device(self.device):
                 self.eval_x = tf.constant(to_input(load_fashion_mnist_images(ctx.data_root, "test")))

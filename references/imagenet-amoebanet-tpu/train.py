@@ -485,6 +485,9 @@ class AmoebaNetTPU(KerasReference):
         if cfg["batch_size"] % replicas:
             raise ValueError(f"batch_size {cfg['batch_size']} is not divisible by {replicas} replicas")
 
+        if ctx.serves:      # infer's timed server: the model only, each example comes with its request
+            self.averaged = self.build(aux=False)
+            return
         if not ctx.trains:          # a predictor: the validation images only; load() brings the weights
             self.val = EvalImages(ctx.data_root, cfg["image_size"])
             self.averaged = self.build(aux=False)

@@ -240,7 +240,7 @@ class ImageNetResNet152(Reference):
         self.net.hybridize(static_alloc=True, static_shape=True)
         if ctx.trains:
             self._setup_training(ctx, cfg, gpus)
-        else:
+        elif not ctx.serves:      # a predictor (infer's timed server has the model only: each record comes with its request)
             rec, idx = record_files(ctx, "val")
             self.eval_iter = eval_records(rec, idx, cfg)
             self.val_records = Records(rec, idx)

@@ -184,7 +184,7 @@ class ResNet50CPUInference(InferenceReference, TorchReference):
         self.scorer = Scores(self.net, self.flip).eval()
         if ctx.trains:      # int8 calibration only: the training images, never trained on
             self.train_paths = train_samples(ctx.data_root)[0]
-        else:
+        elif not ctx.serves:      # a predictor (infer's timed server has the model only: each image comes with its request)
             self.val = EvalImages(val_files(ctx.data_root), self.resize, self.crop)
 
     def load(self, path):
@@ -214,7 +214,13 @@ class ResNet50CPUInference(InferenceReference, TorchReference):
                              f"{(missing or ['-'])[0]}; {len(unexpected)} unexpected, e.g. {(unexpected or ['-'])[0]})")
         self.net.eval()
         self.scorer = Scores(self.net, self.flip).eval()
-        if not self.ctx.trains:
+        cfg = self.ctx.config
+        if self.ctx.serves and (self.resize, self.crop) != (cfg["eval_resize"], cfg["eval_crop"]):
+            # The images are prepared by a predictor that never has the model: they are this entry's size.
+            raise UsageError(f"--model is a run evaluated at eval_resize {self.resize}, eval_crop {self.crop}, and the "
+                             f"eval images are prepared without the model: give --set eval_resize={self.resize} "
+                             f"--set eval_crop={self.crop}")
+        if hasattr(self, "val"):
             self.val = EvalImages(self.val.paths, self.resize, self.crop)
 
     def evaluated(self):

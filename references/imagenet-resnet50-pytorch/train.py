@@ -386,6 +386,8 @@ class ImageNetResNet50(TorchReference):
         self.net = resnet50(cfg["num_classes"], cfg["blur"]).to(self.device, memory_format=self.memory_format)
         self.infer_net = None                                           # made on the first infer()
 
+        if ctx.serves:      # infer's timed server: the model only, each example comes with its request
+            return
         if not ctx.trains:      # a predictor: the validation files only; load() brings the weights
             self.val = EvalImages(val_files(ctx.data_root), cfg["eval_resize"], cfg["eval_crop"])
             self.eval_batches = None                                    # DALI's, made on the first predict()

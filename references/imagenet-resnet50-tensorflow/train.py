@@ -487,6 +487,9 @@ class ImageNetResNetKeras(KerasReference):
         replicas = self.strategy.num_replicas_in_sync
         if cfg["batch_size"] % replicas:
             raise ValueError(f"batch_size {cfg['batch_size']} is not divisible by {replicas} replicas")
+        if ctx.serves:      # infer's timed server: the model only, each example comes with its request
+            self.model = self.build()
+            return
         self.data_format = data_format(cfg, ctx.data_root, "train" if ctx.trains else "val")
 
         if not ctx.trains:      # a predictor: the validation images only; load() brings the weights

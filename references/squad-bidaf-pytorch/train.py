@@ -242,6 +242,10 @@ class BiDAFReference(TorchReference):
         self.ctx, cfg = ctx, ctx.config
         self.init_torch(ctx)
         glove = squad.view_file(ctx.data_root, "glove", f"{cfg['glove']}.txt")
+        if ctx.serves:      # infer's timed server: no question before its request, so every GloVe word
+            self.words, vectors = squad.read_glove(glove, None, cfg["word_dim"])
+            self.word_vectors = torch.from_numpy(vectors)
+            return
         if not ctx.trains:
             # The predictor: the dev questions (no answers) and GloVe for their words; the network
             # waits for load(), which brings the trainer's character list (the embedding's size).
@@ -309,20 +313,21 @@ class BiDAFReference(TorchReference):
         self.net = BiDAF(self.word_vectors, len(chars) + 2, cfg, len(learned)).to(self.device)
         self.net.load_state_dict(torch.load(Path(path) / MODEL_FILE, map_location=self.device))
         self.net.eval()
-        self.encoder = squad.Encoder.build(self.words, chars, cfg["max_word_chars"], learned)
+        self.encoder = squad.Encoder.build(self.words, chars, cfg["max_word_chars"], learned, any_casing=self.ctx.serves)
 
     # Prediction: the most likely span (start <= end; at most max_span tokens if it is not 0), as
     # the exact context text.
 
     @torch.inference_mode()
-    def answers(self, questions: list[squad.Question]) -> list[str]:
+    def answers(self, questions: list[squad.Question], paragraphs: list[squad.Paragraph] | None = None) -> list[str]:
+        paragraphs = self.paragraphs if paragraphs is None else paragraphs
         self.net.eval()
-        batch = squad.make_batch(self.encoder, self.paragraphs, questions)
+        batch = squad.make_batch(self.encoder, paragraphs, questions)
         start, end = self.net(*to_device(batch, self.device))
         p1, p2 = torch.softmax(start, 1).cpu().numpy(), torch.softmax(end, 1).cpu().numpy()
-        lengths = np.array([len(self.paragraphs[q.paragraph].tokens) for q in questions])
+        lengths = np.array([len(paragraphs[q.paragraph].tokens) for q in questions])
         s, e = squad.best_spans(p1, p2, lengths, self.ctx.config["max_span"] or None)
-        return [squad.answer_text(self.paragraphs[q.paragraph], int(i), int(j)) if lengths[k] else ""
+        return [squad.answer_text(paragraphs[q.paragraph], int(i), int(j)) if lengths[k] else ""
                 for k, (q, i, j) in enumerate(zip(questions, s, e))]
 
     def predict(self):
@@ -333,7 +338,8 @@ class BiDAFReference(TorchReference):
         return out
 
     def eval_inputs(self):
-        return self.questions
+        return [squad.to_wire(self.paragraphs[q.paragraph], q) for q in self.questions]
 
     def infer(self, example):
-        return self.answers([example])[0]
+        paragraph, question = squad.from_wire(example)
+        return self.answers([question], [paragraph])[0]

@@ -303,6 +303,10 @@ class BiDAFKeras(KerasReference):
             except RuntimeError:          # the GPUs were initialized already (a second setup)
                 pass
         self.gpu = bool(tf.config.list_logical_devices("GPU"))
+        if ctx.serves:      # infer's timed server: no question before its request, so every GloVe word
+            self.word_index, self.word_vectors = squad.read_glove(
+                squad.view_file(ctx.data_root, "glove", f"{cfg['glove']}.txt"), None, cfg["word_dim"])
+            return
         # Each role its own squad file (checked first: the GloVe file is in both views) and words.
         squad_file = squad.view_file(ctx.data_root, "squad", TRAIN_FILE if ctx.trains else DEV_FILE)
         glove_file = squad.view_file(ctx.data_root, "glove", f"{cfg['glove']}.txt")
@@ -361,7 +365,8 @@ class BiDAFKeras(KerasReference):
         path, cfg = Path(path), self.ctx.config
         self.chars = json.loads((path / CHARS_FILE).read_text())
         self.learned = json.loads((path / WORDS_FILE).read_text())
-        self.encoder = squad.Encoder.build(self.word_index, self.chars, cfg["max_word_chars"], self.learned)
+        self.encoder = squad.Encoder.build(self.word_index, self.chars, cfg["max_word_chars"], self.learned,
+                                           any_casing=self.ctx.serves)
         self.model = build_model(cfg, self.word_vectors, len(self.chars) + 2, len(self.learned))
         with np.load(path / WEIGHTS_FILE) as saved:
             names = {v.path for v in self.model.trainable_variables}
@@ -376,12 +381,13 @@ class BiDAFKeras(KerasReference):
 
     # Prediction: {question id: answer text}, every dev question, in file order.
 
-    def answers(self, questions: list[squad.Question]) -> list[str]:
-        batch = squad.make_batch(self.encoder, self.paragraphs, questions)
+    def answers(self, questions: list[squad.Question], paragraphs: list[squad.Paragraph] | None = None) -> list[str]:
+        paragraphs = self.paragraphs if paragraphs is None else paragraphs
+        batch = squad.make_batch(self.encoder, paragraphs, questions)
         p1, p2 = self.probabilities(*tensors(batch))
-        lengths = np.array([len(self.paragraphs[q.paragraph].tokens) for q in questions])
+        lengths = np.array([len(paragraphs[q.paragraph].tokens) for q in questions])
         starts, ends = squad.best_spans(p1.numpy(), p2.numpy(), lengths, self.ctx.config["max_span"] or None)
-        return [squad.answer_text(self.paragraphs[q.paragraph], s, e) if n else ""
+        return [squad.answer_text(paragraphs[q.paragraph], s, e) if n else ""
                 for q, s, e, n in zip(questions, starts, ends, lengths)]
 
     def predict(self):
@@ -393,7 +399,8 @@ class BiDAFKeras(KerasReference):
         return out
 
     def eval_inputs(self):
-        return [{"id": q.id, "index": i} for i, q in enumerate(self.questions)]
+        return [squad.to_wire(self.paragraphs[q.paragraph], q) for q in self.questions]
 
     def infer(self, example):
-        return self.answers([self.questions[example["index"]]])[0]
+        paragraph, question = squad.from_wire(example)
+        return self.answers([question], [paragraph])[0]

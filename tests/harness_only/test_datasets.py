@@ -278,8 +278,30 @@ def test_corrupted_file_is_named_then_refetched(fetched, debian_dir, tmp_path, c
 
     capsys.readouterr()
     fetcher.fetch(NAME, tmp_path, debian_dir=debian_dir, allow_apt=False, progress=False)
-    assert "removing it and fetching again" in capsys.readouterr().err
+    assert "kept until a checked replacement is in place" in capsys.readouterr().err
     hds.verify_dataset(NAME, tmp_path)
+    assert [p.name for p in dest.iterdir() if p.name not in FILES] == []      # no staging folder left behind
+
+
+def test_a_fetch_that_fails_its_checks_keeps_the_files_it_had(fetched, debian_dir, tmp_path, monkeypatch, capsys):
+    """Under a manifest naming other checksums (as `make compare` and the tests use one), fetch unlinked the
+    official files first, then failed the source's check and said "nothing was written": a run meant for
+    fixture data emptied the real data/fashion-mnist (issue 47). What is on disk stays until its replacement
+    is whole and checked."""
+    dest = copy_dataset(fetched, tmp_path)
+    before = {f: (dest / f).read_bytes() for f in FILES}
+    manifest = (Path(hds.__file__).parent / "data" / "datasets.toml").read_text()
+    start = manifest.index("[fashion-mnist]")
+    entry = manifest[start:manifest.index("\n[", manifest.index("[fashion-mnist.files]"))]
+    for f in (LABELS, "train-labels-idx1-ubyte"):       # two files another checksum names: neither source matches
+        entry = entry.replace(hds.manifest(NAME)["files"][f]["sha256"], "0" * 64)
+    (tmp_path / "other.toml").write_text(entry)
+    monkeypatch.setenv(hds.MANIFEST_ENV, str(tmp_path / "other.toml"))
+    with pytest.raises(DatasetError, match="checksum mismatch") as err:
+        fetcher.fetch(NAME, tmp_path, debian_dir=debian_dir, allow_apt=False, progress=False)
+    assert f"nothing was written to {dest}" in str(err.value), err.value
+    assert {f: (dest / f).read_bytes() for f in FILES} == before
+    assert sorted(p.name for p in dest.iterdir()) == sorted(FILES)
 
 
 def test_missing_dataset_says_how_to_fetch(tmp_path):
@@ -360,7 +382,9 @@ def assert_only_good_files(directory: Path, good: list[str]) -> None:
     assert sorted(p.name for p in directory.iterdir()) == sorted(good)  # no .part, no bad file
 
 
-def test_corrupted_download_leaves_nothing(fetched, serve, tmp_path, no_apt):
+def test_corrupted_download_writes_nothing(fetched, serve, tmp_path, no_apt):
+    """Nothing half-written or unchecked reaches the folder, and what was there stays as it was (a run
+    refuses the stale file by its checksum, with the command that fetches it)."""
     good = [f for f in FILES if f != LABELS]
     dest = copy_dataset(fetched, tmp_path, only=good)
     (dest / LABELS).write_bytes(b"stale and wrong")
@@ -370,7 +394,8 @@ def test_corrupted_download_leaves_nothing(fetched, serve, tmp_path, no_apt):
     message = str(err.value)
     assert LABELS in message and hds.manifest(NAME)["files"][LABELS]["sha256"] in message
     assert "\n" not in message
-    assert_only_good_files(dest, good)
+    assert_only_good_files(dest, [*good, LABELS])
+    assert (dest / LABELS).read_bytes() == b"stale and wrong"
 
 
 @pytest.mark.parametrize("mode", ["truncate", "overclaim"])

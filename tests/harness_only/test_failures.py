@@ -597,3 +597,98 @@ def test_a_killed_series_takes_its_run_along_and_keeps_its_summary(refs, tmp_pat
     else:
         assert summary["in_progress"] is False and summary["interrupted"] is True
         assert proc.returncode == 128 + how
+
+
+# --- 7. signals: a hung-up terminal, a second Ctrl-C, a signal during the final writes --------------
+
+# The harness with something done to it at a chosen step: `write` between env.json and result.json (the
+# run's last step), `epoch` as an epoch starts, `kill` as the workers are killed at the run's end. What: a
+# signal sent to itself, `rm` (the results folder removed) or `link` (the run folder moved away and a link to
+# $OUTSIDE put in its place). Done from inside, it lands exactly there, on a loaded machine too.
+SIGNAL_AT = '''
+import os, shutil, signal, sys
+from harness import environment, run_record
+from harness.sandbox import handle
+
+at = dict(part.split("=") for part in sys.argv[1].split(";"))
+run_dirs = []
+
+def fire(step):
+    what = at.pop(step, None)
+    if what == "rm":
+        shutil.rmtree(run_dirs[0].parent.parent)
+    elif what == "link":
+        os.rename(run_dirs[0], str(run_dirs[0]) + ".moved")
+        os.symlink(os.environ["OUTSIDE"], run_dirs[0])
+    elif what:
+        os.kill(os.getpid(), getattr(signal, what))
+
+write_json = run_record.safe_write.write_json
+def write_then_fire(path, obj, *args, **kwargs):
+    write_json(path, obj, *args, **kwargs)
+    if path.name == "env.json":
+        fire("write")
+run_record.safe_write.write_json = write_then_fire
+epoch_started = run_record.RunRecord.epoch_started
+def epoch_started_then_fire(self, epoch):
+    run_dirs.append(self.run_dir)
+    epoch_started(self, epoch)
+    fire("epoch")
+run_record.RunRecord.epoch_started = epoch_started_then_fire
+kill = handle.Worker.kill
+handle.Worker.kill = lambda self, *args, **kwargs: (fire("kill"), kill(self, *args, **kwargs))[1]
+describe = environment.describe_system        # the run folder is made, its log not yet opened
+environment.describe_system = lambda *args, **kwargs: (fire("folder"), describe(*args, **kwargs))[1]
+
+from harness.cli import main
+sys.exit(main(sys.argv[2:]))
+'''
+
+
+@pytest.mark.parametrize("at, status, code", [
+    ("write=SIGTERM", "converged", 0),          # on 7514441: killed (143) between env.json and result.json
+    ("write=SIGINT", "converged", 0),           # a KeyboardInterrupt's traceback, no result.json
+    ("epoch=SIGHUP", "DNC", 1),                 # SIGHUP was handled in no phase: exit 129, no record
+    ("epoch=SIGINT;kill=SIGINT", "DNC", 1),     # a second Ctrl-C raised out of the workers' kill
+    ("folder=SIGTERM", "DNC", 1),               # the folder made, no clock yet: killed, a folder of empty logs
+])
+def test_a_signal_at_any_step_leaves_a_whole_record_and_no_traceback(refs, tmp_path, at, status, code):
+    """Issue 47: each leaves a DNC or a complete record, never a half, never a traceback."""
+    results = tmp_path / "results"
+    proc = subprocess.run([PYTHON, "-c", SIGNAL_AT, at, "run", "steady-test", "--results", str(results), "--no-save",
+                           *QUICK], env=cli_env(DAWNBENCH_REFERENCES=str(refs)), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == code and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-3000:])
+    (run_dir,) = (results / "steady-test").iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert json.loads((run_dir / "env.json").read_text())["python"]
+    assert result["status"] == status, result["dnc_reason"]
+    stop = [line for line in (run_dir / "events.jsonl").read_text().splitlines() if '"run_stop"' in line]
+    assert len(stop) == 1 and f'"dawnbench_status": "{status}"' in stop[0]
+    if status == "DNC":
+        assert result["dnc_reason"] in ("error: Terminated: hung up (SIGHUP: the terminal closed)",
+                                        "error: interrupted (Ctrl-C, SIGINT)",
+                                        "error: Terminated: terminated by SIGTERM"), result["dnc_reason"]
+    else:
+        assert "while the run closed: its record was finished first" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("what, said", [("rm", "was removed"), ("link", "was replaced by a link")])
+def test_a_run_folder_removed_or_replaced_mid_run_ends_dnc_and_writes_nowhere(refs, tmp_path, what, said):
+    """Issue 47: `rm -rf RESULTS` during an epoch ended "converged", exit 0, the folder made again with a
+    result.json but no events.jsonl nor TSV (written into deleted files); a run folder replaced by a link had
+    the files written where it led, outside --results. Now the next write stops the run: DNC, one line."""
+    results, outside = tmp_path / "results", tmp_path / "outside"
+    outside.mkdir()
+    proc = subprocess.run([PYTHON, "-c", SIGNAL_AT, f"epoch={what}", "run", "steady-test", "--results", str(results),
+                           *QUICK], env=cli_env(DAWNBENCH_REFERENCES=str(refs), OUTSIDE=str(outside)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-3000:])
+    (line,) = error_lines(proc.stderr)
+    assert f"{said}" in line and "the run ends DNC" in line and "\n" not in line, line
+    assert list(outside.iterdir()) == []            # nothing written where the link led
+    if what == "rm":
+        assert not results.exists()                 # nor the folder made again, whole-looking
+    else:
+        (moved,) = (results / "steady-test").glob("*.moved")
+        assert not (moved / "result.json").exists()
