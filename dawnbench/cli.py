@@ -14,7 +14,7 @@ import sys
 from dawnbench import fetch, fetch_imagenetv2, prepare_imagenet, prices, series
 from harness import cli as harness_cli
 from harness import datasets
-from harness.arguments import MAX_RUNS, SEED_MAX, Parser, folder, regular_file, whole
+from harness.arguments import MAX_RUNS, SEED_MAX, Parser, folder, parse_forwarding, regular_file, whole
 from harness.errors import DawnbenchError, UsageError, command, report
 
 PROG = command()        # as the user called it (dawnbench.launcher)
@@ -176,9 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     process that is)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        if argv[:1] == ["compare"]:       # its runs' options follow `--` (dawnbench.compare.parse)
-            from dawnbench import compare
-            args = compare.parse(argv, build_parser())
+        if argv[:1] == ["compare"]:
+            args = parse_forwarding(build_parser(), argv)     # the runs' options follow `--`
         else:
             args = build_parser().parse_args(argv)
     except DawnbenchError as e:

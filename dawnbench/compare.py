@@ -28,7 +28,7 @@ from pathlib import Path
 from dawnbench import compare_native, containers
 from dawnbench.series import tta_statistics
 from harness import registry
-from harness.arguments import DATA_FOLDER, MAX_RUNS, Parser, folder, reports_errors, whole
+from harness.arguments import DATA_FOLDER, MAX_RUNS, Parser, folder, parse_forwarding, reports_errors, whole
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report
 
 PROG = command("compare")
@@ -380,21 +380,6 @@ def build_parser(p: Parser | None = None) -> Parser:
     return p
 
 
-def split_run_options(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(the command's own arguments, the runs' options after `--`): argparse would take a `--` list for a
-    positional only before the options."""
-    if "--" not in argv:
-        return argv, []
-    return argv[:argv.index("--")], argv[argv.index("--") + 1:]
-
-
-def parse(argv: list[str], parser: Parser):
-    own, forwarded = split_run_options(argv)
-    args = parser.parse_args(own)
-    args.run_options = forwarded
-    return args
-
-
 def _runs(a, data: Path | None, out: Path) -> tuple[dict, dict, dict]:
     """Every run of both versions, interleaved: (their result.json by pin, their env.json loads, what each
     side was: its image or environment)."""
@@ -472,7 +457,7 @@ def run(a) -> int:
 @reports_errors(PROG)
 def main(argv: list[str] | None = None) -> int:
     """`python -m dawnbench.compare` (and bench.compare): as `dawnbench compare`."""
-    return run(parse(sys.argv[1:] if argv is None else list(argv), build_parser()))
+    return run(parse_forwarding(build_parser(), sys.argv[1:] if argv is None else list(argv)))
 
 
 if __name__ == "__main__":

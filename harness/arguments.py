@@ -260,3 +260,12 @@ DATA_FOLDER = folder("--data", "give the data root the datasets are under, e.g. 
                                "(default $DAWNBENCH_DATA or ./data)")
 RESULTS_FOLDER = folder("--results", "give the folder the run folders go under (made if missing), e.g. --results results/")
 REFERENCES_FOLDER = folder("--references", "give the folder that holds <reference>/reference.toml")
+
+
+def parse_forwarding(parser, argv: list[str]):
+    """The command's own arguments, then the options after `--` as `run_options`, passed on as they are
+    (argparse would take a `--` list for a positional only before the options): `dawnbench compare`'s."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.run_options = argv[cut + 1:]
+    return args
