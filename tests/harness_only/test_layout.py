@@ -114,7 +114,7 @@ def test_python_m_harness(references_root, tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["--price-record", json.dumps(PRICE), "--cost-per-hour", "3"], "not both"),
-    (["--price-record", "{aws"], "not JSON"),
+    (["--price-record", "{aws"], "not valid JSON"),
     (["--price-record", json.dumps({**PRICE, "usd_per_hour": -1})], "usd_per_hour -1"),
     (["--price-record", json.dumps({k: v for k, v in PRICE.items() if k != "date"})], "exactly the fields"),
     (["--price-record", json.dumps(PRICE), "--nodes", "0"], "--nodes 0"),
@@ -228,10 +228,11 @@ def test_harness_modules_import_in_no_circle():
 
 def test_the_sandbox_package_stands_on_the_harness_below_it_only():
     """The boundary reads in one place: harness/sandbox/ imports only its own modules and the few
-    harness modules it needs (errors, which interpreter the workers run, whether this is an image)."""
+    harness modules it needs (errors, which interpreter the workers run, whether this is an image, and
+    the bounded JSON reader the channel parses the worker's frames with)."""
     outside = {m: sorted(d for d in deps if not d.startswith("harness.sandbox"))
                for m, deps in harness_import_graph().items() if m.startswith("harness.sandbox")}
-    allowed = {"harness.errors", "harness.worker_env", "harness.provenance"}
+    allowed = {"harness.errors", "harness.worker_env", "harness.provenance", "harness.safe_read"}
     assert {m: d for m, d in outside.items() if set(d) - allowed} == {}
 
 
