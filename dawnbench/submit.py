@@ -601,7 +601,10 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
             for name in run_files:       # the run, as verified: what the leaderboard verifies again
                 path = staging / task.display_name / kind / run_name / name
                 path.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(folder / name, path)
+                if name == "env.json":      # the machine's folders written as public names (its hash holds none)
+                    _dump(_public_paths(json.loads((folder / name).read_text(encoding="utf-8"))), path)
+                else:
+                    shutil.copyfile(folder / name, path)
         problems, _ = validate_entries.check([staging], allow_unofficial=args.allow_unofficial)
         if problems:
             first = problems[0]
@@ -648,6 +651,17 @@ def _refuse_machine_paths(staging: Path, to: Path, folders: list[Path]) -> None:
             raise SubmitError(f"{to / path.relative_to(staging)} would publish {os.fsdecode(found.group(1))!r}, a "
                               f"path of this machine: an entry is public (the run was made by an older harness, "
                               f"which recorded paths): run it again with this one (nothing was written)")
+
+
+def _public_paths(value):
+    """`value` (env.json's record) with every absolute path of this machine as `harness.paths.public`
+    writes it: the interpreter, the prefixes, site-packages, .pth files, the data root. The workers'
+    environment hash is of names, versions and contents only (harness.worker_env.digest), so it holds."""
+    if isinstance(value, dict):
+        return {k: _public_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_public_paths(v) for v in value]
+    return paths.public(value) if isinstance(value, str) else value
 
 
 def _files(path: Path) -> dict[str, bytes] | None:

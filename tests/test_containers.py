@@ -1085,8 +1085,8 @@ def test_compare_tensorflow_versions_on_imagenet(engine, imagenet_root, tmp_path
         assert not result["official"] and f"the eval set has {val_count} examples, not the 50000" in reasons
         assert result["isolation"]["mode"] == "uid"
         # the container's path, by name only: result.json goes into a public entry (harness.paths.public)
-        assert result["provenance"]["overrides"][datasets.MANIFEST_ENV] == \
-            f"<outside the checkout>/{Path(containers.MANIFEST_IN_CONTAINER).name}"
+        recorded = result["provenance"]["overrides"][datasets.MANIFEST_ENV]
+        assert recorded.startswith("<outside the checkout>/") and recorded.count("/") == 1, recorded
     line = next(x for x in proc.stdout.splitlines() if x.startswith(f"A {TF_PINS[0]}"))
     assert "1/1" in line
     assert "speedup B/A: time-to-accuracy" in proc.stdout

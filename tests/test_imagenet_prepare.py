@@ -276,9 +276,9 @@ def test_a_killed_prepare_resumes_without_rewriting_finished_images(capsys, fixt
         return store(self, target, data)
 
     monkeypatch.setattr(prepare_imagenet._Writer, "store", killed_at_the_eighth)
-    with pytest.raises(KeyboardInterrupt):
-        main(["data", "prepare", "imagenet", "--from", str(fixture.folder), "--data", str(tmp_path / "data"),
-              "--allow-unverified"])
+    # the Ctrl-C is one line and the status of a process killed by SIGINT (harness.errors), not a traceback
+    assert main(["data", "prepare", "imagenet", "--from", str(fixture.folder), "--data", str(tmp_path / "data"),
+                 "--allow-unverified"]) == 130
     monkeypatch.setattr(prepare_imagenet._Writer, "store", store)
     target = tmp_path / "data" / "imagenet"
     assert not (target / "dawnbench-manifest.json").exists()
