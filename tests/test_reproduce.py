@@ -98,7 +98,12 @@ def test_an_entry_is_reproduced_from_its_run_and_the_record_lands_beside_it(hone
     assert dawnbench_main(["validate", "--allow-unofficial", str(tree)]) == 0     # the record is no entry
     capsys.readouterr()
     # issue 46, attack 6: submit carries env.json, whose record the reproduction was compared with...
-    assert (entry.with_suffix(".run") / "env.json").read_bytes() == (honest / "env.json").read_bytes()
+    carried = json.loads((entry.with_suffix(".run") / "env.json").read_text())
+    recorded = json.loads((honest / "env.json").read_text())
+    # the same record, with the machine's folders written as public names (an entry is public)
+    assert carried["worker_environment"]["sha256"] == recorded["worker_environment"]["sha256"]
+    assert carried["worker_environment"]["distributions"] == recorded["worker_environment"]["distributions"]
+    assert str(honest.parent) not in json.dumps(carried) and "<outside the checkout>/" in json.dumps(carried)
     assert not any("the claim records none" in note for note in record(entry.with_suffix(".run"))["notes"])
     # ...and an entry's run without it does not verify: result.json names a record nobody can check
     (entry.with_suffix(".run") / "env.json").unlink()
