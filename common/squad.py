@@ -3,8 +3,9 @@
 - reading the official JSON (or the harness's answer-free dev copy, which has no "answers");
 - tokenizing with character offsets, offline: spaCy's blank English tokenizer (rules only, no
   downloaded model), white-space tokens dropped, so an answer maps back to the exact context text;
-  a context's tokens are then cut as the seed cuts them (at dashes, slashes, quotes, the degree
-  sign: SEED_SPLIT), so that an answer inside `1939–1945` or `mid-1990s` is a span of tokens;
+  every context's and every question's tokens are then cut as the seed cuts them (at dashes, slashes,
+  quotes, the degree sign: SEED_SPLIT), so that an answer inside `1939–1945` or `mid-1990s` is a
+  span of tokens and a question's `1939–1945` is the same three tokens as the context's;
 - GloVe's text format, read for the words a role needs (frozen vectors are not a learned weight:
   each role looks its own words up in the same file);
 - the seed's vocabulary (dawn-bench-models tensorflow/SQuAD: squad/prepro.py:157-212,
@@ -74,11 +75,13 @@ def _tokenizer():
     return _NLP.tokenizer
 
 
-# The characters at which the seed cuts a context's tokens, each kept as a token of its own: the
-# set of allenai/bi-att-flow squad/utils.py process_tokens (hyphen, minus sign, em and en dash,
-# slash, tilde, straight and curly quotes, degree sign), which squad/prepro.py applies to every
-# context token (not to the questions'). spaCy's blank English tokenizer keeps `1939–1945`, `2–1`,
-# `5,000–6,000`, `mid-1990s`, `and/or`, `1/2` whole, so an answer inside one could not be produced.
+# The characters at which the seed cuts its tokens, each kept as a token of its own: the set of
+# process_tokens (dawn-bench-models tensorflow/SQuAD squad/utils.py:71-80, from allenai/bi-att-flow:
+# hyphen, minus sign, em and en dash, slash, tilde, straight and curly quotes, degree sign), which
+# squad/prepro.py applies to every context (:149-150) and to every question (:169-170) alike. spaCy's
+# blank English tokenizer keeps `1939–1945`, `2–1`, `5,000–6,000`, `mid-1990s`, `and/or`, `1/2`
+# whole: an answer inside one could not be produced, and a question's whole token would miss the
+# pieces its context holds (and count as a word of its own in the seed's vocabulary counts).
 SEED_SPLIT = "-\u2212\u2014\u2013/~\"'\u201c\u2019\u201d\u2018\u00b0"
 _SEED_PIECES = re.compile(f"[{re.escape(SEED_SPLIT)}]|[^{re.escape(SEED_SPLIT)}]+")
 
@@ -95,7 +98,7 @@ def seed_split(tokens: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]
 
 def tokenize_many(texts: Iterable[str], split: bool = False) -> Iterator[list[tuple[str, int, int]]]:
     """(token, start, end) of every non-space token of each text; `text[start:end] == token`. With
-    `split`, the tokens cut as the seed cuts a context's (seed_split)."""
+    `split`, the tokens cut as the seed cuts a context's and a question's (seed_split)."""
     for doc in _tokenizer().pipe(texts, batch_size=256):
         tokens = [(t.text, t.idx, t.idx + len(t.text)) for t in doc if not t.is_space and t.text.strip()]
         yield seed_split(tokens) if split else tokens
@@ -134,7 +137,7 @@ def read_squad(path: str | Path) -> tuple[list[Paragraph], list[Question]]:
     paragraphs = [Paragraph(c, [t for t, _, _ in toks], [(s, e) for _, s, e in toks])
                   for c, toks in zip(contexts, tokenize_many(contexts, split=True))]
     questions = []
-    for (p, qa), toks in zip(raw, tokenize_many(qa["question"] for _, qa in raw)):
+    for (p, qa), toks in zip(raw, tokenize_many((qa["question"] for _, qa in raw), split=True)):
         answers = [(int(a["answer_start"]), a["text"]) for a in qa.get("answers", [])]
         y1, y2 = answer_tokens(paragraphs[p].spans, *answers[0]) if answers else (-1, -1)
         questions.append(Question(qa["id"], p, qa["question"], [t for t, _, _ in toks], answers, y1, y2))

@@ -226,3 +226,34 @@ def token_cases_json() -> dict:
                 "id": _qid("token-cases", i, j)} for j, a in enumerate(answers)]
         paragraphs.append({"context": context, "qas": qas})
     return {"data": [{"title": "Token_cases", "paragraphs": paragraphs}], "version": "1.1"}
+
+
+# Questions as SQuAD's crowd writes them, on contexts of TOKEN_CASES, each holding a token spaCy's blank
+# English tokenizer keeps whole and the seed's process_tokens cuts (dawn-bench-models tensorflow/SQuAD
+# squad/prepro.py:169-170 cuts every question as :149-150 cuts every context). Each case: (context,
+# question, answer, the question's tokens as the seed cuts them, written out by hand from its rule:
+# every cut character a token of its own, re.split's empty pieces left out as common.squad leaves them).
+QUESTION_CASES = (
+    (TOKEN_CASES[0][0], "What did the war of 1939–1945 and/or its aftermath reshape?", "Europe",
+     ["What", "did", "the", "war", "of", "1939", "–", "1945", "and", "/", "or", "its", "aftermath", "reshape", "?"]),
+    (TOKEN_CASES[1][0], "Who won the final 2–1 after extra time?", "Arsenal",
+     ["Who", "won", "the", "final", "2", "–", "1", "after", "extra", "time", "?"]),
+    (TOKEN_CASES[2][0], "What was the town’s population by 1800?", "5,000–6,000",
+     ["What", "was", "the", "town", "’", "s", "population", "by", "1800", "?"]),
+    (TOKEN_CASES[3][0], "What spread in the mid-1990s?", "CDs",
+     ["What", "spread", "in", "the", "mid", "-", "1990s", "?"]),
+    (TOKEN_CASES[5][0], "Is 1/2 of the land forest or farm?", "forest",
+     ["Is", "1", "/", "2", "of", "the", "land", "forest", "or", "farm", "?"]),
+    (TOKEN_CASES[8][0], "What did the so-called \"Iron Curtain\" divide?", "the continent",
+     ["What", "did", "the", "so", "-", "called", '"', "Iron", "Curtain", '"', "divide", "?"]),
+)
+
+
+def question_cases_json(answers_per_question: int = 1) -> dict:
+    """QUESTION_CASES as a SQuAD v1.1 dataset, one paragraph a case; with several answers a question
+    repeats its one, as dev questions repeat the crowd's answers."""
+    paragraphs = [{"context": context, "qas": [{
+        "answers": [{"answer_start": context.index(answer), "text": answer}] * answers_per_question,
+        "question": question, "id": _qid("question-cases", i, answers_per_question)}]}
+        for i, (context, question, answer, _) in enumerate(QUESTION_CASES)]
+    return {"data": [{"title": "Question_cases", "paragraphs": paragraphs}], "version": "1.1"}

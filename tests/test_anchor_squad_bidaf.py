@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from anchor_checks import anchor_rows, every_row_is_checked, import_tensorflow_without_onednn
 from conftest import role_views
-from squad_fixture import install_fixture
+from squad_fixture import QUESTION_CASES, install_fixture, question_cases_json, write_squad_files
 
 from common import squad
 from harness import datasets, registry
@@ -56,11 +56,11 @@ def data(tmp_path_factory):
         yield role_views("squad", installed["root"], tmp / "views")
 
 
-def trainer(name: str, data, **overrides):
+def trainer(name: str, data, role="train", **overrides):
     spec = registry.load_spec(name)
     ref = spec.load_entry_class()()
-    ref.setup(Context(config={**spec.hyperparameters, **SMALL, **overrides}, data_root=data["train"], seed=0,
-                      task=spec.task, show_progress=False, role="train"))
+    ref.setup(Context(config={**spec.hyperparameters, **SMALL, **overrides}, data_root=data[role], seed=0,
+                      task=spec.task, show_progress=False, role=role))
     return ref
 
 
@@ -77,6 +77,31 @@ def first_batch(ref, rows=4) -> dict:
 @pytest.mark.parametrize("name", [TORCH, KERAS])
 def test_every_row_is_checked_here(name):
     every_row_is_checked(name, CHECKED_HERE, __file__)
+
+
+# ---- tokens ---------------------------------------------------------------------------------------
+
+def test_both_frameworks_cut_questions_as_the_seed(tmp_path, monkeypatch):
+    """The tokens row: real-format questions holding `1939–1945`, `and/or`, `2–1`, `mid-1990s`, `1/2`,
+    a curly apostrophe and quotes (squad_fixture.QUESTION_CASES), set up in each framework as a run
+    sets it up. Both trainers read the seed's pieces (squad/prepro.py:169-170) and batch the same word,
+    character and answer ids; both predictors send the same tokens with each timed request."""
+    fixture = write_squad_files(tmp_path / "files", question_cases_json(1), question_cases_json(3))
+    installed = install_fixture(tmp_path, fixture)
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(installed["manifest"]))
+    views = role_views("squad", installed["root"], tmp_path / "views")
+    seeds = [pieces for *_, pieces in QUESTION_CASES]
+    batches, requests = {}, {}
+    for name in (TORCH, KERAS):
+        batches[name] = first_batch(trainer(name, views), rows=len(seeds) + 1)
+        requests[name] = [(r["tokens"], r["context_tokens"], r["spans"])
+                          for r in trainer(name, views, role="predict").eval_inputs()]
+        assert [tokens for tokens, _, _ in requests[name]] == seeds, name
+    assert batches[TORCH].keys() == batches[KERAS].keys()
+    for key, torch_ids in batches[TORCH].items():
+        np.testing.assert_array_equal(torch_ids, batches[KERAS][key], err_msg=key)
+    assert len(batches[TORCH]["qw"]) == len(seeds)           # every question trains: none too long, none lost
+    assert requests[TORCH] == requests[KERAS]
 
 
 # ---- parameters ----------------------------------------------------------------------------------
