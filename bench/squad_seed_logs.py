@@ -52,7 +52,8 @@ END = "<!-- end of seed logs -->"
 
 
 def render(budget: int | None = None) -> str:
-    """The README block: one row a seed log, then the expected epochs and the budget's margin."""
+    """The README block: one row a seed log, then the expected epochs, the budget's margin, and the F1
+    margin (the share of the seed's epochs at or over the threshold, and what a run is expected to do)."""
     budget = budget or budget_of()
     logs = summary()
     lines = [f"| seed log (dawn-bench-entries SQuAD/train/) | epochs logged | first epoch at F1 >= {THRESHOLD} | "
@@ -62,6 +63,7 @@ def render(budget: int | None = None) -> str:
                      f"{s['best']:.4f} ({s['best_epoch']}) | {s['last']:.4f} |")
     firsts = sorted(s["first"] for s in logs.values() if s["first"] is not None)
     bests = [s["best"] for s in logs.values()]
+    over, epochs = sum(s["epochs_over"] for s in logs.values()), sum(s["epochs"] for s in logs.values())
     lines += ["", f"Expected epochs to F1 {THRESHOLD}: **{firsts[0]} to {firsts[-1]}** "
               f"(median {firsts[(len(firsts) - 1) // 2]}, {len(firsts)} of {len(logs)} logs reach it). "
               f"The seed's best F1 is {min(bests):.4f} to {max(bests):.4f}, only "
@@ -69,7 +71,15 @@ def render(budget: int | None = None) -> str:
               f"the threshold; {sum(s['falls_back'] for s in logs.values())} of {len(logs)} fall back under it "
               f"after their first crossing and oscillate about it (the harness stops at the first). "
               f"The budget, max_epochs = {budget}, is **{budget - firsts[-1]} epochs over the latest "
-              f"first crossing** ({budget / firsts[-1]:.2f}x it) and {budget - firsts[0]} over the earliest."]
+              f"first crossing** ({budget / firsts[-1]:.2f}x it) and {budget - firsts[0]} over the earliest.",
+              "", f"The F1 margin: the seed's runs are at or over {THRESHOLD} in **{over} of their {epochs} logged "
+              f"epochs** ({100 * over / epochs:.0f}%) and under it in the other {epochs - over}. A run of this "
+              f"reference stops at its first epoch at or over {THRESHOLD}: one that trains as the seed did "
+              f"stops at epoch {firsts[0]} to {firsts[-1]}. One whose best F1 is {100 * (min(bests) - THRESHOLD):.2f} "
+              f"F1 points under the seed's (the weakest log's margin) may never reach {THRESHOLD}, and one "
+              f"{100 * (max(bests) - THRESHOLD):.2f} points under (the strongest's) cannot: it ends DNC at the "
+              f"budget's {budget} epochs. Neither BiDAF reference has been run on SQuAD yet (no F1 measured), "
+              f"so which it does is not known."]
     return "\n".join(lines)
 
 

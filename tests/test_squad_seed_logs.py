@@ -23,6 +23,18 @@ def test_the_seed_logs_as_read():
         "dawn_bidaf_16vCPUs-gc_tensorflow": 9, "dawn_bidaf_1k80-ec2_tensorflow": 10,
         "dawn_bidaf_1k80-gc_tensorflow": 12, "dawn_bidaf_1p100-dawn_tensorflow": 10}
     assert max(s["best"] for s in logs.values()) < 0.76 and all(s["last"] < 0.75 for s in logs.values())
+    # Issue 49's figures, read from the logs: peaks of 0.752-0.758, and 15 of the 80 epochs at or over 0.75.
+    assert (round(min(s["best"] for s in logs.values()), 3), round(max(s["best"] for s in logs.values()), 3)) \
+        == (0.752, 0.758)
+    assert sum(s["epochs_over"] for s in logs.values()) == 15 and sum(s["epochs"] for s in logs.values()) == 80
+
+
+@pytest.mark.parametrize("name", REFS)
+def test_the_readme_states_the_f1_margin(name):
+    """The margin in words, in the README's generated block: the share of the seed's epochs at or over
+    0.75, and a run that ends DNC when it is weaker than the seed."""
+    text = (REPO / "references" / name / "README.md").read_text(encoding="utf-8")
+    assert "**15 of their 80 logged epochs** (19%)" in text and "ends DNC" in text
 
 
 @pytest.mark.parametrize("name", REFS)
