@@ -4,7 +4,9 @@ Each row of references/fashion-mnist-cnn-{pytorch,tensorflow}/anchor.toml is che
 code, as its `check` says: the parameter count by building the network; the learning rate at a
 dozen points of the plan; two optimizer steps through the reference's own step, computed by hand
 (label smoothing, Nesterov momentum, coupled weight decay on every parameter); the augmentation and
-the eval preprocessing on fixed images. Then the twins are run side by side from the same weights
+the eval preprocessing on fixed images; the batch norms' epsilon and momentum read from both built
+networks (test_the_keras_batch_norm_is_pytorchs: the float32 twins would see Keras's default epsilon of
+1e-3 only at about twice their tolerance). Then the twins are run side by side from the same weights
 on the same batches (test_the_twins_agree_step_for_step).
 """
 from __future__ import annotations
@@ -73,6 +75,53 @@ def test_the_keras_parameter_count(keras_ref):
     (count,) = [r["ours"] for r in anchor_rows(KERAS, "parameters") if isinstance(r["ours"], int)]
     model = module_of(ref).build_model(spec.hyperparameters["widths"])
     assert sum(int(np.prod(v.shape)) for v in model.trainable_variables) == count
+
+
+# ---- batch norm ----------------------------------------------------------------------------------
+
+def batch_norms_apart(net, model) -> list[str]:
+    """Where the Keras twin's batch norms differ from the PyTorch twin's, read from the built layers in
+    PyTorch's convention: the same epsilon, and a Keras momentum (the share the running statistics keep)
+    of one minus PyTorch's (the share the new batch gets); one line each. The twins' float32 losses
+    hide an epsilon of 1e-3 in summation noise (issue 49: about 2x their tolerance), so the settings
+    are compared as the numbers the code writes."""
+    import keras
+    import torch
+    bns = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    kbns = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
+    apart = [] if len(bns) == len(kbns) else [f"{len(kbns)} Keras batch norms against PyTorch's {len(bns)}"]
+    for bn, kbn in zip(bns, kbns):
+        if kbn.epsilon != bn.eps:
+            apart.append(f"{kbn.name}: epsilon {kbn.epsilon:g}, PyTorch's {bn.eps:g}")
+        if abs((1 - kbn.momentum) - bn.momentum) > 1e-12:
+            apart.append(f"{kbn.name}: momentum {kbn.momentum:g} keeps {kbn.momentum:g} of the running statistics, "
+                         f"PyTorch's {bn.momentum:g} keeps {1 - bn.momentum:g}")
+        if not (kbn.center and kbn.scale and bn.affine and bn.track_running_stats):
+            apart.append(f"{kbn.name}: not a learned scale and shift with running statistics in both")
+    return apart
+
+
+def test_the_keras_batch_norm_is_pytorchs(torch_ref, keras_ref):
+    """The batch norm row: the models the trainers build, three batch norms each, the same settings."""
+    net, model = torch_ref[0].net, keras_ref[0].model
+    assert len([m for m in net.modules() if type(m).__name__ == "BatchNorm2d"]) == 3
+    assert batch_norms_apart(net, model) == []
+
+
+@pytest.mark.parametrize("bug, named", [({"epsilon": 1e-3}, "epsilon 0.001, PyTorch's 1e-05"),
+                                        ({"momentum": 0.99}, "momentum 0.99")], ids=["epsilon-1e-3", "momentum-0.99"])
+def test_a_seeded_keras_batch_norm_is_named(bug, named, keras_ref, torch_ref, monkeypatch):
+    """Keras's own defaults (epsilon 1e-3, momentum 0.99) seeded in the Keras twin's batch norm: every
+    batch norm is named, with both values, whatever the float32 twins' losses do."""
+    train = module_of(keras_ref[0])
+
+    class Seeded(train.FusedBatchNorm):
+        def __init__(self, **options):
+            super().__init__(**{**options, **bug})
+
+    monkeypatch.setattr(train, "FusedBatchNorm", Seeded)
+    apart = batch_norms_apart(torch_ref[0].net, train.build_model(keras_ref[1].hyperparameters["widths"]))
+    assert len(apart) == 3 and all(named in line for line in apart), apart
 
 
 # ---- config, schedule ----------------------------------------------------------------------------
