@@ -871,10 +871,17 @@ def test_the_tpu_image_carries_the_harness_and_starts(engine, tmp_path):
     """Dockerfile.tpu builds on the tests' base and its entrypoint starts the harness from /opt/harness
     (by hand, the file copied no /opt/harness: issue 49). Cheap: in a copy of the project the
     reference's requirements are the harness's own (numpy, tqdm; FRAMEWORK_PIN swaps numpy for itself),
-    so no tensorflow-tpu is installed; every line of the Dockerfile is the generated one."""
+    installed offline from the copy's wheelhouse, so no tensorflow-tpu is installed; every line of the
+    Dockerfile is the generated one."""
     project = copy_project(tmp_path / "project")
     (project / "references" / TPU / "requirements.txt").write_text("-r ../../requirements/harness.txt\n")
-    numpy = next(x for x in (REPO / "requirements" / "harness.txt").read_text().splitlines() if x.startswith("numpy=="))
+    harness = REPO / "requirements" / "harness.txt"
+    numpy = next(x for x in harness.read_text().splitlines() if x.startswith("numpy=="))
+    # the harness's wheels in the copy's wheelhouse, from the host's index (pip's cache): the build is offline
+    got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                          "--only-binary=:all:", "-r", str(harness), "--dest", str(project / "docker" / "wheelhouse")],
+                         capture_output=True, text=True, timeout=600)
+    assert got.returncode == 0, got.stderr[-2000:]
     tag = "dawnbench-test/tpu-help:1"
     built = subprocess.run(["docker", "build", "-q", "-f", f"references/{TPU}/Dockerfile.tpu", "-t", tag,
                             "--build-arg", f"REFERENCE={TPU}", "--build-arg", f"FROM_IMAGE_NAME={BASE_TAG}",
