@@ -21,8 +21,9 @@ from pathlib import Path
 
 import jsonschema
 
+from harness import registry
 from harness.arguments import Parser, reports_errors
-from harness.errors import UsageError, command
+from harness.errors import DawnbenchError, UsageError, command
 
 REFERENCES = Path(__file__).resolve().parent.parent / "references"
 SCHEMA = json.loads((Path(__file__).parent / "data" / "schemas" / "anchor.schema.json").read_text(encoding="utf-8"))
@@ -39,6 +40,7 @@ class Anchor:
     reference: str
     anchor: dict          # title, url, ...
     rows: list[dict]
+    reach: registry.Reach | None = None     # reference.toml's [reach]: the table's last row, rendered from it
 
     def rows_checked_by(self, kind: str) -> list[dict]:
         return [row for row in self.rows if row["check"] == kind]
@@ -72,7 +74,27 @@ def load(directory: Path) -> Anchor:
         if "anchor" in row and not _same(row["ours"], row["anchor"]) and not row.get("deviation"):
             raise AnchorError(f"{path}: row {i} ({row['item']}): ours {row['ours']!r} differs from the anchor's "
                               f"{row['anchor']!r}: give the reason in `deviation`")
-    return Anchor(directory.name, data["anchor"], data["row"])
+    try:
+        reach = registry.load_spec(directory.name, directory.parent).reach
+    except DawnbenchError as exc:
+        raise AnchorError(f"{directory / 'reference.toml'}: {exc}") from None
+    return Anchor(directory.name, data["anchor"], data["row"], reach)
+
+
+def reach_row(name: str, reach: registry.Reach) -> str:
+    """The table's row of what the anchor reached on the task and the margin to its threshold, from
+    reference.toml's [reach] (one source: the README cannot say another figure than the data)."""
+    task = reach.task
+    if reach.reaches_threshold:
+        ours = f"the task's threshold, {reach.shown(task.threshold)}"
+        deviation = f"margin {reach.margin()}: the anchor reaches the threshold"
+    else:
+        ours = (f"refused at the task's {reach.shown(task.threshold)} before any work (reaches_threshold = false); "
+                f"--threshold {reach.reachable:g} runs it to {reach.shown(reach.reachable)}, unofficial "
+                f"({reach.reachable_source})")
+        deviation = f"margin {reach.margin()}: beyond this network, so {name} is never an entry of the task's table"
+    return (f"| accuracy on this task | {_cell(ours)} | {_cell(reach.shown(reach.anchor))} | {_cell(reach.source)} | "
+            f"{_cell(deviation)} | reach |")
 
 
 def _cell(value) -> str:
@@ -101,6 +123,8 @@ def render(anchor: Anchor) -> str:
                                              else "")
         lines.append(f"| {_cell(row['item'])} | {_cell(row['ours'])} | {_cell(row.get('anchor'))} | "
                      f"{_cell(row.get('source'))} | {_cell(deviation)} | {row['check']} |")
+    if anchor.reach is not None:
+        lines.append(reach_row(anchor.reference, anchor.reach))
     return "\n".join([*lines, "", END])
 
 

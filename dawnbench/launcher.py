@@ -162,6 +162,34 @@ def _reference(argv: list[str]) -> tuple[str, dict] | None:
         return None
 
 
+def refuse_unreachable(argv: list[str]) -> None:
+    """`run REF ...` of a reference whose network cannot reach the threshold asked (reference.toml's
+    [reach]): refused in one line before any environment is set up or any data fetched. Also what
+    make runs first (check_run)."""
+    if argv[:1] != ["run"] or "-h" in argv or "--help" in argv:
+        return
+    rest = argv[1:]
+    name = next(iter(_positionals(rest)), None)
+    if not name:
+        return          # the harness's parser says what is missing
+    from harness import registry
+    from harness.arguments import THRESHOLD
+    threshold = _option(rest, "--threshold")
+    registry.check_reach(registry.load_spec(name, _option(rest, "--references")),
+                         THRESHOLD(threshold) if threshold is not None else None)
+
+
+def check_run(argv: list[str]) -> int:
+    """`make run`'s check before any work, from a bare python3: REF [RUN OPTIONS] as `run` takes them;
+    0, or the one line of refuse_unreachable and its exit status."""
+    os.environ[PROG_ENV] = prog()
+    try:
+        refuse_unreachable(["run", *argv])
+    except DawnbenchError as e:
+        return report(os.environ[PROG_ENV], e)
+    return 0
+
+
 def route(argv: list[str]) -> Route | None:
     """Where `dawnbench ARGV` runs; None: `list` or `fork`, which this process answers itself."""
     tools = Route(TOOLS_ENV, TOOLS, ("tools",), SETUP_MINUTES[TOOLS_ENV])
@@ -311,6 +339,7 @@ def _dispatch(argv: list[str]) -> int:
         return fork.main(argv[1:])
     if r is None:
         return list_references(argv)
+    refuse_unreachable(argv)
     if runs_here(r.needs) and not ((r.workers or r.trusted) and reference_environment(sys.prefix)):
         return main_here(argv)
     try:

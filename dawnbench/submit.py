@@ -39,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 from dawnbench import code_url, entries, entry_status, prices, schemas, validate_entries
-from harness import arguments, paths, safe_read, safe_write, verify_run
+from harness import arguments, paths, registry, safe_read, safe_write, verify_run
 from harness.arguments import DATA_FOLDER, Parser, folder, tool_main
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report, shown
 from harness.tasks import TASKS
@@ -174,11 +174,14 @@ def _unofficial(result: dict, task) -> list[str]:
     each of result.json's unofficial_reasons; [] for an official run."""
     why = []
     lowered = result.get("official_threshold") is not True
-    if lowered:
-        why.append(f"it was trained to a lowered threshold {validate_entries.show(result.get('threshold'))} (official "
-                   f"{task.threshold:g}): a smoke test, not an entry; rerun without --threshold")
     reasons = result.get("unofficial_reasons")
     listed = [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else []
+    # a network that cannot reach the task's threshold: its own reason says so, and "rerun without
+    # --threshold" would send the user to a run the harness refuses
+    unreachable = any(r.startswith(registry.UNREACHABLE) for r in listed)
+    if lowered and not unreachable:
+        why.append(f"it was trained to a lowered threshold {validate_entries.show(result.get('threshold'))} (official "
+                   f"{task.threshold:g}): a smoke test, not an entry; rerun without --threshold")
     why += [r for r in listed if not (lowered and r.startswith("--threshold "))]
     if result.get("official") is not True and not listed:
         why.append("result.json records no provenance (rerun with this harness)")

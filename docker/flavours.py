@@ -9,7 +9,9 @@ CUDA TensorFlow, CUDA MXNet: the base, the framework's pin and index, the harnes
 and per part a reference adds (the ImageNet views, DALI). A reference declares its flavour and parts
 in its reference.toml, `[container] flavour = "..."` and `parts = [...]`: that is the only input, so
 a reference keeps its own Dockerfile, pinned to its framework and CUDA, and a `cp -r` fork's copy is
-still what its flavour writes. A reference that names no flavour has a Dockerfile of its own (an
+still what its flavour writes. A reference with a second image for other hardware names it in
+`variants = { tpu = "tpu-tensorflow" }`: Dockerfile.tpu, written from that flavour with the same parts
+and checked alike (imagenet-amoebanet-tpu's TPU VM image). A reference that names no flavour has a Dockerfile of its own (an
 entrant may write one: docs/RULES.md), which neither command touches.
 
 Without REF, every reference under the references folder that names a flavour. `check` exits 1 when
@@ -28,6 +30,8 @@ DOCKER = Path(__file__).resolve().parent
 TEMPLATE = DOCKER / "Dockerfile.template"
 FLAVOURS = DOCKER / "flavours.toml"
 SLOT = re.compile(r"@\{([a-z_]+)\}")
+FILE_SLOT = "dockerfile"      # the file's own name, the generator's to fill: Dockerfile, Dockerfile.tpu
+VARIANT = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 TEMPLATE_NOTE = "#@"          # the template's own comments, never written into a Dockerfile
 COMMAND = "python3 docker/flavours.py"
 
@@ -44,9 +48,11 @@ def load_flavours(path: Path = FLAVOURS) -> dict:
     return {"flavours": table.get("flavours", {}), "parts": table.get("parts", {})}
 
 
-def render(flavour: str, parts: list[str], table: dict | None = None, template: str | None = None) -> str:
-    """The Dockerfile of `flavour` with `parts`: the template's slots filled with the flavour's text,
-    each part's text after it (in flavours.toml's order of parts, so a reference's order does not matter)."""
+def render(flavour: str, parts: list[str], table: dict | None = None, template: str | None = None,
+           file: str = "Dockerfile") -> str:
+    """The Dockerfile of `flavour` with `parts`, named `file`: the template's slots filled with the
+    flavour's text, each part's text after it (in flavours.toml's order of parts, so a reference's order
+    does not matter)."""
     table = table if table is not None else load_flavours()
     template = template if template is not None else TEMPLATE.read_text(encoding="utf-8")
     if flavour not in table["flavours"]:
@@ -56,6 +62,7 @@ def render(flavour: str, parts: list[str], table: dict | None = None, template: 
         raise Problem(f"part {unknown[0]!r} is not in {FLAVOURS.name}; parts: {', '.join(table['parts'])}")
     names = set(SLOT.findall(template))
     pieces: dict[str, list[str]] = {name: [] for name in names}
+    pieces[FILE_SLOT] = [file]
     sources = [(f"flavour {flavour}", table["flavours"][flavour])]
     sources += [(f"part {p}", table["parts"][p]) for p in table["parts"] if p in parts]
     for where, values in sources:
@@ -65,7 +72,7 @@ def render(flavour: str, parts: list[str], table: dict | None = None, template: 
         for slot, text in values.items():
             if slot == "flavours":
                 continue
-            if slot not in names:
+            if slot not in names or slot == FILE_SLOT:
                 raise Problem(f"{where} fills slot {slot!r}, which docker/{TEMPLATE.name} does not have")
             if not isinstance(text, str):
                 raise Problem(f"{where}: slot {slot!r} must be text (a TOML string), not {text!r}")
@@ -84,16 +91,35 @@ def render(flavour: str, parts: list[str], table: dict | None = None, template: 
     return "\n".join(out) + "\n"
 
 
-def declaration(directory: Path) -> tuple[str, list[str]] | None:
-    """(flavour, parts) from the reference's reference.toml, or None where it names no flavour."""
+def _container(directory: Path) -> tuple[Path, dict]:
     path = directory / "reference.toml"
     try:
-        container = tomllib.loads(path.read_text(encoding="utf-8")).get("container", {})
+        return path, tomllib.loads(path.read_text(encoding="utf-8")).get("container", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise Problem(f"cannot read {path}: {e}") from None
+
+
+def variants(directory: Path) -> dict[str, str]:
+    """`[container] variants`: {name: flavour}, each written to Dockerfile.<name> with the reference's parts."""
+    path, container = _container(directory)
+    table = container.get("variants", {})
+    fix = 'e.g. variants = { tpu = "tpu-tensorflow" } (Dockerfile.tpu)'
+    if not isinstance(table, dict) or not all(isinstance(v, str) and v for v in table.values()):
+        raise Problem(f"{path}: [container] variants must be a table of name = flavour, {fix}")
+    bad = [name for name in table if not VARIANT.fullmatch(name)]
+    if bad:
+        raise Problem(f"{path}: [container] variants: {bad[0]!r} is not a name of lower-case letters, digits and "
+                      f"-; {fix}")
+    return dict(table)
+
+
+def declaration(directory: Path) -> tuple[str, list[str]] | None:
+    """(flavour, parts) from the reference's reference.toml, or None where it names no flavour."""
+    path, container = _container(directory)
     if "flavour" not in container:
-        if "parts" in container:
-            raise Problem(f"{path}: [container] parts without a flavour; add flavour = \"...\" or delete parts")
+        for key in ("parts", "variants"):
+            if key in container:
+                raise Problem(f"{path}: [container] {key} without a flavour; add flavour = \"...\" or delete {key}")
         return None
     flavour, parts = container["flavour"], container.get("parts", [])
     if not isinstance(flavour, str) or not flavour:
@@ -103,34 +129,44 @@ def declaration(directory: Path) -> tuple[str, list[str]] | None:
     return flavour, parts
 
 
-def expected(directory: Path, table: dict | None = None) -> str | None:
-    """What the reference's Dockerfile must be, or None where it names no flavour."""
+def expected(directory: Path, table: dict | None = None) -> dict[str, str]:
+    """What each of the reference's Dockerfiles must be, by file name ({} where it names no flavour):
+    Dockerfile from its flavour, Dockerfile.<name> from each variant's, all with its parts."""
     declared = declaration(directory)
     if declared is None:
-        return None
+        return {}
+    flavour, parts = declared
+    files = {"Dockerfile": flavour, **{f"Dockerfile.{name}": v for name, v in variants(directory).items()}}
     try:
-        return render(*declared, table=table)
+        return {file: render(each, parts, table=table, file=file) for file, each in files.items()}
     except Problem as e:
         raise Problem(f"{directory / 'reference.toml'}: {e}") from None
 
 
+def differences(directory: Path, table: dict | None = None) -> list[str]:
+    """Why each of the reference's Dockerfiles is not what its flavour writes (one line each); [] when all are."""
+    found = []
+    declared = declaration(directory)
+    for file, want in expected(directory, table).items():
+        path = directory / file
+        have = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if have == want:
+            continue
+        flavour = variants(directory)[file.split(".", 1)[1]] if "." in file else declared[0]
+        have_lines, want_lines = have.splitlines(), want.splitlines()
+        at = next((i for i, (a, b) in enumerate(zip(have_lines, want_lines)) if a != b),
+                  min(len(have_lines), len(want_lines)))
+        shown = have_lines[at] if at < len(have_lines) else "(the end of the file)"
+        found.append(f"{shown_path(path)}: line {at + 1} is not what flavour {flavour} writes ({shown.strip()[:50]!r}); "
+                     f"change docker/{TEMPLATE.name} or {FLAVOURS.name} and run `{COMMAND} generate`, or, for a "
+                     f"Dockerfile of its own, delete flavour, parts and variants from its reference.toml")
+    return found
+
+
 def difference(directory: Path, table: dict | None = None) -> str | None:
-    """Why the reference's Dockerfile is not what its flavour writes (one line), or None."""
-    want = expected(directory, table)
-    if want is None:
-        return None
-    path = directory / "Dockerfile"
-    have = path.read_text(encoding="utf-8") if path.is_file() else ""
-    if have == want:
-        return None
-    flavour = declaration(directory)[0]
-    have_lines, want_lines = have.splitlines(), want.splitlines()
-    at = next((i for i, (a, b) in enumerate(zip(have_lines, want_lines)) if a != b),
-              min(len(have_lines), len(want_lines)))
-    shown = have_lines[at] if at < len(have_lines) else "(the end of the file)"
-    return (f"{shown_path(path)}: line {at + 1} is not what flavour {flavour} writes ({shown.strip()[:50]!r}); "
-            f"change docker/{TEMPLATE.name} or {FLAVOURS.name} and run `{COMMAND} generate`, or, for a "
-            f"Dockerfile of its own, delete flavour and parts from its reference.toml")
+    """The first of differences(), or None."""
+    found = differences(directory, table)
+    return found[0] if found else None
 
 
 def shown_path(path: Path) -> str:
@@ -170,17 +206,14 @@ def main(argv: list[str] | None = None) -> int:
         found = []
         for directory in references(args.references, args.names):
             if args.command == "check":
-                problem = difference(directory, table)
-                if problem:
-                    found.append(problem)
-            else:
-                want = expected(directory, table)
-                if want is None:
-                    if args.names:
-                        raise Problem(f"{directory / 'reference.toml'} names no flavour, so its Dockerfile is "
-                                      f"its own; add [container] flavour = \"...\" to write it from one")
-                    continue
-                path = directory / "Dockerfile"
+                found += differences(directory, table)
+                continue
+            files = expected(directory, table)
+            if not files and args.names:
+                raise Problem(f"{directory / 'reference.toml'} names no flavour, so its Dockerfile is "
+                              f"its own; add [container] flavour = \"...\" to write it from one")
+            for file, want in files.items():
+                path = directory / file
                 if not path.is_file() or path.read_text(encoding="utf-8") != want:
                     path.write_text(want, encoding="utf-8")
                     print(f"wrote {shown_path(path)}")

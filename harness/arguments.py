@@ -144,6 +144,10 @@ def number(option: str, least: float, most: float | None = None, *, above: bool 
     return parse
 
 
+# A run's (or an inference's) target: a fraction of the task's metric, as the task's threshold is written.
+THRESHOLD = number("--threshold", 0, 1, above=True, example=0.85, why="a fraction of the task's target metric")
+
+
 def price(option: str = "--cost-per-hour"):
     """An argparse type for one node's price in USD per hour: finite, above 0, at most MAX_USD_PER_HOUR."""
     return number(option, 0, MAX_USD_PER_HOUR, above=True, example=3.06,

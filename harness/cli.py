@@ -35,6 +35,7 @@ from harness.arguments import (
     REFERENCES_FOLDER,
     RESULTS_FOLDER,
     SEED_MAX,
+    THRESHOLD,
     Parser,
     file_or_folder,
     folder,
@@ -51,7 +52,6 @@ PRICE_FIELDS = ("instance", "usd_per_hour", "source", "date")
 
 # --- options ------------------------------------------------------------------------------------
 
-THRESHOLD = number("--threshold", 0, 1, above=True, example=0.85, why="a fraction of the task's target metric")
 MODEL = file_or_folder("--model", "give the model folder a run saved (results/<reference>/<run id>/model) "
                                   "or a weights file")
 # An existing folder is written into (its inference.json and env.json replaced), as it always was.
@@ -205,6 +205,7 @@ def prepare_run(args: argparse.Namespace):
     check_run_options(args)
     spec = registry.load_spec(args.reference, args.references)
     registry.check_trains(spec)
+    registry.check_reach(spec, args.threshold)
     registry.check_entry_defined(spec)
     hp = registry.resolve_hyperparameters(spec, args.assignments)
     return spec, hp, machine_cost(args)

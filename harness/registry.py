@@ -56,6 +56,9 @@ class ReferenceSpec:
     techniques: dict[str, dict] = field(default_factory=dict)
     # [choices]: a text hyperparameter -> SWITCH or the list of its values; what --set may give it
     choices: dict[str, Any] = field(default_factory=dict)
+    # [reach]: what the reference's anchor reached on its task; a network that cannot reach the task's
+    # threshold is refused a run at it (Reach.refusal), before any work
+    reach: Reach | None = None
 
     def load_entry_class(self, shown: Path | None = None):
         """The entry class: `module:Class` with module.py a file of the reference directory. Only
@@ -84,6 +87,65 @@ class ReferenceSpec:
             raise UsageError(_no_class(folder / path.name, class_name, self.entry)) from None
         check_entry_class(cls, self, shown)
         return cls
+
+
+@dataclass(frozen=True)
+class Reach:
+    """[reach] of reference.toml: the figure the reference's anchor reached on its task (a fraction, in
+    the task's metric) and its source; for a network whose anchor stays under the task's threshold
+    (reaches_threshold = false), the threshold it can reach and that figure's source. Data only: it
+    never sets a bound or a ranked figure; it refuses runs that would end DNC, and keeps a reference
+    that cannot reach the task's threshold out of its official table (docs/RULES.md, "Reach")."""
+    task: Task
+    anchor: float
+    source: str
+    reaches_threshold: bool = True
+    reachable: float | None = None
+    reachable_source: str = ""
+
+    def shown(self, value: float) -> str:
+        """A figure of the task's metric as its readers write it: "91.25% top-1 accuracy", "F1 0.758"."""
+        figure = self.task.figure
+        return f"{round(value * 100, 4):g}% {figure.label}" if figure.percent else f"{figure.label} {value:g}"
+
+    def margin(self) -> str:
+        """The anchor's figure less the task's threshold: "-2.75 points", "+0.0079"."""
+        sign = -1 if self.task.lower_is_better else 1
+        gap = sign * (self.anchor - self.task.threshold)
+        return f"{round(gap * 100, 4):+g} points" if self.task.figure.percent else f"{round(gap, 4):+g}"
+
+    def refusal(self, name: str, threshold: float | None) -> str | None:
+        """Why a run of `name` to `threshold` (None: the task's) would end DNC on every run, in one line
+        that names what to run instead; None where it can reach it."""
+        if self.reaches_threshold or (threshold is not None and self.task.reaches(self.reachable, threshold)):
+            return None
+        asked = ("" if threshold is None or threshold == self.task.threshold
+                 else f"--threshold {threshold:g} is over what it can reach: ")
+        return (f"{asked}{name} cannot reach the task's {self.shown(self.task.threshold)}: its anchor reached "
+                f"{self.shown(self.anchor)} ({self.source}), so every run would end DNC after its whole budget; "
+                f"run it to {self.shown(self.reachable)}, what it can reach ({self.reachable_source}), with "
+                f"--threshold {self.reachable:g} (unofficial), or fork it with a network that can and delete "
+                f"[reach] from the fork's reference.toml")
+
+    def unofficial_reason(self, name: str) -> str | None:
+        """The run's reason not to be an entry of the task's official table, where it cannot reach it."""
+        if self.reaches_threshold:
+            return None
+        return (f"{UNREACHABLE} {self.shown(self.task.threshold)} ({name}'s anchor reached {self.shown(self.anchor)}: "
+                f"{self.source}); its runs are never entries of the task's official table")
+
+
+# The start of the unofficial reason of a run of a reference that cannot reach its task's threshold
+# (Reach.unofficial_reason): dawnbench submit says it in place of its "rerun without --threshold".
+UNREACHABLE = "reference.toml [reach]: the network cannot reach the task's"
+
+
+def check_reach(spec: ReferenceSpec, threshold: float | None) -> None:
+    """Before any work: refused, in one line, a run of a reference whose network cannot reach `threshold`
+    (None: the task's), as its reference.toml's [reach] says."""
+    why = spec.reach.refusal(spec.name, threshold) if spec.reach is not None else None
+    if why:
+        raise UsageError(why)
 
 
 def _no_class(path: Path, class_name: str, entry: str, defined: list[str] | None = None) -> str:
@@ -185,7 +247,11 @@ def listing(explicit: str | os.PathLike | None = None) -> list[str]:
     lines = []
     for name in names:
         spec = load_spec(name, root)
-        lines.append(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}")
+        reach = spec.reach
+        note = "" if reach is None or reach.reaches_threshold else (
+            f"  [cannot reach {reach.shown(spec.task.threshold)}: anchor {reach.shown(reach.anchor)}; "
+            f"--threshold {reach.reachable:g} (unofficial)]")
+        lines.append(f"{name:40s} {spec.task.name:14s} {spec.framework:11s} {spec.model}{note}")
     return lines
 
 
@@ -196,11 +262,12 @@ def available(root: str | os.PathLike | None = None) -> list[str]:
 
 
 TOP_LEVEL = ("task", "framework", "model", "entry", "author", "author_email", "code_url", "description",
-             "hyperparameters", "budget", "container", "inference", "techniques", "choices")
+             "hyperparameters", "budget", "container", "inference", "techniques", "choices", "reach")
 TECHNIQUE_KEYS = ("off", "about")
 BUDGET_KEYS = ("max_epochs", "max_seconds", "eval_from_epoch", "max_snapshot_mib", "eval_passes")
-CONTAINER_KEYS = ("gpus", "flavour", "parts")   # flavour, parts: docker/flavours.py's, not the harness's
+CONTAINER_KEYS = ("gpus", "flavour", "parts", "variants")   # flavour, parts, variants: docker/flavours.py's
 INFERENCE_KEYS = ("only", "runtime", "precision")
+REACH_KEYS = ("anchor", "source", "reaches_threshold", "reachable", "reachable_source")
 
 
 def _check_table(toml_path: Path, raw: dict, key: str, valid: tuple[str, ...] | None) -> dict:
@@ -281,6 +348,51 @@ def _check_inference(toml_path: Path, table: dict) -> tuple[bool, str, str]:
     return only, runtime, precision
 
 
+def _check_reach(toml_path: Path, task: Task, table: dict) -> Reach | None:
+    """[reach]: the anchor's figure on the task with its source, and whether it reaches the task's
+    threshold; where it does not, the threshold it can reach with that figure's source. Each mistake is
+    one line; a declaration its own figure contradicts is one too."""
+    if not table:
+        return None
+    where = f"{toml_path}: [reach]"
+    example = (f"e.g. anchor = 0.9125 (a fraction of the task's {task.metric}, as --threshold takes it), "
+               f"source = \"He et al. 2015, Table 6\"")
+
+    def fraction(key: str) -> float:
+        value = table.get(key)
+        if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= 1:
+            raise UsageError(f"{where}: field '{key}' = {shown(repr(value), 40)} must be a fraction above 0 and at "
+                             f"most 1; {example}")
+        return float(value)
+
+    def text(key: str) -> str:
+        value = table.get(key)
+        if not isinstance(value, str) or not value.strip() or one_line(value) != value or len(value) > MAX_TEXT:
+            raise UsageError(f"{where}: field '{key}' must be one line of text (at most {MAX_TEXT} characters) "
+                             f"naming where the figure comes from; {example}")
+        return value
+
+    reaches = table.get("reaches_threshold", True)
+    if not isinstance(reaches, bool):
+        raise UsageError(f"{where}: field 'reaches_threshold' = {shown(repr(reaches), 40)} must be true or false")
+    reach = Reach(task, fraction("anchor"), text("source"), reaches)
+    if reaches != task.reaches(reach.anchor):
+        state = ("reaches_threshold = true, but anchor = {a:g} is under" if reaches else
+                 "reaches_threshold = false, but anchor = {a:g} reaches").format(a=reach.anchor)
+        fix = "false, with reachable and reachable_source" if reaches else "true"
+        raise UsageError(f"{where}: {state} the task's threshold {task.threshold:g}; set reaches_threshold = {fix}")
+    if reaches:
+        extra = [k for k in ("reachable", "reachable_source") if k in table]
+        if extra:
+            raise UsageError(f"{where}: field '{extra[0]}' goes only with reaches_threshold = false; remove it")
+        return reach
+    reachable = fraction("reachable")
+    if task.reaches(reachable):
+        raise UsageError(f"{where}: field 'reachable' = {reachable:g} reaches the task's threshold "
+                         f"{task.threshold:g}: give the lower threshold the network can reach")
+    return Reach(task, reach.anchor, reach.source, False, reachable, text("reachable_source"))
+
+
 def check_trains(spec: ReferenceSpec) -> None:
     """A run trains: refused, in one line, for an entry that only infers."""
     if spec.infers_only:
@@ -346,6 +458,7 @@ def load_spec(name: str, root: str | os.PathLike | None = None) -> ReferenceSpec
         eval_from_epoch=eval_from_epoch, gpus=container.get("gpus", False), container=dict(container),
         infers_only=only, inference_runtime=runtime, inference_precision=precision,
         choices=_check_choices(toml_path, _check_table(toml_path, raw, "choices", None), hyperparameters),
+        reach=_check_reach(toml_path, task, _check_table(toml_path, raw, "reach", REACH_KEYS)),
     )
     spec.techniques = _check_techniques(toml_path, spec, _check_table(toml_path, raw, "techniques", None))
     return spec

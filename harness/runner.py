@@ -41,7 +41,7 @@ from harness import (
 from harness.clock import Clock
 from harness.errors import DawnbenchError
 from harness.plan import Plan, RunOptions, make_plan
-from harness.registry import ReferenceSpec, check_trains
+from harness.registry import ReferenceSpec, check_reach, check_trains
 from harness.roles import start_worker
 from harness.run_record import RunRecord
 from harness.sandbox import channel, handle, kernel, scratch
@@ -82,6 +82,7 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
     frozen, the predictor scores the epoch's snapshot off the clock, the trainer is thawed, and the
     stop rules decide. The scored model is kept, and the record is closed however the run ends."""
     check_trains(spec)
+    check_reach(spec, opts.threshold)      # every way in (a series, reproduce, compare): never a run bound to end DNC
     plan = make_plan(spec, hyperparameters, opts)
     with _Stops() as stops:
         try:

@@ -141,6 +141,21 @@ def test_dockerfile_static_rules(name):
 COMMIT_ARGS = ("REFERENCE", "GIT_COMMIT", "GIT_DIRTY", "REFERENCE_TREE_SHA256")
 
 
+TPU = "imagenet-amoebanet-tpu"      # its Dockerfile.tpu: the flavour tpu-tensorflow, a [container] variant
+
+
+def test_the_tpu_dockerfile_keeps_the_static_rules():
+    """Dockerfile.tpu, the TPU VM's image (written from its flavour: tests/test_flavours.py), as every
+    Dockerfile: the harness copied in with its own environment, which the entrypoint runs, non-root."""
+    text = (REPO / "references" / TPU / "Dockerfile.tpu").read_text()
+    instructions = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert "COPY --from=requirements /opt/harness /opt/harness" in instructions
+    assert any(line.startswith("COPY harness/") for line in instructions)
+    assert any(line.startswith("DAWNBENCH_WORKER_PYTHON=/opt/venv/bin/python") for line in instructions)
+    assert [line.split()[1] for line in instructions if line.startswith("USER ")][-1] == "dawn"
+    assert instructions[-1] == 'ENTRYPOINT ["/opt/dawnbench/docker/entrypoint.sh"]' and TPU not in text
+
+
 @pytest.mark.parametrize("name", registry.available())
 def test_dockerfile_layer_order_and_build_record(name):
     """REFERENCE only in the first stage of the install, so references with the same requirements
@@ -850,6 +865,40 @@ def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_pa
     assert env_json["process"]["uid"] == 0 and env_json["data"]["read_only"] is True
     assert env_json["network_interfaces"] == ["lo"]
     assert result["isolation"]["mode"] == "uid" and run_dir.stat().st_uid == 10001
+
+
+def test_the_tpu_image_carries_the_harness_and_starts(engine, tmp_path):
+    """Dockerfile.tpu builds on the tests' base and its entrypoint starts the harness from /opt/harness
+    (by hand, the file copied no /opt/harness: issue 49). Cheap: in a copy of the project the
+    reference's requirements are the harness's own (numpy, tqdm; FRAMEWORK_PIN swaps numpy for itself),
+    installed offline from the copy's wheelhouse, so no tensorflow-tpu is installed; every line of the
+    Dockerfile is the generated one."""
+    project = copy_project(tmp_path / "project")
+    (project / "references" / TPU / "requirements.txt").write_text("-r ../../requirements/harness.txt\n")
+    harness = REPO / "requirements" / "harness.txt"
+    numpy = next(x for x in harness.read_text().splitlines() if x.startswith("numpy=="))
+    # the harness's wheels in the copy's wheelhouse, from the host's index (pip's cache): the build is offline
+    got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                          "--only-binary=:all:", "-r", str(harness), "--dest", str(project / "docker" / "wheelhouse")],
+                         capture_output=True, text=True, timeout=600)
+    assert got.returncode == 0, got.stderr[-2000:]
+    tag = "dawnbench-test/tpu-help:1"
+    built = subprocess.run(["docker", "build", "-q", "-f", f"references/{TPU}/Dockerfile.tpu", "-t", tag,
+                            "--build-arg", f"REFERENCE={TPU}", "--build-arg", f"FROM_IMAGE_NAME={BASE_TAG}",
+                            "--build-arg", f"FRAMEWORK_PIN={numpy}", "."],
+                           cwd=project, env=engine, capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
+    try:
+        def image(*args):
+            return subprocess.run(["docker", "run", "--rm", "--network", "none", tag, *args], env=engine,
+                                  capture_output=True, text=True, timeout=120)
+        helped = image("--help")
+        assert helped.returncode == 0, helped.stderr[-2000:]
+        assert "run" in helped.stdout and "infer" in helped.stdout and "Traceback" not in helped.stderr
+        listed = image("list")
+        assert listed.returncode == 0 and listed.stdout.split()[0] == TPU, listed.stdout + listed.stderr
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], env=engine, capture_output=True)
 
 
 def test_failed_build_is_one_line(engine):

@@ -60,6 +60,7 @@ def test_the_check_command_passes_on_this_checkout():
 def test_each_flavour_is_used_and_the_template_has_no_stray_slot():
     table = flavours.load_flavours()
     used = {flavours.declaration(REPO / "references" / n)[0] for n in FLAVOURED}
+    used |= {v for n in FLAVOURED for v in flavours.variants(REPO / "references" / n).values()}
     assert used == set(table["flavours"]), "a flavour no reference uses: delete it"
     used_parts = {p for n in FLAVOURED for p in flavours.declaration(REPO / "references" / n)[1]}
     assert used_parts == set(table["parts"]), "a part no reference uses: delete it"
@@ -85,6 +86,38 @@ def test_editing_one_copy_of_a_shared_part_alone_fails(tmp_path):
     assert f"{edited}/Dockerfile: line {at} is not what flavour cuda-pytorch writes" in line
     assert "USER root" in line and "docker/flavours.py generate" in line and "Traceback" not in done.stderr
     assert kept not in line
+
+
+VARIANTS = [(n, f"Dockerfile.{v}") for n in FLAVOURED for v in flavours.variants(REPO / "references" / n)]
+
+
+def test_the_tpu_image_is_a_variant_written_and_checked_alike():
+    """imagenet-amoebanet-tpu's Dockerfile.tpu is written from a flavour (issue 49: by hand, it lacked the
+    harness's environment its entrypoint runs): no reference keeps a second Dockerfile by hand."""
+    assert ("imagenet-amoebanet-tpu", "Dockerfile.tpu") in VARIANTS
+    by_hand = {(d.name, f.name) for d in (REPO / "references").iterdir() for f in d.glob("Dockerfile.*")}
+    assert by_hand == set(VARIANTS)
+
+
+@pytest.mark.parametrize("name, file", VARIANTS)
+@pytest.mark.parametrize("edit", ["harness", "flavour"])
+def test_a_variant_that_lacks_the_harness_or_drifts_fails(tmp_path, name, file, edit):
+    """The variant without the harness's environment (the entrypoint's /opt/harness), or written by
+    hand from another base: the check names that file, its line and the way out, in one line."""
+    root = copy_references(tmp_path, name)
+    path = root / name / file
+    text = path.read_text()
+    line = "COPY --from=requirements /opt/harness /opt/harness" if edit == "harness" else text.splitlines()[0]
+    assert text.count(line + "\n") == 1
+    path.write_text(text.replace(line + "\n", "" if edit == "harness" else "# my own TPU image\n"))
+    done = check(root)
+    assert done.returncode == 1, done.stderr
+    (said,) = done.stderr.splitlines()
+    assert f"{name}/{file}: line " in said and "is not what flavour tpu-tensorflow writes" in said
+    assert "docker/flavours.py generate" in said and "Traceback" not in done.stderr
+    generated = subprocess.run([sys.executable, str(TOOL), "generate", "--references", str(root)],
+                               capture_output=True, text=True, timeout=60)
+    assert generated.returncode == 0 and path.read_text() == text
 
 
 def test_a_shared_part_changed_in_the_template_reaches_every_flavour():
@@ -160,13 +193,18 @@ def test_generate_writes_what_check_wants(tmp_path):
     ('flavour = "cpu-pytorch"\nparts = ["dali"]', "part dali goes only with the flavours cuda-pytorch"),
     ('parts = ["imagenet-views"]', "parts without a flavour"),
     ("flavour = 3", "flavour must be a flavour's name"),
+    ('flavour = "cpu-pytorch"\nvariants = { tpu = "gpu-jax" }', "flavour 'gpu-jax' is not in flavours.toml"),
+    ('flavour = "cpu-pytorch"\nvariants = ["tpu"]', "variants must be a table of name = flavour"),
+    ('flavour = "cpu-pytorch"\nvariants = { "../x" = "cpu-pytorch" }', "'../x' is not a name of lower-case"),
+    ('variants = { tpu = "tpu-tensorflow" }', "variants without a flavour"),
     ('flavour = "cpu-pytorch"\nparts = "dali"', "parts must be a list of names"),
 ])
 def test_a_bad_declaration_is_one_line(tmp_path, container, says):
     name = "fashion-mnist-cnn-pytorch"
     root = copy_references(tmp_path, name)
     toml = root / name / "reference.toml"
-    kept = [line for line in toml.read_text().splitlines() if not line.startswith(("flavour =", "parts ="))]
+    kept = [line for line in toml.read_text().splitlines()
+            if not line.startswith(("flavour =", "parts =", "variants ="))]
     toml.write_text("\n".join(kept).replace("[container]", "[container]\n" + container) + "\n")
     done = check(root)
     assert done.returncode == 2 and says in done.stderr, done.stderr
