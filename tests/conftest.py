@@ -59,10 +59,12 @@ TIER_OF_FIXTURE = {"engine": "engine", "default_run": "trains_default", "browser
 # `make test` spreads the suite over xdist workers a module at a time (`--dist loadfile`, in the
 # order collected), so a module's fixtures are made once. The modules that wait longest (on a Docker
 # engine's builds, on other environments' installs, on the real default's training) come first, so
-# that they go on beside the rest instead of after it; within a module the order stays (the
+# that they go on beside the rest instead of after it; then the modules that train a framework
+# reference (a minute or more each), so that the suite ends on the many short modules, which even the
+# workers out, and not on a long one that one worker starts last. Within a module the order stays (the
 # engine's TensorFlow comparison stays last). (xdist's --dist loadgroup would group by marker, but
 # it names groups by rewriting node ids, which pytest 9 ignores.)
-FIRST_TIERS = ("engine", "second_env", "trains_default", "multiprocess")
+FIRST_TIERS = ("engine", "second_env", "trains_default", "multiprocess", "recipe_run")
 
 
 @pytest.hookimpl(tryfirst=True)
