@@ -250,7 +250,7 @@ $(NUMPY1_VENV)/.installed: requirements/harness-numpy1.txt requirements/build.tx
 
 test-harness-numpy1: $(NUMPY1_VENV)/.installed
 	$(NUMPY1_VENV)/bin/python -c "import numpy; assert numpy.__version__ == '1.23.5', numpy.__version__"
-	$(NUMPY1_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/harness_only
+	$(NUMPY1_VENV)/bin/python -m pytest -q -p no:cacheprovider -n 2 tests/harness_only
 
 # The MXNet reference's tests in its own environment (MXNet 1.9.1, numpy 1.23.5, pytest from
 # harness-numpy1.txt), and the MXNet half of its anchor table's checks: the main test environment has
@@ -264,7 +264,7 @@ test-mxnet:
 	$(MAKE) --no-print-directory .venv/$(MXNET_REF)/.installed REF=$(MXNET_REF)
 	$(MAKE) --no-print-directory .venv/$(MXNET_REF)/.test-installed REF=$(MXNET_REF)
 	.venv/$(MXNET_REF)/bin/python -c "import mxnet, numpy; assert numpy.__version__ == '1.23.5', numpy.__version__"
-	.venv/$(MXNET_REF)/bin/python -m pytest -q -p no:cacheprovider tests/test_$(subst -,_,$(MXNET_REF)).py \
+	.venv/$(MXNET_REF)/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/test_$(subst -,_,$(MXNET_REF)).py \
 	    tests/test_anchor_imagenet_resnet152.py
 
 clean:
