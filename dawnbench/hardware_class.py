@@ -26,7 +26,8 @@ _COUNTED = (
     re.compile(rf"(\d+)\s*[*x\u00d7]\s*(\d+)\s*[*x\u00d7]{_PREFIX}{_GPU}"),                  # 16 * 8 * Tesla-V100
     re.compile(rf"(\d+)\s+nodes?\b.*?\((\d+)\s*[*x\u00d7]{_PREFIX}{_GPU}.*each node"),      # 8 nodes (8*P100 ... each node)
 )
-_COUNT_BEFORE = re.compile(rf"(?<![\w./])(\d+)\s*(?:[*x\u00d7]\s*)?{_PREFIX}({_GPU})(?![A-Za-z0-9])")   # 8 * V100, 1 K80, 4x GTX 1080 Ti
+# 8 * V100, 1 K80, 4x GTX 1080 Ti
+_COUNT_BEFORE = re.compile(rf"(?<![\w./])(\d+)\s*(?:[*x\u00d7]\s*)?{_PREFIX}({_GPU})(?![A-Za-z0-9])")
 _COUNT_AFTER = re.compile(rf"({_GPU})\s*\*\s*(\d+)")                                      # Tesla V100 * 8 GPU, V100*1
 _TPU = re.compile(r"TPU\s*-?\s*(v\d)?", re.I)
 _POD = re.compile(r"(1/\d+|half|quarter)\s+of\s+a\s+TPU\s*(v\d)?\s*Pod|TPU\s*(v\d)?\s*Pod", re.I)
@@ -106,8 +107,8 @@ def of_text(text: str) -> str:
         return f"{model} (count not given)"
     tpu = _TPU.search(text)
     if tpu:
-        return f"TPU {tpu[1] or ''}".strip() + " (count not given)" if not re.search(r"\b1\s*TPU", text) else \
-            f"1 x TPU {tpu[1] or ''}".strip()
+        model = f"TPU {tpu[1] or ''}".strip()
+        return f"1 x {model}" if re.search(r"\b1\s*TPU", text) else f"{model} (count not given)"
     cpu = _CPU_MODEL.search(text)
     if cpu:
         cores = re.search(r"(\d+)\s*(?:Cores|vCPUs?|CPU)\b", text, re.I)

@@ -293,12 +293,16 @@ def acceptance(mean_s: float, lo_s: float, hi_s: float, *, rule="mean", verdict=
 
 
 def submit_run(tree: Path, work: Path, author: str, *, epochs: int = 3, hardware: str | None = None,
-               precision: str | None = None, series: dict | None = None) -> str:
+               precision: str | None = None, spread: float | None = None, **series) -> str:
     """A run (make_run) submitted into `tree` by `author`, with what issue 48's producers add: the run's
-    `precision` record (result.json, the entry's `precision`), the hardware the harness recorded, and a
-    series' statistics (entry runs.acceptance); returns the entry's stem."""
+    `precision` record (result.json, the entry's `precision`), the hardware the harness recorded, and,
+    with `spread`, the statistics of a series (entry runs.acceptance) whose mean time is the run's and
+    whose 95% interval is `spread` seconds either side (`series`: acceptance's other words); returns
+    the entry's stem."""
     from dawnbench import submit
     run = make_run(Path(work) / author, epochs=epochs)
+    tta = json.loads((run / "result.json").read_text())["tta_seconds"]
+    series = acceptance(tta, tta - spread, tta + spread, **series) if spread is not None else None
     record = {}
     if hardware:
         record["hardware"] = hardware
