@@ -15,7 +15,9 @@ reached at or under it, a log's steps are its running minima and the plots turn 
 """
 from __future__ import annotations
 
+import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -262,30 +264,66 @@ def stability_numbers(series: list[dict]) -> dict:
     return {"analysis": "stability", "series": out}
 
 
+def _team_and_model(entry: Entry) -> tuple[str, str]:
+    """An entry's team and model, compared loosely ("ResNet 152" is "ResNet152", "Resnet-50" is "ResNet50")."""
+    return tuple(re.sub(r"[^a-z0-9]", "", entries.text(entry.fields.get(key)).lower()) for key in ("author", "model"))
+
+
 def cost_vs_time_numbers(loaded: list[Entry], price_of=None) -> dict:
     """Per task: training hours at the threshold vs training cost (DAWNBench figure 7), and training
-    hours vs inference latency for a training and an inference entry of the same name (figure 5).
-    `price_of(entry)` gives the USD per hour to plot (the leaderboard's: the prices table's for a
-    verified run); by default the entry's own costPerHour."""
+    hours vs inference latency (figure 5) for a training and an inference entry of the same name or,
+    where names differ (DAWNBench v1's ImageNet entries named the two apart), of the same team and
+    model: that pair's fastest training and lowest latency. `price_of(entry)` gives the USD per hour
+    to plot (the leaderboard's: the prices table's for a verified run); by default the entry's own
+    costPerHour. Where a plot has no point, `why` says why in one line."""
     price_of = price_of or entries.cost_per_hour
     tasks: dict[str, dict] = {}
     for task in TASKS.values():
         train = {e.name: e for e in loaded if e.task is task and e.kind == "train"}
         infer = {e.name: e for e in loaded if e.task is task and e.kind == "inference"}
+        reached = {name: e for name, e in infer.items() if entries.reaches_threshold(e)
+                   and entries.latency_ms(e) is not None}
+        hours = {name: h for name, e in train.items() if (h := entries.training_hours(e)) is not None}
         cost_rows, pairs = [], []
         for name, e in sorted(train.items()):
-            hours, price = entries.training_hours(e), price_of(e)
-            if hours is not None and price is not None:
+            price = price_of(e)
+            if name in hours and price is not None:
                 cost_rows.append({"entry": name, "model": entries.text(e.fields.get("model")),
                                   "hardware": entries.text(e.fields.get("hardware")),
-                                  "hours": hours, "costPerHour": price, "cost_usd": hours * price})
-            i = infer.get(name)
-            latency = entries.latency_ms(i) if i is not None else None
-            if hours is not None and latency is not None and entries.reaches_threshold(i):
+                                  "hours": hours[name], "costPerHour": price, "cost_usd": hours[name] * price})
+            if name in hours and name in reached:
                 pairs.append({"entry": name, "model": entries.text(e.fields.get("model")),
-                              "train_hours": hours, "latency_ms": latency})
-        if cost_rows or pairs:
-            tasks[task.display_name] = {"cost_vs_time": cost_rows, "time_vs_latency": pairs}
+                              "train_hours": hours[name], "latency_ms": entries.latency_ms(reached[name]),
+                              "paired_by": "name"})
+        paired = {p["entry"] for p in pairs}
+        groups: dict[tuple, tuple[list, list]] = {}
+        for name in sorted(hours):
+            if name not in paired:
+                groups.setdefault(_team_and_model(train[name]), ([], []))[0].append(name)
+        for name in sorted(reached):
+            if name not in paired and _team_and_model(reached[name]) in groups:
+                groups[_team_and_model(reached[name])][1].append(name)
+        for trained, inferred in groups.values():
+            if trained and inferred:
+                fastest = min(trained, key=lambda n: (hours[n], n))
+                quickest = min(inferred, key=lambda n: (entries.latency_ms(reached[n]), n))
+                pairs.append({"entry": fastest, "inference_entry": quickest,
+                              "model": entries.text(train[fastest].fields.get("model")),
+                              "train_hours": hours[fastest], "latency_ms": entries.latency_ms(reached[quickest]),
+                              "paired_by": "team and model"})
+        if not (train or infer):
+            continue
+        why_cost = (None if cost_rows else
+                    "no training entry reaches the threshold" if not hours else
+                    f"no priced entries: {len(hours)} training entr{'y has' if len(hours) == 1 else 'ies have'} "
+                    f"no price")
+        why_pairs = (None if pairs else
+                     "no training entry reaches the threshold" if not hours else
+                     "no inference entry reaches the threshold" if not reached else
+                     f"no training and inference entry share a name or a team and model ({len(hours)} training, "
+                     f"{len(reached)} inference entries)")
+        tasks[task.display_name] = {"cost_vs_time": cost_rows, "time_vs_latency": pairs,
+                                    "why": {"cost_vs_time": why_cost, "time_vs_latency": why_pairs}}
     return {"analysis": "cost-vs-time", "tasks": tasks}
 
 
@@ -408,16 +446,20 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
     with plots.pyplot() as plt:
         fig, axes = plots.grid(plt, max(1, len(groups)), cols=2, width=5.2)
         for row, (task, data) in zip(axes, groups.items()):
-            for ax, points, x, y, xlabel, ylabel, title in (
-                    (row[0], data["cost_vs_time"], "hours", "cost_usd", "training time (hours)",
+            for ax, name, x, y, xlabel, ylabel, title in (
+                    (row[0], "cost_vs_time", "hours", "cost_usd", "training time (hours)",
                      "training cost (USD)", "training cost vs time"),
-                    (row[1], data["time_vs_latency"], "train_hours", "latency_ms", "training time (hours)",
+                    (row[1], "time_vs_latency", "train_hours", "latency_ms", "training time (hours)",
                      "inference latency (ms)", "training time vs inference latency")):
+                points = data[name]
                 ax.set_title(f"{task}: {title}")
                 ax.set_xlabel(xlabel)
                 ax.set_ylabel(ylabel)
                 if not points:
-                    ax.text(0.5, 0.5, "no entries", ha="center", va="center", transform=ax.transAxes)
+                    # why there is no point, in one line wrapped to the axes (an empty plot alone reads as a bug)
+                    why = (data.get("why") or {}).get(name) or "no entries"
+                    ax.text(0.5, 0.5, textwrap.fill(why.replace("$", r"\$"), 40), ha="center", va="center",
+                            transform=ax.transAxes, wrap=True)
                     ax.set_xticks([])          # no data: matplotlib's 0..1 would read as a scale
                     ax.set_yticks([])
                     continue
@@ -561,9 +603,10 @@ def run(args) -> int:
     if not errors and not items:
         errors.append(InputError(f"nothing to analyse in {', '.join(map(str, args.inputs))}"))
     numbers = NUMBERS[args.analysis](items) if not errors else None
-    if numbers is not None and args.analysis == "cost-vs-time" and not numbers["tasks"]:
+    if numbers is not None and args.analysis == "cost-vs-time" and not any(
+            t["cost_vs_time"] or t["time_vs_latency"] for t in numbers["tasks"].values()):
         errors.append(InputError("no training entry with a costPerHour reaches its threshold, and no training "
-                                 "and inference entries of the same name do: nothing to plot"))
+                                 "and inference entries of the same name, or team and model, do: nothing to plot"))
     if errors:
         return max(report(PROG, e) for e in errors)
     return write_outputs(args, numbers, PLOTS[args.analysis])

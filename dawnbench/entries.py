@@ -301,15 +301,37 @@ def table_price(entry: Entry) -> float | None:
     return price.usd_per_hour * nodes if fits(price, recorded_hardware(entry), nodes) else None
 
 
-def recorded_hardware(entry: Entry) -> str | None:
-    """The hardware the harness recorded for the entry's run (or inference): its record's `hardware`
-    in <stem>.run/, which `dawnbench submit --hardware` does not rename; None without one."""
+def run_record(entry: Entry) -> dict | None:
+    """The record the harness wrote for the entry's run (result.json) or inference (inference.json) in
+    <stem>.run/, read from the entry's tree; None without one."""
     try:
         record = safe_read.read_json(run_folder(entry.path) / RUN_RECORD[entry.kind], tree_root(entry.path))
     except (safe_read.Refused, OSError, ValueError):
         return None
-    hardware = record.get("hardware") if isinstance(record, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def recorded_hardware(entry: Entry) -> str | None:
+    """The hardware the harness recorded for the entry's run (or inference): its record's `hardware`
+    in <stem>.run/, which `dawnbench submit --hardware` does not rename; None without one."""
+    hardware = (run_record(entry) or {}).get("hardware")
     return hardware if isinstance(hardware, str) else None
+
+
+def runtime(entry: Entry) -> str:
+    """What ran an inference entry's timed calls: the runtime and its version its `dawnbench infer`
+    record names ("onnxruntime 1.19.2"; the reference's own infer() runs in its framework), else the
+    entry's `misc.runtime`, else its `framework` (what a DAWNBench v1 entry named there)."""
+    record = run_record(entry) or {}
+    name, version = record.get("runtime"), record.get("runtime_version")
+    if isinstance(name, str) and name:
+        if name == "reference":
+            return f"the reference's infer() ({text(version)})" if version else "the reference's infer()"
+        shown = text(version) if isinstance(version, str) and version else name
+        return shown if shown.lower().startswith(name.lower()) else f"{name} {shown}"
+    misc = entry.fields.get("misc")
+    named = misc.get("runtime") if isinstance(misc, dict) else None
+    return text(named) if isinstance(named, str) and named else text(entry.fields.get("framework"))
 
 
 def fits(price: prices.Price, hardware: str | None, nodes: int) -> bool:

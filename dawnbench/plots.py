@@ -4,6 +4,7 @@ whole (a reader never sees half an image)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import tempfile
@@ -14,6 +15,9 @@ LABEL_CHARS = 60      # longer labels are cut in the plots (never in the numbers
 
 @contextlib.contextmanager
 def pyplot():
+    # matplotlib's font manager says on stderr which font stands in for a missing one (mathtext's
+    # cmex10 where a label escapes a "$"): a line per build that tells the user nothing
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

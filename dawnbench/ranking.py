@@ -23,20 +23,22 @@ import hashlib
 import re
 from pathlib import Path
 
-from dawnbench import archive, entries, validate_entries
+from dawnbench import archive, entries, hardware_class, validate_entries
 from dawnbench.entries import Entry, number
 from dawnbench.entry_status import MODEL_UNVERIFIED, NO_RECORD, NO_RUN, NOT_TRIED, VERIFIED, Judged, is_reproduced
 from harness.tasks import TASKS, Task
 
-VERIFIED_TIER, SUBMITTED_TIER, ARCHIVE_TIER = "verified", "submitted", "archive"
+VERIFIED_TIER, SUBMITTED_TIER, SERIES_TIER, ARCHIVE_TIER = "verified", "submitted", "series", "archive"
 # {table: its tier}, in the order the site shows them: the verified tier first, the others apart after it
 TABLE_TIERS = {"train_time": VERIFIED_TIER, "train_cost": VERIFIED_TIER, "train_cost_given": VERIFIED_TIER,
                "inference_latency": VERIFIED_TIER, "inference_cost": VERIFIED_TIER,
                "inference_cost_given": VERIFIED_TIER, "inference_latency_unverified_model": VERIFIED_TIER,
                "train_submitted": SUBMITTED_TIER,
+               "train_mean": SERIES_TIER,
                "train_time_archive": ARCHIVE_TIER, "train_cost_archive": ARCHIVE_TIER,
                "inference_latency_archive": ARCHIVE_TIER, "inference_cost_archive": ARCHIVE_TIER}
 TABLES = tuple(TABLE_TIERS)
+NOT_RECORDED = "not recorded"      # an entry's training precision where it has none (one from before the record)
 NOT_ARCHIVED = ("no run folder, and not a published DAWNBench v1 entry (its files are not the archive's): only a "
                 "run's entry ranks; submit the run with `dawnbench submit RUN_FOLDER`")
 
@@ -63,11 +65,53 @@ def _common(entry: Entry) -> dict:
             "timestamp": entries.text(f.get("timestamp")), "code_url": entries.text(f.get("codeURL")),
             # the reference a run came from (a fork's own folder name): on the board beside the model, so a
             # fork's row never reads as its original's
-            "reference": entries.text(f.get("reference"))}
+            "reference": entries.text(f.get("reference")),
+            # like with like: the accelerator model and count, or the CPU model and cores (a filter)
+            "hardware_class": hardware_class.of_entry(entry),
+            # what the reference trained in, as the harness recorded it per run (entry["precision"])
+            "precision": precision(entry)}
 
 
-def _ordered(rows: list[tuple[float, Entry, dict]]) -> list[dict]:
-    # Ties: the earlier timestamp first (a missing one last), then the name.
+def precision(entry: Entry) -> str:
+    """The precision a training entry's run trained in (entry["precision"], from the run's record);
+    "not recorded" for an entry from before the record, and for an inference entry (its runtime's
+    precision is its own, in its row's runtime)."""
+    value = entry.fields.get("precision")
+    return value if entry.kind == "train" and isinstance(value, str) and value else NOT_RECORDED
+
+
+def acceptance(entry: Entry) -> dict | None:
+    """The series statistics an entry submitted from a series carries (entry["runs"]["acceptance"],
+    dawnbench.evidence), or None: a single run's entry, or one from before the record."""
+    runs = entry.fields.get("runs")
+    found = runs.get("acceptance") if isinstance(runs, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def interval_hours(entry: Entry) -> list[float] | None:
+    """The 95% interval of a series entry's time-to-accuracy, in hours ([lo, hi]); None without one."""
+    found = (acceptance(entry) or {}).get("tta_ci95_seconds")
+    if not isinstance(found, list) or len(found) != 2:
+        return None
+    lo, hi = number(found[0]), number(found[1])
+    return [lo / 3600, hi / 3600] if lo is not None and hi is not None and 0 <= lo <= hi else None
+
+
+def series_words(entry: Entry) -> str | None:
+    """How a series entry's interval was had, for the row's hover and the entry's page; None for a single run."""
+    found = acceptance(entry)
+    if found is None:
+        return None
+    n, method, rule = found.get("n"), found.get("ci_method"), found.get("rule")
+    return (f"{rule} rule, a series of {entry.fields['runs'].get('n', n)} runs: 95% interval of the time-to-accuracy "
+            f"({'bootstrap' if method == 'bootstrap' else 't'})")
+
+
+def _ordered(rows: list[tuple], interval_key: str | None = None) -> list[dict]:
+    """The rows ranked: by value; equal values to the earlier timestamp (a missing one last), then the
+    name. A row whose figure has an interval (`interval_key`: a series') and whose interval overlaps
+    another's is tied with it: `tied_with` lists the other rows' ranks (the order between them is not
+    shown to be real)."""
     def key(item):
         value, entry, _ = item
         stamp = entry.fields.get("timestamp")
@@ -75,6 +119,11 @@ def _ordered(rows: list[tuple[float, Entry, dict]]) -> list[dict]:
     ranked = []
     for rank, (_, entry, row) in enumerate(sorted(rows, key=key), start=1):
         ranked.append({"rank": rank, **_common(entry), **row})
+    for row in ranked:
+        span = row.get(interval_key) if interval_key else None
+        row["tied_with"] = [] if span is None else [
+            other["rank"] for other in ranked if other is not row and other.get(interval_key) is not None
+            and other[interval_key][0] <= span[1] and span[0] <= other[interval_key][1]]
     return ranked
 
 
@@ -166,6 +215,24 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                     "judge_hardware": measured.hardware if where == VERIFIED_TIER else None,
                     "verification": status, "reproduction": reproduction.get(str(entry.path), NOT_TRIED)}
             base["reproduced"] = is_reproduced(base["reproduction"])     # "accuracy ... time not compared": no
+            # a series' interval is of its own times: beside the figure it ranks by where that is the claim,
+            # beside the claim where the judge's time ranks
+            span = interval_hours(entry)
+            base.update(interval_hours=None if where == VERIFIED_TIER else span,
+                        claimed_interval_hours=span, series=series_words(entry))
+            base["cost_interval_usd"] = ([span[0] * price, span[1] * price] if span is not None and price is not None
+                                         and where != VERIFIED_TIER else None)
+            series = acceptance(entry) or {}
+            mean = number(series.get("tta_mean_seconds"))
+            if (series.get("rule") == "mean" and series.get("verdict") == "accepted" and mean is not None
+                    and where != ARCHIVE_TIER):      # a series' statistics are of its runs: no run, no series
+                # the mean rule ranks the series' mean time, its interval beside it (docs/RULES.md)
+                tables["train_mean"].append((mean / 3600, entry, {
+                    **base, "hours": mean / 3600, "hms": entries.hms(mean / 3600), "interval_hours": span,
+                    "cost_usd": mean / 3600 * price if price is not None else None,
+                    "cost_interval_usd": [span[0] * price, span[1] * price] if span and price is not None else None,
+                    "time_basis": "series mean", "p_value": number(series.get("p_value")),
+                    "metric_mean": number(series.get("metric_mean")), "runs_n": series.get("n")}))
             if where == SUBMITTED_TIER:
                 tables["train_submitted"].append((hours, entry, base))
                 continue
@@ -190,7 +257,8 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                 basis = entries.GIVEN_PRICE if cost is not None else None
             model = models.get(str(entry.path), MODEL_UNVERIFIED)
             base = {"latency_ms": latency, "accuracy": accuracy, "costPerHour": price, "price_basis": basis,
-                    "cost_per_10000_usd": cost, "verification": status, "model_provenance": model, "tier": where}
+                    "cost_per_10000_usd": cost, "verification": status, "model_provenance": model, "tier": where,
+                    "runtime": entries.runtime(entry)}     # what ran the timed calls: ONNX Runtime is not "PyTorch"
             if where == ARCHIVE_TIER:
                 tables["inference_latency_archive"].append((latency, entry, base))
                 if cost is not None:
@@ -204,7 +272,8 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
             if cost is not None:
                 table = "inference_cost" if basis == entries.TABLE_PRICE else "inference_cost_given"
                 tables[table].append((cost, entry, base))
-    return {name: _ordered(rows) for name, rows in tables.items()}, unranked
+    return {name: _ordered(rows, "cost_interval_usd" if "cost" in name else "interval_hours")
+            for name, rows in tables.items()}, unranked
 
 
 def load_all(root: Path, report=None, level: str = "v1", warn=None) -> tuple[list[Entry], list[dict]]:

@@ -20,7 +20,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from dawnbench import analyze, entries, ranking
+from dawnbench import analyze, entries, hardware_class, ranking
 from dawnbench.entries import Entry, is_http_url, number
 from dawnbench.entry_status import (
     ACCURACY_ONLY,
@@ -53,7 +53,8 @@ TABLE_TITLES = {"train_time": "Training time (the judge's measurement)",
                 "train_time_archive": "Training time (DAWNBench v1 archive)",
                 "train_cost_archive": "Training cost (DAWNBench v1 archive, submitter-given price)",
                 "inference_latency_archive": "Inference latency (DAWNBench v1 archive)",
-                "inference_cost_archive": "Inference cost (10,000 items, DAWNBench v1 archive)"}
+                "inference_cost_archive": "Inference cost (10,000 items, DAWNBench v1 archive)",
+                "train_mean": "Training time, mean rule (the series' mean time, its 95% interval)"}
 MAIN_TABLES = ("train_time", "train_cost", "inference_latency", "inference_cost")   # shown even when empty
 # Each tier's heading and what it says, above its tables: the tiers are never mixed (dawnbench.ranking.tier).
 TIER_HEADINGS = {
@@ -64,6 +65,12 @@ TIER_HEADINGS = {
     ranking.SUBMITTED_TIER: ("Submitted, not reproduced", "Entries with a run that the judge has not reproduced "
                                                           "(or did not reproduce): ranked by their claimed time, "
                                                           "apart from the verified tier, never with it."),
+    ranking.SERIES_TIER: ("Series, mean rule", "Entries submitted from a series of runs whose task ranks by the mean "
+                                               "rule too: the series' mean final metric past the threshold at a "
+                                               "one-sided p below the task's alpha (docs/RULES.md), ranked by the "
+                                               "series' mean time-to-accuracy, its 95% interval beside it: entries "
+                                               "whose intervals overlap are tied. The series' own runs, as its entry "
+                                               "carries them (entry runs.acceptance)."),
     ranking.ARCHIVE_TIER: ("DAWNBench v1 archive", "The published DAWNBench v1 entries (matched by their files' "
                                                    "sha256): no run behind them, their figures as published."),
 }
@@ -165,6 +172,9 @@ COLUMNS = {
     "inference_cost": [("Cost per 10,000 items", "cost_per_10000_usd", lambda v, t: usd(v)),
                        ("Latency", "latency_ms", lambda v, t: ms(v))],
 }
+COLUMNS["train_mean"] = [("Mean time to threshold", "hours", lambda v, t: entries.hms(v)),
+                         ("p", "p_value", lambda v, t: f"{v:.2g}"), ("Runs", "runs_n", lambda v, t: f"{v:g}"),
+                         ("Cost", "cost_usd", lambda v, t: usd(v))]
 COLUMNS["train_cost_given"] = COLUMNS["train_cost"]
 COLUMNS["inference_cost_given"] = COLUMNS["inference_cost_archive"] = COLUMNS["inference_cost"]
 COLUMNS["inference_latency_archive"] = COLUMNS["inference_latency"]
@@ -206,6 +216,7 @@ FILTERS = {     # the select filters: (the row's attribute, its label, [(value, 
     "reproduction": ("Reproduction (training)", [("reproduced", "reproduced"), ("accuracy-only", "accuracy only"),
                                                  ("not-reproduced", "not reproduced"), ("not-tried", "not tried")]),
 }
+HARDWARE_CLASS = "hardwareclass"    # its select's values are the classes a task's rows have (dawnbench.hardware_class)
 
 
 def _badge(kind: tuple[str, str, str, str], detail: str, column: str) -> dict:
@@ -214,22 +225,69 @@ def _badge(kind: tuple[str, str, str, str], detail: str, column: str) -> dict:
             "sort": value}
 
 
+MODEL_CHARS = 40     # a longer model is a name and a description: a row and a heading show the name
+
+
+def model_name(model: str) -> str:
+    """An entry's model as a row and a heading name it: a long one's name before its description in
+    parentheses ("ResNet-56 (basic blocks, 0.85M parameters)" -> "ResNet-56"; a short one whole, as
+    "ResNet 164 (with bottleneck)"), the whole of it on hover and on the entry's page."""
+    name = model.split(" (", 1)[0].strip()
+    return name if name and len(model) > MODEL_CHARS else model
+
+
+def entry_title(entry: Entry) -> str:
+    """An entry's readable name: its model's name and its team ("ResNet-56 by Ann"), never the file name
+    its four parts were mangled into (which is on the page beside it); the file name for an entry with neither."""
+    model, author = model_name(entries.text(entry.fields.get("model")).strip()), entries.text(entry.fields.get("author"))
+    if not model:
+        return entry.name
+    return f"{model} by {author.strip()}" if author.strip() else model
+
+
+def interval_text(span: list[float] | None, shown) -> str:
+    """A series figure's 95% interval as a row shows it under the figure: "95%: 0:01:05-0:01:20"."""
+    return f"95%: {shown(span[0])} \u2013 {shown(span[1])}" if span else ""
+
+
+def _details(r: dict, key: str) -> dict:
+    """The line under a number: the interval of a series figure (its method on hover)."""
+    spans = {"hours": ("interval_hours", entries.hms), "claimed_hours": ("claimed_interval_hours", entries.hms),
+             "cost_usd": ("cost_interval_usd", usd)}
+    if key not in spans or not r.get(spans[key][0]):
+        return {}
+    return {"detail": interval_text(r[spans[key][0]], spans[key][1]), "title": r.get("series") or ""}
+
+
 def _row(r: dict, table: str, task) -> dict:
-    cells = [{"kind": "num", "text": str(r["rank"]), "sort": r["rank"]}]
+    tied = r.get("tied_with") or []
+    cells = [{"kind": "num", "class": "rank", "text": str(r["rank"]), "sort": r["rank"],
+              **({"detail": "tied with " + ", ".join(map(str, tied)),
+                  "title": "the 95% intervals overlap: the order between these rows is not shown to be real"}
+                 if tied else {})}]
     for _, key, shown in COLUMNS[table]:
         value = r.get(key)
         cells.append({"kind": "num", "text": shown(value, task) if value is not None else "",
-                      "sort": value if value is not None else ""})
+                      "sort": value if value is not None else "", **_details(r, key)})
         if key == "judge_runs" and value is not None:
             cells[-1]["title"] = f"the median of {value:g} reproduction run{'s' * (value != 1)} on {r['judge_hardware']}"
-    cells += [{"kind": "entry", "text": r["model"] or r["entry"], "href": r["page"], "title": r["entry"],
-               "reference": r["reference"], "sort": r["model"] or r["entry"]},
+    model = r["model"] or r["entry"]
+    inference = table.startswith("inference")
+    ran = r.get("runtime") if inference else r["framework"]
+    cells += [{"kind": "entry", "text": model_name(model), "href": r["page"], "title": model if model != model_name(model)
+               else r["entry"], "reference": r["reference"], "sort": model},
               {"kind": "text", "class": "team", "text": r["author"]},
-              {"kind": "text", "class": "hardware", "text": r["hardware"]},
-              {"kind": "text", "class": "framework", "text": r["framework"]},
-              {"kind": "text", "class": "date", "text": r["timestamp"]},
+              {"kind": "text", "class": "hardware", "text": r["hardware_class"], "sort": r["hardware_class"],
+               "detail": r["hardware"] if r["hardware"] != r["hardware_class"] else ""},
+              {"kind": "text", "class": "framework", "text": ran,
+               "detail": r["framework"] if inference and r["framework"] not in ran else ""}]
+    if not inference:
+        cells.append({"kind": "text", "class": "precision", "text": r["precision"],
+                      "muted": r["precision"] == ranking.NOT_RECORDED})
+    cells += [{"kind": "text", "class": "date", "text": r["timestamp"]},
               {"kind": "code", "text": r["code_url"], "sort": r["code_url"]}]
-    filters = {"hardware": r["hardware"], "framework": r["framework"]}
+    filters = {"hardware": r["hardware"], HARDWARE_CLASS: r["hardware_class"],
+               "framework": f"{ran} {r['framework']}" if inference else r["framework"]}
     if "verification" in r:
         cells.append(_badge(verification_badge(r["verification"]), r["verification"], "verification"))
         filters["verification"] = cells[-1]["sort"]
@@ -238,20 +296,39 @@ def _row(r: dict, table: str, task) -> dict:
         filters["reproduction"] = cells[-1]["sort"]
     if "model_provenance" in r:
         cells.append(_badge(model_badge(r["model_provenance"]), r["model_provenance"], "model-provenance"))
-    return {"entry": r["entry"], "cells": cells, "filters": filters}
+    return {"entry": r["entry"], "cells": cells, "filters": filters, "tied": bool(tied)}
 
 
 def _headings(table: str, task) -> list[dict]:
     figure_better = LOWER if task.lower_is_better else HIGHER
     own = [{"text": task.figure.heading, "type": "num", "better": figure_better} if heading is FIGURE
            else {"text": heading, "type": "num", "better": LOWER} for heading, _, _ in COLUMNS[table]]
-    shared = [{"text": t, "type": "text"} for t in ("Model", "Team", "Hardware", "Framework", "Date", "Code")]
+    inference = table.startswith("inference")
+    shared = [{"text": t, "type": "text"} for t in
+              ("Model", "Team", "Hardware", "Runtime" if inference else "Framework",
+               *(() if inference else ("Precision",)), "Date", "Code")]
     extra = [{"text": "Verification", "type": "text"}]
     if table.startswith("train"):
         extra.append({"text": "Reproduction", "type": "text"})
     if table.startswith("inference"):
         extra.append({"text": "Model provenance", "type": "text"})
     return [{"text": "Rank", "type": "num", "better": LOWER, "sorted": "ascending"}] + own + shared + extra
+
+
+def empty_reason(table: str, tables: dict[str, list]) -> str:
+    """Why one of the verified tier's four tables, shown even when empty, has no row: one line."""
+    kind = "train" if table.startswith("train") else "inference"
+    base = "train_time" if kind == "train" else "inference_latency"
+    if not tables[base]:
+        elsewhere = [f"{n} in {TABLE_TITLES[t][:1].lower()}{TABLE_TITLES[t][1:]}" for t in tables
+                     if t.startswith(kind) and t != base and "cost" not in t and (n := len(tables[t]))]
+        why = ("no entry the judge reproduced (dawnbench reproduce)" if kind == "train" else
+               "no inference entry with a dawnbench infer record of a verified run's model")
+        return f"no ranked entries: {why}" + (f"; ranked apart below: {', '.join(elsewhere)}" if elsewhere else "")
+    given, above = len(tables.get(table + "_given", [])), len(tables[base])
+    return (f"no priced entries: {'the one entry' if above == 1 else f'none of the {above} entries'} above "
+            f"{'has no' if above == 1 else 'has a'} price from the prices table (the instance of a verified run: "
+            f"dawnbench run --instance)" + (f"; {given} with a price the submitter gave rank below" if given else ""))
 
 
 def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
@@ -273,12 +350,14 @@ def index_page(rankings: dict, plots: dict[str, str], n_entries: int) -> str:
             "plot": plots.get(task_name),
             # the text filters suggest the values there are (a datalist), and match any part of them
             "choices": {key: sorted({r[key] for r in every if r[key]}) for key in ("hardware", "framework")},
-            "filters": {key: (label, [(v, w) for v, w in values if any(
-                (verification_badge if key == "verification" else reproduction_badge)(r[key])[0] == v
-                for r in every if key in r)]) for key, (label, values) in FILTERS.items()},
+            "filters": {HARDWARE_CLASS: ("Hardware class", [(c, c) for c in sorted({r["hardware_class"] for r in every})]),
+                        **{key: (label, [(v, w) for v, w in values if any(
+                            (verification_badge if key == "verification" else reproduction_badge)(r[key])[0] == v
+                            for r in every if key in r)]) for key, (label, values) in FILTERS.items()}},
             "tables": [{"name": table, "title": TABLE_TITLES[table], "headings": _headings(table, task),
                         "tier": ranking.TABLE_TIERS[table], "tier_heading": TIER_HEADINGS[ranking.TABLE_TIERS[table]],
-                        "rows": [_row(r, table, task) for r in rows]} for table, rows in shown],
+                        "rows": [_row(r, table, task) for r in rows],
+                        "empty": "" if rows else empty_reason(table, tables)} for table, rows in shown],
             "unranked": unranked, "invalid": invalid})
     # tasks with ranked rows first, then those with only unranked or invalid entries (registry order within)
     tasks.sort(key=lambda t: not t["ranked"])
@@ -399,8 +478,10 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         ("Task", f"{task} ({entry.kind}), threshold {ranking.threshold_label(entry.task)}"),
         ("Rank", ", ".join(f"{_ordinal(r)} in {TABLE_TITLES[t][:1].lower()}{TABLE_TITLES[t][1:]}" for t, r in ranks)
          or "not ranked"),
+        ("Official", official_line(entry)),
         ("Author", entries.text(f.get("author"))), ("Model", entries.text(f.get("model"))),
-        ("Hardware", entries.text(f.get("hardware"))), ("Framework", entries.text(f.get("framework"))),
+        ("Hardware", entries.text(f.get("hardware"))), ("Hardware class", hardware_class.of_entry(entry)),
+        ("Framework", entries.text(f.get("framework"))),
         ("Code", entries.text(f.get("codeURL"))), ("Commit", commit(f)),
         ("Timestamp", entries.text(f.get("timestamp"))),
     ]
@@ -433,6 +514,9 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
                          else "not recorded (a run before the train time, or not a dawnbench run)"))
         else:
             rows.append(("Time to threshold", "the log never reaches the threshold"))
+        rows.append(("Training precision", precision_line(entry)))
+        if ranking.acceptance(entry) is not None:
+            rows.append(("Series", series_line(entry)))
         rows.append(("Verification", verification or "not checked"))
         rows.append(("Reproduction", reproduction or NOT_TRIED))
         measured = machine_load(entry)
@@ -448,7 +532,8 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     else:
         accuracy = entries.inference_accuracy(entry)
         rows += [("Latency", ms(entries.latency_ms(entry)) or "not given"),
-                 (entry.task.figure.heading, f"{entry.metric_column} {ranking.metric_label(entry.task, accuracy)}"
+                 ("Runtime", entries.runtime(entry) or "not given"),
+                 (entry.task.figure.heading, ranking.metric_label(entry.task, accuracy)
                   if accuracy is not None else "not given"),
                  ("Cost per 10,000 items", usd(price * entries.latency_ms(entry) / 3.6e6 * entries.ITEMS)
                   if basis == entries.TABLE_PRICE and entries.latency_ms(entry) is not None
@@ -460,10 +545,61 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
     other = {"kind": "inference" if entry.kind == "train" else "training", "href": sibling} if sibling else None
     written = entry.written if entry.written is not None else f
     return templates().get_template("entry.html").render(
-        csp=CSP, root="../../", task=task, kind=entry.kind, name=entry.name, image=image, fields=rows,
+        csp=CSP, root="../../", task=task, kind=entry.kind, name=entry_title(entry), file=entry.path.name,
+        image=image, fields=rows,
         figure=entry.task.figure.label,
         sibling=other, columns=columns, log=log, notes=[_note(entry, n) for n in entry.notes],
         entry_json=json.dumps(written, indent=2, ensure_ascii=False))
+
+
+def official_line(entry: Entry) -> str:
+    """The entry page's "Official" row: whether the run was an official one (the task's threshold, a
+    committed reference, the judge's harness...: harness.provenance), and if not, why."""
+    f = entry.fields
+    reasons = [r for r in f.get("unofficial_reasons") or [] if isinstance(r, str)] \
+        if isinstance(f.get("unofficial_reasons"), list) else []
+    if f.get("official") is True and f.get("official_threshold") is not False:
+        return "official: run under the rules, at the task's threshold (docs/RULES.md)"
+    if f.get("official") is False or f.get("official_threshold") is False:
+        why = reasons or (["run at a lowered threshold"] if f.get("official_threshold") is False else [])
+        return "unofficial" + (f": {'; '.join(why)}" if why else "")
+    if ranking.has_run(entry):
+        return "not recorded: the entry says neither official nor not (a run from before the record)"
+    return "not recorded: no run behind it (a DAWNBench v1 entry, or one typed by hand)"
+
+
+def precision_line(entry: Entry) -> str:
+    """The entry page's "Training precision" row: what the run trained in, as the harness recorded it
+    (the run folder's result.json `precision`, with its reason), or the entry's; "not recorded" without."""
+    record = (entries.run_record(entry) or {}).get("precision")
+    shown = ranking.precision(entry)
+    if isinstance(record, dict) and isinstance(record.get("train"), str):
+        reason = entries.text(record.get("reason"))
+        return f"{record['train']}" + (f": {reason}" if reason else "") + " (the harness's record of the run)"
+    if shown == ranking.NOT_RECORDED:
+        return "not recorded (an entry from before the harness recorded what a run trained in)"
+    return f"{shown} (as the entry says)"
+
+
+def series_line(entry: Entry) -> str:
+    """The entry page's "Series" row: the acceptance statistics of the series it was submitted from."""
+    a = ranking.acceptance(entry) or {}
+    said = [f"{entries.text(a.get('rule'))} rule, {entries.text(a.get('n'))} runs: "
+            f"{entries.text(a.get('verdict'))}" + (f" ({entries.text(a.get('reason'))})" if a.get("reason") else "")]
+    mean, sd, p = number(a.get("metric_mean")), number(a.get("metric_stdev")), number(a.get("p_value"))
+    if mean is not None:
+        said.append(f"final {entry.task.figure.label} mean {entry.task.figure.shown(entry.task.figure.to_log(mean))}"
+                    + (f" \u00b1 {entry.task.figure.shown(entry.task.figure.to_log(sd))}" if sd is not None else "")
+                    + (f", one-sided p = {p:.2g} against the threshold" if p is not None else ""))
+    times = [(w, number(a.get(k))) for w, k in (("mean", "tta_mean_seconds"), ("median", "tta_median_seconds"))]
+    span = ranking.interval_hours(entry)
+    if any(v is not None for _, v in times) or span:
+        every = [v for _, v in times if v is not None] + [h * 3600 for h in span or []]
+        shown = seconds if max(every) < 100 else (lambda v: entries.hms(v / 3600))     # one unit for all of them
+        said.append("time-to-accuracy " + ", ".join(f"{w} {shown(v)}" for w, v in times if v is not None)
+                    + (f", 95% interval {shown(span[0] * 3600)} to {shown(span[1] * 3600)} "
+                       f"({'bootstrap' if a.get('ci_method') == 'bootstrap' else 't'})" if span else ""))
+    return "; ".join(said) + " (the series' own runs, as its entry carries them)"
 
 
 def _note(entry: Entry, note: str) -> str:
@@ -560,7 +696,7 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
                 if curve:
                     image = Path(relative).with_suffix(".png").name
                     analyze.plot_curves(analyze.curves_numbers([curve]), w.path(str(Path(relative).parent / image)),
-                                        title=f"{entry.name}: {entry.task.figure.label} vs time")
+                                        title=f"{entry_title(entry)}: {entry.task.figure.label} vs time")
             other_kind = "inference" if entry.kind == "train" else "train"
             sibling = pages.get((entry.task.display_name, other_kind, entry.name))
             sibling = f"../{other_kind}/{Path(sibling).name}" if sibling else None

@@ -277,3 +277,46 @@ def write_reproduction(run_dir: Path, *, tta_factor: float = 1.0, hardware: str 
               "reproduced": [{"figures": figures, "environment": again} for figures, again in runs]}
     reproduce.write_record(run_dir, record)
     return record
+
+
+# ---------------------------------------------------------------- issue 48's fields, as their producers write them
+
+def acceptance(mean_s: float, lo_s: float, hi_s: float, *, rule="mean", verdict="accepted", n=5, p=0.003,
+               metric_mean=0.9412, method="t") -> dict:
+    """The series statistics dawnbench.evidence.acceptance gives (summary.json's "acceptance", an entry's
+    runs.acceptance): a series of `n` runs whose times have mean `mean_s` and 95% interval [lo_s, hi_s]."""
+    return {"rule": rule, "n": n, "n_min": 5 if rule == "mean" else None, "alpha": 0.01 if rule == "mean" else None,
+            "threshold": 0.94, "metric_mean": metric_mean, "metric_stdev": 0.0011, "p_value": p,
+            "tta_mean_seconds": mean_s, "tta_median_seconds": mean_s, "tta_ci95_seconds": [lo_s, hi_s],
+            "ci_method": method, "verdict": verdict,
+            "reason": "mean past the threshold at p < alpha" if verdict == "accepted" else "mean not past it at p < alpha"}
+
+
+def submit_run(tree: Path, work: Path, author: str, *, epochs: int = 3, hardware: str | None = None,
+               precision: str | None = None, spread: float | None = None, **series) -> str:
+    """A run (make_run) submitted into `tree` by `author`, with what issue 48's producers add: the run's
+    `precision` record (result.json, the entry's `precision`), the hardware the harness recorded, and,
+    with `spread`, the statistics of a series (entry runs.acceptance) whose mean time is the run's and
+    whose 95% interval is `spread` seconds either side (`series`: acceptance's other words); returns
+    the entry's stem."""
+    from dawnbench import submit
+    run = make_run(Path(work) / author, epochs=epochs)
+    tta = json.loads((run / "result.json").read_text())["tta_seconds"]
+    series = acceptance(tta, tta - spread, tta + spread, **series) if spread is not None else None
+    record = {}
+    if hardware:
+        record["hardware"] = hardware
+    if precision:
+        record["precision"] = {"train": precision, "reason": f"the reference chose {precision} on this device"}
+    if record:
+        edit_json(run / "result.json", **record)
+    assert submit.main([str(run), "--out", str(tree), "--author", author]) == 0
+    (path,) = (Path(tree) / "CIFAR10" / "train").glob(f"{author}_*.json")
+    fields = json.loads(path.read_text())
+    if precision:
+        fields["precision"] = precision
+    if series:
+        fields["runs"] = {"n": series["n"], "converged": series["n"], "median_tta_seconds": series["tta_median_seconds"],
+                          "acceptance": series}
+    path.write_text(json.dumps(fields, indent=2))
+    return path.stem

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from leaderboard_fixture import inference, train, write_entries
 
-from dawnbench import analyze, plots
+from dawnbench import analyze, entries, plots
 from dawnbench.cli import main
 from harness.tasks import TASKS
 
@@ -184,7 +184,10 @@ def test_cost_vs_time_command(tmp_path, capsys):
     assert code == 0
     assert len(err) == 2 and all("skipped:" in line for line in err)     # the two entries that do not load
     numbers = outputs(tmp_path / "out", "cost-vs-time", printed)
-    assert set(numbers["tasks"]) == {"CIFAR10", "SQuAD"}
+    # every task with entries has its plots; an empty one says why (ImageNet: one inference entry, no training)
+    assert set(numbers["tasks"]) == {"CIFAR10", "SQuAD", "ImageNet"}
+    assert numbers["tasks"]["ImageNet"]["why"] == {"cost_vs_time": "no training entry reaches the threshold",
+                                                   "time_vs_latency": "no training entry reaches the threshold"}
     cifar = numbers["tasks"]["CIFAR10"]
     cost = {r["entry"]: (r["hours"], r["cost_usd"]) for r in cifar["cost_vs_time"]}
     assert cost["alice_resnet18_p3.2xlarge_pytorch"] == (0.5, pytest.approx(1.53))
@@ -193,7 +196,7 @@ def test_cost_vs_time_command(tmp_path, capsys):
     assert "frank_noprice_tpu_tensorflow" not in cost and "carol_cnn_cpu_pytorch" not in cost
     # figure 5: alice has both a training and an inference entry of the same name
     assert cifar["time_vs_latency"] == [{"entry": "alice_resnet18_p3.2xlarge_pytorch", "model": "resnet18",
-                                         "train_hours": 0.5, "latency_ms": 10.0}]
+                                         "train_hours": 0.5, "latency_ms": 10.0, "paired_by": "name"}]
     assert numbers["tasks"]["SQuAD"]["cost_vs_time"][0]["cost_usd"] == pytest.approx(0.9)
 
 
@@ -337,3 +340,33 @@ def test_a_single_point_gets_limits_around_it(tmp_path, capsys, figures):
     assert_spread_around(*ax.get_xlim(), 2.0)
     assert_spread_around(*ax.get_ylim(), 40.0) and ax.get_ylim()[0] > 0
     plt.close(fig)
+
+
+def test_training_time_vs_latency_pairs_the_v1_imagenet_entries_by_team_and_model(tmp_path):
+    """Issue 47: ImageNet's "training time vs inference latency" plot said "no entries" beside 27 training and
+    22 inference entries: DAWNBench v1 named an ImageNet entry's training and inference files apart
+    (dawn_resnet152_b_8k80_ec2_mxnet, dawn_resnet152_1k80-ec2_mxnet). A pair is now also a team's model
+    ("ResNet152" is "ResNet 152"): its fastest training beside its lowest latency; a plot with no point says why."""
+    from v1_official_order import ENTRIES
+
+    from dawnbench import ranking
+    loaded, _ = ranking.load_all(ENTRIES)
+    numbers = analyze.cost_vs_time_numbers(loaded)
+    imagenet = numbers["tasks"]["ImageNet"]
+    pairs = {(p["entry"], p.get("inference_entry")): p for p in imagenet["time_vs_latency"]}
+    assert imagenet["why"]["time_vs_latency"] is None and {p["paired_by"] for p in pairs.values()} == {"team and model"}
+    dawn = pairs[("dawn_resnet152_b_8k80_ec2_mxnet", "dawn_resnet152_1p100-gc_tensorflow")]    # fastest, lowest
+    assert dawn["model"] == "ResNet152" and dawn["latency_ms"] == min(
+        entries.latency_ms(e) for e in loaded if e.task.display_name == "ImageNet" and e.kind == "inference"
+        and e.fields["author"] == "Stanford DAWN")
+    assert {p[0].split("_")[0] for p in pairs} >= {"dawn", "Intel", "huaweicloud"}
+    # CIFAR10's same-named pairs are as before; a tree whose entries share nothing says so
+    assert {p["paired_by"] for p in numbers["tasks"]["CIFAR10"]["time_vs_latency"]} == {"name"}
+    train(tmp_path, "FashionMNIST", "a_cnn_cpu_pytorch", [(1, 0.1, 93.0)])
+    inference(tmp_path, "FashionMNIST", "b_mlp_cpu_pytorch", latency=1.0, top1Accuracy=93.0)
+    alone = analyze.cost_vs_time_numbers(entries.load_tree(tmp_path)[0])["tasks"]["FashionMNIST"]
+    assert alone["why"] == {"cost_vs_time": "no priced entries: 1 training entry has no price",
+                            "time_vs_latency": "no training and inference entry share a name or a team and model "
+                                               "(1 training, 1 inference entries)"}
+    analyze.plot_cost_vs_time({"tasks": {"FashionMNIST": alone}}, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 5_000

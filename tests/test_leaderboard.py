@@ -523,10 +523,10 @@ def test_accuracy_is_shown_in_percent_and_f1_as_a_fraction(built, tmp_path):
     assert (named["CIFAR10"], named["SQuAD"]) == ("Top-1 accuracy", "F1")
     assert f'<th data-type="num" data-better="higher"><button type="button">{named["CIFAR10"]}</button></th>' in latency
     page = (built / "CIFAR10" / "inference" / "alice_resnet18_p3.2xlarge_pytorch.html").read_text(encoding="utf-8")
-    assert f"<th>{named['CIFAR10']}</th><td>top1Accuracy 94.2%</td>" in page
+    assert f"<th>{named['CIFAR10']}</th><td>94.2%</td>" in page     # issue 47: not "top1Accuracy 94.2%"
     inference(tmp_path, "SQuAD", "f_m_h_f", latency=9.0, f1Score=0.81)
     (entry,) = ranking.load_all(tmp_path)[0]
-    assert f"<th>{named['SQuAD']}</th><td>f1Score 0.81</td>" in site.entry_page(entry, [], None, None)
+    assert f"<th>{named['SQuAD']}</th><td>0.81</td>" in site.entry_page(entry, [], None, None)
     squad = index.split('id="SQuAD-inference_latency"')[1].split("</table>")[0]
     assert f'<button type="button">{named["SQuAD"]}</button>' in squad and ">Accuracy<" not in squad
     assert ranking.threshold_label(entries.TASK_BY_DIR["ImageNet"]) == "top5Accuracy at least 93%"
@@ -594,3 +594,180 @@ def test_the_train_time_is_shown_beside_time_to_accuracy_never_ranked(tmp_path):
     assert "<tr><th>Train time</th><td>0:25:00: the train spans only" in pages["fast_m_h_f"]
     assert "<tr><th>Train time</th><td>42.12 s: the train spans only" in pages["slow_m_h_f"]
     assert "<tr><th>Train time</th><td>not recorded" in pages["old_m_h_f"]
+
+
+# ---------------------------------------------------------------- issue 47's board, issue 48's evidence
+
+def test_the_hardware_class_of_harness_labels_and_v1_text():
+    """Issue 48: like with like. The accelerator model and count, or the CPU model and cores, from the
+    harness's label or a DAWNBench v1 entry's free text; an instance the prices table knows gives its
+    accelerators; what cannot be read is "unclassified", never a guess."""
+    from dawnbench.hardware_class import UNCLASSIFIED, of_text
+    assert {text: of_text(text) for text in (
+        "1 x NVIDIA H100 80GB HBM3", "16 x NVIDIA A100-SXM4-40GB (2 nodes)", "Intel(R) Xeon(R) Processor (2 cores)",
+        "AMD EPYC 7B13 (8 cores, 2 processes, 2 nodes)", "Tesla V100 * 8 GPU / 32 GB / 40 CPU", "8 * V100 (AWS p3.16xlarge)",
+        "16 * 8 * Tesla-V100(ModelArts Service)", "8 nodes with InfiniBand (8*P100 for each node)", "16 p3.16xlarge (AWS)",
+        "Lambda GPU Cloud - 4x GTX 1080 Ti", "1 NVidia 2080 RTX (dev box)", "Baidu Cloud Tesla V100*1/60 GB/12 CPU",
+        "p3.2xlarge", "1/4 of a TPUv2 Pod", "Paperspace Volta (V100)", "Alibaba Cloud Npu",
+        "64 nodes with Xeon Platinum 8124M / 144 GB / 36 Cores (Amazon EC2 [c5.18xlarge])")} == {
+        "1 x NVIDIA H100 80GB HBM3": "1 x H100", "16 x NVIDIA A100-SXM4-40GB (2 nodes)": "16 x A100",
+        "Intel(R) Xeon(R) Processor (2 cores)": "CPU: Intel Xeon, 2 cores",
+        "AMD EPYC 7B13 (8 cores, 2 processes, 2 nodes)": "CPU: AMD EPYC 7B13, 8 cores x 2 nodes",
+        "Tesla V100 * 8 GPU / 32 GB / 40 CPU": "8 x V100", "8 * V100 (AWS p3.16xlarge)": "8 x V100",
+        "16 * 8 * Tesla-V100(ModelArts Service)": "128 x V100",
+        "8 nodes with InfiniBand (8*P100 for each node)": "64 x P100", "16 p3.16xlarge (AWS)": "128 x V100",
+        "Lambda GPU Cloud - 4x GTX 1080 Ti": "4 x GTX 1080 Ti", "1 NVidia 2080 RTX (dev box)": "1 x RTX 2080",
+        "Baidu Cloud Tesla V100*1/60 GB/12 CPU": "1 x V100", "p3.2xlarge": "1 x V100",
+        "1/4 of a TPUv2 Pod": "TPU v2 Pod (1/4)", "Paperspace Volta (V100)": "V100 (count not given)",
+        "Alibaba Cloud Npu": UNCLASSIFIED,
+        "64 nodes with Xeon Platinum 8124M / 144 GB / 36 Cores (Amazon EC2 [c5.18xlarge])":
+            "CPU: Xeon Platinum 8124M, 36 cores x 64 nodes"}
+
+
+@pytest.fixture(scope="module")
+def evidence_board(tmp_path_factory):
+    """A board of four submitted runs carrying issue 48's fields as their producers write them: Ann and Bo
+    a mean-rule series each, accepted, their intervals overlapping (bf16, fp32); Cy a series under the
+    single rule on a CPU, its interval apart; Di a series the mean rule refused (no precision recorded)."""
+    from _pytest.monkeypatch import MonkeyPatch
+    from leaderboard_fixture import submit_run
+    root = tmp_path_factory.mktemp("evidence")
+    with MonkeyPatch.context() as monkeypatch:
+        use_cifar10_labels(monkeypatch, root / "labels")
+        tree = root / "entries"
+        stems = {"Ann": submit_run(tree, root, "Ann", epochs=3, precision="bf16", spread=10.0),
+                 "Bo": submit_run(tree, root, "Bo", epochs=4, precision="fp32", spread=10.0),
+                 "Cy": submit_run(tree, root, "Cy", epochs=9, hardware="Intel(R) Xeon(R) Platinum 8480+ (2 cores)",
+                                  precision="fp32", spread=5.0, rule="single"),
+                 "Di": submit_run(tree, root, "Di", epochs=6, spread=3.0, verdict="refused", p=0.2)}
+        assert main(["leaderboard", str(tree), "--out", str(root / "site"), *archive_args(tree)]) == 0
+        loaded, invalid = ranking.load_all(tree)
+        statuses = entry_status.verification_statuses(loaded, None, tree)
+        rankings = ranking.rank(loaded, invalid, statuses, archived=archived(tree))
+    return {"tree": tree, "site": root / "site", "stems": stems, "rankings": rankings,
+            "loaded": {e.name: e for e in loaded}}
+
+
+def test_series_figures_have_their_intervals_and_overlapping_ones_are_tied(evidence_board):
+    """Issue 48: every series figure with its 95% interval; entries whose intervals overlap are tied."""
+    stems, cifar = evidence_board["stems"], evidence_board["rankings"]["tasks"]["CIFAR10"]
+    rows = {r["entry"]: r for r in cifar["train_submitted"]}
+    tta = {a: evidence_board["loaded"][s].fields["tta_seconds"] for a, s in stems.items()}
+    assert rows[stems["Ann"]]["interval_hours"] == pytest.approx([(tta["Ann"] - 10) / 3600, (tta["Ann"] + 10) / 3600])
+    # Ann and Bo overlap (11.2 s apart, 10 s either side); Cy's and Di's are clear of every other
+    assert {a: rows[s]["tied_with"] for a, s in stems.items()} == {
+        "Ann": [rows[stems["Bo"]]["rank"]], "Bo": [rows[stems["Ann"]]["rank"]], "Cy": [], "Di": []}
+    index = (evidence_board["site"] / "index.html").read_text(encoding="utf-8")
+    table = index.split('id="CIFAR10-train_submitted"')[1].split("</table>")[0]
+    ann = table.split(f'<tr data-entry="{stems["Ann"]}" class="tied"')[1].split("</tr>")[0]
+    low, high = (entries.hms(h) for h in rows[stems["Ann"]]["interval_hours"])
+    assert f'<small class="detail">95%: {low} \u2013 {high}</small>' in ann
+    assert f'<small class="detail">tied with {rows[stems["Bo"]]["rank"]}</small>' in ann
+    assert f'<tr data-entry="{stems["Cy"]}" class="tied"' not in table and f'<tr data-entry="{stems["Cy"]}" ' in table
+
+
+def test_the_mean_rule_ranks_in_a_table_of_its_own_that_says_so(evidence_board):
+    """Issue 48: a task ranked by the mean rule too has a second table that says which rule it uses:
+    the accepted mean-rule series, by their mean time, the interval beside it; a refused series and a
+    single-rule one are not in it."""
+    stems, cifar = evidence_board["stems"], evidence_board["rankings"]["tasks"]["CIFAR10"]
+    mean = cifar["train_mean"]
+    assert [r["entry"] for r in mean] == [stems["Ann"], stems["Bo"]]
+    assert [r["tied_with"] for r in mean] == [[2], [1]] and mean[0]["p_value"] == 0.003
+    assert ranking.TABLE_TIERS["train_mean"] == ranking.SERIES_TIER
+    index = (evidence_board["site"] / "index.html").read_text(encoding="utf-8")
+    assert "<h3>Training time, mean rule (the series&#39; mean time, its 95% interval)</h3>" in index
+    assert '<h3 class="tier-heading">Series, mean rule</h3>' in index
+    page = (evidence_board["site"] / ranking.page(evidence_board["loaded"][stems["Di"]])).read_text(encoding="utf-8")
+    series = page.split("<th>Series</th><td>")[1].split("</td>")[0]
+    assert series.startswith("mean rule, 5 runs: refused (mean not past it at p &lt; alpha)") and "p = 0.2" in series
+
+
+def test_hardware_class_and_training_precision_on_rows_and_pages(evidence_board, rankings):
+    """Issue 48: the hardware class of every entry as a filter (the classes the task's rows have), and the
+    training precision each run used in the table and on its page; an entry without one: "not recorded"."""
+    stems = evidence_board["stems"]
+    rows = {r["entry"]: r for r in evidence_board["rankings"]["tasks"]["CIFAR10"]["train_submitted"]}
+    assert {a: (rows[s]["hardware_class"], rows[s]["precision"]) for a, s in stems.items()} == {
+        "Ann": ("1 x H100", "bf16"), "Bo": ("1 x H100", "fp32"), "Cy": ("CPU: Intel Xeon Platinum 8480+, 2 cores", "fp32"),
+        "Di": ("1 x H100", "not recorded")}
+    archive_rows = {r["entry"]: r for r in rankings["tasks"]["CIFAR10"][ARCHIVE["train_time"]]}
+    assert archive_rows["alice_resnet18_p3.2xlarge_pytorch"]["precision"] == "not recorded"     # a v1 entry
+    rankings = evidence_board["rankings"]
+    index = (evidence_board["site"] / "index.html").read_text(encoding="utf-8")
+    cifar = index.split('<section id="CIFAR10"')[1].split("</section>")[0]
+    select = cifar.split('<select data-filter="hardwareclass">')[1].split("</select>")[0]
+    assert re.findall(r'<option value="([^"]*)">', select) == ["", *sorted(       # "any", then the classes there are
+        {r["hardware_class"] for rows in rankings["tasks"]["CIFAR10"].values() for r in rows})]
+    assert f'<tr data-entry="{stems["Cy"]}" data-hardware="Intel(R) Xeon(R) Platinum 8480+ (2 cores)" ' \
+           f'data-hardwareclass="CPU: Intel Xeon Platinum 8480+, 2 cores"' in cifar
+    assert '<button type="button">Precision</button>' in cifar and '<td class="text precision">bf16</td>' in cifar
+    assert '<td class="text precision muted">not recorded</td>' in cifar
+    page = (evidence_board["site"] / ranking.page(evidence_board["loaded"][stems["Ann"]])).read_text(encoding="utf-8")
+    assert "<th>Training precision</th><td>bf16: the reference chose bf16 on this device (the harness&#39;s record " \
+           "of the run)</td>" in page
+    assert "<th>Hardware class</th><td>1 x H100</td>" in page
+
+
+def test_entry_pages_have_readable_headings_and_say_whether_official(evidence_board, built):
+    """Issue 47: a page's heading was the mangled file name (Ann_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0);
+    now the model's name and the team, the file name under it; and the page says official or not, and why."""
+    stems = evidence_board["stems"]
+    page = (evidence_board["site"] / ranking.page(evidence_board["loaded"][stems["Ann"]])).read_text(encoding="utf-8")
+    assert "<h1>ResNet-56 by Ann</h1>" in page and f"file {stems['Ann']}.json</p>" in page
+    assert "<th>Official</th><td>official: run under the rules, at the task&#39;s threshold" in page
+    v1 = (built / "CIFAR10" / "train" / "dave_dip_v100_pytorch.html").read_text(encoding="utf-8")
+    assert "<h1>dip by dave</h1>" in v1 and "<th>Official</th><td>not recorded: no run behind it" in v1
+    entry = evidence_board["loaded"][stems["Bo"]]
+    unofficial = entries.Entry(entry.path, entry.kind, entry.task, {**entry.fields, "official": False,
+                                                                    "unofficial_reasons": ["the code differs"]}, entry.rows)
+    assert site.official_line(unofficial) == "unofficial: the code differs"
+    # a long model is a name and a description: the row and the heading show the name, the page the whole
+    long = "airbench94_muon network (whitened 2x2 stem, 3 blocks of conv-pool-BN-GELU-conv-BN-GELU, 64-256-256)"
+    assert site.model_name(long) == "airbench94_muon network" and site.model_name("ResNet 164 (with bottleneck)") == \
+        "ResNet 164 (with bottleneck)"
+
+
+def test_empty_tables_say_why(built, evidence_board):
+    """Issue 47: the verified tier's four tables, shown even empty, said "no ranked entries" without why."""
+    index = (built / "index.html").read_text(encoding="utf-8")
+    tables = {chunk.split('"')[0]: chunk.split("</table>")[0] for chunk in index.split('<table id="')[1:]}
+    empties = {name: re.findall(r'<tr class="empty"><td colspan="\d+" class="muted">([^<]*)</td>', body)[0]
+               for name, body in tables.items() if name.startswith("CIFAR10") and 'class="empty"' in body}
+    assert set(empties) == {"CIFAR10-train_time", "CIFAR10-train_cost", "CIFAR10-inference_latency",
+                            "CIFAR10-inference_cost"}
+    assert empties["CIFAR10-train_time"] == ("no ranked entries: no entry the judge reproduced (dawnbench reproduce); "
+                                             "ranked apart below: 7 in training time (DAWNBench v1 archive)")
+    assert empties["CIFAR10-inference_cost"].startswith("no ranked entries: no inference entry with a dawnbench infer")
+    assert "no ranked entries<" not in index
+    # a verified tier with rows and no price from the table: "no priced entries", and how many rank below
+    tables = {name: [] for name in ranking.TABLES}
+    tables["train_time"], tables["train_cost_given"] = [{"entry": "a"}, {"entry": "b"}], [{"entry": "a"}]
+    assert site.empty_reason("train_cost", tables) == (
+        "no priced entries: none of the 2 entries above has a price from the prices table (the instance of a verified "
+        "run: dawnbench run --instance); 1 with a price the submitter gave rank below")
+
+
+def test_inference_rows_and_pages_name_their_runtime(tmp_path):
+    """Issue 47: an ONNX Runtime latency was listed under "PyTorch": what ran the timed calls is the
+    inference record's runtime (its version), the model's framework under it; a v1 entry's framework."""
+    def entry(stem, record=None, **fields):
+        path = inference(tmp_path, "CIFAR10", stem, latency=2.5, top1Accuracy=94.5, **fields)
+        if record is not None:
+            path.with_suffix(".run").mkdir()
+            (path.with_suffix(".run") / "inference.json").write_text(json.dumps(record))
+        return entries.load(path)
+    ort = entry("ort_m_h_f", {"runtime": "onnxruntime", "runtime_version": "1.19.2"}, framework="PyTorch 2.13.0")
+    own = entry("own_m_h_f", {"runtime": "reference", "runtime_version": "PyTorch 2.13.0"}, framework="PyTorch 2.13.0")
+    said = entry("said_m_h_f", framework="PyTorch 2.13.0", misc={"runtime": "openvino"})
+    v1 = entry("v1_m_h_f", framework="TensorRT 5.1.5")
+    assert [entries.runtime(e) for e in (ort, own, said, v1)] == [
+        "onnxruntime 1.19.2", "the reference's infer() (PyTorch 2.13.0)", "openvino", "TensorRT 5.1.5"]
+    assert "<tr><th>Runtime</th><td>onnxruntime 1.19.2</td></tr>" in site.entry_page(ort, [], None, None)
+    row = {"rank": 1, **ranking._common(ort), "latency_ms": 2.5, "accuracy": 94.5, "runtime": entries.runtime(ort),
+           "verification": "verified", "model_provenance": "verified run"}
+    cells = site._row(row, "inference_latency", ort.task)
+    headings = [h["text"] for h in site._headings("inference_latency", ort.task)]
+    runtime = cells["cells"][headings.index("Runtime")]
+    assert (runtime["text"], runtime["detail"]) == ("onnxruntime 1.19.2", "PyTorch 2.13.0")
+    assert "Framework" not in headings and "onnxruntime" in cells["filters"]["framework"]

@@ -16,13 +16,16 @@ from leaderboard_fixture import (
     XSS,
     archive_args,
     make_run,
+    submit_run,
     train,
     use_cifar10_labels,
     write_entries,
     write_reproduction,
 )
+from v1_official_order import ENTRIES
 
-from dawnbench import entries, submit
+from dawnbench import entries, ranking, submit
+from dawnbench import site as site_module
 from dawnbench.cli import main
 from harness.tasks import TASKS
 
@@ -76,6 +79,36 @@ def own_scripts_only(driver) -> bool:
     return all(src.startswith("file://") and src.endswith("/site.js") for src in sources) and len(sources) <= 1
 
 
+# Issue 47: at 1,400 px, 14 of 22 tables overflowed their box and their last column was cut mid-word.
+OVERFLOWS = """
+const page = document.documentElement.clientWidth, found = [];
+document.querySelectorAll("table").forEach((t) => {
+  const box = t.parentElement.clientWidth, right = t.getBoundingClientRect().right;
+  if (t.scrollWidth > box + 1 || right > page + 1) found.push(`${t.id || t.className}: ${t.scrollWidth} px in ${box}`);
+  t.querySelectorAll("th, td").forEach((c) => {
+    if (c.scrollWidth > c.clientWidth + 1) found.push(`${t.id}: a cell cut: ${c.textContent.slice(0, 40)}`);
+  });
+});
+return [document.querySelectorAll("table.ranking").length, found];
+"""
+
+
+def layout_problems(driver, url: str, widths=(1280, 1400, 1920)) -> dict[int, list[str]]:
+    """{viewport width: every table wider than its box or the page, and every cell whose text is cut}, at
+    each width (the window sized so that the page gets exactly that width); a screenshot of each."""
+    problems = {}
+    for width in widths:
+        driver.set_window_size(width, 1600)
+        driver.set_window_size(2 * width - driver.execute_script("return window.innerWidth"), 1600)
+        driver.get(url)
+        assert driver.execute_script("return window.innerWidth") == width
+        tables, found = driver.execute_script(OVERFLOWS)
+        assert tables > 0
+        problems[width] = found
+    driver.set_window_size(1280, 1600)
+    return problems
+
+
 def entries_in(driver, table: str, shown_only: bool = True) -> list[str]:
     from selenium.webdriver.common.by import By
     return [r.get_attribute("data-entry") for r in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr[data-entry]")
@@ -85,6 +118,10 @@ def entries_in(driver, table: str, shown_only: bool = True) -> list[str]:
 def test_site_in_chromium(browser, tmp_path):
     from selenium.webdriver.common.by import By
     tree = write_entries(tmp_path / "entries")
+    # an entrant's long strings, no space in them: they wrap in their cells, never push a table past the page
+    train(tree, "SQuAD", "long_x_y_z", [(1, 0.5, 0.8)], costPerHour=1.0, author="A" * 120, hardware="Z" * 90,
+          framework="PyTorch-" + "9" * 60, model="airbench94_muon network (whitened 2x2 stem, 3 blocks of "
+                                                 "conv-pool-BN-GELU-conv-BN-GELU, 64-256-256, head / 256)")
     site = tmp_path / "site"
     assert main(["leaderboard", str(tree), "--out", str(site), *archive_args(tree)]) == 0
 
@@ -109,7 +146,8 @@ def test_site_in_chromium(browser, tmp_path):
     evil = browser.find_element(By.CSS_SELECTOR, "#CIFAR10-train_time_archive tbody tr:nth-child(6)")
     assert evil.get_attribute("data-entry") == EVIL_STEM
     cells = dict(zip(headings, (c.text for c in evil.find_elements(By.TAG_NAME, "td"))))
-    assert [cells["Model"].split("\n")[0], cells["Team"], cells["Hardware"]] == [XSS["model"], XSS["author"], XSS["hardware"]]
+    assert [cells["Model"].split("\n")[0], cells["Team"], cells["Hardware"]] == [XSS["model"], XSS["author"],
+                                                                                f"unclassified\n{XSS['hardware']}"]
     assert own_scripts_only(browser)
     assert browser.find_elements(By.CSS_SELECTOR, "svg, img[src='x'], b, [onerror], [onload], [onmouseover]") == []
     assert image_loaded(browser, "#CIFAR10 img.analysis") > 0
@@ -119,7 +157,8 @@ def test_site_in_chromium(browser, tmp_path):
     dave = '#CIFAR10-train_time_archive tr[data-entry="dave_dip_v100_pytorch"] a.entry-link'
     browser.find_element(By.CSS_SELECTOR, dave).click()
     assert browser.current_url.endswith("/CIFAR10/train/dave_dip_v100_pytorch.html")
-    assert browser.find_element(By.TAG_NAME, "h1").text == "dave_dip_v100_pytorch"
+    assert browser.find_element(By.TAG_NAME, "h1").text == "dip by dave"        # its model and team, not its file
+    assert browser.find_element(By.CSS_SELECTOR, "p.file").text == "CIFAR10 train entry, file dave_dip_v100_pytorch.json"
     assert image_loaded(browser, "img.curve") > 0
     fields = {r.find_element(By.TAG_NAME, "th").text: r.find_element(By.TAG_NAME, "td").text
               for r in browser.find_elements(By.CSS_SELECTOR, "table.fields tr")}
@@ -134,12 +173,26 @@ def test_site_in_chromium(browser, tmp_path):
     # The hostile entry's own page: its code URL is text, not a link.
     browser.back()
     browser.find_element(By.CSS_SELECTOR, "#CIFAR10-train_time_archive tbody tr:nth-child(6) a.entry-link").click()
-    assert browser.find_element(By.TAG_NAME, "h1").text == EVIL_STEM
+    assert browser.find_element(By.TAG_NAME, "h1").text == f"{XSS['model']} by {XSS['author']}"
+    assert EVIL_STEM in browser.find_element(By.CSS_SELECTOR, "p.file").text
     assert image_loaded(browser, "img.curve") > 0
     assert browser.find_elements(By.CSS_SELECTOR, "table.fields a[href^='javascript']") == []
     assert "javascript:alert(1)" in browser.find_element(By.CSS_SELECTOR, "table.fields").text
     assert no_alert(browser) and browser.execute_script("return document.scripts.length") == 0
     print(f"screenshots: {tmp_path / 'index.png'} (index), {shot} (entry page)")
+
+    # Issue 47: every table fits at 1,280, 1,400 and 1,920 px, none cut, on this board (an entrant's 120-letter
+    # team and hostile strings among its rows) and on the 118 published DAWNBench v1 entries' index
+    assert layout_problems(browser, (site / "index.html").as_uri()) == {1280: [], 1400: [], 1920: []}
+    published = tmp_path / "published"
+    published.mkdir()
+    loaded, invalid = ranking.load_all(ENTRIES)
+    assert len(loaded) == 118
+    for asset in site_module.ASSETS:
+        (published / asset).write_text((site / asset).read_text())
+    (published / "index.html").write_text(site_module.index_page(ranking.rank(loaded, invalid), {}, len(loaded)))
+    assert layout_problems(browser, (published / "index.html").as_uri()) == {1280: [], 1400: [], 1920: []}
+    browser.save_screenshot(str(tmp_path / "published.png"))
 
 
 def test_the_tiers_in_chromium(browser, tmp_path, monkeypatch, capsys):
@@ -156,6 +209,10 @@ def test_the_tiers_in_chromium(browser, tmp_path, monkeypatch, capsys):
         assert submit.main([str(make_run(tmp_path / author, epochs=k)), "--out", str(tree), "--author", author]) == 0
         stems[author] = f"{author}_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
     runs = {a: tree / "CIFAR10" / "train" / f"{s}.run" for a, s in stems.items()}
+    # issue 48: two series under the mean rule, their intervals overlapping, one on a CPU, one in bf16
+    series = {"Ann": submit_run(tree, tmp_path, "Ann", epochs=6, precision="bf16", spread=10.0),
+              "Bo": submit_run(tree, tmp_path, "Bo", epochs=7, hardware="Intel(R) Xeon(R) Platinum 8480+ (2 cores)",
+                               spread=10.0)}
     same = write_reproduction(runs["Same"], tta_factors=(1.04, 1.06, 1.05))     # the judge: 5% slower than claimed
     faked = write_reproduction(runs["Faked"], tta_factor=5.0)
     archive = archive_args(tree)                      # the hand-typed v1-format entries, as an archive's
@@ -166,10 +223,11 @@ def test_the_tiers_in_chromium(browser, tmp_path, monkeypatch, capsys):
 
     browser.get((site / "index.html").as_uri())
     tiers = browser.find_elements(By.CSS_SELECTOR, "#CIFAR10 div.tier")
-    assert [t.get_attribute("data-tier") for t in tiers] == ["verified", "submitted", "archive"]
+    assert [t.get_attribute("data-tier") for t in tiers] == ["verified", "submitted", "series", "archive"]
     assert [t.find_element(By.CSS_SELECTOR, "h3.tier-heading").text for t in tiers] == [
-        "Verified", "Submitted, not reproduced", "DAWNBench v1 archive"]
-    assert tiers[0].location["y"] < tiers[1].location["y"] < tiers[2].location["y"]      # one after the other
+        "Verified", "Submitted, not reproduced", "Series, mean rule", "DAWNBench v1 archive"]
+    assert tiers[0].location["y"] < tiers[1].location["y"] < tiers[2].location["y"] < tiers[3].location["y"]
+    tiers = [tiers[0], tiers[1], tiers[3]]          # the series' tier: below, with issue 48's checks
     assert [e.get_attribute("id") for e in tiers[1].find_elements(By.CSS_SELECTOR, "table")] == ["CIFAR10-train_submitted"]
     assert "CIFAR10-train_time_archive" in [e.get_attribute("id") for e in tiers[2].find_elements(By.CSS_SELECTOR, "table")]
     assert tiers[0].value_of_css_property("border-left-color") != tiers[1].value_of_css_property("border-left-color")
@@ -185,7 +243,8 @@ def test_the_tiers_in_chromium(browser, tmp_path, monkeypatch, capsys):
     assert float(cells[1].get_attribute("data-sort")) == pytest.approx(judged / 3600)
     assert cells[3].get_attribute("title") == "the median of 3 reproduction runs on 1 x NVIDIA H100 80GB HBM3"
     # the submitted table: by the claim, with what reproduce found (the words on hover)
-    assert entries_in(browser, "CIFAR10-train_submitted") == [stems["Faked"], stems["Untried"]]
+    assert entries_in(browser, "CIFAR10-train_submitted") == [stems["Faked"], stems["Untried"], series["Ann"],
+                                                              series["Bo"]]
     badges = {r.get_attribute("data-entry"): r.find_element(By.CSS_SELECTOR, "td.reproduction .badge")
               for r in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10 tr[data-entry]") if r.get_attribute("data-entry") in
               stems.values()}
@@ -208,6 +267,24 @@ def test_the_tiers_in_chromium(browser, tmp_path, monkeypatch, capsys):
     Select(browser.find_element(By.CSS_SELECTOR, '#CIFAR10 select[data-filter="reproduction"]')).select_by_value("")
     browser.save_screenshot(str(tmp_path / "tiers.png"))
     print(f"screenshots: {tmp_path / 'tiers.png'} (the tiers), {tmp_path / 'filtered.png'} (filtered on reproduced)")
+
+    # Issue 48: a series' interval under its time, overlapping intervals tied, the precision each run trained in,
+    # the mean rule's own table, and the hardware class as a filter of every table of the task
+    ann = browser.find_element(By.CSS_SELECTOR, f'#CIFAR10-train_submitted tr[data-entry="{series["Ann"]}"]')
+    cells = dict(zip([h.text for h in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10-train_submitted thead th")],
+                     ann.find_elements(By.TAG_NAME, "td")))
+    assert cells["Rank"].text == "3\ntied with 4" and cells["Precision"].text == "bf16"
+    assert cells["Claimed time to threshold"].text.split("\n")[1].startswith("95%: ")
+    assert entries_in(browser, "CIFAR10-train_mean") == [series["Ann"], series["Bo"]]
+    classes = Select(browser.find_element(By.CSS_SELECTOR, '#CIFAR10 select[data-filter="hardwareclass"]'))
+    assert [o.text for o in classes.options][1:] == ["1 x H100", "1 x V100", "CPU: Intel Xeon Platinum 8480+, 2 cores",
+                                                     "TPU (count not given)", "unclassified"]
+    classes.select_by_visible_text("CPU: Intel Xeon Platinum 8480+, 2 cores")
+    assert {r.get_attribute("data-entry") for r in browser.find_elements(By.CSS_SELECTOR, "#CIFAR10 tr[data-entry]")
+            if r.is_displayed()} == {series["Bo"]}
+    browser.save_screenshot(str(tmp_path / "classes.png"))
+    classes.select_by_value("")
+    assert layout_problems(browser, (site / "index.html").as_uri(), (1280, 1400)) == {1280: [], 1400: []}
 
     # the entry's page says which time ranks
     browser.find_element(By.CSS_SELECTOR, f'#CIFAR10-train_time tr[data-entry="{stems["Same"]}"] a.entry-link').click()

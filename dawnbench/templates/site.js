@@ -8,7 +8,8 @@
  *
  * The page gives the numbers: each cell's data-sort is the value it sorts by (hours, dollars, ms,
  * not "0:45:00" or "$1,234.50"), empty where the row has none; each row's data-hardware,
- * data-framework, data-verification and data-reproduction are what the filters read. A number
+ * data-hardwareclass, data-framework, data-verification and data-reproduction are what the filters
+ * read (a select's value matches the whole attribute, any case; a text box any part of it). A number
  * heading's data-better says which values are better ("higher" for an accuracy, "lower" for a time,
  * a cost, an error rate): its first click puts the best first, the next turns the order round.
  */
@@ -53,7 +54,7 @@
       const keep = wanted.every(([name, wants, exact]) => {
         const has = row.dataset[name];
         if (has === undefined) return true;       // a table without that column (reproduction: training only)
-        return exact ? has === wants : has.toLowerCase().includes(wants);
+        return exact ? has.toLowerCase() === wants : has.toLowerCase().includes(wants);
       });
       row.hidden = !keep;
       total += 1;
