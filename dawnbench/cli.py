@@ -49,6 +49,7 @@ def add_infer_options(p: argparse.ArgumentParser) -> None:
 
 FETCH_VECTORS_USAGE = f"{PROG} data fetch glove [--vectors glove.6B.100d|glove.840B.300d] [--data ROOT]"
 FETCH_PACK_USAGE = f"{PROG} data fetch imagenetv2 [--format recordio|tfrecord] [--python PATH] [--data ROOT]"
+FETCH_SHARDS_USAGE = f"{PROG} data fetch fineweb10B [--shards N] [--allow-unverified] [--data ROOT]"
 PREPARE_USAGE = (f"{PROG} data prepare imagenet --from DIR [--data ROOT] [--format folders|recordio|tfrecord] "
                  "[--python PATH] [--blacklist FILE] [--allow-unverified]")
 
@@ -74,8 +75,11 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
                    help="prepare --format recordio|tfrecord: the Python that packs, one with the framework "
                         "(default: this one if it has it, else .venv/<reference>/bin/python from make setup)")
     p.add_argument("--allow-unverified", action="store_true",
-                   help="prepare: accept files that are not the official ones (fixtures, subsets); the dataset "
-                        "and every run on it are then unofficial")
+                   help="prepare: accept files that are not the official ones (fixtures, subsets); fetch fineweb10B: "
+                        "accept shards datasets.toml does not pin, recording their sha256; the dataset and every "
+                        "run on it are then unofficial")
+    p.add_argument("--shards", type=whole("--shards", 1, None, 8), default=None, metavar="N",
+                   help="fetch fineweb10B: the val shard and the first N train shards (default: all 103)")
 
 
 def build_parser() -> Parser:
@@ -128,12 +132,24 @@ def _packs_fresh_set(args: argparse.Namespace) -> bool:
     return True
 
 
+def _fetches_shards(args: argparse.Namespace) -> bool:
+    """`data fetch fineweb10B [--shards N] [--allow-unverified]`: True when the dataset is of token shards
+    (then --allow-unverified goes with fetch); --shards only goes with such a fetch (its range: the fetch's)."""
+    shards_ok = (args.action == "fetch" and bool(args.dataset or args.reference)
+                 and datasets.manifest(harness_cli.dataset_of(args)).get("format") == "token-shards")
+    if args.shards is not None and not shards_ok:
+        raise UsageError(f"--shards goes with data fetch of token shards: {FETCH_SHARDS_USAGE}")
+    return shards_ok
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     packs = _packs_fresh_set(args)
+    shards = _fetches_shards(args)
     prepare_options = [option for option, value in (("--from", args.from_dir), ("--format", args.format),
                                                     ("--python", args.python), ("--blacklist", args.blacklist),
                                                     ("--allow-unverified", args.allow_unverified))
-                       if value and not (packs and option in ("--format", "--python"))]
+                       if value and not (packs and option in ("--format", "--python"))
+                       and not (shards and option == "--allow-unverified")]
     if args.action != "prepare" and prepare_options:
         raise UsageError(f"{', '.join(prepare_options)} only go with data prepare: {PREPARE_USAGE}")
     if args.vectors is not None and args.action != "fetch":
@@ -146,7 +162,8 @@ def cmd_data(args: argparse.Namespace) -> int:
             raise UsageError(f"--vectors picks word vectors; {name} has none to pick: {FETCH_VECTORS_USAGE}")
         # the packing interpreter checked before the download, as prepare checks it before the tars
         interpreter = prepare_imagenet.packer_python(args.format, args.python) if packs else None
-        fetch.fetch(name, args.data, vectors=args.vectors)
+        fetch.fetch(name, args.data, vectors=args.vectors, shards=args.shards,
+                    allow_unverified=bool(shards and args.allow_unverified))
         if packs:
             fetch_imagenetv2.pack(name, args.data, args.format, interpreter)
         if args.reference:      # what the reference's run needs: the task's data and its companions (GloVe)

