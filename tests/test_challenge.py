@@ -15,7 +15,7 @@ import pytest
 from conftest import PYTHON, REPO, cli_env
 from scipy import stats
 
-from dawnbench import challenge, challenge_record, interleave, launcher
+from dawnbench import challenge, challenge_board, challenge_record, interleave, launcher, site
 from dawnbench.cli import main
 from harness.tasks import TASKS
 
@@ -236,3 +236,35 @@ def test_a_challenge_json_edited_does_not_verify(copy, fashion_root, capsys, key
     code, lines = _verify(copy, fashion_root, capsys)
     assert code == 1 and lines[-1].startswith(f"disagreement: challenge.json: {key}: "), lines
     assert lines[-1].endswith("from the runs (edited, or not this folder's)"), lines
+
+
+# ---------------------------------------------------------------- the board
+
+def test_the_board_says_a_won_challenge_beside_the_entry_that_won_it():
+    record = {"candidate": "a", "incumbent": "b", "ratio": 1.0712, "ratio_ci95": [1.031, 1.113], "p_value": 0.0031,
+              "pairs_timed": 5, "candidate_faster": True,
+              "sides": {"candidate": {"reference_tree_sha256": "t" * 64, "hyperparameters": {"lr": 0.1}}}}
+    said = challenge_board.line(record, 1)
+    assert said == "1.07x faster than #1 (b) on the same machine, p = 0.0031 (95% interval 1.03-1.11x, 5 interleaved pairs)"
+    run = {"provenance": {"reference_tree_sha256": "t" * 64}, "hyperparameters": {"lr": 0.1}}
+    assert challenge_board.won_by(run, [record]) == [record]
+    # another recipe of the same code, other code, a challenge not won, a run that records no tree: no line
+    assert challenge_board.won_by({**run, "hyperparameters": {"lr": 0.2}}, [record]) == []
+    assert challenge_board.won_by({**run, "provenance": {"reference_tree_sha256": "u" * 64}}, [record]) == []
+    assert challenge_board.won_by(run, [{**record, "candidate_faster": False}]) == []
+    assert challenge_board.won_by({"hyperparameters": {"lr": 0.1}}, [record]) == []
+    html = site.templates().get_template("challenges.html").render(challenges=[said, "<b>x</b>"])
+    assert f"<li>{said}</li>" in html and "&lt;b&gt;x&lt;/b&gt;" in html
+    assert '{% include "challenges.html" %}' in (REPO / "dawnbench" / "templates" / "entry.html").read_text()
+
+
+@pytest.mark.trains_default
+def test_the_board_finds_the_challenges_of_a_tree_that_verify(copy, fashion_root, tmp_path):
+    tree = tmp_path / "entries"
+    (tree / "Fashion-MNIST" / "challenges").mkdir(parents=True)
+    copy.rename(tree / "Fashion-MNIST" / "challenges" / "c")
+    (record,) = challenge_board.verified(tree, fashion_root)
+    written = json.loads((tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").read_text())
+    assert {key: written[key] for key in record} == record and record["candidate"] == "fmnist-fast-pytorch"
+    (tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").write_text(json.dumps({**record, "ratio": 9.0}))
+    assert challenge_board.verified(tree, fashion_root) == []
