@@ -40,11 +40,16 @@ from harness.arguments import (
     whole,
 )
 from harness.cli import THRESHOLD
-from harness.errors import EXIT_OK, UsageError, command
+from harness.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError, command
 
 PROG = command("challenge")
 RUNTIMES = ("native", "docker")
 DEFAULT_PAIRS = 5
+
+
+class Interrupted(UsageError):
+    """Ctrl-C or SIGTERM during the runs: one line, and the status of a process killed by SIGINT."""
+    exit_code = EXIT_INTERRUPTED
 
 
 @dataclass
@@ -212,7 +217,7 @@ def _run(a) -> int:
         try:
             runs = _runs(a, sides, data_root, out)
         except KeyboardInterrupt:       # the run under way got it too and wrote its DNC: every folder stays
-            raise UsageError(f"interrupted: the runs so far are kept in {out}/runs; no {CHALLENGE} is written (a "
+            raise Interrupted(f"interrupted: the runs so far are kept in {out}/runs; no {CHALLENGE} is written (a "
                              f"challenge is every pair)") from None
     record = challenge_record.figures({(r.round, r.side): r.result for r in runs}, a.pairs)
     load = record["load"] = interleave.machine_load([r.load for r in runs])     # verify recomputes it too
