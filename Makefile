@@ -15,6 +15,9 @@ RUNTIME ?= auto
 BASE_IMAGE ?=
 FRAMEWORK_PIN ?=
 VERSIONS ?=
+CANDIDATE ?=
+INCUMBENT ?=
+PAIRS  ?= 5
 
 REFS      := $(notdir $(patsubst %/,%,$(dir $(wildcard references/*/reference.toml))))
 REF_DIR   := references/$(REF)
@@ -48,7 +51,7 @@ define venv
 	@touch $(1)/.installed
 endef
 
-.PHONY: run run-native run-docker build base-image compose compare compare-env test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
+.PHONY: run run-native run-docker build base-image compose compare compare-env challenge test test-fast test-harness-numpy1 test-mxnet lint tools list bench bench-gpu setup sandbox \
         data infer-runtime help clean check-ref check-nproc check-reach
 
 help:
@@ -58,6 +61,7 @@ help:
 	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root);"
 	@echo "                                         # later builds of the CPU references use it, no BASE_IMAGE= needed"
 	@echo "make compare REF=name VERSIONS='<pin A> <pin B>' [RUNS=3] [RUNTIME=docker] [ARGS=...]   # natively: an environment a pin"
+	@echo "make challenge CANDIDATE=<ref, fork or entry> INCUMBENT=<ref, fork or entry> [PAIRS=5] [ARGS=...]   # timed on this machine"
 	@echo "make test | make test-fast | make lint | make test-harness-numpy1 | make test-mxnet | make list | make bench [REF=name] [RUNS=3]"
 	@echo "make bench-gpu [ARGS='--quick'] [BENCH_PYTHON=python3]"
 	@echo "make setup [REF=name] | make tools | make clean"
@@ -177,6 +181,13 @@ compare: check-ref check-reach $(TOOLS_VENV)/.installed
 	DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOOLS_VENV=$(TOOLS_VENV) \
 	    $(TOOLS_VENV)/bin/python -m dawnbench.compare $(REF) --versions $(VERSIONS) --runs $(RUNS) \
 	    --runtime $(if $(filter docker,$(RUNTIME)),docker,native) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) -- $(ARGS)
+
+# `dawnbench challenge`: two entries timed against each other on this machine, interleaved pairs (natively;
+# ARGS="--runtime docker" for their images); ARGS also takes --threshold, --max-epochs, --out, --data.
+challenge: $(TOOLS_VENV)/.installed
+	@test -n "$(CANDIDATE)" && test -n "$(INCUMBENT)" || { echo "dawnbench: error: give CANDIDATE and INCUMBENT, e.g. make challenge CANDIDATE=fashion-mnist-mynet-pytorch INCUMBENT=fashion-mnist-cnn-pytorch PAIRS=5" >&2; exit 2; }
+	DAWNBENCH_PROG=bin/dawnbench DAWNBENCH_VENVS=$(VENVS) DAWNBENCH_TOOLS_VENV=$(TOOLS_VENV) \
+	    $(TOOLS_VENV)/bin/python -m dawnbench.challenge $(CANDIDATE) --against $(INCUMBENT) --pairs $(PAIRS) $(ARGS)
 
 # One side of a native `dawnbench compare`, built as a reference's environment is: COMPARE_REQS is the
 # reference's requirements with the pin swapped in, flattened and checked (dawnbench/compare_native.py).

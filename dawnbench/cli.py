@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from dawnbench import fetch, fetch_imagenetv2, prepare_imagenet, prices, series
+from dawnbench import challenge_record, fetch, fetch_imagenetv2, prepare_imagenet, prices, series
 from harness import cli as harness_cli
 from harness import datasets
 from harness.arguments import MAX_RUNS, SEED_MAX, Parser, folder, parse_forwarding, regular_file, whole
@@ -27,7 +27,8 @@ TOOLS = {"submit": "write a run as entry files (JSON + TSV)",
          "reproduce": "run an entry again from its provenance and compare its figures with the claim",
          "fork": "copy a reference to a new one with its own author and model, then edit, commit, run",
          "entries": "entry trees: import-v1 puts the published DAWNBench v1 entries into one",
-         "compare": "one reference under two framework pins, interleaved runs: intervals, speedup, verdict"}
+         "compare": "one reference under two framework pins, interleaved runs: intervals, speedup, verdict",
+         "challenge": "two entries timed against each other on this machine, interleaved pairs: ratio, p, verdicts"}
 # A tool's module where its name would not say its job ("validate" alone could be any of the four checks, docs/LAYOUT.md).
 TOOL_MODULES = {"validate": "validate_entries", "entries": "import_entries"}
 
@@ -93,8 +94,9 @@ def build_parser() -> Parser:
         tool = importlib.import_module(f"dawnbench.{TOOL_MODULES.get(name, name)}")
         tool.build_parser(sub.add_parser(name, help=text)).set_defaults(tool=tool)
     add_data_options(sub.add_parser("data", help="fetch, prepare (ImageNet) or verify a dataset"))
-    harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run offline: its log, stored "
-                                                                 "predictions, result.json and TSV agree"))
+    harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run (or a challenge folder) offline: "
+                                                                 "its log, stored predictions, result.json and TSV "
+                                                                 "agree"))
     parser.set_defaults(prog=PROG)
     return parser
 
@@ -185,7 +187,16 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {**harness_cli.COMMANDS, "run": cmd_run, "infer": cmd_infer, "data": cmd_data}
+def cmd_verify(args: argparse.Namespace) -> int:
+    """The harness's verify of a run folder; of a challenge folder (its challenge.json), every run's and the
+    challenge's figures recomputed from them (dawnbench.challenge_record)."""
+    if not challenge_record.is_challenge(args.run_dir):
+        return harness_cli.cmd_verify(args)
+    return challenge_record.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True),
+                                 emit_error=lambda line: print(f"{PROG}: {line}", file=sys.stderr, flush=True))
+
+
+COMMANDS = {**harness_cli.COMMANDS, "run": cmd_run, "infer": cmd_infer, "data": cmd_data, "verify": cmd_verify}
 
 
 def main(argv: list[str] | None = None) -> int:

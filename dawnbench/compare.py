@@ -25,7 +25,8 @@ import time
 from math import comb
 from pathlib import Path
 
-from dawnbench import compare_native, containers
+from dawnbench import compare_native, containers, interleave
+from dawnbench.interleave import machine_load
 from dawnbench.series import tta_statistics
 from harness import registry
 from harness.arguments import DATA_FOLDER, MAX_RUNS, Parser, folder, parse_forwarding, reports_errors, whole
@@ -270,27 +271,6 @@ def speedup_text(summary: dict) -> str:
             f"{_interval_text(tta, '.3f', 'x')}")
 
 
-def machine_load(records: list[dict | None]) -> dict:
-    """The machine's load over the runs, from each run's env.json `load` (harness/load.py): how many runs
-    other processes made busy, their largest share of the CPUs, and one line saying it."""
-    shares = [r["others_share"] for r in records if isinstance(r, dict) and isinstance(r.get("others_share"), (int, float))]
-    busy = sum(1 for r in records if isinstance(r, dict) and r.get("busy") is True)
-    cpus = next((r.get("usable_cpus") for r in records if isinstance(r, dict) and r.get("usable_cpus")), None)
-    before = [r["loadavg_before"][0] for r in records if isinstance(r, dict) and isinstance(r.get("loadavg_before"), list)
-              and r["loadavg_before"] and isinstance(r["loadavg_before"][0], (int, float))]
-    if not shares:
-        line = f"machine load: not measured in {len(records)} run(s) (env.json records no load)"
-    else:
-        avg = f"; 1-minute load average {min(before):g}-{max(before):g} before the runs" if before else ""
-        line = (f"machine load: other processes used up to {100 * max(shares):.0f}% of the {cpus} CPUs during the runs"
-                f" ({busy} of {len(records)} runs busy{': the times are not the hardware' + chr(39) + 's alone' if busy else ''})"
-                f"{avg}")
-    short = (f"machine load: other processes up to {100 * max(shares):.0f}% of {cpus} CPUs, {busy} of {len(records)} "
-             f"runs busy" if shares else "machine load: not measured")       # the plot's title: the same figures
-    return {"runs": len(records), "busy_runs": busy, "others_share_max": max(shares) if shares else None,
-            "usable_cpus": cpus, "loadavg_before": before, "line": line, "short": short}
-
-
 def title_text(summary: dict, reference: str) -> str:
     """compare.png's title: the table's speedup line as it is (speedup_text), the verdict, the load."""
     word = summary["verdict"]["verdict"]
@@ -381,8 +361,8 @@ def build_parser(p: Parser | None = None) -> Parser:
 
 
 def _runs(a, data: Path | None, out: Path) -> tuple[dict, dict, dict]:
-    """Every run of both versions, interleaved: (their result.json by pin, their env.json loads, what each
-    side was: its image or environment)."""
+    """Every run of both versions, interleaved (dawnbench.interleave): (their result.json by pin, their env.json
+    loads, what each side was: its image or environment)."""
     sides, setup_seconds = {}, {}
     spec = registry.load_spec(a.reference)
     if a.runtime == "native":
@@ -392,26 +372,20 @@ def _runs(a, data: Path | None, out: Path) -> tuple[dict, dict, dict]:
         sides[pin] = (containers.build(a.reference, a.base_image, pin, progress="steps") if a.runtime == "docker"
                       else compare_native.environment(spec.name, spec.directory, pin))
         setup_seconds[pin] = round(time.monotonic() - started, 1)
-    runs, loads = {pin: [] for pin in a.versions}, []
-    for seed in range(a.runs):
-        order = a.versions if seed % 2 == 0 else a.versions[::-1]
-        for pin in order:
-            run_id = f"{'AB'[a.versions.index(pin)]}-seed{seed}"
-            options = [*a.run_options, "--seed", str(seed), "--run-id", run_id, "--no-progress", "--no-save"]
-            if a.runtime == "docker":
-                status = containers.run(a.reference, options, image=sides[pin], results=out / "runs", data_root=data)
-            else:
-                status = compare_native.run(a.reference, [*options, "--results", str(out / "runs")], sides[pin],
-                                            out / "runs" / f"{run_id}.log")
-            folder_ = out / "runs" / a.reference / run_id
-            if not (folder_ / "result.json").is_file():
-                raise UsageError(f"the {pin} run with seed {seed} left no result.json (exit {status}); its output "
-                                 f"is above" + ("" if a.runtime == "docker" else f" and in {out / 'runs' / run_id}.log"))
-            runs[pin].append(json.loads((folder_ / "result.json").read_text(encoding="utf-8")))
-            try:
-                loads.append(json.loads((folder_ / "env.json").read_text(encoding="utf-8")).get("load"))
-            except (OSError, ValueError, AttributeError):
-                loads.append(None)
+
+    def start(pin: str, seed: int, run_id: str) -> tuple[int, Path, Path | None]:
+        options = [*a.run_options, "--seed", str(seed), "--run-id", run_id, "--no-progress", "--no-save"]
+        if a.runtime == "docker":
+            status = containers.run(a.reference, options, image=sides[pin], results=out / "runs", data_root=data)
+            return status, out / "runs" / a.reference / run_id, None
+        log = out / "runs" / f"{run_id}.log"
+        status = compare_native.run(a.reference, [*options, "--results", str(out / "runs")], sides[pin], log)
+        return status, out / "runs" / a.reference / run_id, log
+
+    done = interleave.run_rounds(a.versions, a.runs, list(range(a.runs)),
+                                 lambda pin, _round, seed: f"{'AB'[a.versions.index(pin)]}-seed{seed}", start)
+    runs = {pin: [r.result for r in done if r.side == pin] for pin in a.versions}
+    loads = [r.load for r in done]
     if a.runtime == "docker":
         what = {pin: {"tag": img.tags[0] if img.tags else None, "id": img.id, "build_seconds": setup_seconds[pin]}
                 for pin, img in sides.items()}

@@ -1,4 +1,5 @@
-"""`dawnbench compare --runtime native`: the two sides of a version-bump comparison without a container engine.
+"""`dawnbench compare --runtime native`: the two sides of a version-bump comparison without a container engine
+(and `run`, one run as a judge process with its workers in a given environment, which `dawnbench challenge` uses too).
 
 Each pin gets an environment of its own, built as a reference's is (the Makefile's venv macro, `make
 compare-env`): `<environments>/<REF>@<pin>` (default `.venv/`) from the reference's requirements with the

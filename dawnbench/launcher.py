@@ -5,7 +5,8 @@
                                            workers in REF's, .venv/REF (`make setup REF=REF`), named to it
                                            by $DAWNBENCH_WORKER_PYTHON
     the entry tools, data prepare          the tools environment, .venv/tools (`make tools`)
-    verify, eval, --help (any subcommand's)  any environment there is but a reference's (none: the tools one)
+    verify, eval, --help (any subcommand's)  any environment there is but a reference's (none: the tools one);
+                                           verify of a challenge folder: the tools environment (scipy)
     data fetch|verify                      any environment there is (none: REF's for `data --reference
                                            REF`, else the tools environment)
     list [--references DIR]                here, whatever Python this is (it reads reference.toml)
@@ -46,7 +47,9 @@ VENVS_ENV = "DAWNBENCH_VENVS"       # where the environments are (default <check
 TOOLS_VENV_ENV = "DAWNBENCH_TOOLS_VENV"   # the tools environment, where make's TOOLS_VENV names another folder
 GUARD_ENV = "DAWNBENCH_LAUNCHED"    # set on the exec: the environment it names runs the command, never another
 TOOLS_ENV = "tools"
-ENTRY_TOOLS = ("submit", "validate", "leaderboard", "analyze", "compliance", "reproduce", "entries", "compare")
+ENTRY_TOOLS = ("submit", "validate", "leaderboard", "analyze", "compliance", "reproduce", "entries", "compare",
+               "challenge")
+CHALLENGE_RECORD = "challenge.json"     # dawnbench.challenge_record.CHALLENGE (that module needs numpy and scipy)
 REFERENCE_COMMANDS = ("run", "infer", "data")
 HERE = ("fork",)       # standard library only: answered by whatever Python this is, no environment needed
 # What a Python needs to run a subcommand in-process (find_spec only: nothing is imported to ask).
@@ -210,6 +213,8 @@ def route(argv: list[str]) -> Route | None:
     if command == "list" and (not rest or (len(rest) == 2 and rest[0] == "--references")
                               or (len(rest) == 1 and rest[0].startswith("--references="))):
         return None
+    if command == "verify" and any((Path(p) / CHALLENGE_RECORD).is_file() for p in _positionals(rest)[:1]):
+        return tools        # a challenge's statistics are scipy's
     if command not in REFERENCE_COMMANDS or "-h" in rest or "--help" in rest:
         return light
     if command == "data" and rest[:1] == ["prepare"]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
-from dawnbench import archive, entries, entry_status, prices, ranking, site, validate_entries
+from dawnbench import archive, challenge_board, entries, entry_status, prices, ranking, site, validate_entries
 from harness import safe_read
 from harness.arguments import DATA_FOLDER, Parser, folder, regular_file, reports_errors, tool_main
 from harness.errors import EXIT_OK, UsageError, command
@@ -103,7 +103,9 @@ def _run(args) -> int:
         json.dump(rankings, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
-    index = site.build(loaded, rankings, args.out, statuses, reproduced, models, utilization, generalization, judged)
+    won = challenge_board.lines(loaded, statuses, tree, args.data)       # verified challenges, beside their winner
+    index = site.build(loaded, rankings, args.out, statuses, reproduced, models, utilization, generalization, judged,
+                       challenges=won)
     ranked = sum(len(rows) for tables in rankings["tasks"].values() for rows in tables.values())
     warnings = len(rankings["warnings"])
     print(f"site: {index} ({len(loaded)} entries, {ranked} table rows, {len(invalid)} invalid, "

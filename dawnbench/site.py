@@ -471,7 +471,7 @@ def generalization_missing(entry: Entry) -> str:
 def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, sibling: str | None,
                verification: str | None = None, reproduction: str | None = None, model: str | None = None,
                utilization: dict[str, str] | None = None, generalization: dict[str, str] | None = None,
-               judged: Judged | None = None) -> str:
+               judged: Judged | None = None, challenges: list[str] | None = None) -> str:
     f = entry.fields
     task = entry.task.display_name
     rows: list[tuple[str, str]] = [
@@ -548,7 +548,7 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
         csp=CSP, root="../../", task=task, kind=entry.kind, name=entry_title(entry), file=entry.path.name,
         image=image, fields=rows,
         figure=entry.task.figure.label,
-        sibling=other, columns=columns, log=log, notes=[_note(entry, n) for n in entry.notes],
+        sibling=other, columns=columns, log=log, notes=[_note(entry, n) for n in entry.notes], challenges=challenges,
         entry_json=json.dumps(written, indent=2, ensure_ascii=False))
 
 
@@ -648,20 +648,20 @@ def _swap(tmp: Path, out: Path) -> None:
 def build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str] | None = None,
           reproduction: dict[str, str] | None = None, models: dict[str, str] | None = None,
           utilization: dict[str, str] | None = None, generalization: dict[str, str] | None = None,
-          judged: dict[str, Judged] | None = None) -> Path:
+          judged: dict[str, Judged] | None = None, challenges: dict[str, list[str]] | None = None) -> Path:
     """Write the site for `loaded` (ranked as `rankings`; entries' `verification` statuses, training
     entries' `reproduction` words and the judge's measurement of the reproduced ones (`judged`), and
     inference entries' model provenance (`models`), by path) into `out`; returns the index's path."""
     try:
         return _build(loaded, rankings, Path(out), verification or {}, reproduction or {}, models or {},
-                      utilization or {}, generalization or {}, judged or {})
+                      utilization or {}, generalization or {}, judged or {}, challenges or {})
     except OSError as e:
         raise SiteError(safe_write.write_problem(out, e, "--out")) from None
 
 
 def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[str, str],
            reproduction: dict[str, str], models: dict[str, str], utilization: dict[str, str],
-           generalization: dict[str, str], judged: dict[str, Judged]) -> Path:
+           generalization: dict[str, str], judged: dict[str, Judged], challenges: dict[str, list[str]]) -> Path:
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
@@ -703,7 +703,7 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
             w.text(relative, entry_page(entry, ranks.get(relative, []), image, sibling,
                                         verification.get(str(entry.path)), reproduction.get(str(entry.path)),
                                         models.get(str(entry.path)), utilization, generalization,
-                                        judged.get(str(entry.path))))
+                                        judged.get(str(entry.path)), challenges.get(str(entry.path))))
 
         w.text("index.html", index_page(rankings, plots, len(loaded)))
         _swap(tmp, out)
