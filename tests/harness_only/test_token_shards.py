@@ -13,6 +13,8 @@ from harness import token_shards
 from harness.datasets import DatasetError
 from tests.fineweb_fixture import shard_bytes
 
+pytestmark = pytest.mark.harness     # numpy only: runs under numpy 1.23.5 too
+
 FIX = "re-fetch with: dawnbench data fetch fineweb10B"
 
 
