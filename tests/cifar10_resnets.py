@@ -9,25 +9,56 @@ from harness import registry
 
 REPO = Path(__file__).resolve().parent.parent
 
-# (depth, block) of each seed reference; the name ends in -pytorch or -tensorflow.
+# (depth, block) of each seed reference; the name ends in -pytorch or -tensorflow. ResNet-20, -56 and -110
+# are He et al. 2015's post-activation networks ("basic"); the ResNet-164s are the seeds' pre-activation ones
+# (the PyTorch seed's preact164-basic and preact164).
 SEEDS = {
     "cifar10-resnet20": (20, "basic"),
     "cifar10-resnet56": (56, "basic"),
     "cifar10-resnet110": (110, "basic"),
-    "cifar10-resnet164": (164, "basic"),
-    "cifar10-resnet164b": (164, "bottleneck"),
+    "cifar10-resnet164": (164, "preact-basic"),
+    "cifar10-resnet164b": (164, "preact-bottleneck"),
 }
 # He et al. 2016, table 6: parameters of the CIFAR-10 ResNets with option-A shortcuts.
 PUBLISHED = {20: 0.27e6, 56: 0.85e6, 110: 1.7e6}
 # Exact trainable counts (convolution kernels, batch-norm scales and shifts, the last layer's
-# weight and bias; not the batch-norm running statistics).
+# weight and bias; not the batch-norm running statistics). The ResNet-164s' are the PyTorch seed's
+# PreActResNet164Basic and PreActResNet164 (models/resnet.py@339261c, counted with its own code).
 EXACT = {
     (20, "basic"): 269_722,
     (56, "basic"): 853_018,
     (110, "basic"): 1_727_962,
-    (164, "basic"): 2_602_906,
-    (164, "bottleneck"): 1_704_154,
+    (164, "preact-basic"): 2_605_466,
+    (164, "preact-bottleneck"): 1_703_258,
 }
+CONVOLUTIONS_A_BLOCK = {"basic": 2, "preact-basic": 2, "preact-bottleneck": 3}
+
+
+def layer_sequence(depth: int, block: str) -> list[str]:
+    """The network's operations in the order they run, as tests/test_anchor_cifar10_resnets.py reads them
+    off either framework's graph: `conv<k>[/<stride>]`, `bn`, `relu`, `pool`, `fc`, and each addition with
+    its shortcut: `add+identity`, `add+zero-pad` (option A), `add+proj1[/2](relu)` (a 1x1 convolution of
+    the block's pre-activated input) or `add+proj1[/2](input)` (of its raw input).
+    "basic": He et al. 2015's post-activation order; "preact-*": the PyTorch seed's PreActBlock and
+    PreActBottleneck in its ResNet (models/resnet.py@339261c: lines 88-121, 213-253, 256-312): no BN after
+    the stem, BN and ReLU before every convolution, nothing after an addition, a final BN and ReLU."""
+    convs = CONVOLUTIONS_A_BLOCK[block]
+    n, rest = divmod(depth - 2, 3 * convs)
+    assert n >= 1 and not rest, (depth, block)
+    preact, expansion = block.startswith("preact-"), 4 if block == "preact-bottleneck" else 1
+    seq, c_in = ["conv3"] + ([] if preact else ["bn", "relu"]), 16
+    for stage, width in enumerate((16, 32, 64)):
+        for j in range(n):
+            s = "/2" if stage and not j else ""
+            changes = bool(s) or c_in != width * expansion
+            if not preact:
+                seq += [f"conv3{s}", "bn", "relu", "conv3", "bn", "add+zero-pad" if changes else "add+identity", "relu"]
+            else:
+                for conv in (["conv1", f"conv3{s}", "conv1"] if expansion == 4 else [f"conv3{s}", "conv3"]):
+                    seq += ["bn", "relu", conv]
+                seq.append(f"add+proj1{s}(relu)" if changes else "add+identity")
+            c_in = width * expansion
+    return seq + (["bn", "relu"] if preact else []) + ["pool", "fc"]
 
 
 def references(framework: str) -> dict[str, tuple[int, str]]:

@@ -54,8 +54,8 @@ def test_exact_parameter_counts(train):
 
 
 @pytest.mark.parametrize("depth, block, n", [(20, "basic", 3), (56, "basic", 9), (110, "basic", 18),
-                                             (164, "basic", 27), (164, "bottleneck", 18),
-                                             (29, "bottleneck", 3), (8, "basic", 1)])
+                                             (164, "preact-basic", 27), (164, "preact-bottleneck", 18),
+                                             (29, "preact-bottleneck", 3), (8, "basic", 1)])
 def test_depth_is_weighted_layers(depth, block, n, train):
     assert train.blocks_per_stage(depth, block) == n
     model = train.CifarResNetModel(depth, block)
@@ -67,7 +67,8 @@ def test_depth_is_weighted_layers(depth, block, n, train):
     assert len(main_path) + 1 == depth
 
 
-@pytest.mark.parametrize("depth, block", [(21, "basic"), (2, "basic"), (20, "bottleneck2"), (30, "bottleneck")])
+@pytest.mark.parametrize("depth, block", [(21, "basic"), (2, "basic"), (20, "bottleneck2"), (30, "preact-bottleneck"),
+                                          (29, "bottleneck")])
 def test_impossible_depths_are_refused(depth, block, train):
     with pytest.raises(ValueError, match="depth|block"):
         train.blocks_per_stage(depth, block)
@@ -75,7 +76,7 @@ def test_impossible_depths_are_refused(depth, block, train):
 
 def test_shapes_and_shortcuts(train):
     torch.manual_seed(0)
-    for depth, block in [(20, "basic"), (29, "bottleneck")]:
+    for depth, block in [(20, "basic"), (20, "preact-basic"), (29, "preact-bottleneck")]:
         model = train.CifarResNetModel(depth, block).eval()
         with torch.no_grad():
             assert model(torch.randn(3, 3, 32, 32)).shape == (3, 10)
@@ -86,10 +87,22 @@ def test_shapes_and_shortcuts(train):
     assert s.shape == (2, 32, 4, 4)
     assert torch.equal(s[:, 8:24], x[:, :, ::2, ::2])
     assert not s[:, :8].any() and not s[:, 24:].any()
-    # Bottleneck: projection only where the shape changes.
-    assert isinstance(train.Bottleneck(64, 16, stride=1).shortcut, nn.Identity)
-    assert isinstance(train.Bottleneck(16, 16, stride=1).shortcut, nn.Sequential)
-    assert isinstance(train.Bottleneck(64, 32, stride=2).shortcut, nn.Sequential)
+    # Pre-activation: a bare 1x1 projection (no BN) only where the shape changes, else none (identity).
+    for block, c_in, width, stride, projects in [(train.PreActBlock, 16, 16, 1, False), (train.PreActBlock, 16, 32, 2, True),
+                                                 (train.PreActBottleneck, 64, 16, 1, False),
+                                                 (train.PreActBottleneck, 16, 16, 1, True),
+                                                 (train.PreActBottleneck, 64, 32, 2, True)]:
+        shortcut = block(c_in, width, stride).shortcut
+        if not projects:
+            assert shortcut is None
+            continue
+        assert isinstance(shortcut, nn.Conv2d) and shortcut.bias is None
+        assert (shortcut.kernel_size, shortcut.stride) == ((1, 1), (stride, stride))
+        assert (shortcut.in_channels, shortcut.out_channels) == (c_in, width * block.expansion)
+    # The pre-activation network: no BN after the stem, one BN and ReLU after the last block.
+    model = train.CifarResNetModel(20, "preact-basic")
+    assert [type(m) for m in model.stem] == [nn.Conv2d]
+    assert [type(m) for m in model.head] == [nn.BatchNorm2d, nn.ReLU]
 
 
 def test_resnet20_overfits_one_batch(train):

@@ -78,13 +78,14 @@ def eager_if():
 # ---------------------------------------------------------------------------------- the network
 
 @pytest.mark.parametrize("depth, block, n", [(20, "basic", 3), (56, "basic", 9), (110, "basic", 18),
-                                             (164, "basic", 27), (164, "bottleneck", 18),
-                                             (29, "bottleneck", 3), (8, "basic", 1)])
+                                             (164, "preact-basic", 27), (164, "preact-bottleneck", 18),
+                                             (29, "preact-bottleneck", 3), (8, "basic", 1)])
 def test_blocks_per_stage(depth, block, n, train):
     assert train.blocks_per_stage(depth, block) == n
 
 
-@pytest.mark.parametrize("depth, block", [(21, "basic"), (2, "basic"), (20, "bottleneck2"), (30, "bottleneck")])
+@pytest.mark.parametrize("depth, block", [(21, "basic"), (2, "basic"), (20, "bottleneck2"), (30, "preact-bottleneck"),
+                                          (29, "bottleneck")])
 def test_impossible_depths_are_refused(depth, block, train):
     with pytest.raises(ValueError, match="depth|block"):
         train.blocks_per_stage(depth, block)
@@ -101,7 +102,7 @@ def test_counts_equal_the_pytorch_recipe(torch_train):
 
 
 def test_shapes_and_shortcuts(train):
-    model = train.build_model(29, "bottleneck")
+    model = train.build_model(29, "preact-bottleneck")
     assert model(tf.zeros((3, 32, 32, 3)), training=False).shape == (3, 10)
     assert main_path_convs(model) + 1 == 29
     # Projection shortcuts exactly where a bottleneck block changes shape: the first of each stage.
@@ -137,7 +138,7 @@ def test_same_outputs_as_the_pytorch_recipe(train, torch_train):
     in training mode (batch statistics) and in inference mode (moving statistics)."""
     torch.manual_seed(0)
     x = np.random.default_rng(0).normal(size=(4, 32, 32, 3)).astype(np.float32)
-    for depth, block in [(20, "basic"), (29, "bottleneck")]:
+    for depth, block in [(20, "basic"), (20, "preact-basic"), (29, "preact-bottleneck")]:
         tnet, knet = torch_train.CifarResNetModel(depth, block), train.build_model(depth, block)
         tconv = [m for m in tnet.modules() if isinstance(m, torch.nn.Conv2d)]
         tbn = [m for m in tnet.modules() if isinstance(m, torch.nn.BatchNorm2d)]

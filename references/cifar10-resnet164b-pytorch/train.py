@@ -1,4 +1,4 @@
-"""cifar10-resnet164b-pytorch: ResNet-164 with bottleneck blocks (n = 18 per stage, 1.7M parameters) on CIFAR-10
+"""cifar10-resnet164b-pytorch: ResNet-164 with pre-activation bottleneck blocks (n = 18 per stage, 1.7M parameters) on CIFAR-10
 in PyTorch, trained with the DAWNBench seed recipe (He et al. 2016).
 
 The five references cifar10-resnet{20,56,110,164}-pytorch (basic blocks) and
@@ -6,16 +6,21 @@ cifar10-resnet164b-pytorch (bottleneck blocks) each carry this same file; `depth
 are hyperparameters in their reference.toml. Read top to bottom; to fork, `cp -r` this directory
 and edit this file.
 
-The network ("Deep Residual Learning for Image Recognition", section 4.2):
+The network ("Deep Residual Learning for Image Recognition", section 4.2, and, pre-activation,
+"Identity Mappings in Deep Residual Networks"; `block` in reference.toml picks the form):
   - a 3x3 convolution to 16 channels, then three stages of n residual blocks at 16, 32 and 64
     channels (strides 1, 2, 2), global average pooling and one linear layer to 10 classes;
-  - basic blocks (two 3x3 convolutions): depth = 6n + 2, with parameter-free shortcuts
-    (option A: subsample by 2 and pad the new channels with zeros), so the counts are the
-    paper's: ResNet-20 0.27M, ResNet-56 0.85M, ResNet-110 1.7M parameters;
-  - bottleneck blocks (1x1, 3x3, 1x1 with 4x expansion): depth = 9n + 2, with 1x1 projection
-    shortcuts (+ batch norm) where the shape changes;
-  - batch norm after every convolution, ReLU after the addition, He (fan-out) initialization,
-    no dropout.
+  - "basic" (ResNet-20, -56, -110: He et al. 2015's post-activation form): two 3x3 convolutions,
+    depth = 6n + 2, batch norm after every convolution and ReLU after the addition (the stem's
+    too), with parameter-free shortcuts (option A: subsample by 2 and pad the new channels with
+    zeros), so the counts are the paper's: ResNet-20 0.27M, ResNet-56 0.85M, ResNet-110 1.7M;
+  - "preact-basic" and "preact-bottleneck" (ResNet-164, the seed's preact164-basic and preact164:
+    its PreActBlock and PreActBottleneck): batch norm and ReLU before every convolution of a block,
+    nothing after its addition, none after the stem, and one batch norm and ReLU after the last
+    block, before the pooling; two 3x3 convolutions (depth = 6n + 2) or 1x1, 3x3 (strided), 1x1
+    with 4x expansion (depth = 9n + 2); where the shape changes the shortcut is a 1x1 convolution
+    (no batch norm) of the block's pre-activated input, elsewhere the input itself;
+  - He (fan-out) initialization, no dropout.
 The seed recipe: SGD with momentum 0.9 and weight decay 5e-4 at batch 128; learning rate 0.01
 for 1 warm-up epoch, 0.1 until epoch 91, 0.01 until epoch 136, then 0.001 to epoch 181 (the
 schedule the seed entries ran, in both frameworks: their logs jump at epochs 92 and 137); random crops of
@@ -48,8 +53,9 @@ WIDTHS = (16, 32, 64)                 # channels of the three stages (before bot
 # The network
 
 class BasicBlock(nn.Module):
-    """Two 3x3 convolutions; parameter-free shortcut (option A) when the shape changes."""
-    expansion = 1
+    """Post-activation: two 3x3 convolutions, each followed by batch norm, ReLU after the addition;
+    parameter-free shortcut (option A) when the shape changes."""
+    expansion, layers, preactivation = 1, 2, False
 
     def __init__(self, c_in: int, width: int, stride: int):
         super().__init__()
@@ -73,39 +79,62 @@ class BasicBlock(nn.Module):
         return F.relu(out + self.shortcut(x), inplace=True)
 
 
-class Bottleneck(nn.Module):
-    """1x1 reduce, 3x3 (strided), 1x1 expand by 4; 1x1 projection shortcut when the shape changes."""
-    expansion = 4
+def projection(c_in: int, c_out: int, stride: int) -> nn.Module | None:
+    """The pre-activation blocks' shortcut where the shape changes: a bare 1x1 convolution, as the
+    seed's (no batch norm: the input it projects is normalized already); None where it does not."""
+    return nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False) if stride != 1 or c_in != c_out else None
+
+
+class PreActBlock(nn.Module):
+    """Pre-activation (the seed's PreActBlock): BN, ReLU, 3x3 conv (strided), BN, ReLU, 3x3 conv,
+    plus the shortcut; nothing after the addition."""
+    expansion, layers, preactivation = 1, 2, True
 
     def __init__(self, c_in: int, width: int, stride: int):
         super().__init__()
-        c_out = width * self.expansion
-        self.conv1 = nn.Conv2d(c_in, width, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_in)
+        self.conv1 = nn.Conv2d(c_in, width, 3, stride=stride, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(width)
-        self.conv3 = nn.Conv2d(width, c_out, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(c_out)
-        self.shortcut = nn.Identity()
-        if stride != 1 or c_in != c_out:
-            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False),
-                                          nn.BatchNorm2d(c_out))
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.shortcut = projection(c_in, width, stride)
 
     def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)), inplace=True)
-        out = F.relu(self.bn2(self.conv2(out)), inplace=True)
-        out = self.bn3(self.conv3(out))
-        return F.relu(out + self.shortcut(x), inplace=True)
+        pre = F.relu(self.bn1(x))
+        out = self.conv2(F.relu(self.bn2(self.conv1(pre)), inplace=True))
+        # A projection takes the pre-activated input (the seed's `inputs = H`); identity, the raw one.
+        return out + (x if self.shortcut is None else self.shortcut(pre))
 
 
-BLOCKS = {"basic": BasicBlock, "bottleneck": Bottleneck}
+class PreActBottleneck(nn.Module):
+    """Pre-activation (the seed's PreActBottleneck): BN, ReLU, 1x1 conv; BN, ReLU, 3x3 conv
+    (strided); BN, ReLU, 1x1 conv expanding by 4; plus the shortcut; nothing after the addition."""
+    expansion, layers, preactivation = 4, 3, True
+
+    def __init__(self, c_in: int, width: int, stride: int):
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(c_in)
+        self.conv1 = nn.Conv2d(c_in, width, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn3 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, width * self.expansion, 1, bias=False)
+        self.shortcut = projection(c_in, width * self.expansion, stride)
+
+    def forward(self, x):
+        pre = F.relu(self.bn1(x))
+        out = self.conv2(F.relu(self.bn2(self.conv1(pre)), inplace=True))
+        out = self.conv3(F.relu(self.bn3(out), inplace=True))
+        return out + (x if self.shortcut is None else self.shortcut(pre))
+
+
+BLOCKS = {"basic": BasicBlock, "preact-basic": PreActBlock, "preact-bottleneck": PreActBottleneck}
 
 
 def blocks_per_stage(depth: int, block: str) -> int:
-    """n in depth = 6n + 2 (basic: 2 layers a block) or 9n + 2 (bottleneck: 3 layers a block)."""
+    """n in depth = 6n + 2 (2 convolutions a block) or 9n + 2 (bottlenecks: 3 a block)."""
     if block not in BLOCKS:
         raise ValueError(f"block {block!r}: expected one of {', '.join(BLOCKS)}")
-    layers = 2 if block == "basic" else 3
+    layers = BLOCKS[block].layers
     n, rest = divmod(depth - 2, 3 * layers)
     if rest or n < 1:
         raise ValueError(f"depth {depth} with {block} blocks: depth must be {3 * layers}n + 2, n >= 1")
@@ -116,8 +145,10 @@ class CifarResNetModel(nn.Module):
     def __init__(self, depth: int, block: str = "basic", num_classes: int = 10):
         super().__init__()
         n, Block = blocks_per_stage(depth, block), BLOCKS[block]
-        self.stem = nn.Sequential(nn.Conv2d(3, WIDTHS[0], 3, padding=1, bias=False),
-                                  nn.BatchNorm2d(WIDTHS[0]), nn.ReLU(inplace=True))
+        stem = [nn.Conv2d(3, WIDTHS[0], 3, padding=1, bias=False)]
+        if not Block.preactivation:       # pre-activation: the first block normalizes the stem's output
+            stem += [nn.BatchNorm2d(WIDTHS[0]), nn.ReLU(inplace=True)]
+        self.stem = nn.Sequential(*stem)
         stages, c_in = [], WIDTHS[0]
         for i, width in enumerate(WIDTHS):
             blocks = []
@@ -126,19 +157,22 @@ class CifarResNetModel(nn.Module):
                 c_in = width * Block.expansion
             stages.append(nn.Sequential(*blocks))
         self.stages = nn.Sequential(*stages)
+        # Pre-activation: the last block's sum is normalized and activated once, before the pooling.
+        self.head = nn.Sequential(nn.BatchNorm2d(c_in), nn.ReLU(inplace=True)) if Block.preactivation \
+            else nn.Identity()
         self.fc = nn.Linear(c_in, num_classes)
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x):
-        x = self.stages(self.stem(x))
+        x = self.head(self.stages(self.stem(x)))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
 def count_parameters(depth: int, block: str = "basic") -> int:
     """Trainable parameters: convolutions, batch-norm scales and shifts, the linear layer (not the
-    batch-norm running statistics). ResNet-20/56/110: 269,722 / 853,018 / 1,727,962."""
+    batch-norm running statistics). ResNet-20/56/110 (basic): 269,722 / 853,018 / 1,727,962."""
     return sum(p.numel() for p in CifarResNetModel(depth, block).parameters() if p.requires_grad)
 
 

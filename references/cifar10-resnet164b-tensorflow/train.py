@@ -1,24 +1,31 @@
-"""cifar10-resnet164b-tensorflow: ResNet-164 with bottleneck blocks (n = 18 per stage, 1.7M parameters) on CIFAR-10
+"""cifar10-resnet164b-tensorflow: ResNet-164 with pre-activation bottleneck blocks (n = 18 per stage, 1.7M parameters) on CIFAR-10
 in TensorFlow 2 / Keras, trained with the DAWNBench seed recipe (He et al. 2016).
 
 The five references cifar10-resnet{20,56,110,164}-tensorflow (basic blocks) and
 cifar10-resnet164b-tensorflow (bottleneck blocks) each carry this same file; `depth` and `block`
-are hyperparameters in their reference.toml. The network and recipe are those of cifar10-resnet164b-pytorch's
+are hyperparameters in their reference.toml. The network and recipe are those of cifar10-resnet164-pytorch's
 train.py, with the same parameter counts, so the two frameworks can be compared on one recipe.
 Read top to bottom; to fork, `cp -r` this directory and edit this file.
 
-The network ("Deep Residual Learning for Image Recognition", section 4.2):
+The network ("Deep Residual Learning for Image Recognition", section 4.2, and, pre-activation,
+"Identity Mappings in Deep Residual Networks"; `block` in reference.toml picks the form):
   - a 3x3 convolution to 16 channels, then three stages of n residual blocks at 16, 32 and 64
     channels (strides 1, 2, 2), global average pooling and one dense layer to 10 classes;
-  - basic blocks (two 3x3 convolutions): depth = 6n + 2, with parameter-free shortcuts
-    (option A: subsample by 2 and pad the new channels with zeros), so the counts are the
-    paper's: ResNet-20 0.27M, ResNet-56 0.85M, ResNet-110 1.7M parameters;
-  - bottleneck blocks (1x1, 3x3, 1x1 with 4x expansion): depth = 9n + 2, with 1x1 projection
-    shortcuts (+ batch norm) where the shape changes;
-  - batch norm after every convolution, ReLU after the addition, He (fan-out) initialization,
-    no dropout. Layer settings follow PyTorch's defaults where Keras's differ (batch-norm
-    momentum 0.9 and epsilon 1e-5, the dense layer's uniform initialization, symmetric padding
-    of the strided 3x3 convolutions), so a PyTorch checkpoint maps onto this network exactly.
+  - "basic" (ResNet-20, -56, -110: He et al. 2015's post-activation form): two 3x3 convolutions,
+    depth = 6n + 2, batch norm after every convolution and ReLU after the addition (the stem's
+    too), with parameter-free shortcuts (option A: subsample by 2 and pad the new channels with
+    zeros), so the counts are the paper's: ResNet-20 0.27M, ResNet-56 0.85M, ResNet-110 1.7M;
+  - "preact-basic" and "preact-bottleneck" (ResNet-164, the PyTorch seed's preact164-basic and
+    preact164): batch norm and ReLU before every convolution of a block, nothing after its
+    addition, none after the stem, and one batch norm and ReLU after the last block, before the
+    pooling; two 3x3 convolutions (depth = 6n + 2) or 1x1, 3x3 (strided), 1x1 with 4x expansion
+    (depth = 9n + 2); where the shape changes the shortcut is a 1x1 convolution (no batch norm)
+    of the block's pre-activated input, elsewhere the input itself. ReLU, not the TensorFlow
+    seed's leaky ReLU (slope 0.1): one network for both twins (README, anchor table);
+  - He (fan-out) initialization, no dropout. Layer settings follow PyTorch's defaults where
+    Keras's differ (batch-norm momentum 0.9 and epsilon 1e-5, the dense layer's uniform
+    initialization, symmetric padding of the strided 3x3 convolutions), so a PyTorch checkpoint
+    maps onto this network exactly.
 The seed recipe: SGD with momentum 0.9 and weight decay 5e-4 at batch 128; learning rate 0.01
 for 1 warm-up epoch, 0.1 until epoch 91, 0.01 until epoch 136, then 0.001 to epoch 181 (the
 schedule the seed entries ran, in both frameworks: their logs jump at epochs 92 and 137); random crops of
@@ -100,7 +107,8 @@ class ZeroPadShortcut(layers.Layer):
 
 
 def basic_block(x, width: int, stride: int, name: str):
-    """Two 3x3 convolutions; parameter-free shortcut (option A) when the shape changes."""
+    """Post-activation: two 3x3 convolutions, each followed by batch norm, ReLU after the addition;
+    parameter-free shortcut (option A) when the shape changes."""
     c_in = x.shape[-1]
     out = layers.ReLU(name=f"{name}_relu1")(bn(conv(x, width, 3, stride, f"{name}_conv1"), f"{name}_bn1"))
     out = bn(conv(out, width, 3, 1, f"{name}_conv2"), f"{name}_bn2")
@@ -110,26 +118,48 @@ def basic_block(x, width: int, stride: int, name: str):
     return layers.ReLU(name=f"{name}_out")(layers.Add(name=f"{name}_add")([out, shortcut]))
 
 
-def bottleneck_block(x, width: int, stride: int, name: str):
-    """1x1 reduce, 3x3 (strided), 1x1 expand by 4; 1x1 projection shortcut when the shape changes."""
-    c_in, c_out = x.shape[-1], width * 4
-    out = layers.ReLU(name=f"{name}_relu1")(bn(conv(x, width, 1, 1, f"{name}_conv1"), f"{name}_bn1"))
-    out = layers.ReLU(name=f"{name}_relu2")(bn(conv(out, width, 3, stride, f"{name}_conv2"), f"{name}_bn2"))
-    out = bn(conv(out, c_out, 1, 1, f"{name}_conv3"), f"{name}_bn3")
-    shortcut = x
-    if stride != 1 or c_in != c_out:
-        shortcut = bn(conv(x, c_out, 1, stride, f"{name}_proj"), f"{name}_proj_bn")
-    return layers.ReLU(name=f"{name}_out")(layers.Add(name=f"{name}_add")([out, shortcut]))
+def bn_relu(x, name: str):
+    """A pre-activation: batch norm, then ReLU."""
+    return layers.ReLU(name=f"{name}_relu")(bn(x, f"{name}_bn"))
 
 
-BLOCKS = {"basic": basic_block, "bottleneck": bottleneck_block}
+def preact_shortcut(x, pre, c_out: int, stride: int, name: str):
+    """Where the shape changes, a bare 1x1 convolution (no batch norm) of the pre-activated input
+    `pre`, as the PyTorch seed's; elsewhere the block's input `x` itself."""
+    if stride == 1 and x.shape[-1] == c_out:
+        return x
+    return conv(pre, c_out, 1, stride, f"{name}_proj")
+
+
+def preact_basic_block(x, width: int, stride: int, name: str):
+    """Pre-activation (the PyTorch seed's PreActBlock): BN, ReLU, 3x3 conv (strided), BN, ReLU,
+    3x3 conv, plus the shortcut; nothing after the addition."""
+    pre = bn_relu(x, f"{name}_pre1")
+    out = conv(pre, width, 3, stride, f"{name}_conv1")
+    out = conv(bn_relu(out, f"{name}_pre2"), width, 3, 1, f"{name}_conv2")
+    return layers.Add(name=f"{name}_add")([out, preact_shortcut(x, pre, width, stride, name)])
+
+
+def preact_bottleneck_block(x, width: int, stride: int, name: str):
+    """Pre-activation (the PyTorch seed's PreActBottleneck): BN, ReLU, 1x1 conv; BN, ReLU, 3x3 conv
+    (strided); BN, ReLU, 1x1 conv expanding by 4; plus the shortcut; nothing after the addition."""
+    pre = bn_relu(x, f"{name}_pre1")
+    out = conv(pre, width, 1, 1, f"{name}_conv1")
+    out = conv(bn_relu(out, f"{name}_pre2"), width, 3, stride, f"{name}_conv2")
+    out = conv(bn_relu(out, f"{name}_pre3"), width * 4, 1, 1, f"{name}_conv3")
+    return layers.Add(name=f"{name}_add")([out, preact_shortcut(x, pre, width * 4, stride, name)])
+
+
+# block: (the block, convolutions on its main path, pre-activation)
+BLOCKS = {"basic": (basic_block, 2, False), "preact-basic": (preact_basic_block, 2, True),
+          "preact-bottleneck": (preact_bottleneck_block, 3, True)}
 
 
 def blocks_per_stage(depth: int, block: str) -> int:
-    """n in depth = 6n + 2 (basic: 2 layers a block) or 9n + 2 (bottleneck: 3 layers a block)."""
+    """n in depth = 6n + 2 (2 convolutions a block) or 9n + 2 (bottlenecks: 3 a block)."""
     if block not in BLOCKS:
         raise ValueError(f"block {block!r}: expected one of {', '.join(BLOCKS)}")
-    layers_per_block = 2 if block == "basic" else 3
+    layers_per_block = BLOCKS[block][1]
     n, rest = divmod(depth - 2, 3 * layers_per_block)
     if rest or n < 1:
         raise ValueError(f"depth {depth} with {block} blocks: depth must be "
@@ -139,12 +169,16 @@ def blocks_per_stage(depth: int, block: str) -> int:
 
 def build_model(depth: int, block: str = "basic", num_classes: int = 10) -> keras.Model:
     """The CIFAR ResNet of `depth` weighted layers: float (B, 32, 32, 3) normalized images -> logits."""
-    n, make_block = blocks_per_stage(depth, block), BLOCKS[block]
+    n, (make_block, _, preactivation) = blocks_per_stage(depth, block), BLOCKS[block]
     inputs = keras.Input((32, 32, 3), name="image")
-    x = layers.ReLU(name="stem_relu")(bn(conv(inputs, WIDTHS[0], 3, 1, "stem_conv"), "stem_bn"))
+    x = conv(inputs, WIDTHS[0], 3, 1, "stem_conv")
+    if not preactivation:           # pre-activation: the first block normalizes the stem's output
+        x = layers.ReLU(name="stem_relu")(bn(x, "stem_bn"))
     for i, width in enumerate(WIDTHS):
         for j in range(n):
             x = make_block(x, width, stride=2 if i > 0 and j == 0 else 1, name=f"stage{i + 1}_block{j + 1}")
+    if preactivation:               # the last block's sum, normalized and activated once before the pooling
+        x = bn_relu(x, "final")
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     # PyTorch's nn.Linear initialization: uniform in +-1/sqrt(fan_in) for weights and bias.
     bound = 1 / math.sqrt(x.shape[-1])
@@ -157,7 +191,7 @@ def build_model(depth: int, block: str = "basic", num_classes: int = 10) -> kera
 def count_parameters(depth: int, block: str = "basic") -> int:
     """Trainable parameters: convolutions, batch-norm scales and shifts, the dense layer (not the
     batch-norm moving statistics), counted as PyTorch counts `parameters()`.
-    ResNet-20/56/110: 269,722 / 853,018 / 1,727,962."""
+    ResNet-20/56/110 (basic): 269,722 / 853,018 / 1,727,962."""
     model = build_model(depth, block)
     return int(sum(math.prod(v.shape) for v in model.trainable_variables))
 
