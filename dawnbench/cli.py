@@ -1,7 +1,8 @@
 """The `dawnbench` command, on the host: run, infer, list, eval and data verify are the harness's
 (harness.cli: its options and its code), with the host's options on top: --instance (priced here,
 dawnbench.prices), --runs (a series, dawnbench.series), data fetch (dawnbench.fetch) and data prepare
-(dawnbench.prepare_imagenet); verify is the harness's as it is. And the entry tools, each a module of
+(dawnbench.prepare_imagenet); verify is the harness's, and of a series folder (summary.json) every run's
+and the summary recomputed from them (dawnbench.series_record). And the entry tools, each a module of
 this package (also `python -m dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance,
 reproduce, entries. One parser tree holds them all: each tool adds its options to its subcommand here
 (`build_parser(p)`) and runs on the parsed options (`run(args)`)."""
@@ -10,8 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
-from dawnbench import fetch, fetch_imagenetv2, prepare_imagenet, prices, series
+from dawnbench import fetch, fetch_imagenetv2, prepare_imagenet, prices, series, series_record
 from harness import cli as harness_cli
 from harness import datasets
 from harness.arguments import MAX_RUNS, SEED_MAX, Parser, folder, parse_forwarding, regular_file, whole
@@ -90,7 +92,8 @@ def build_parser() -> Parser:
         tool.build_parser(sub.add_parser(name, help=text)).set_defaults(tool=tool)
     add_data_options(sub.add_parser("data", help="fetch, prepare (ImageNet) or verify a dataset"))
     harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run offline: its log, stored "
-                                                                 "predictions, result.json and TSV agree"))
+                                                                 "predictions, result.json and TSV agree; of a "
+                                                                 "series folder, every run and its summary.json"))
     parser.set_defaults(prog=PROG)
     return parser
 
@@ -168,7 +171,16 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {**harness_cli.COMMANDS, "run": cmd_run, "infer": cmd_infer, "data": cmd_data}
+def cmd_verify(args: argparse.Namespace) -> int:
+    """A series folder (summary.json, no result.json): its runs and its summary; else the harness's verify."""
+    folder = Path(args.run_dir)
+    if (folder / series.SUMMARY).is_file() and not (folder / "result.json").exists():
+        return series_record.verify(folder, args.data, emit=lambda line: print(line, flush=True),
+                                    emit_error=lambda line: print(f"{PROG}: {line}", file=sys.stderr, flush=True))
+    return harness_cli.cmd_verify(args)
+
+
+COMMANDS = {**harness_cli.COMMANDS, "run": cmd_run, "infer": cmd_infer, "data": cmd_data, "verify": cmd_verify}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dawnbench import entries, judges, prices, schemas
+from dawnbench import entries, judges, prices, schemas, series_record
 from harness import safe_read
 from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder, tool_main
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
@@ -465,6 +465,8 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None, level: str =
     _check_price_record(report, fields)
     if kind in entries.KINDS:
         _check_against_run(report, path, kind, fields, root, allow_unofficial)
+    if kind == "train":
+        _check_series(report, path, fields, root)
     return _finish(report, problems), log, fields, rows, task, kind, {**fields, **report.fixes}
 
 
@@ -776,6 +778,42 @@ def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, roo
         report.at("official", f"{where}: {judged}")
 
 
+def _check_series(report: _Report, path: Path, fields: dict, root: Path) -> None:
+    """An entry of a series (`runs`, written by `dawnbench submit`) has its series beside it
+    (<stem>.series/), and its `runs` block, acceptance included, is what those runs give, recomputed
+    here (dawnbench.series_record): never the entry's word. Its run (<stem>.run/) is one of them."""
+    runs = fields.get("runs")
+    if not isinstance(runs, dict) or "rules_version" not in fields:
+        return          # no series, or an entry typed by hand: its `runs` is shown as claimed
+    folder = entries.series_folder(path)
+    if not folder.is_dir() or folder.is_symlink() or not safe_read.inside(folder, root):
+        report.at("runs", f"the entry gives a series' figures, but its runs ({folder.name}/) are not beside it: "
+                          f"nothing to recompute them from (submit the series again)")
+        return
+    try:
+        results = series_record.read_runs(folder, root)
+        computed = series_record.entry_runs(results, runs.get("submitted_seed"))
+    except series_record.SeriesError as e:
+        report.at("runs", f"{folder.name}/: {e} (submit the series again)")
+        return
+    found = series_record.difference(runs, computed)
+    if found:
+        field, given, expected = found
+        report.at(f"runs.{field}", f"{show(given)} is not what its series' runs give, {show(expected)} "
+                                   f"(recomputed from {folder.name}/): an entry's runs are its series' (submit the "
+                                   f"series again; do not edit the entry)")
+        return
+    submitted = next((r for r in results if r["seed"] == runs.get("submitted_seed")), None)
+    run = entries.run_folder(path) / "result.json"
+    try:
+        same = submitted is not None and run.read_bytes() == (folder / submitted["run_dir"] / "result.json").read_bytes()
+    except OSError:
+        same = False
+    if not same:
+        report.at("runs.submitted_seed", f"{show(runs.get('submitted_seed'))}: {run.parent.name}/ is not that run of "
+                                         f"{folder.name}/ (submit the series again)")
+
+
 # ---------------------------------------------------------------- files and trees
 
 def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
@@ -790,8 +828,9 @@ def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
     for folder, dirs, files in os.walk(root, onerror=onerror):
         if Path(folder).name in entries.KINDS:
             # <stem>.run/: the run behind a training entry, or the inference record behind an inference
-            # entry (dawnbench submit): what the entry's figures are checked against, not an entry of its own
-            dirs[:] = [d for d in dirs if not d.endswith(entries.RUN_SUFFIX)]
+            # entry, and <stem>.series/, its series' runs (dawnbench submit): what the entry's figures are
+            # checked against, not entries of their own
+            dirs[:] = [d for d in dirs if not d.endswith((entries.RUN_SUFFIX, entries.SERIES_SUFFIX))]
         for name in files:
             p = Path(folder) / name
             if name.endswith(".json"):
