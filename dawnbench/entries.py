@@ -60,6 +60,7 @@ class Entry:
     rows: list[dict[str, float]]     # training: the TSV rows by column; inference: []
     notes: list[str] = field(default_factory=list)   # validate's v1 warnings: what was tolerated, how it was read
     written: dict | None = None      # the JSON object as written, where `fields` normalized it
+    review_flags: list[str] = field(default_factory=list)   # validate's convergence guard (dawnbench.convergence)
 
     @property
     def name(self) -> str:

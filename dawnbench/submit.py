@@ -610,6 +610,7 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
                 else:
                     shutil.copyfile(folder / name, path)
         problems, _ = validate_entries.check([staging], allow_unofficial=args.allow_unofficial)
+        problems = [p for p in problems if not p.warning]     # a review flag is the board's note, not a refusal
         if problems:
             first = problems[0]
             where = Path(first.file).relative_to(staging)
