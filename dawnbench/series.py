@@ -123,9 +123,9 @@ def acceptance_lines(a: dict | None, shown) -> list[str]:
         return []
     ci = a["tta_ci95_seconds"]
     over = "every run" if a["rule"] == evidence.MEAN else "the converged runs"
-    metric = "-" if a["metric_mean"] is None else shown(a["metric_mean"])
+    metric, sd = ("-" if a[k] is None else shown(a[k]) for k in ("metric_mean", "metric_stdev"))
     return [f"{a['rule']} rule: {a['verdict']}: {a['reason']}",
-            f"  final metric: mean {metric}, sd {'-' if a['metric_stdev'] is None else shown(a['metric_stdev'])}, one-sided p {_f(a['p_value'], '.3g')} "
+            f"  final metric: mean {metric}, sd {sd}, one-sided p {_f(a['p_value'], '.3g')} "
             f"against {shown(a['threshold'])}; time (s) over {over}: mean {_f(a['tta_mean_seconds'])}, median "
             f"{_f(a['tta_median_seconds'])}, 95% interval ({a['ci_method']}) "
             f"{'-' if ci is None else f'{ci[0]:.2f} to {ci[1]:.2f}'}"]
