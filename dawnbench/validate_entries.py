@@ -789,6 +789,8 @@ def _check_series(report: _Report, path: Path, fields: dict, root: Path) -> None
     runs = fields.get("runs")
     if not isinstance(runs, dict) or "rules_version" not in fields:
         return          # no series, or an entry typed by hand: its `runs` is shown as claimed
+    if not (entries.run_folder(path).exists() or entries.run_folder(path).is_symlink()):
+        return          # no run beside it at all: _check_against_run said so, in one line
     folder = entries.series_folder(path)
     if not folder.is_dir() or folder.is_symlink() or not safe_read.inside(folder, root):
         report.at("runs", f"the entry gives a series' figures, but its runs ({folder.name}/) are not beside it: "
