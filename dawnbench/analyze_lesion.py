@@ -19,13 +19,12 @@ its interval; a variant none of whose runs converged says so. One run gives no i
 from __future__ import annotations
 
 import contextlib
-import math
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from dawnbench import analysis_io, plots, series
+from dawnbench import analysis_io, evidence, plots, series
 from harness import cli as harness_cli
 from harness import registry
 from harness.arguments import MAX_RUNS, whole
@@ -72,13 +71,10 @@ def variants(spec, names: list[str], factor: bool) -> list[dict]:
 
 
 def interval(values: list[float]) -> list[float] | None:
-    """The mean's two-sided 95% Student-t interval; None under two values."""
-    if len(values) < 2:
-        return None
-    from scipy.stats import t
-    mean, half = statistics.fmean(values), t.ppf((1 + CONFIDENCE) / 2, len(values) - 1) * statistics.stdev(values)
-    half /= math.sqrt(len(values))
-    return [mean - half, mean + half]
+    """The mean's two-sided 95% Student-t interval (dawnbench.evidence's, as a series reports it); None
+    under two values."""
+    found = evidence.interval(values, CONFIDENCE)
+    return None if found["lo"] is None else [found["lo"], found["hi"]]
 
 
 def stats(values: list) -> dict:

@@ -22,15 +22,10 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench import interleave
+from dawnbench import evidence, interleave
 from harness import safe_read, verify_run
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from harness.tasks import TASKS
-
-try:
-    from dawnbench import evidence
-except ImportError:     # until i48-evidence merges: dawnbench/evidence.py is being written beside this
-    evidence = None
 
 CHALLENGE = "challenge.json"
 SIDES = ("candidate", "incumbent")        # the interleave's A and B: the candidate runs first in even pairs
@@ -79,27 +74,7 @@ def paired(candidate: list[float], incumbent: list[float]) -> dict:
 
 def acceptance(results: list[dict], task) -> dict:
     """A side's acceptance verdict under its task's rule (dawnbench.evidence), from its runs' result.json."""
-    if evidence is not None:
-        return evidence.acceptance(results, task)
-    return _acceptance_fallback(results, task)
-
-
-def _acceptance_fallback(results: list[dict], task) -> dict:
-    """The single rule only, the interface's keys: until i48-evidence merges (dawnbench.evidence replaces it)."""
-    times = [r["tta_seconds"] for r in results if r.get("status") == "converged"
-             and isinstance(r.get("tta_seconds"), (int, float))]
-    metrics = [r["metric_value"] for r in results if isinstance(r.get("metric_value"), (int, float))]
-    thresholds = {r.get("threshold") for r in results if isinstance(r.get("threshold"), (int, float))}
-    accepted = bool(times)
-    return {"rule": "single", "n": len(results), "n_min": None, "alpha": None,
-            "threshold": thresholds.pop() if len(thresholds) == 1 else task.threshold,
-            "metric_mean": statistics.fmean(metrics) if metrics else None,
-            "metric_stdev": statistics.stdev(metrics) if len(metrics) >= 2 else None, "p_value": None,
-            "tta_mean_seconds": statistics.fmean(times) if times else None,
-            "tta_median_seconds": statistics.median(times) if times else None, "tta_ci95_seconds": None,
-            "ci_method": "t", "verdict": "accepted" if accepted else "refused",
-            "reason": (f"{len(times)} of {len(results)} runs reached the threshold" if accepted else
-                       f"none of the {len(results)} runs reached the threshold")}
+    return evidence.acceptance(results, task)
 
 
 # ---------------------------------------------------------------- the figures of a challenge

@@ -1,7 +1,8 @@
 """The `dawnbench` command, on the host: run, infer, list, eval and data verify are the harness's
 (harness.cli: its options and its code), with the host's options on top: --instance (priced here,
 dawnbench.prices), --runs (a series, dawnbench.series), data fetch (dawnbench.fetch) and data prepare
-(dawnbench.prepare_imagenet); verify is the harness's as it is. And the entry tools, each a module of
+(dawnbench.prepare_imagenet); verify is the harness's, and of a series folder (summary.json) every run's
+and the summary recomputed from them (dawnbench.series_record). And the entry tools, each a module of
 this package (also `python -m dawnbench.<tool>`): submit, validate, leaderboard, analyze, compliance,
 reproduce, entries. One parser tree holds them all: each tool adds its options to its subcommand here
 (`build_parser(p)`) and runs on the parsed options (`run(args)`)."""
@@ -10,8 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
-from dawnbench import challenge_record, fetch, fetch_imagenetv2, prepare_imagenet, prices, series
+from dawnbench import challenge_record, fetch, fetch_imagenetv2, prepare_imagenet, prices, series, series_record
 from harness import cli as harness_cli
 from harness import datasets
 from harness.arguments import MAX_RUNS, SEED_MAX, Parser, folder, parse_forwarding, regular_file, whole
@@ -94,9 +96,10 @@ def build_parser() -> Parser:
         tool = importlib.import_module(f"dawnbench.{TOOL_MODULES.get(name, name)}")
         tool.build_parser(sub.add_parser(name, help=text)).set_defaults(tool=tool)
     add_data_options(sub.add_parser("data", help="fetch, prepare (ImageNet) or verify a dataset"))
-    harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run (or a challenge folder) offline: "
-                                                                 "its log, stored predictions, result.json and TSV "
-                                                                 "agree"))
+    harness_cli.add_verify_options(sub.add_parser("verify", help="re-check a run offline: its log, stored "
+                                                                 "predictions, result.json and TSV agree; of a "
+                                                                 "series folder, every run and its summary.json; "
+                                                                 "of a challenge folder, every run and its figures"))
     parser.set_defaults(prog=PROG)
     return parser
 
@@ -188,12 +191,17 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """The harness's verify of a run folder; of a challenge folder (its challenge.json), every run's and the
-    challenge's figures recomputed from them (dawnbench.challenge_record)."""
-    if not challenge_record.is_challenge(args.run_dir):
-        return harness_cli.cmd_verify(args)
-    return challenge_record.main(args.run_dir, args.data, emit=lambda line: print(line, flush=True),
-                                 emit_error=lambda line: print(f"{PROG}: {line}", file=sys.stderr, flush=True))
+    """A challenge folder (challenge.json): every run's and the challenge's figures recomputed from them
+    (dawnbench.challenge_record); a series folder (summary.json, no result.json): its runs and its summary
+    (dawnbench.series_record); else the harness's verify of a run folder."""
+    emit = lambda line: print(line, flush=True)      # noqa: E731
+    emit_error = lambda line: print(f"{PROG}: {line}", file=sys.stderr, flush=True)      # noqa: E731
+    if challenge_record.is_challenge(args.run_dir):
+        return challenge_record.main(args.run_dir, args.data, emit=emit, emit_error=emit_error)
+    folder = Path(args.run_dir)
+    if (folder / series.SUMMARY).is_file() and not (folder / "result.json").exists():
+        return series_record.verify(folder, args.data, emit=emit, emit_error=emit_error)
+    return harness_cli.cmd_verify(args)
 
 
 COMMANDS = {**harness_cli.COMMANDS, "run": cmd_run, "infer": cmd_infer, "data": cmd_data, "verify": cmd_verify}

@@ -30,6 +30,7 @@ KINDS = ("train", "inference")
 TASK_BY_DIR = {task.display_name: task for task in TASKS.values()}     # "CIFAR10" -> cifar10
 ITEMS = 10_000   # inference cost is quoted per 10,000 items, as DAWNBench did
 RUN_SUFFIX = ".run"     # <stem>.run/ beside an entry: the run (or inference) it came from, as submit verified it
+SERIES_SUFFIX = ".series"   # <stem>.series/seed<k>/ beside an entry of a series: every run, as submit verified it
 RUN_RECORD = {"train": "result.json", "inference": "inference.json"}    # the record in it an entry's figures are
 
 
@@ -38,6 +39,12 @@ def run_folder(entry_json: Path) -> Path:
     entry's `dawnbench infer` record)."""
     entry_json = Path(entry_json)
     return entry_json.with_name(entry_json.stem + RUN_SUFFIX)
+
+
+def series_folder(entry_json: Path) -> Path:
+    """Where an entry's series lives: <stem>.series/ next to its JSON, one run folder a seed."""
+    entry_json = Path(entry_json)
+    return entry_json.with_name(entry_json.stem + SERIES_SUFFIX)
 
 
 class EntryError(DawnbenchError):
@@ -53,6 +60,7 @@ class Entry:
     rows: list[dict[str, float]]     # training: the TSV rows by column; inference: []
     notes: list[str] = field(default_factory=list)   # validate's v1 warnings: what was tolerated, how it was read
     written: dict | None = None      # the JSON object as written, where `fields` normalized it
+    review_flags: list[str] = field(default_factory=list)   # validate's convergence guard (dawnbench.convergence)
 
     @property
     def name(self) -> str:

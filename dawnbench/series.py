@@ -6,7 +6,8 @@ time-to-accuracy: the stability study of the DAWNBench v1 paper.
     results/<REF>/<series id>/seed<k>/       each a normal run folder
     results/<REF>/<series id>/summary.json   summarize() of those runs
 
-`summarize` is the one place the statistics are computed; the analyses reuse it.
+`summarize` is the one place the statistics are computed; the analyses reuse it. Its `acceptance`
+(the task's rule, the one-sided test of the final metric, the times' interval) is dawnbench.evidence's.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from dawnbench import evidence
 from harness import datasets, plan, runner, safe_write
 from harness.cli import run_command
 from harness.registry import ReferenceSpec, UsageError
@@ -62,7 +64,8 @@ def summarize(results: list[dict]) -> dict:
     """The stability figures of runs of one reference at one threshold, from their result.json
     contents (each run named by its `run_dir` if given, else its `run_id`): every run's status and
     time-to-accuracy, the fraction converged, and the time-to-accuracy statistics over the
-    converged runs. Raises ValueError for runs of different references or thresholds."""
+    converged runs, and the series' acceptance under its task's rule (dawnbench.evidence; None for a
+    task this checkout does not know). Raises ValueError for runs of different references or thresholds."""
     for field in ("reference", "threshold"):
         seen = {r[field] for r in results if r.get(field) is not None}
         if len(seen) > 1:
@@ -78,16 +81,20 @@ def summarize(results: list[dict]) -> dict:
                      "epochs": r.get("epochs"), "metric_value": r.get("metric_value")})
     n = len(runs)
     converged = sum(r["status"] == runner.CONVERGED for r in runs)
+    task = TASKS.get(first.get("task"))
     return {"reference": first.get("reference"), "task": first.get("task"), "metric": first.get("metric"),
             "threshold": first.get("threshold"), "official_threshold": first.get("official_threshold"),
             "n": n, "converged": converged, "fraction_converged": converged / n if n else None,
             "runs": runs,
-            "tta_seconds": tta_statistics([r["tta_seconds"] for r in runs if r["tta_seconds"] is not None])}
+            "tta_seconds": tta_statistics([r["tta_seconds"] for r in runs if r["tta_seconds"] is not None]),
+            "acceptance": evidence.acceptance(results, task) if task is not None and results else None}
+
+
+def _f(x, fmt=".2f") -> str:
+    return "-" if x is None else format(x, fmt)
 
 
 def table(summary: dict) -> list[str]:
-    def f(x, fmt=".2f"):
-        return "-" if x is None else format(x, fmt)
     metric = summary.get("metric") or "metric"
     task = TASKS.get(summary.get("task"))
     # as the pages show the figure: an accuracy in percent, F1 or an error rate as a fraction
@@ -95,18 +102,33 @@ def table(summary: dict) -> list[str]:
     lines = [f"{'seed':>6}  {'status':9}  {'epochs':>6}  {metric:>7}  {'tta (s)':>9}  run"]
     for r in summary["runs"]:
         value = "-" if r["metric_value"] is None else shown(r["metric_value"])
-        lines.append(f"{f(r['seed'], 'd'):>6}  {r['status']:9}  {f(r['epochs'], 'd'):>6}  {value:>7}  "
-                     f"{f(r['tta_seconds']):>9}  {r['run_dir'] or '-'}")
+        lines.append(f"{_f(r['seed'], 'd'):>6}  {r['status']:9}  {_f(r['epochs'], 'd'):>6}  {value:>7}  "
+                     f"{_f(r['tta_seconds']):>9}  {r['run_dir'] or '-'}")
     t, fraction = summary["tta_seconds"], summary["fraction_converged"]
     lines.append(f"converged {summary['converged']}/{summary['n']}"
                  f"{'' if fraction is None else f' ({100 * fraction:.0f}%)'}; time-to-accuracy (s) over the "
-                 f"converged runs: median {f(t['median'])}, olympic mean {f(t['olympic_mean'])}, "
-                 f"min {f(t['min'])}, max {f(t['max'])}, cv {f(t['cv'], '.3f')}")
+                 f"converged runs: median {_f(t['median'])}, olympic mean {_f(t['olympic_mean'])}, "
+                 f"min {_f(t['min'])}, max {_f(t['max'])}, cv {_f(t['cv'], '.3f')}")
+    lines += acceptance_lines(summary.get("acceptance"), shown)
     if summary["n"]:
         stable = summary["converged"] == summary["n"] and t["cv"] is not None and t["cv"] <= STABLE_CV
         lines.append(f"{'stable' if stable else 'not stable'}: stable means every run converged and cv <= "
                      f"{STABLE_CV:g} (2 or more runs; docs/RULES.md)")
     return lines
+
+
+def acceptance_lines(a: dict | None, shown) -> list[str]:
+    """The acceptance in two lines: the verdict under the task's rule, then the figures it rests on."""
+    if not a:
+        return []
+    ci = a["tta_ci95_seconds"]
+    over = "every run" if a["rule"] == evidence.MEAN else "the converged runs"
+    metric, sd = ("-" if a[k] is None else shown(a[k]) for k in ("metric_mean", "metric_stdev"))
+    return [f"{a['rule']} rule: {a['verdict']}: {a['reason']}",
+            f"  final metric: mean {metric}, sd {sd}, one-sided p {_f(a['p_value'], '.3g')} "
+            f"against {shown(a['threshold'])}; time (s) over {over}: mean {_f(a['tta_mean_seconds'])}, median "
+            f"{_f(a['tta_median_seconds'])}, 95% interval ({a['ci_method']}) "
+            f"{'-' if ci is None else f'{ci[0]:.2f} to {ci[1]:.2f}'}"]
 
 
 def run_series(spec: ReferenceSpec, hyperparameters: dict, opts: plan.RunOptions, runs: int,

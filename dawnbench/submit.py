@@ -38,7 +38,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dawnbench import code_url, entries, entry_status, prices, schemas, validate_entries
+from dawnbench import code_url, entries, entry_status, prices, schemas, series_record, validate_entries
 from harness import arguments, paths, registry, safe_read, safe_write, verify_run
 from harness.arguments import DATA_FOLDER, Parser, folder, tool_main
 from harness.errors import EXIT_OK, DawnbenchError, UsageError, command, report, shown
@@ -104,35 +104,26 @@ def load_run(run_dir: Path) -> tuple[Path, dict, dict | None]:
     if not isinstance(runs, list):
         raise SubmitError(f"{summary_path}: runs is {validate_entries.show(runs)}, expected a list of runs")
     _check_finished(summary_path, summary, runs)
-    converged = [r for r in runs if isinstance(r, dict) and r.get("status") == "converged"
+    # every figure from the runs' own folders (dawnbench.series_record), never from summary.json, which
+    # must be theirs: an edited one is refused as `verify` refuses it
+    try:
+        results = series_record.read_runs(run_dir)
+        problem = series_record.summary_problem(run_dir, summary, results)
+    except series_record.SeriesError as e:
+        raise SubmitError(str(e)) from None
+    if problem:
+        raise SubmitError(f"{run_dir}: {problem}")
+    converged = [r for r in results if r.get("status") == "converged"
                  and validate_entries.is_number(r.get("tta_seconds")) and math.isfinite(r["tta_seconds"])]
     if not converged:
-        raise SubmitError(f"{summary_path}: none of the {len(runs)} runs converged (DNC): "
+        raise SubmitError(f"{summary_path}: none of the {len(results)} runs converged (DNC): "
                           f"only a converged run is an entry")
     # the upper median: an actual run, and of two middle runs the slower one
     median = statistics.median_high([r["tta_seconds"] for r in converged])
     chosen = next(r for r in converged if r["tta_seconds"] == median)
-    folder = _inside(run_dir, chosen.get("run_dir"))
-    if folder is None or not folder.is_dir():
-        raise SubmitError(f"{summary_path}: the median run's run_dir {validate_entries.show(chosen.get('run_dir'))} "
-                          f"is not a folder inside the series")
+    folder = run_dir / chosen["run_dir"]
     result = _read_json(folder / "result.json", "each run of a series is a run folder")
-    tta = summary.get("tta_seconds") if isinstance(summary.get("tta_seconds"), dict) else {}
-    stats = {
-        "n": summary.get("n", len(runs)),
-        "converged": summary.get("converged", len(converged)),
-        "fraction_converged": summary.get("fraction_converged"),
-        "median_tta_seconds": tta.get("median"),
-        "min_tta_seconds": tta.get("min"),
-        "max_tta_seconds": tta.get("max"),
-        "mean_tta_seconds": tta.get("mean"),
-        "stdev_tta_seconds": tta.get("stdev"),
-        "cv": tta.get("cv"),
-        "olympic_mean_tta_seconds": tta.get("olympic_mean"),
-        "submitted_seed": chosen.get("seed"),
-        "per_run": [{"seed": r.get("seed"), "status": r.get("status"), "tta_seconds": r.get("tta_seconds")}
-                    for r in runs if isinstance(r, dict)],
-    }
+    stats = series_record.entry_runs(results, chosen["seed"])
     if summary.get("official_threshold") is False and result.get("official_threshold") is not False:
         result = {**result, "official_threshold": False}
     return folder, result, stats
@@ -500,16 +491,17 @@ def submit(args) -> list[Path]:
     folder, result, runs = load_run(args.run_dir)
     _check_run(folder, result, args.allow_unofficial)
     task = TASKS[result["task"]]
-    log_name = result.get("logFilename")
-    log = _inside(folder, log_name) if isinstance(log_name, str) else None
-    log = log or folder / f"{result['reference']}.tsv"
-    if not log.is_file():
-        raise SubmitError(f"{log}: the run's log is missing; a run folder holds the TSV `dawnbench run` wrote")
+    log = _log(folder, result)
     infer = None
     if args.inference is not None:
         infer_path, infer = _read_inference(args.inference)
         _check_inference(infer_path, infer, result, args.allow_unofficial, folder)
     run_files = _verify(folder, args.data) + [log.name]
+    # a series goes whole beside its entry (<stem>.series/seed<k>/, each run as verified), so that
+    # `validate` recomputes the entry's `runs` from them
+    series_files = [f"{r['run_dir']}/{name}" for r in series_record.read_runs(folder.parent)
+                    for name in _verify(folder.parent / r["run_dir"], args.data)
+                    + [_log(folder.parent / r["run_dir"], r).name]] if runs is not None else []
     args = _with_code_url(args, result)
 
     train = add_price(train_entry(result, "", args, runs), folder / "result.json", given, "run", _train_cost)
@@ -517,11 +509,23 @@ def submit(args) -> list[Path]:
     train["logFilename"] = f"{stem}.tsv"
     targets = {("train", f"{stem}.tsv"): log, ("train", f"{stem}.json"): train}
     runs = [(folder, run_files, f"{stem}{entry_status.RUN_SUFFIX}", "train")]
+    if series_files:
+        runs.append((folder.parent, series_files, f"{stem}{entries.SERIES_SUFFIX}", "train"))
     if infer is not None:
         targets[("inference", f"{stem}.json")] = add_price(inference_entry(infer, result, args), infer_path, given,
                                                           "inference", _inference_cost)
         runs.append(_inference_run(infer_path, stem))
     return _place(Path(args.out), task, targets, runs, args)
+
+
+def _log(folder: Path, result: dict) -> Path:
+    """The run's DAWNBench log (the TSV its result.json names), which must be there."""
+    log_name = result.get("logFilename")
+    log = _inside(folder, log_name) if isinstance(log_name, str) else None
+    log = log or folder / f"{result.get('reference')}.tsv"
+    if not log.is_file():
+        raise SubmitError(f"{log}: the run's log is missing; a run folder holds the TSV `dawnbench run` wrote")
+    return log
 
 
 def _inference_run(infer_path: Path, stem: str) -> tuple:
@@ -604,11 +608,12 @@ def _place(to: Path, task, targets: dict, runs: list[tuple], args) -> list[Path]
             for name in run_files:       # the run, as verified: what the leaderboard verifies again
                 path = staging / task.display_name / kind / run_name / name
                 path.parent.mkdir(parents=True, exist_ok=True)
-                if name == "env.json":      # the machine's folders written as public names (its hash holds none)
+                if Path(name).name == "env.json":      # the machine's folders written as public names (its hash holds none)
                     _dump(_public_paths(json.loads((folder / name).read_text(encoding="utf-8"))), path)
                 else:
                     shutil.copyfile(folder / name, path)
         problems, _ = validate_entries.check([staging], allow_unofficial=args.allow_unofficial)
+        problems = [p for p in problems if not p.warning]     # a review flag is the board's note, not a refusal
         if problems:
             first = problems[0]
             where = Path(first.file).relative_to(staging)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dawnbench import entries, judges, prices, schemas
+from dawnbench import convergence, entries, judges, prices, schemas, series_record
 from harness import safe_read
 from harness.arguments import MAX_USD_PER_HOUR, Parser, file_or_folder, tool_main
 from harness.errors import EXIT_FAILED, EXIT_OK, DawnbenchError, UsageError, command, report
@@ -35,6 +35,7 @@ from harness.tasks import FIGURES, Task
 PROG = command("validate")
 # Every figure field an entry may carry, and its unit, as the tasks' kinds name them (harness.task_kinds)
 ACCURACY_FIELDS = FIGURES
+REVIEW = "review_flags"          # the field of a convergence guard's note: a warning, never a problem
 REL_TOL = 0.01                  # cost and time consistency: within 1%
 HOURS_ULP = 1e-6                # the logs' hours have 6 decimals: tolerate their rounding
 LEVELS = ("strict", "v1")
@@ -465,6 +466,10 @@ def _inspect(path: Path, allow_unofficial: bool, root: Path | None, level: str =
     _check_price_record(report, fields)
     if kind in entries.KINDS:
         _check_against_run(report, path, kind, fields, root, allow_unofficial)
+    if kind == "train":
+        _check_series(report, path, fields, root)
+        for flag in review_flags(path, root):     # a note for the reviewer, never a refusal
+            report.at(REVIEW, flag, warning=True)
     return _finish(report, problems), log, fields, rows, task, kind, {**fields, **report.fixes}
 
 
@@ -489,8 +494,9 @@ def load_entry(path: Path, root: Path | None = None,
         return None, errors
     warnings = [p for p in problems if p.warning]
     return entries.Entry(path=Path(path), kind=kind, task=task, fields=fields,
-                         rows=[row for _, row in rows or []], notes=[str(w) for w in warnings],
-                         written=written if fields != written else None), warnings
+                         rows=[row for _, row in rows or []], notes=[str(w) for w in warnings if w.field != REVIEW],
+                         written=written if fields != written else None,
+                         review_flags=[w.message for w in warnings if w.field == REVIEW]), warnings
 
 
 def _finish(report: _Report, constants: list[Problem]) -> list[Problem]:
@@ -776,6 +782,59 @@ def _check_against_run(report: _Report, path: Path, kind: str, fields: dict, roo
         report.at("official", f"{where}: {judged}")
 
 
+def _check_series(report: _Report, path: Path, fields: dict, root: Path) -> None:
+    """An entry of a series (`runs`, written by `dawnbench submit`) has its series beside it
+    (<stem>.series/), and its `runs` block, acceptance included, is what those runs give, recomputed
+    here (dawnbench.series_record): never the entry's word. Its run (<stem>.run/) is one of them."""
+    runs = fields.get("runs")
+    if not isinstance(runs, dict) or "rules_version" not in fields:
+        return          # no series, or an entry typed by hand: its `runs` is shown as claimed
+    if not (entries.run_folder(path).exists() or entries.run_folder(path).is_symlink()):
+        return          # no run beside it at all: _check_against_run said so, in one line
+    folder = entries.series_folder(path)
+    if not folder.is_dir() or folder.is_symlink() or not safe_read.inside(folder, root):
+        report.at("runs", f"the entry gives a series' figures, but its runs ({folder.name}/) are not beside it: "
+                          f"nothing to recompute them from (submit the series again)")
+        return
+    try:
+        results = series_record.read_runs(folder, root)
+        computed = series_record.entry_runs(results, runs.get("submitted_seed"))
+    except series_record.SeriesError as e:
+        report.at("runs", f"{folder.name}/: {e} (submit the series again)")
+        return
+    found = series_record.difference(runs, computed)
+    if found:
+        field, given, expected = found
+        report.at(f"runs.{field}", f"{show(given)} is not what its series' runs give, {show(expected)} "
+                                   f"(recomputed from {folder.name}/): an entry's runs are its series' (submit the "
+                                   f"series again; do not edit the entry)")
+        return
+    submitted = next((r for r in results if r["seed"] == runs.get("submitted_seed")), None)
+    run = entries.run_folder(path) / "result.json"
+    try:
+        same = submitted is not None and run.read_bytes() == (folder / submitted["run_dir"] / "result.json").read_bytes()
+    except OSError:
+        same = False
+    if not same:
+        report.at("runs.submitted_seed", f"{show(runs.get('submitted_seed'))}: {run.parent.name}/ is not that run of "
+                                         f"{folder.name}/ (submit the series again)")
+
+
+def review_flags(path: Path, root: Path) -> list[str]:
+    """The convergence guard's flags of a training entry (dawnbench.convergence): its run's, or every run
+    of its series', read from the files beside it (never the entry's own figures)."""
+    folder = entries.series_folder(path)
+    try:
+        if folder.is_dir() and not folder.is_symlink():
+            results = series_record.read_runs(folder, root)
+        else:
+            record = safe_read.read_json(entries.run_folder(path) / "result.json", root)
+            results = [record] if isinstance(record, dict) else []
+    except (series_record.SeriesError, safe_read.Refused, OSError):
+        return []       # nothing to read: the checks above say what is missing
+    return convergence.review_flags(results)
+
+
 # ---------------------------------------------------------------- files and trees
 
 def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
@@ -790,8 +849,9 @@ def _walk(root: Path, problems: list[Problem]) -> tuple[list[Path], list[Path]]:
     for folder, dirs, files in os.walk(root, onerror=onerror):
         if Path(folder).name in entries.KINDS:
             # <stem>.run/: the run behind a training entry, or the inference record behind an inference
-            # entry (dawnbench submit): what the entry's figures are checked against, not an entry of its own
-            dirs[:] = [d for d in dirs if not d.endswith(entries.RUN_SUFFIX)]
+            # entry, and <stem>.series/, its series' runs (dawnbench submit): what the entry's figures are
+            # checked against, not entries of their own
+            dirs[:] = [d for d in dirs if not d.endswith((entries.RUN_SUFFIX, entries.SERIES_SUFFIX))]
         for name in files:
             p = Path(folder) / name
             if name.endswith(".json"):
@@ -945,8 +1005,11 @@ def run(args) -> int:
     for problem in found:
         _emit(str(problem))
     problems = [p for p in found if not p.warning]
-    warnings = len(found) - len(problems)
+    review = len({p.file for p in found if p.field == REVIEW})
+    warnings = len(found) - len(problems) - sum(p.field == REVIEW for p in found)
     tolerated = f" ({warnings} warning{'s' * (warnings != 1)}: v1 quirks, read as v1 read them)" if warnings else ""
+    tolerated += f" ({review} entr{'ies' if review != 1 else 'y'} for review: converged faster than its recipe)" \
+        if review else ""
     bad = len({p.file for p in problems})
     if problems:
         _emit(f"{len(problems)} problem{'s' * (len(problems) != 1)} in {bad} of {max(n_files, bad)} files"

@@ -77,13 +77,19 @@ class TaskKind:
         raise UnknownKindError(f"the {self.name} kind has no metric {metric!r}; "
                                f"its metrics: {', '.join(f.metric for f in self.figures)}")
 
-    # The one place a figure is compared, with the target (reaches) and with another figure (better):
-    # every other comparison of the house (the best of a log, thresholds in order, a page's words)
+    # The one place a figure is compared, with the target (reaches, margin) and with another figure
+    # (better): every other comparison of the house (the best of a log, thresholds in order, a page's words)
     # is made of these two, so a task where lower is better reads right everywhere.
     def reaches(self, value: float, threshold: float) -> bool:
         """Whether a value meets the target: at or over it (at or under it where lower is better, a
         loss or an error rate); NaN never does."""
         return value <= threshold if self.lower_is_better else value >= threshold
+
+    def margin(self, value: float, threshold: float) -> float:
+        """How far a value is past the target, in the metric's units: positive past it, negative short
+        (value - threshold, or threshold - value where lower is better). A series' one-sided test
+        (dawnbench.evidence) tests these margins against 0, so it reads right for either direction."""
+        return threshold - value if self.lower_is_better else value - threshold
 
     def better(self, value: float, other: float) -> bool:
         """Whether `value` is strictly better than `other`; NaN never is, nor is anything than NaN."""

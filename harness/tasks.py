@@ -19,6 +19,40 @@ class UnknownTaskError(DawnbenchError, ValueError):
     pass
 
 
+RULES = ("single", "mean")
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """The task's acceptance rule (tasks.toml's `[tasks.<name>.acceptance]`; docs/RULES.md, "Acceptance
+    rules"): `single`, one run's first evaluated epoch at or past the threshold (DAWNBench v1, every
+    task's default), or `mean`, a series of at least `n_min` runs whose mean final metric is past the
+    threshold at a one-sided p below `alpha`. `n_min` and `alpha` hold whatever the rule, so the mean
+    rule's verdict can be computed for any task (dawnbench.evidence)."""
+    rule: str = "single"
+    n_min: int = 5
+    alpha: float = 0.01
+
+
+def _acceptance(name: str, t: object) -> Acceptance:
+    """[tasks.<name>.acceptance], checked: a wrong rule, n_min or alpha fails at import, in one line."""
+    where = f"tasks.toml [tasks.{name}.acceptance]"
+    if not isinstance(t, dict):
+        raise UnknownTaskError(f"{where} must be a table (rule, n_min, alpha)")
+    unknown = sorted(set(t) - {"rule", "n_min", "alpha"})
+    rule, n_min, alpha = t.get("rule", "single"), t.get("n_min", 5), t.get("alpha", 0.01)
+    if unknown:
+        raise UnknownTaskError(f"{where}: unknown key {unknown[0]!r}; the keys are rule, n_min, alpha")
+    if rule not in RULES:
+        raise UnknownTaskError(f"{where}: rule {rule!r} is not one of {', '.join(RULES)}")
+    # two runs are the least a t-test's spread needs
+    if not isinstance(n_min, int) or isinstance(n_min, bool) or n_min < 2:
+        raise UnknownTaskError(f"{where}: n_min {n_min!r} must be a whole number, 2 or more")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 < alpha < 1:
+        raise UnknownTaskError(f"{where}: alpha {alpha!r} must be a number between 0 and 1 (0.01: p below 1%)")
+    return Acceptance(rule=rule, n_min=n_min, alpha=float(alpha))
+
+
 @dataclass(frozen=True)
 class Task:
     name: str
@@ -33,6 +67,7 @@ class Task:
     eval_passes: float = 1.0        # what an eval example may cost in the eval bound, the task's alone
     kind: TaskKind = field(default_factory=ImageClassification)
     other_thresholds: tuple[tuple[float, str], ...] = ()   # (value, source): where analyses also read the logs
+    acceptance: Acceptance = field(default_factory=Acceptance)   # how a run or a series is accepted
 
     @property
     def figure(self) -> Figure:
@@ -52,6 +87,10 @@ class Task:
     @property
     def lower_is_better(self) -> bool:
         return self.kind.lower_is_better
+
+    def margin(self, value: float, threshold: float | None = None) -> float:
+        """How far `value` is past `threshold` (default: the task's): positive past it, negative short."""
+        return self.kind.margin(value, self.threshold if threshold is None else threshold)
 
     def reaches(self, value: float, threshold: float | None = None) -> bool:
         """Whether `value` (a fraction, as the harness computes it) meets `threshold` (default: the task's)."""
@@ -87,6 +126,7 @@ def _task(name: str, t: dict) -> Task:
         eval_passes=float(t.get("eval_passes", 1.0)),
         kind=resolve(t["kind"], name),
         other_thresholds=tuple((float(o["value"]), str(o["source"])) for o in t.get("other_thresholds", ())),
+        acceptance=_acceptance(name, t.get("acceptance", {})),
     )
     task.kind.figure(task.metric)      # a metric its kind does not know fails here, at import, in one line
     unknown = [c for c in task.tsv_columns[2:] if c not in {f.field for f in task.kind.figures}]

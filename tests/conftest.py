@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,9 +53,37 @@ def default_run(tmp_path_factory, fashion_root) -> Path:
     return run_dir
 
 
+@pytest.fixture(scope="session")
+def default_series(tmp_path_factory, fashion_root) -> Path:
+    """One real series of the default, shared by the tests that read one (its evidence, verify, submit):
+    `dawnbench run fashion-mnist-cnn-pytorch --runs 3`, one epoch each to a lowered threshold. Read it,
+    never change it: copy it first."""
+    import subprocess
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    with open(shared / "default-series.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = shared / "default-series"
+        if not results.is_dir():
+            # made aside and moved into place whole: a series cut short is never read as the shared one
+            making = shared / "default-series.making"
+            shutil.rmtree(making, ignore_errors=True)
+            proc = subprocess.run([PYTHON, "-m", "dawnbench.cli", "run", "fashion-mnist-cnn-pytorch", "--runs", "3",
+                                   "--data", str(fashion_root), "--max-epochs", "1", "--threshold", "0.5",
+                                   "--no-progress", "--results", str(making)],
+                                  cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=2700)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            os.replace(making, results)
+    (series_dir,) = (results / "fashion-mnist-cnn-pytorch").iterdir()
+    return series_dir
+
+
 # The tiers (pyproject.toml's markers; `make test-fast` leaves them out): a test that takes one of
 # these fixtures needs what its marker names, whichever module it is in.
-TIER_OF_FIXTURE = {"engine": "engine", "default_run": "trains_default", "browser": "browser"}
+TIER_OF_FIXTURE = {"engine": "engine", "default_run": "trains_default", "default_series": "trains_default",
+                   "browser": "browser"}
 
 # `make test` spreads the suite over xdist workers a module at a time (`--dist loadfile`, in the
 # order collected), so a module's fixtures are made once. The modules that wait longest (on a Docker

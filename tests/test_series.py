@@ -70,7 +70,10 @@ def test_statistics_on_known_values():
     assert s["n"] == 5 and s["converged"] == 5 and s["fraction_converged"] == 1.0
     assert [r["run_dir"] for r in s["runs"]] == [f"seed{i}" for i in range(5)]
     assert set(s) == {"reference", "task", "metric", "threshold", "official_threshold", "n", "converged",
-                      "fraction_converged", "runs", "tta_seconds"}
+                      "fraction_converged", "runs", "tta_seconds", "acceptance"}
+    # the task's rule (single for fashion-mnist) and the statistics over the same runs (dawnbench.evidence)
+    a = s["acceptance"]
+    assert (a["rule"], a["verdict"], a["n"], a["tta_median_seconds"]) == ("single", "accepted", 5, 11)
     assert set(s["runs"][0]) == {"seed", "run_dir", "status", "tta_seconds", "epochs", "metric_value"}
 
 

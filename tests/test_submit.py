@@ -131,46 +131,37 @@ def test_inference_round_trip(tmp_path, capsys):
 
 
 def test_series_submits_the_median_converged_run(tmp_path, capsys):
-    series = tmp_path / "results" / REF / "series1"
+    folder = tmp_path / "results" / REF / "series1"
     seeds = {0: 40, 1: 20, 2: 30, 3: None}      # epochs to converge (None: DNC)
-    runs = []
+    finished = []
     for seed, epochs in seeds.items():
-        make_run(series / f"seed{seed}", seed=seed, epochs=epochs or 30,
+        make_run(folder / f"seed{seed}", seed=seed, epochs=epochs or 30,
                  status="converged" if epochs else "DNC", final=0.9412 if epochs else 0.9)
-        result = json.loads((series / f"seed{seed}" / "result.json").read_text())
-        runs.append({"seed": seed, "run_dir": f"seed{seed}", "status": result["status"],
-                     "tta_seconds": result["tta_seconds"], "epochs": result["epochs"],
-                     "metric_value": result["metric_value"]})
-    ttas = [r["tta_seconds"] for r in runs if r["tta_seconds"] is not None]
-    summary = {"reference": REF, "task": "cifar10", "metric": "top1", "threshold": 0.94, "official_threshold": True,
-               "n": 4, "converged": 3, "fraction_converged": 0.75, "runs": runs,
-               "tta_seconds": {"n": 3, "min": min(ttas), "median": statistics.median(ttas), "max": max(ttas),
-                               "mean": statistics.mean(ttas), "stdev": statistics.stdev(ttas),
-                               "cv": statistics.stdev(ttas) / statistics.mean(ttas), "olympic_mean": ttas[2]}}
-    (series / "summary.json").write_text(json.dumps(summary, indent=2))
+        finished.append({**json.loads((folder / f"seed{seed}" / "result.json").read_text()), "run_dir": f"seed{seed}"})
+    ttas = [r["tta_seconds"] for r in finished if r["tta_seconds"] is not None]
+    series._write_summary(folder, finished, 4, interrupted=False, in_progress=False)
     out = tmp_path / "entries"
-    assert cli_main(["submit", str(series), "--out", str(out)]) == 0
+    assert cli_main(["submit", str(folder), "--out", str(out)]) == 0
     fields = json.loads((out / "CIFAR10" / "train" / f"{STEM}.json").read_text())
     assert fields["misc"]["seed"] == 2 and fields["tta_seconds"] == round(30 * 0.0031 * 3600, 3)
-    assert (out / "CIFAR10" / "train" / f"{STEM}.tsv").read_bytes() == (series / "seed2" / f"{REF}.tsv").read_bytes()
+    assert (out / "CIFAR10" / "train" / f"{STEM}.tsv").read_bytes() == (folder / "seed2" / f"{REF}.tsv").read_bytes()
     r = fields["runs"]
     assert (r["n"], r["converged"], r["fraction_converged"], r["submitted_seed"]) == (4, 3, 0.75, 2)
     assert r["median_tta_seconds"] == statistics.median(ttas) == fields["tta_seconds"]
     assert [p["status"] for p in r["per_run"]] == ["converged", "converged", "converged", "DNC"]
+    # the series goes with the entry, every run as verified, and its acceptance is recomputed from them
+    copied = out / "CIFAR10" / "train" / f"{STEM}.series"
+    assert sorted(p.name for p in copied.iterdir()) == ["seed0", "seed1", "seed2", "seed3"]
+    assert r["acceptance"] == json.loads((folder / "summary.json").read_text())["acceptance"]
+    assert (r["acceptance"]["rule"], r["acceptance"]["verdict"]) == ("single", "accepted")
     capsys.readouterr()
     assert validate_entries.main([str(out)]) == 0
 
 
 def test_even_series_takes_the_slower_middle_run(tmp_path):
-    series = tmp_path / "series"
-    for seed, epochs in ((0, 20), (1, 30)):
-        make_run(series / f"seed{seed}", seed=seed, epochs=epochs)
-    runs = [{"seed": s, "run_dir": f"seed{s}", "status": "converged",
-             "tta_seconds": json.loads((series / f"seed{s}" / "result.json").read_text())["tta_seconds"]}
-            for s in (0, 1)]
-    (series / "summary.json").write_text(json.dumps({"n": 2, "converged": 2, "runs": runs, "official_threshold": True}))
-    folder, result, stats = submit.load_run(series)
-    assert folder == series / "seed1" and result["seed"] == 1 and stats["submitted_seed"] == 1
+    folder = write_series(tmp_path / "series", [0, 1], requested=2, in_progress=False, interrupted=False)
+    found, result, stats = submit.load_run(folder)
+    assert found == folder / "seed1" and result["seed"] == 1 and stats["submitted_seed"] == 1
 
 
 def test_refuses_a_dnc_run_and_writes_nothing(tmp_path, capsys):
@@ -182,8 +173,9 @@ def test_refuses_a_dnc_run_and_writes_nothing(tmp_path, capsys):
 def test_refuses_a_series_where_nothing_converged(tmp_path, capsys):
     series = tmp_path / "series"
     make_run(series / "seed0", status="DNC", final=0.9)
-    (series / "summary.json").write_text(json.dumps({"n": 1, "converged": 0, "runs": [
-        {"seed": 0, "run_dir": "seed0", "status": "DNC", "tta_seconds": None}]}))
+    from dawnbench import series as series_module
+    series_module._write_summary(series, [{**json.loads((series / "seed0" / "result.json").read_text()),
+                                           "run_dir": "seed0"}], 1, interrupted=False, in_progress=False)
     refused(capsys, [series, "--out", tmp_path / "entries"], "none of the 1 runs converged")
 
 
@@ -225,7 +217,8 @@ def test_series_run_dir_cannot_leave_the_series(tmp_path, capsys):
     make_run(tmp_path / "elsewhere")
     (series / "summary.json").write_text(json.dumps({"runs": [
         {"seed": 0, "run_dir": "../elsewhere", "status": "converged", "tta_seconds": 10.0}]}))
-    refused(capsys, [series, "--out", tmp_path / "entries"], "is not a folder inside the series")
+    # the runs are the series folder's own seed<k>/, never what summary.json names
+    refused(capsys, [series, "--out", tmp_path / "entries"], "no run folder (seed<k>/ with result.json)")
 
 
 def test_unofficial_threshold_needs_the_flag(tmp_path, capsys):
