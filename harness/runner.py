@@ -438,8 +438,9 @@ class _Run:
 
     def _stopped(self) -> bool:
         """Whether the run's failure came from outside this rank: a SIGTERM (the launcher stopping the ranks
-        after one failed) or another rank's closed connection."""
-        return isinstance(self.failure, (Terminated, collective.CollectiveError))
+        after one failed), a signal the launcher's user sent it (forwarded, or a Ctrl-C the terminal sent
+        every rank) or another rank's closed connection."""
+        return isinstance(self.failure, (Terminated, KeyboardInterrupt, collective.CollectiveError))
 
     def _named(self, outcome: Outcome) -> Outcome:
         """A failed run of several ranks names the rank that failed first: this one, or, where the launcher
