@@ -46,13 +46,15 @@ class RunRecord:
 
     def header(self, *, hardware: str, seed: int, eval_set, threshold: float, hyperparameters: dict,
                isolation, dataset_files: list, train_examples: tuple[int, str] | None = None,
-               eval_from_epoch: int = 1, max_epochs: int | None = None) -> None:
+               eval_from_epoch: int = 1, max_epochs: int | None = None, nodes: int = 1,
+               world_size: int = 1) -> None:
         """What the run is, before any of the reference's code runs; then init_start at 0."""
         task, log = self.task, self.log
         self.eval_from_epoch = eval_from_epoch
         log.point("submission_benchmark", task.name)
         log.point("submission_org", self.spec.author)
         log.point("submission_platform", hardware)
+        log.point("dawnbench_nodes", nodes, world_size=world_size)    # what the cost multiplies; verify reads it
         log.point("seed", seed)
         log.point("eval_samples", eval_set.scored, dropped=eval_set.dropped)
         log.point("dawnbench_threshold", threshold, metric=task.metric)

@@ -258,7 +258,8 @@ class _Run:
                            threshold=p.budget.threshold, hyperparameters=p.hyperparameters, isolation=p.isolation,
                            dataset_files=p.dataset_files,
                            train_examples=(p.train_examples, p.train_examples_source),
-                           eval_from_epoch=p.budget.eval_from_epoch, max_epochs=p.budget.max_epochs)
+                           eval_from_epoch=p.budget.eval_from_epoch, max_epochs=p.budget.max_epochs,
+                           nodes=self.opts.nodes, world_size=p.world_size)
         try:
             _, self.seen = self._start_worker("train", timeout=p.budget.max_seconds)
         except handle.CallTimeout:
