@@ -31,6 +31,7 @@ from harness import (
     environment,
     eval_bound,
     load,
+    precision,
     provenance,
     result_identity,
     run_record,
@@ -225,12 +226,14 @@ class _Run:
         else:
             self.predictor = worker
         p = self.plan
-        worker.call("init", timeout=timeout, name=self.spec.name, config=dict(p.hyperparameters),
-                    eval_examples=p.eval_set.examples, seed=self.opts.seed, task=self.task.name, rank=p.rank,
-                    world_size=p.world_size, local_rank=p.local_rank, show_progress=self.opts.progress, role=role,
-                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"],
-                    shown_directory=str(self.spec.directory))
+        reply, _ = worker.call("init", timeout=timeout, name=self.spec.name, config=dict(p.hyperparameters),
+                               eval_examples=p.eval_set.examples, seed=self.opts.seed, task=self.task.name,
+                               rank=p.rank, world_size=p.world_size, local_rank=p.local_rank,
+                               show_progress=self.opts.progress, role=role, data_root=seen["data_root"],
+                               work_dir=seen["work_dir"], references=seen["references"],
+                               shown_directory=str(self.spec.directory))
         if trains:      # its signaller now, in init, so that no handover starts a process
+            self.record.trains_in(precision.recorded(reply.get("precision")))
             worker.start_signaller()
         return worker, seen
 

@@ -38,6 +38,7 @@ from harness import (
     eval_bound,
     eval_labels,
     load,
+    precision,
     safe_read,
     snapshots,
     stored_predictions,
@@ -478,6 +479,27 @@ def _hardware_check(result: dict, events: list[dict]) -> str:
     return f"{_shown(label)}, {want} node{'s' * (want != 1)}, as the log records them"
 
 
+def _precision_check(result: dict, events: list[dict]) -> str:
+    """result.json's precision is the log's dawnbench_precision: the reference's report, which the
+    harness logged at the end of the trainer's init (harness.precision); not checked beyond its form."""
+    logged = [e for e in events if e["key"] == "dawnbench_precision"]
+    recorded = result.get("precision")
+    if not logged:
+        if recorded is None:
+            return "not recorded (a run of a harness before the training precision)"
+        if isinstance(recorded, dict) and recorded.get("train") is None:
+            return "none reported: the run ended before the trainer's setup returned"
+        raise Disagreement(f"precision {_shown(recorded)}, but the log records none (dawnbench_precision)")
+    if len(logged) > 1:
+        raise Disagreement("the log records the training precision twice")
+    word, reason = logged[0].get("value"), logged[0]["metadata"].get("reason")
+    if word not in precision.PRECISIONS:
+        raise Disagreement(f"the log's dawnbench_precision {_shown(word)} is not one of {', '.join(precision.PRECISIONS)}")
+    if recorded != {"train": word, "reason": reason}:
+        raise Disagreement(f"precision {_shown(recorded)}, but the log's dawnbench_precision is {word} ({_shown(reason)})")
+    return f"{word}, as the reference reports it: {_line(str(reason), 120)}"
+
+
 def _train_time_check(result: dict, events: list[dict], epochs: list[Epoch], run_stop: dict,
                       lower_bound: bool) -> str:
     """The train time (docs/RULES.md): the train spans only, from the first epoch through the one that
@@ -770,6 +792,7 @@ def verify(run_dir: Path, data_root: Path | None = None,
     check("tsv", tsv_check, "events")
     check("eval schedule", lambda: _schedule_check(result, events), "events")
     check("hardware", lambda: _hardware_check(result, events), "events")
+    check("precision", lambda: _precision_check(result, events), "events")
     check("train time", lambda: _train_time_check(result, events, state["epochs"], state["run_stop"], lower_bound),
           "result.json")
     check("eval bound", lambda: _eval_bound_check(events, task, result.get("world_size", 1),

@@ -57,7 +57,7 @@ def test_a_real_run_stores_its_predictions_and_verifies(default_run, fashion_roo
     lines = proc.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:-2]] == [
         "ok   events", "ok   tta", "ok   predictions", "ok   labels", "ok   metric", "ok   result.json", "ok   tsv",
-        "ok   eval schedule", "ok   hardware", "ok   train time", "ok   eval bound", "ok   model",
+        "ok   eval schedule", "ok   hardware", "ok   precision", "ok   train time", "ok   eval bound", "ok   model",
         "ok   environment",
         "note load" if "its time is not the hardware's alone" in lines[-3] else "ok   load"]   # the machine's, a note
     # the run's own verdict, every reason at once: the shared default run is a lowered-threshold smoke test
