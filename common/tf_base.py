@@ -50,6 +50,19 @@ CONFIG_FILE = "config.json"
 EVAL_BATCH_SIZE = 1000          # when the reference.toml names no eval_batch_size
 
 
+# The Keras dtype policies the references set, as harness.precision's words.
+KERAS_PRECISIONS = {"float32": ("fp32", "float32 throughout"),
+                    "mixed_bfloat16": ("bf16", "bfloat16 compute, float32 variables"),
+                    "mixed_float16": ("fp16", "float16 compute, float32 variables, the loss scaled")}
+
+
+def policy_precision(policy: str, setting: str, value, device: str = "") -> tuple[str, str]:
+    """(precision, why) for `train_precision`: the Keras dtype policy that `setup` chose from the
+    hyperparameter `setting` = `value` (on `device`, where it decided)."""
+    word, how = KERAS_PRECISIONS[policy]
+    return word, f"{setting} = {json.dumps(value)}{' on ' + device if device else ''}: Keras policy {policy} ({how})"
+
+
 class KerasReference(Reference):
     ctx: Context
     model: keras.Model

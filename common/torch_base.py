@@ -63,6 +63,18 @@ def resolve_switch(value, device: torch.device) -> bool:
     return setting
 
 
+def switch_precision(config: dict, device: torch.device, *, bf16: bool, fp16: bool = False) -> tuple[str, str]:
+    """(precision, why) for `train_precision`: what the resolved bf16 (and fp16) switches chose on `device`,
+    autocast to that type with the weights and the optimizer in float32, or float32."""
+    settings = ", ".join(f"{k} = {json.dumps(config[k])}" for k in ("bf16", "fp16") if k in config)
+    if fp16:
+        return "fp16", f"{settings} on {device.type}: float16 autocast with a dynamic loss scale (weights float32)"
+    if bf16:
+        return "bf16", f"{settings} on {device.type}: bf16 autocast (weights float32)"
+    native = switch_value(config.get("bf16", False)) == "native"
+    return "fp32", f"{settings} on {device.type}: float32" + (", bf16 not in this device's hardware" if native else "")
+
+
 class TorchReference(Reference):
     device: torch.device = torch.device("cpu")
     ctx: Context

@@ -177,9 +177,12 @@ def run_numbers(run_dir: Path, *, counted: dict, precision: str | None = None, c
     env = _read(run_dir / "env.json", required=False)
     device = device_of(result, env if isinstance(env, dict) else None)
     hyper = result.get("hyperparameters") if isinstance(result.get("hyperparameters"), dict) else {}
+    recorded = result.get("precision") if isinstance(result.get("precision"), dict) else {}
     if precision:
         chosen, why = precision, "--precision"
-    else:
+    elif recorded.get("train") in PRECISIONS:      # what the reference reported its switches chose (issue 48)
+        chosen, why = recorded["train"], f"result.json precision (the reference's report): {recorded.get('reason')}"
+    else:       # a run before the harness recorded it: read off the switches
         cpu_bf16 = ((env or {}).get("cpu") or {}).get("bf16") if isinstance(env, dict) else None
         chosen, why = run_precision(hyper, device["kind"] == "gpu", device["kind"] == "tpu", cpu_bf16)
 

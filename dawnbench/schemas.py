@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import harness.precision
 import harness.tasks
 from harness.arguments import MAX_COST_USD, MAX_ENTRY_USD_PER_HOUR, MAX_SECONDS, MAX_TEXT, MAX_USD_PER_HOUR
 from harness.tasks import RULES_VERSION
@@ -46,6 +47,9 @@ def _from_tasks() -> None:
     added there (with its kind) is a task here. tests/test_task_kinds.py keeps the files equal to it."""
     RESULT_SCHEMA["properties"]["task"]["enum"] = list(harness.tasks.TASKS)
     RESULT_SCHEMA["properties"]["metric"]["enum"] = list(dict.fromkeys(t.metric for t in harness.tasks.TASKS.values()))
+    # the words a run's precision may be are the harness's (harness.precision), whatever the file says
+    RESULT_SCHEMA["properties"]["precision"]["properties"]["train"]["enum"] = [*harness.precision.PRECISIONS, None]
+    SCHEMAS["fields"]["properties"]["precision"]["enum"] = list(harness.precision.PRECISIONS)
     properties = SCHEMAS["fields"]["properties"]
     for name, figure in harness.tasks.FIGURES.items():
         unit = "percent" if figure.percent else "a fraction"

@@ -337,6 +337,8 @@ def train_entry(result: dict, stem: str, args, runs: dict | None) -> dict:
         "rules_version": result.get("rules_version"),
         "tta_seconds": result["tta_seconds"],
         "train_seconds": result.get("train_seconds"),      # shown beside it, never ranked (docs/RULES.md)
+        # what the reference reports it trained in (harness.precision): a word, absent where not recorded
+        "precision": result["precision"].get("train") if isinstance(result.get("precision"), dict) else None,
         "cost_usd": result.get("cost_usd"),
         "nodes": result.get("nodes", 1),
         "instance": result.get("instance"),

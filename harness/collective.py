@@ -33,6 +33,7 @@ CONNECT_SECONDS = 120.0
 # and the launcher the first failure it saw, and its pid (a rank whose parent is another has lost its launcher).
 RANKS_DIR_ENV, LAUNCHER_ENV = "DAWNBENCH_RANKS_DIR", "DAWNBENCH_RANK_LAUNCHER"
 FIRST = "first"         # the launcher's note: "<rank>\n<why>"
+STOPPED = "stopped"     # the launcher's note when its user stopped it (a signal): why, naming the ranks it stopped
 NOTE_MAX = 2000
 
 
@@ -76,9 +77,18 @@ def note_first_failure(folder: str, rank: int, ended: str) -> str:
     return reason
 
 
+def note_stopped(folder: str, signal_name: str, running: list[int]) -> None:
+    """The launcher's note that its user stopped it with `signal_name` while `running` ranks were running."""
+    which = (f"rank {running[0]}" if len(running) == 1
+             else f"ranks {', '.join(map(str, running[:-1]))} and {running[-1]}")
+    _write_note(folder, STOPPED, f"the rank launcher was stopped ({signal_name}): it stopped {which}, which "
+                                 f"{'was' if len(running) == 1 else 'were'} running")
+
+
 def first_failure(rank: int) -> str | None:
-    """Why the run ended, where another rank failed first: "rank N failed: <its reason>"; where the launcher
-    is gone (killed: the parent-death signal stopped this rank), that; else None."""
+    """Why the run ended, where another rank failed first: "rank N failed: <its reason>"; where the user
+    stopped the launcher (a signal), the ranks it stopped; where the launcher is gone (killed: the
+    parent-death signal stopped this rank), that; else None."""
     folder = os.environ.get(RANKS_DIR_ENV)
     if not folder:
         return None
@@ -87,6 +97,9 @@ def first_failure(rank: int) -> str | None:
         failed, _, reason = note.partition("\n")
         if failed.strip() != str(rank):
             return f"rank {failed.strip()} failed: {reason.strip()}"
+    stopped = _read_note(folder, STOPPED)
+    if stopped:
+        return " ".join(stopped.split())
     launcher = os.environ.get(LAUNCHER_ENV, "")
     if launcher.isdigit() and os.getppid() != int(launcher):
         return "the rank launcher ended (it was killed): every rank was stopped"

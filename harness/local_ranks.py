@@ -17,7 +17,8 @@ secret ($DAWNBENCH_HARNESS_PORT, $DAWNBENCH_RUN_TOKEN: harness.collective). When
 launcher notes which and why (a file of its notes folder, $DAWNBENCH_RANKS_DIR, where the failing rank
 left its reason: harness.collective), says so in one line, and stops the others with SIGTERM (their runs
 end DNC naming that rank, with their logs; SIGKILL 10 s later); a SIGINT, SIGTERM or SIGHUP to the
-launcher goes to every rank; a launcher killed outright (SIGKILL) takes its ranks along: each rank has
+launcher goes to every rank, after a note naming the signal and the ranks still running, which each
+rank's DNC reason gives; a launcher killed outright (SIGKILL) takes its ranks along: each rank has
 a parent-death signal (SIGTERM: it ends DNC, and kills its workers), so nothing of the run outlives it
 and no rank trains on to write a result for a run its user killed (issue 47).
 
@@ -139,6 +140,9 @@ def launch(ranks: int, module: str, args: list[str]) -> int:
                     p.send_signal(signum)
 
     def on_signal(signum, _frame) -> None:
+        running = [r for r, p in enumerate(procs) if p.poll() is None]
+        if not stopped_by and running:      # before the ranks get it: each names these ranks in its DNC
+            collective.note_stopped(notes, signal.Signals(signum).name, running)
         stopped_by.append(signal.Signals(signum).name)
         forward(signum)
     previous = {s: signal.signal(s, on_signal) for s in FORWARDED}

@@ -195,6 +195,14 @@ class Reference(abc.ABC):
         """Versions worth recording beyond installed packages (e.g. CUDA, cuDNN)."""
         return {}
 
+    def train_precision(self) -> tuple[str, str] | None:
+        """In the trainer, after `setup`: (the precision training runs in, why), the word one of
+        harness.precision.PRECISIONS ("fp32", "bf16", "fp16", ...) and the reason one line, e.g.
+        ("bf16", 'bf16 = "native" on cpu: bf16 autocast, the CPU multiplies bf16 in hardware'): what a
+        switch such as "native" or "auto" chose on this machine. The harness records it per run as
+        the reference's report (result.json `precision`); None, the default, records fp32."""
+        return None
+
 
 class InferenceReference(Reference):
     """An entry that only infers (reference.toml: [inference] only = true). It never trains: its

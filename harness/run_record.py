@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness import safe_write, stored_predictions
+from harness import precision, safe_write, stored_predictions
 from harness.clock import Clock
 from harness.events import EventLog
 from harness.stop_rules import CONVERGED, Outcome
@@ -41,18 +41,21 @@ class RunRecord:
             self.tsv.write("\t".join(self.task.tsv_columns) + "\n")
         self.history: list[dict] = []       # a row per scored epoch: result.json's history
         self.eval_from_epoch = 1            # the reference's first evaluated epoch, as the header logged it
+        self.precision = dict(precision.NOT_REPORTED)   # what the trainer reports it trains in, once set up
 
     # --- the log, in the order a run writes it ------------------------------------------------
 
     def header(self, *, hardware: str, seed: int, eval_set, threshold: float, hyperparameters: dict,
                isolation, dataset_files: list, train_examples: tuple[int, str] | None = None,
-               eval_from_epoch: int = 1, max_epochs: int | None = None) -> None:
+               eval_from_epoch: int = 1, max_epochs: int | None = None, nodes: int = 1,
+               world_size: int = 1) -> None:
         """What the run is, before any of the reference's code runs; then init_start at 0."""
         task, log = self.task, self.log
         self.eval_from_epoch = eval_from_epoch
         log.point("submission_benchmark", task.name)
         log.point("submission_org", self.spec.author)
         log.point("submission_platform", hardware)
+        log.point("dawnbench_nodes", nodes, world_size=world_size)    # what the cost multiplies; verify reads it
         log.point("seed", seed)
         log.point("eval_samples", eval_set.scored, dropped=eval_set.dropped)
         log.point("dawnbench_threshold", threshold, metric=task.metric)
@@ -67,6 +70,11 @@ class RunRecord:
         log.point("submission_status", "research")
         log.point("cache_clear", False)                 # logged as MLPerf requires; the OS cache is not dropped
         log.start("init_start", 0.0)
+
+    def trains_in(self, recorded: dict) -> None:
+        """The trainer's report of its training precision (harness.precision.recorded), in the init span."""
+        self.precision = recorded
+        self.log.point("dawnbench_precision", recorded["train"], self.clock.elapsed(), reason=recorded["reason"])
 
     def initialized(self) -> None:
         t = self.clock.elapsed()
@@ -172,6 +180,7 @@ class RunRecord:
             "seed": seed,
             "world_size": world_size,
             "hyperparameters": hyperparameters,
+            "precision": self.precision,        # the reference's report (harness.precision), not checked
             "spans_seconds": {k: round(v, 4) for k, v in self.clock.totals.items()},
             "history": self.history,
         }

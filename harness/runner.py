@@ -31,6 +31,7 @@ from harness import (
     environment,
     eval_bound,
     load,
+    precision,
     provenance,
     result_identity,
     run_record,
@@ -226,12 +227,14 @@ class _Run:
         else:
             self.predictor = worker
         p = self.plan
-        worker.call("init", timeout=timeout, name=self.spec.name, config=dict(p.hyperparameters),
-                    eval_examples=p.eval_set.examples, seed=self.opts.seed, task=self.task.name, rank=p.rank,
-                    world_size=p.world_size, local_rank=p.local_rank, show_progress=self.opts.progress, role=role,
-                    data_root=seen["data_root"], work_dir=seen["work_dir"], references=seen["references"],
-                    shown_directory=str(self.spec.directory))
+        reply, _ = worker.call("init", timeout=timeout, name=self.spec.name, config=dict(p.hyperparameters),
+                               eval_examples=p.eval_set.examples, seed=self.opts.seed, task=self.task.name,
+                               rank=p.rank, world_size=p.world_size, local_rank=p.local_rank,
+                               show_progress=self.opts.progress, role=role, data_root=seen["data_root"],
+                               work_dir=seen["work_dir"], references=seen["references"],
+                               shown_directory=str(self.spec.directory))
         if trains:      # its signaller now, in init, so that no handover starts a process
+            self.record.trains_in(precision.recorded(reply.get("precision")))
             worker.start_signaller()
         return worker, seen
 
@@ -259,7 +262,8 @@ class _Run:
                            threshold=p.budget.threshold, hyperparameters=p.hyperparameters, isolation=p.isolation,
                            dataset_files=p.dataset_files,
                            train_examples=(p.train_examples, p.train_examples_source),
-                           eval_from_epoch=p.budget.eval_from_epoch, max_epochs=p.budget.max_epochs)
+                           eval_from_epoch=p.budget.eval_from_epoch, max_epochs=p.budget.max_epochs,
+                           nodes=self.opts.nodes, world_size=p.world_size)
         try:
             _, self.seen = self._start_worker("train", timeout=p.budget.max_seconds)
         except handle.CallTimeout:
@@ -439,8 +443,9 @@ class _Run:
 
     def _stopped(self) -> bool:
         """Whether the run's failure came from outside this rank: a SIGTERM (the launcher stopping the ranks
-        after one failed) or another rank's closed connection."""
-        return isinstance(self.failure, (Terminated, collective.CollectiveError))
+        after one failed), a signal the launcher's user sent it (forwarded, or a Ctrl-C the terminal sent
+        every rank) or another rank's closed connection."""
+        return isinstance(self.failure, (Terminated, KeyboardInterrupt, collective.CollectiveError))
 
     def _named(self, outcome: Outcome) -> Outcome:
         """A failed run of several ranks names the rank that failed first: this one, or, where the launcher

@@ -27,12 +27,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import datasets, eval_bound, eval_labels, load, safe_read, snapshots, stored_predictions, worker_env
+from harness import (
+    datasets,
+    eval_bound,
+    eval_labels,
+    load,
+    precision,
+    safe_read,
+    snapshots,
+    stored_predictions,
+    worker_env,
+)
 from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DawnbenchError, command, shown
 from harness.events import PREFIX
 from harness.provenance import official_line
@@ -432,6 +443,63 @@ def _schedule_check(result: dict, events: list[dict]) -> str:
     return schedule.words() + ("; result.json's eval_from_epoch agrees" if schedule.logged else "")
 
 
+# The node count in the harness's hardware label (harness.environment.hardware_label): "(2 nodes)" after GPUs,
+# ", 2 nodes)" at the end of a CPU's; none: one node.
+_NODES_IN_LABEL = re.compile(r"(?:\(|, )(\d+) nodes\)$")
+
+
+def _hardware_check(result: dict, events: list[dict]) -> str:
+    """result.json's hardware, nodes and world_size are what the harness logged before the reference's
+    code ran: the cost is the prices table's price for that hardware x those nodes, so a run of 4 nodes
+    that says 1 would cost a quarter. The log's dawnbench_nodes; in a log of an earlier harness the count
+    in its hardware label (submission_platform); a log with neither records none."""
+    platform = [e.get("value") for e in events if e["key"] == "submission_platform"]
+    logged = [e for e in events if e["key"] == "dawnbench_nodes"]
+    if len(platform) > 1 or len(logged) > 1:
+        raise Disagreement("the log names its hardware or its nodes twice")
+    label = platform[0] if platform else None
+    if label is not None and result.get("hardware") != label:
+        raise Disagreement(f"hardware {_shown(result.get('hardware'))}, but the log's submission_platform is "
+                           f"{_shown(label)}")
+    nodes = result.get("nodes", 1)
+    if logged:
+        want, source = logged[0].get("value"), "the log's dawnbench_nodes"
+        world = logged[0]["metadata"].get("world_size")
+        if result.get("world_size") != world:
+            raise Disagreement(f"world_size {_shown(result.get('world_size'))}, but the log's dawnbench_nodes "
+                               f"records {_shown(world)} processes")
+    elif isinstance(label, str):
+        found = _NODES_IN_LABEL.search(label)
+        want, source = int(found[1]) if found else 1, "the node count of the log's submission_platform"
+    else:
+        return "not recorded (a log without submission_platform or dawnbench_nodes)"
+    if nodes != want or isinstance(nodes, bool):
+        raise Disagreement(f"nodes {_shown(nodes)}, but {source} is {_shown(want)}: the run's nodes are what its "
+                           f"harness recorded")
+    return f"{_shown(label)}, {want} node{'s' * (want != 1)}, as the log records them"
+
+
+def _precision_check(result: dict, events: list[dict]) -> str:
+    """result.json's precision is the log's dawnbench_precision: the reference's report, which the
+    harness logged at the end of the trainer's init (harness.precision); not checked beyond its form."""
+    logged = [e for e in events if e["key"] == "dawnbench_precision"]
+    recorded = result.get("precision")
+    if not logged:
+        if recorded is None:
+            return "not recorded (a run of a harness before the training precision)"
+        if isinstance(recorded, dict) and recorded.get("train") is None:
+            return "none reported: the run ended before the trainer's setup returned"
+        raise Disagreement(f"precision {_shown(recorded)}, but the log records none (dawnbench_precision)")
+    if len(logged) > 1:
+        raise Disagreement("the log records the training precision twice")
+    word, reason = logged[0].get("value"), logged[0]["metadata"].get("reason")
+    if word not in precision.PRECISIONS:
+        raise Disagreement(f"the log's dawnbench_precision {_shown(word)} is not one of {', '.join(precision.PRECISIONS)}")
+    if recorded != {"train": word, "reason": reason}:
+        raise Disagreement(f"precision {_shown(recorded)}, but the log's dawnbench_precision is {word} ({_shown(reason)})")
+    return f"{word}, as the reference reports it: {_line(str(reason), 120)}"
+
+
 def _train_time_check(result: dict, events: list[dict], epochs: list[Epoch], run_stop: dict,
                       lower_bound: bool) -> str:
     """The train time (docs/RULES.md): the train spans only, from the first epoch through the one that
@@ -723,6 +791,8 @@ def verify(run_dir: Path, data_root: Path | None = None,
         return _tsv_check(name, lines, task, state["epochs"], events, lower_bound)
     check("tsv", tsv_check, "events")
     check("eval schedule", lambda: _schedule_check(result, events), "events")
+    check("hardware", lambda: _hardware_check(result, events), "events")
+    check("precision", lambda: _precision_check(result, events), "events")
     check("train time", lambda: _train_time_check(result, events, state["epochs"], state["run_stop"], lower_bound),
           "result.json")
     check("eval bound", lambda: _eval_bound_check(events, task, result.get("world_size", 1),

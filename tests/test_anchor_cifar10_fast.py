@@ -106,7 +106,7 @@ def test_bf16_autocast_keeps_float32_weights(spec, cifar10_views, tmp_path):
     """The precision row: with bf16 on (as "auto" resolves on CUDA), the forward pass runs in bf16
     under autocast, the loss and the weights stay float32, and a step changes the weights."""
     ref = make(spec, cifar10_views["train"], tmp_path, bf16="true", tta_level=1)
-    assert ref.use_bf16 and spec.hyperparameters["bf16"] == "auto"
+    assert ref.use_bf16 and spec.hyperparameters["bf16"] == "auto" and ref.train_precision()[0] == "bf16"
     before, seen, loss, x, y = one_step(ref)
     assert seen == [torch.bfloat16] and loss.dtype == torch.float32
     assert all(p.dtype == torch.float32 for p in ref.net.parameters())
@@ -120,6 +120,7 @@ def test_fp16_autocasts_to_float16_with_a_loss_scale(spec, cifar10_views, tmp_pa
     a step whose gradients overflow is skipped and lowers the scale."""
     ref = make(spec, cifar10_views["train"], tmp_path, bf16="true", fp16="true", tta_level=1)
     assert ref.use_fp16 and not ref.use_bf16 and spec.hyperparameters["fp16"] == "false"
+    assert ref.train_precision()[0] == "fp16"                       # what the run records it trained in
     assert ref.scaler.is_enabled() and ref.scaler.get_scale() == 2.0 ** 16
     before, seen, loss, x, y = one_step(ref)
     assert seen == [torch.float16] and loss.dtype == torch.float32 and torch.isfinite(loss)

@@ -313,6 +313,7 @@ def test_the_pytorch_recipe_trains_in_bf16_where_native_channels_last(native, fa
     assert ref.train_x.dtype == torch.float32 and ref.train_x.is_contiguous(memory_format=torch.channels_last)
     want = torch.bfloat16 if native else torch.float32
     assert conv_output_dtypes(ref, ref.train_x[:32], ref.train_y[:32]) == [want] * 3
+    assert ref.train_precision()[0] == ("bf16" if native else "fp32")     # what the run records it chose
     assert all(p.dtype == torch.float32 for p in ref.net.parameters())
     conv = next(m for m in ref.net.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)

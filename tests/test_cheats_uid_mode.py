@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cheats import write_reference
 
@@ -209,3 +210,97 @@ def test_uid_mode_on_a_bare_host_is_not_official(tmp_path, monkeypatch):
     assert uid_mode.unconfined() is None               # a reference's image, no network but its loopback
     (nets / "eth0").mkdir()
     assert "uid mode in a container with a network (eth0)" in uid_mode.unconfined()
+
+
+# --- the shared temporary folders: each uid-mode worker has only its own --------------------------------------
+
+def as_uid(uid: int, script: str) -> subprocess.CompletedProcess:
+    def drop():
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    return subprocess.run(["sh", "-c", script], preexec_fn=drop, capture_output=True, text=True, timeout=30)
+
+
+def test_a_worker_uid_may_only_pass_through_the_shared_tmp_while_it_lives(monkeypatch):
+    """No mount namespace gives a uid-mode worker a /tmp of its own (bubblewrap binds its scratch's tmp/
+    there): while it lives, its uid may pass through the shared folders to its scratch folder, never
+    write, list or leave anything there; every other user keeps them as they were, and they are as they
+    were once it ends."""
+    base = Path(tempfile.mkdtemp(prefix="dawnbench-shared-tmp-"))
+    try:
+        os.chmod(base, 0o755)
+        shared, scratch = base / "tmp", base / "tmp" / "scratch"
+        shared.mkdir(mode=0o1777)
+        os.chmod(shared, 0o1777)
+        monkeypatch.setattr(uid_mode, "SHARED_TMP", (str(shared),))
+        monkeypatch.setattr(tempfile, "tempdir", str(shared))
+        uid, bystander = 4_000_123, 4_000_125          # no passwd entry names them (test above)
+        scratch.mkdir()
+        os.chown(scratch, uid, uid)
+        uid_mode.shut_shared_tmp(uid)
+        try:
+            said = as_uid(uid, f"touch {shared}/left; ls {shared}; touch {scratch}/mine && echo scratch-ok")
+            assert said.stdout.strip() == "scratch-ok" and "Permission denied" in said.stderr, said
+            assert not (shared / "left").exists()
+            assert as_uid(bystander, f"touch {shared}/theirs").returncode == 0       # another user: as before
+        finally:
+            uid_mode.reopen_shared_tmp(uid)
+        assert as_uid(uid, f"touch {shared}/after").returncode == 0
+        assert os.stat(shared).st_mode & 0o7777 == 0o1777
+        assert os.listxattr(shared) == []        # no ACL left: the folder is as the machine had it
+    finally:
+        shutil.rmtree(base)
+
+
+# The fork: the predictor of `dawnbench infer`, which holds the eval inputs, leaves them in the shared
+# temporary folders; the server, which holds the model, looks there before it answers a timed request.
+LEAVES_INPUTS = '''
+PLACES = {places!r}
+
+
+class Cheat(Base):
+    def setup(self, ctx):
+        super().setup(ctx)
+        if ctx.role == "predict":
+            for place in PLACES:
+                try:
+                    with open(place, "w") as f:
+                        f.write("the eval inputs")
+                    os.chmod(place, 0o666)
+                except OSError:
+                    pass
+
+    def infer(self, x):
+        for place in PLACES:
+            try:
+                with open(place) as f:
+                    found = f.read()
+            except OSError:
+                continue
+            raise RuntimeError(f"LEAKED through {{place}}: {{found}}")
+        return super().infer(x)
+'''
+
+
+def test_the_server_cannot_read_what_the_predictor_left_in_tmp(tmp_path, private_copy):
+    """Issue 46's leftover: in uid mode the predictor and the server of `dawnbench infer` shared /tmp
+    and /var/tmp, so the predictor could leave the eval inputs there for the server."""
+    places = [f"{folder}/dawnbench-leak-{os.getpid()}" for folder in ("/tmp", "/var/tmp")]
+    references, model = tmp_path / "references", tmp_path / "model"
+    write_reference(references, "cheat", LEAVES_INPUTS.format(places=places))
+    model.mkdir()
+    np.save(model / "w.npy", np.zeros((785, 10), np.float32))
+    os.chmod(tmp_path, 0o755)
+    try:
+        proc = subprocess.run([sys.executable, "-c", UID_MODE, "infer", "cheat", "--references", str(references),
+                               "--data", str(private_copy), "--model", str(model), "--limit", "5", "--warmup", "1",
+                               "--threshold", "0.01", "--no-progress", "--out", str(tmp_path / "infer")],
+                              capture_output=True, text=True, timeout=300)
+        # an untrained model misses the threshold (exit 1); every timed request was answered
+        assert "LEAKED" not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
+        assert json.loads((tmp_path / "infer" / "inference.json").read_text())["items"] == 5, proc.stderr[-2000:]
+        assert not any(Path(p).exists() for p in places)         # the predictor could leave nothing there
+    finally:
+        for place in places:
+            Path(place).unlink(missing_ok=True)

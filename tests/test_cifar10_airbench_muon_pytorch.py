@@ -487,6 +487,7 @@ def test_auto_switches_resolve_off_on_cpu(spec, cifar10_views, tmp_path):
     assert ref.device.type == "cpu"
     assert (ref.use_compile, ref.use_bf16, ref.memory_format) == (False, False, torch.contiguous_format)
     assert ref.model is ref.net
+    assert ref.train_precision() == ("fp32", 'bf16 = "auto" on cpu: float32')      # what the run records
 
 
 def test_bf16_autocast_keeps_float32_weights(spec, cifar10_views, tmp_path):

@@ -265,6 +265,7 @@ def test_auto_switches_resolve_off_on_cpu(spec, train, imagenet, monkeypatch):
     assert (ref.use_compile, ref.use_bf16, ref.memory_format, ref.data_loader) == \
         (False, False, torch.contiguous_format, "pil")
     assert ref.model is ref.net                                          # neither compiled nor wrapped
+    assert ref.train_precision() == ("fp32", 'bf16 = "auto" on cpu: float32')      # what the run records
 
     # infer_compile: "auto" is eager on the CPU; "true" compiles the network infer() uses, once.
     compiled = []

@@ -5,6 +5,7 @@ itself, as root and (in CI's unprivileged pass) as an ordinary user.
 """
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -78,3 +79,34 @@ def test_a_failed_rank_stops_the_others_at_once_and_is_named():
     assert time.monotonic() - started < 30, "rank 0 was not stopped"
     assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip().splitlines() == ["dawnbench: rank 1 failed (exit status 3); stopping the other ranks"]
+
+
+# Each rank, stopped, says what the launcher's note tells a rank's harness to put in its DNC reason.
+STOPPED_RANK = """
+import os, signal, sys, time
+from harness import collective
+def stopped(signum, frame):
+    print(f"rank {os.environ['RANK']}: {collective.first_failure(int(os.environ['RANK']))}", flush=True)
+    sys.exit(1)
+signal.signal(signal.SIGTERM, stopped)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_stopped_launcher_names_the_ranks_it_stopped():
+    """Issue 47: a SIGTERM to the rank launcher ended the run DNC "rank 0: error: Terminated: terminated by
+    SIGTERM", naming neither the launcher nor the ranks it stopped. The launcher now notes both before it
+    forwards the signal, as it notes a rank that failed, and each rank's DNC reason gives that note."""
+    launcher = subprocess.Popen([PYTHON, "-m", "harness.local_ranks", "--nproc-per-node", "2", "-m", "harness.local_ranks",
+                                 PYTHON, "-c", STOPPED_RANK], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert [launcher.stdout.readline() for _ in range(2)] == ["ready\n"] * 2
+        launcher.send_signal(signal.SIGTERM)
+        out, err = launcher.communicate(timeout=30)
+    finally:
+        launcher.kill()
+    said = "the rank launcher was stopped (SIGTERM): it stopped ranks 0 and 1, which were running"
+    assert sorted(out.splitlines()) == [f"rank 0: {said}", f"rank 1: {said}"], (out, err)
+    assert "Traceback" not in err, err

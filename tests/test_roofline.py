@@ -292,3 +292,14 @@ def test_a_count_from_the_predictor_that_is_no_positive_number_is_not_counted(tm
     answer = model_flops.count(spec, {}, tmp_path / "model", tmp_path)
     assert answer["flops_per_example"] == 5.0 and len(answer["counter"]) == 200
     assert answer["by_op"] == {"y" * 80: 1.0, "z": None}
+
+
+def test_the_precision_a_run_recorded_wins_over_its_switches(tmp_path):
+    """A run that records its precision (result.json, the reference's report of what its switches chose) is
+    read as it says, not re-guessed from the switch (issue 48)."""
+    run = gpu_run(tmp_path, ["NVIDIA H100 80GB HBM3"], {"bf16": "native"})
+    result = json.loads((run / "result.json").read_text())
+    reason = 'fp16 = "true" on cuda: float16 autocast with a dynamic loss scale (weights float32)'
+    (run / "result.json").write_text(json.dumps({**result, "precision": {"train": "fp16", "reason": reason}}))
+    numbers = roofline.run_numbers(run, counted={"flops_per_example": 10.0})
+    assert numbers["precision"] == {"value": "fp16", "source": f"result.json precision (the reference's report): {reason}"}

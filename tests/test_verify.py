@@ -57,7 +57,8 @@ def test_a_real_run_stores_its_predictions_and_verifies(default_run, fashion_roo
     lines = proc.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:-2]] == [
         "ok   events", "ok   tta", "ok   predictions", "ok   labels", "ok   metric", "ok   result.json", "ok   tsv",
-        "ok   eval schedule", "ok   train time", "ok   eval bound", "ok   model", "ok   environment",
+        "ok   eval schedule", "ok   hardware", "ok   precision", "ok   train time", "ok   eval bound", "ok   model",
+        "ok   environment",
         "note load" if "its time is not the hardware's alone" in lines[-3] else "ok   load"]   # the machine's, a note
     # the run's own verdict, every reason at once: the shared default run is a lowered-threshold smoke test
     reasons = json.loads((default_run / "result.json").read_text())["unofficial_reasons"]
@@ -72,6 +73,26 @@ def test_tampered_result_json_is_caught(run_copy, fashion_root, capsys):
     result = json.loads((run_copy / "result.json").read_text())
     edit_json(run_copy / "result.json", tta_seconds=round(result["tta_seconds"] - 1.0, 3))
     disagreement(run_copy, fashion_root, capsys, "result.json: tta_seconds")
+
+
+def test_nodes_and_hardware_are_what_the_run_logged(run_copy, fashion_root, capsys):
+    """The cost is the table's price for the run's hardware x its nodes: a run of 4 nodes that says 1 in
+    result.json costs a quarter. verify held neither to the log (issue 47): any whole number of nodes passed."""
+    result = json.loads((run_copy / "result.json").read_text())
+    assert result["nodes"] == 1
+    for changes, says in (({"nodes": 4}, "hardware: nodes 4, but the log's dawnbench_nodes is 1"),
+                          ({"world_size": 2}, "hardware: world_size 2, but the log's dawnbench_nodes records 1"),
+                          ({"hardware": result["hardware"] + " (2 nodes)"}, "hardware: hardware ")):
+        edit_json(run_copy / "result.json", **{**result, **changes})
+        disagreement(run_copy, fashion_root, capsys, says)
+    # a log of an earlier harness has no dawnbench_nodes: its hardware label holds the count (none: one node)
+    log = run_copy / "events.jsonl"
+    log.write_text("".join(line for line in log.read_text().splitlines(keepends=True) if "dawnbench_nodes" not in line))
+    edit_json(run_copy / "result.json", **{**result, "nodes": 2})
+    disagreement(run_copy, fashion_root, capsys, "hardware: nodes 2, but the node count of the log's submission_platform is 1")
+    edit_json(run_copy / "result.json", **result)
+    code, lines = verify_lines(run_copy, fashion_root, capsys)
+    assert code == 0 and any(line.startswith("ok   hardware: ") and "1 node" in line for line in lines), lines
 
 
 def test_a_tampered_tsv_row_is_caught(run_copy, fashion_root, capsys):

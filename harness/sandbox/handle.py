@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.errors import DawnbenchError
-from harness.sandbox import channel, guardian, kernel, procfs, signaller
+from harness.sandbox import channel, guardian, kernel, procfs, signaller, uid_mode
 
 if TYPE_CHECKING:
     import numpy as np
@@ -266,6 +266,7 @@ class Worker:
         self._end_signaller()
         if self.uid is not None and not survivors:
             guardian.guardian.release(self.uid)
+            uid_mode.reopen_shared_tmp(self.uid)
         shutil.rmtree(self.scratch, ignore_errors=True)
         return survivors
 

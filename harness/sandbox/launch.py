@@ -65,6 +65,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     argv = bubblewrap.argv(isolation.mode, view, command, chdir=seen["work_dir"], network=network) if bwrap else command
     if uid is not None:
         guardian.guardian.hold(uid)      # before it starts: a harness killed from here on takes the uid's processes along
+        uid_mode.shut_shared_tmp(uid)    # no /tmp of its own: the shared ones are closed to it while it lives
     try:
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=stderr,
                                  pass_fds=(to_worker_r, from_worker_w), cwd=None if bwrap else seen["work_dir"],
@@ -73,6 +74,7 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     except BaseException:
         if uid is not None:
             guardian.guardian.release(uid)
+            uid_mode.reopen_shared_tmp(uid)
         raise
     finally:
         os.close(to_worker_r)

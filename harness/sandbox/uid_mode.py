@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.errors import DawnbenchError
 from harness.provenance import BUILD_INFO
-from harness.sandbox import kernel, procfs
+from harness.sandbox import acl, kernel, procfs
 
 # uid mode's worker uids. A uid-mode harness freezes and kills with kill(-1) as a worker's uid, which
 # reaches every process of that uid in its PID namespace and the ones below it; so no two harnesses
@@ -147,6 +147,63 @@ def uid_slot() -> int:
         raise DawnbenchError(f"no folder for uid mode's locks: none of {', '.join(map(str, UID_SLOT_DIRS))} "
                              f"could be made private to this user")
     return _slot[0]
+
+
+# The machine's temporary folders every user may write. A uid-mode worker has no mount namespace to
+# show it a /tmp of its own (bubblewrap binds its scratch's tmp/ there), so two workers that live at once
+# (the predictor and the server of `dawnbench infer`, the trainer and a predictor) could pass files
+# through /tmp, and a run's predictors (one uid) could keep files there from one eval to the next. While
+# a worker lives its uid may only pass through them (--x: its scratch folder is inside); its own
+# temporary folder is its scratch's tmp/ ($TMPDIR), which no other uid may enter. /dev/shm stays: POSIX
+# shared memory (a DataLoader's workers, DALI, NCCL) has no other place (docs/RULES.md, "Isolation").
+SHARED_TMP = ("/tmp", "/var/tmp")
+PASS_THROUGH = 0o1
+_shut: dict[int, int] = {}       # uid -> how many of this harness's live workers run as it
+
+
+def _shared_tmp() -> list[str]:
+    found = []
+    for path in dict.fromkeys((*SHARED_TMP, tempfile.gettempdir())):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
+            found.append(path)
+    return found
+
+
+def shut_shared_tmp(uid: int) -> None:
+    """Before a worker of `uid` starts: that uid may no longer write, list or read files in the shared
+    temporary folders (a POSIX ACL entry for it alone; every other user keeps the folder as it was).
+    Where a file system keeps no ACL the folder stays shared (as on a machine without bubblewrap)."""
+    _shut[uid] = _shut.get(uid, 0) + 1
+    if _shut[uid] == 1:
+        _set_shared_tmp(uid, PASS_THROUGH)
+
+
+def reopen_shared_tmp(uid: int) -> None:
+    """Once the last worker of `uid` is gone: its entry taken away (a harness killed with -9 leaves it,
+    which denies only that worker uid, until the next harness of its slot ends a worker of it)."""
+    _shut[uid] = _shut.get(uid, 0) - 1
+    if _shut[uid] <= 0:
+        _shut.pop(uid)
+        _set_shared_tmp(uid, None)
+
+
+def _set_shared_tmp(uid: int, perm: int | None) -> None:
+    for path in _shared_tmp():
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)      # another harness may change the same ACL: one at a time
+            acl.set_user(path, uid, perm)
+        except OSError:
+            pass        # no ACL here (or a read-only folder): it stays as the machine has it
+        finally:
+            os.close(fd)
 
 
 def drop(uid: int, group: int | None) -> None:

@@ -40,7 +40,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.loaders import load_cifar10, load_cifar10_images
 from common.torch_augment import crop_flip
-from common.torch_base import TorchReference, resolve_switch
+from common.torch_base import TorchReference, resolve_switch, switch_precision
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]) (am:91-92).
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -320,6 +320,9 @@ class CifarMuon(TorchReference):
         self.model.zero_grad(set_to_none=True)
         self.step += 1
         return loss.detach() / len(y)
+
+    def train_precision(self):
+        return switch_precision(self.ctx.config, self.device, bf16=self.use_bf16)
 
     def train_epoch(self, epoch):
         cfg, ctx = self.ctx.config, self.ctx

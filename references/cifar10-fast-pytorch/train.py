@@ -45,7 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 from common.loaders import load_cifar10, load_cifar10_images
 from common.schedules import one_cycle
 from common.torch_augment import crop_flip
-from common.torch_base import TorchReference, resolve_switch
+from common.torch_base import TorchReference, resolve_switch, switch_precision
 
 # Per-channel pixel statistics of the 50,000 CIFAR-10 training images (after scaling to [0, 1]).
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -310,6 +310,9 @@ class CifarFast(TorchReference):
         if self.step == self.total_steps:
             self.lookahead.update(1.0)            # the schedule's end: the network becomes the slow weights
         return loss.detach()
+
+    def train_precision(self):
+        return switch_precision(self.ctx.config, self.device, bf16=self.use_bf16, fp16=self.use_fp16)
 
     def train_epoch(self, epoch):
         cfg, ctx = self.ctx.config, self.ctx

@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.loaders import load_fashion_mnist, load_fashion_mnist_images
 from common.schedules import one_cycle
-from common.torch_base import TorchReference, resolve_switch
+from common.torch_base import TorchReference, resolve_switch, switch_precision
 
 # Pixel statistics of the Fashion-MNIST training set (after scaling to [0, 1]).
 MEAN, STD = 0.2860, 0.3530
@@ -86,6 +86,9 @@ class FashionCNN(TorchReference):
                                             cfg["lr_start_fraction"], cfg["lr_end_fraction"])
         self.step = 0
         self.bf16 = resolve_switch(cfg["bf16"], self.device)
+
+    def train_precision(self):
+        return switch_precision(self.ctx.config, self.device, bf16=self.bf16)
 
     def train_epoch(self, epoch):
         cfg, ctx = self.ctx.config, self.ctx

@@ -56,7 +56,7 @@ import tensorflow as tf
 from keras import layers
 
 from common.imagenet_files import DATASET
-from common.tf_base import KerasReference, choose_strategy, find_tpu
+from common.tf_base import KerasReference, choose_strategy, find_tpu, policy_precision
 from harness.datasets import DatasetError
 
 # AmoebaNet-D's cells (tensorflow/tpu model_specs.py, "amoeba_net_d"): ten operations, in pairs; the
@@ -597,6 +597,9 @@ class AmoebaNetTPU(KerasReference):
             return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=(x, y)), axis=None)
 
         return train_step
+
+    def train_precision(self):
+        return policy_precision(self.policy, "precision", self.ctx.config["precision"], self.device)
 
     def train_epoch(self, epoch):
         ctx = self.ctx

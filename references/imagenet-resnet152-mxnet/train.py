@@ -12,6 +12,7 @@ the CPU with the "local" kvstore. Only the CPU path has been run (see README.md)
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -281,6 +282,13 @@ class ImageNetResNet152(Reference):
         target = mx.nd.one_hot(labels, classes, on_value=1 - eps + eps / classes, off_value=eps / classes)
         logp = mx.nd.log_softmax(logits.astype("float32"), axis=-1)
         return -(logp * target).sum(axis=-1)
+
+    def train_precision(self):
+        gpus = sum(d.device_type == "gpu" for d in self.devices)
+        if self.amp:
+            return "fp16", (f"amp = {json.dumps(self.cfg['amp'])} with {gpus} GPUs: mxnet.contrib.amp float16 "
+                            f"(float32 where unsafe, the weights float32, the loss scaled)")
+        return "fp32", f"amp = {json.dumps(self.cfg['amp'])}" + (" without a GPU" if not gpus else "") + ": float32"
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         cfg = self.cfg

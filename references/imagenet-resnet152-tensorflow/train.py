@@ -63,7 +63,7 @@ from keras import layers
 
 from common.imagenet_files import DATASET, train_samples, val_files
 from common.schedules import image_size, one_cycle
-from common.tf_base import KerasReference
+from common.tf_base import KerasReference, policy_precision
 
 # Per-channel pixel statistics of the ImageNet training images, on the 0-255 scale.
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -562,6 +562,10 @@ class ImageNetResNetKeras(KerasReference):
             return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=(x, y)), axis=None)
 
         return train_step
+
+    def train_precision(self):
+        return policy_precision(self.policy, "mixed_precision", self.ctx.config["mixed_precision"],
+                                "GPU" if self.gpu else "CPU")
 
     def train_epoch(self, epoch):
         ctx = self.ctx

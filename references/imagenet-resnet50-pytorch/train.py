@@ -42,7 +42,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.imagenet_files import train_samples, val_files
 from common.schedules import image_size, one_cycle
-from common.torch_base import TorchReference, resolve_switch
+from common.torch_base import TorchReference, resolve_switch, switch_precision
 
 # Per-channel pixel statistics of the ImageNet training images, on the 0-255 scale.
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -452,6 +452,9 @@ class ImageNetResNet50(TorchReference):
         self.opt.step()
         self.step += 1
         return loss.detach()
+
+    def train_precision(self):
+        return switch_precision(self.ctx.config, self.device, bf16=self.use_bf16)
 
     def train_epoch(self, epoch):
         ctx = self.ctx
