@@ -78,6 +78,22 @@ def load_reference_module(name: str, file: str = "train.py"):
     return module
 
 
+def smoke_references(root: Path, name: str, eval_from_epoch: int) -> Path:
+    """A references folder under `root` holding a copy of `name` whose first evaluated epoch is
+    `eval_from_epoch` (its [budget] line rewritten), for a CPU smoke that runs the harness's path through
+    an evaluated epoch: cifar10-fast evaluates from epoch 10, and ten epochs are most of a smoke's time."""
+    import re
+    import shutil
+    references = root / "smoke-references"
+    shutil.copytree(REPO / "references" / name, references / name, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = references / name / "reference.toml"
+    text, found = re.subn(r"^eval_from_epoch = \d+", f"eval_from_epoch = {eval_from_epoch}", toml.read_text(), flags=re.M)
+    if found != 1:
+        raise RuntimeError(f"{toml}: no one [budget] eval_from_epoch line to lower for the smoke")
+    toml.write_text(text)
+    return references
+
+
 def reference_defaults(name: str) -> dict:
     import tomllib
     return tomllib.loads((REPO / "references" / name / "reference.toml").read_text())["hyperparameters"]

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from bench import overhead, synthetic_cifar
-from bench.gpu_common import REPO, Report, Setting
+from bench.gpu_common import REPO, Report, Setting, smoke_references
 from harness import registry
 
 REFERENCE = "cifar10-fast-pytorch"
@@ -42,13 +42,15 @@ def measure(s: Setting, r: Report, root: Path, reference: str = REFERENCE) -> No
     schedule, tag = SCHEDULES[reference]
     manifest = synthetic_cifar.write_cifar10(root / "data", n_train=SMOKE_TRAIN if s.smoke else 50_000)
     # this checkout's reference, whatever $DAWNBENCH_REFERENCES names
+    # the smoke's copy evaluates from its last epoch, as the schedule does from its 10th
+    references = smoke_references(root, reference, SMOKE_EPOCHS) if s.smoke else REPO / "references"
     env = {"DAWNBENCH_DATA": str(root / "data"), "DAWNBENCH_DATASETS_MANIFEST": str(manifest),
-           "DAWNBENCH_REFERENCES": str(REPO / "references")}
+           "DAWNBENCH_REFERENCES": str(references)}
     if s.smoke:
         env["CUDA_VISIBLE_DEVICES"] = ""        # --cpu-smoke on a GPU machine stays on the CPU
     epochs, repeats = (SMOKE_EPOCHS, SMOKE_REPEATS) if s.smoke else (schedule, REPEATS)
     # a run must reach its first evaluated epoch (the harness refuses a shorter --max-epochs)
-    epochs = max(epochs, registry.load_spec(reference, REPO / "references").eval_from_epoch)
+    epochs = max(epochs, registry.load_spec(reference, references).eval_from_epoch)
     f = overhead.paired(reference, epochs, 0, repeats, SMOKE_SETS if s.smoke else (), env,
                         log=lambda line: print(line, flush=True))
     # the isolation names the figures: a container's uid mode and bubblewrap cost differently

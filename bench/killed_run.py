@@ -117,11 +117,10 @@ def gpu_pids() -> set[int] | None:
     return {int(x) for x in done.stdout.split() if x.strip().isdigit()}
 
 
-def first_evaluated_epoch() -> int:
-    """This checkout's cifar10-fast's first evaluated epoch ([budget] eval_from_epoch)."""
-    from bench.gpu_common import REPO
+def first_evaluated_epoch(references: Path) -> int:
+    """cifar10-fast's first evaluated epoch ([budget] eval_from_epoch) in `references`."""
     from harness import registry
-    return registry.load_spec(REFERENCE, REPO / "references").eval_from_epoch
+    return registry.load_spec(REFERENCE, references).eval_from_epoch
 
 
 def killed_once(mode: str, phase: str, env: dict, results: Path, sets: tuple[str, ...], log) -> dict:
@@ -129,7 +128,7 @@ def killed_once(mode: str, phase: str, env: dict, results: Path, sets: tuple[str
     options = [arg for kv in sets for arg in ("--set", kv)]
     tag = f"kill9-{mode}-{phase}"
     # through its first evaluated epoch, so that an eval span comes to be killed in
-    epochs = max(3, first_evaluated_epoch())
+    epochs = max(3, first_evaluated_epoch(Path(env["DAWNBENCH_REFERENCES"])))
     keeper, pid = keep([*harness, "run", REFERENCE, "--max-epochs", str(epochs), "--threshold", "1.0", "--no-progress",
                         "--no-save", "--results", str(results), "--run-id", tag, *options], env=env,
                        stderr=subprocess.DEVNULL)
@@ -168,7 +167,7 @@ def killed_once(mode: str, phase: str, env: dict, results: Path, sets: tuple[str
 
 def part_kill9(s, r) -> None:
     from bench import synthetic_cifar
-    from bench.gpu_common import REPO
+    from bench.gpu_common import REPO, smoke_references
     if os.geteuid() != 0:
         raise RuntimeError("needs root: bubblewrap as root and uid mode are the modes measured")
     from harness.sandbox import modes
@@ -177,8 +176,10 @@ def part_kill9(s, r) -> None:
         root = Path(folder)
         os.chmod(root, 0o755)           # uid mode's workers pass through it to their scratch folders
         manifest = synthetic_cifar.write_cifar10(root / "data", n_train=640 if s.smoke else 50_000)
+        # the smoke's copy evaluates from epoch 3, the run's last: ten epochs were most of a smoke's time
+        references = smoke_references(root, REFERENCE, 3) if s.smoke else REPO / "references"
         env = {**os.environ, "DAWNBENCH_DATA": str(root / "data"), "DAWNBENCH_DATASETS_MANIFEST": str(manifest),
-               "DAWNBENCH_REFERENCES": str(REPO / "references"), "TMPDIR": str(root),
+               "DAWNBENCH_REFERENCES": str(references), "TMPDIR": str(root),
                "PYTHONPATH": str(REPO)}
         if s.smoke:
             env["CUDA_VISIBLE_DEVICES"] = ""
