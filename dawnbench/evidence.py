@@ -93,7 +93,7 @@ def _label(result: dict, k: int) -> str:
 def acceptance(results: list[dict], task, rule: str | None = None) -> dict:
     """The acceptance of runs of one reference (their result.json contents) under `rule` (default: the
     task's, tasks.toml): the interface's dict (docs/RULES.md, "Acceptance rules"), plus `by_rule`, each
-    rule's verdict and reason, so a board can show the mean rule's table for a task ranked by single."""
+    rule's verdict, reason and times, so a board can show the mean rule's table for a task ranked by single."""
     rules = task.acceptance
     rule = rule or rules.rule
     if rule not in (SINGLE, MEAN):
@@ -107,7 +107,6 @@ def acceptance(results: list[dict], task, rule: str | None = None) -> dict:
     times = {SINGLE: converged, MEAN: [t for r in results if (t := final_seconds(r)) is not None]}
     verdicts = {SINGLE: _single(results, converged),
                 MEAN: _mean(results, task, threshold, metrics, margins, rules.n_min, rules.alpha)}
-    spread = interval(times[rule])
     verdict, reason = verdicts[rule]
     return {
         "rule": rule, "n": len(results),
@@ -116,13 +115,21 @@ def acceptance(results: list[dict], task, rule: str | None = None) -> dict:
         "metric_mean": statistics.fmean(known) if known else None,
         "metric_stdev": statistics.stdev(known) if len(known) >= 2 else None,
         "p_value": p_value(margins) if len(known) == len(results) else None,
-        "tta_mean_seconds": spread["mean"], "tta_median_seconds": spread["median"],
-        "tta_ci95_seconds": None if spread["lo"] is None else [spread["lo"], spread["hi"]],
+        **_times(times[rule]),
         "ci_method": CI_METHOD, "verdict": verdict, "reason": reason,
-        "by_rule": {name: {"verdict": v, "reason": why, **({"n_min": rules.n_min, "alpha": rules.alpha}
-                                                            if name == MEAN else {})}
+        # each rule's verdict with the times it ranks, so that a board ranks the mean rule's table by the
+        # mean rule's times (every run's) beside a task ranked by single (the converged runs')
+        "by_rule": {name: {"verdict": v, "reason": why, **_times(times[name]),
+                           **({"n_min": rules.n_min, "alpha": rules.alpha} if name == MEAN else {})}
                     for name, (v, why) in verdicts.items()},
     }
+
+
+def _times(values: list[float]) -> dict:
+    """The times' figures of the acceptance dict: their mean, median and the mean's 95% interval."""
+    spread = interval(values)
+    return {"tta_mean_seconds": spread["mean"], "tta_median_seconds": spread["median"],
+            "tta_ci95_seconds": None if spread["lo"] is None else [spread["lo"], spread["hi"]]}
 
 
 def _single(results: list[dict], converged: list[float]) -> tuple[str, str]:

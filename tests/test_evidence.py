@@ -95,6 +95,12 @@ def test_the_single_rule_times_the_converged_runs_and_the_mean_rule_every_run():
     assert single["tta_median_seconds"] == 20.0 and single["tta_mean_seconds"] == 20.0      # 10 and 30
     assert (single["n_min"], single["alpha"]) == (None, None) and single["by_rule"]["mean"]["alpha"] == 0.01
     assert evidence.acceptance(runs, CIFAR, rule="mean")["tta_mean_seconds"] == 20.0       # 10, 20 and 30
+    # each rule's verdict carries the times that rule ranks, so a board ranks the mean rule's table by them
+    times = ("tta_mean_seconds", "tta_median_seconds", "tta_ci95_seconds")
+    for rule in ("single", "mean"):
+        assert {k: single["by_rule"][rule][k] for k in times} == {
+            k: evidence.acceptance(runs, CIFAR, rule=rule)[k] for k in times}, rule
+    assert single["by_rule"]["mean"]["tta_ci95_seconds"] != single["tta_ci95_seconds"]
     assert evidence.acceptance(series([0.93, 0.92], seconds=[1.0, 2.0]), CIFAR)["verdict"] == "refused"
     with pytest.raises(evidence.EvidenceError, match="differ in threshold"):
         evidence.acceptance(runs[:1] + series([0.95], threshold=0.5), CIFAR)

@@ -626,35 +626,58 @@ def test_the_hardware_class_of_harness_labels_and_v1_text():
 
 @pytest.fixture(scope="module")
 def evidence_board(tmp_path_factory):
-    """A board of four submitted runs carrying issue 48's fields as their producers write them: Ann and Bo
-    a mean-rule series each, accepted, their intervals overlapping (bf16, fp32); Cy a series under the
-    single rule on a CPU, its interval apart; Di a series the mean rule refused (no precision recorded)."""
+    """A board of four series submitted as a user submits them (`dawnbench submit SERIES`), so that every
+    figure of theirs is the one submit and validate compute from their runs (CIFAR-10 ranks by the single
+    rule, the mean rule's verdict beside it): Ann and Bo five runs each of one fixed schedule, both past 94%
+    by the mean rule, their times close (bf16, fp32; one of Bo's runs ends DNC at 93.99%); Cy three runs on
+    a CPU, slower (too few for the mean rule); Di five runs at 94% by chance, slower still (no precision
+    recorded)."""
     from _pytest.monkeypatch import MonkeyPatch
-    from leaderboard_fixture import submit_run
+    from leaderboard_fixture import series_runs, submit_series
     root = tmp_path_factory.mktemp("evidence")
     with MonkeyPatch.context() as monkeypatch:
         use_cifar10_labels(monkeypatch, root / "labels")
         tree = root / "entries"
-        stems = {"Ann": submit_run(tree, root, "Ann", epochs=3, precision="bf16", spread=10.0),
-                 "Bo": submit_run(tree, root, "Bo", epochs=4, precision="fp32", spread=10.0),
-                 "Cy": submit_run(tree, root, "Cy", epochs=9, hardware="Intel(R) Xeon(R) Platinum 8480+ (2 cores)",
-                                  precision="fp32", spread=5.0, rule="single"),
-                 "Di": submit_run(tree, root, "Di", epochs=6, spread=3.0, verdict="refused", p=0.2)}
+        stems = {"Ann": submit_series(tree, root, "Ann", series_runs(3, [0.0030, 0.0031, 0.0032, 0.0031, 0.0030],
+                                                                     [0.9450, 0.9460, 0.9440, 0.9455, 0.9445]),
+                                      precision="bf16"),
+                 "Bo": submit_series(tree, root, "Bo", series_runs(4, [0.0023, 0.0024, 0.0022, 0.0023, 0.0025],
+                                                                   [0.9600, 0.9600, 0.9600, 0.9600, 0.9399]),
+                                     precision="fp32"),
+                 "Cy": submit_series(tree, root, "Cy", series_runs(2, [0.0130, 0.0131, 0.0132], [0.9412] * 3),
+                                     hardware="Intel(R) Xeon(R) Platinum 8480+ (2 cores)", precision="fp32"),
+                 "Di": submit_series(tree, root, "Di", series_runs(2, [0.0300, 0.0303, 0.0297, 0.0300, 0.0306],
+                                                                   [0.9420, 0.9410, 0.9395, 0.9405, 0.9390]))}
         assert main(["leaderboard", str(tree), "--out", str(root / "site"), *archive_args(tree)]) == 0
         loaded, invalid = ranking.load_all(tree)
         statuses = entry_status.verification_statuses(loaded, None, tree)
         rankings = ranking.rank(loaded, invalid, statuses, archived=archived(tree))
-    return {"tree": tree, "site": root / "site", "stems": stems, "rankings": rankings,
-            "loaded": {e.name: e for e in loaded}}
+    loaded = {e.name: e for e in loaded}
+    return {"tree": tree, "site": root / "site", "stems": stems, "rankings": rankings, "loaded": loaded,
+            "acceptance": {a: loaded[s].fields["runs"]["acceptance"] for a, s in stems.items()},
+            "runs": {a: [json.loads(p.read_text()) for p in sorted((tree / "CIFAR10" / "train" / f"{s}.series").glob(
+                "seed*/result.json"))] for a, s in stems.items()}}
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
 
 
 def test_series_figures_have_their_intervals_and_overlapping_ones_are_tied(evidence_board):
     """Issue 48: every series figure with its 95% interval; entries whose intervals overlap are tied."""
+    from scipy import stats
     stems, cifar = evidence_board["stems"], evidence_board["rankings"]["tasks"]["CIFAR10"]
+    accepted = evidence_board["acceptance"]
     rows = {r["entry"]: r for r in cifar["train_submitted"]}
-    tta = {a: evidence_board["loaded"][s].fields["tta_seconds"] for a, s in stems.items()}
-    assert rows[stems["Ann"]]["interval_hours"] == pytest.approx([(tta["Ann"] - 10) / 3600, (tta["Ann"] + 10) / 3600])
-    # Ann and Bo overlap (11.2 s apart, 10 s either side); Cy's and Di's are clear of every other
+    assert {a: accepted[a]["rule"] for a in stems} == dict.fromkeys(stems, "single")      # CIFAR-10's rule
+    # the interval is the Student-t interval of the series' converged runs' times, as its runs give them
+    for author, runs in evidence_board["runs"].items():
+        times = [r["tta_seconds"] for r in runs if r["status"] == "converged"]
+        lo, hi = stats.t.interval(0.95, len(times) - 1, loc=sum(times) / len(times), scale=stats.sem(times))
+        assert rows[stems[author]]["interval_hours"] == pytest.approx([lo / 3600, hi / 3600]), author
+    # Ann's and Bo's overlap; Cy's and Di's are clear of every other
+    spans = {a: accepted[a]["tta_ci95_seconds"] for a in stems}
+    assert [(a, b) for a in spans for b in spans if a < b and _overlap(spans[a], spans[b])] == [("Ann", "Bo")]
     assert {a: rows[s]["tied_with"] for a, s in stems.items()} == {
         "Ann": [rows[stems["Bo"]]["rank"]], "Bo": [rows[stems["Ann"]]["rank"]], "Cy": [], "Di": []}
     index = (evidence_board["site"] / "index.html").read_text(encoding="utf-8")
@@ -667,20 +690,33 @@ def test_series_figures_have_their_intervals_and_overlapping_ones_are_tied(evide
 
 
 def test_the_mean_rule_ranks_in_a_table_of_its_own_that_says_so(evidence_board):
-    """Issue 48: a task ranked by the mean rule too has a second table that says which rule it uses:
-    the accepted mean-rule series, by their mean time, the interval beside it; a refused series and a
-    single-rule one are not in it."""
+    """Issue 48: a task ranked by the single rule has a second table that says it ranks by the mean rule:
+    the series the mean rule accepts, by their mean time over every run (a DNC's too), the interval beside
+    it; a series it refuses (past the threshold by chance, or too few runs) is not in it."""
     stems, cifar = evidence_board["stems"], evidence_board["rankings"]["tasks"]["CIFAR10"]
+    accepted, runs = evidence_board["acceptance"], evidence_board["runs"]
+    by_mean = {a: accepted[a]["by_rule"]["mean"] for a in stems}
+    assert {a: by_mean[a]["verdict"] for a in stems} == {"Ann": "accepted", "Bo": "accepted", "Cy": "refused",
+                                                         "Di": "refused"}
+    assert "3 runs; the mean rule needs at least 5" in by_mean["Cy"]["reason"]
+    assert "is not past 94% at p < 0.01" in by_mean["Di"]["reason"] and accepted["Di"]["verdict"] == "accepted"
     mean = cifar["train_mean"]
     assert [r["entry"] for r in mean] == [stems["Ann"], stems["Bo"]]
-    assert [r["tied_with"] for r in mean] == [[2], [1]] and mean[0]["p_value"] == 0.003
+    assert [r["tied_with"] for r in mean] == [[2], [1]] and mean[0]["p_value"] == accepted["Ann"]["p_value"] < 0.01
+    # Bo's mean time is of all five runs, its DNC's time too; the single rule's, of the four converged
+    every = [r["history"][-1]["tta_seconds"] for r in runs["Bo"]]
+    assert mean[1]["hours"] == pytest.approx(sum(every) / 5 / 3600) and runs["Bo"][4]["status"] == "DNC"
+    assert mean[1]["interval_hours"] == pytest.approx([t / 3600 for t in by_mean["Bo"]["tta_ci95_seconds"]])
+    assert accepted["Bo"]["tta_mean_seconds"] == pytest.approx(sum(every[:4]) / 4) != pytest.approx(sum(every) / 5)
     assert ranking.TABLE_TIERS["train_mean"] == ranking.SERIES_TIER
     index = (evidence_board["site"] / "index.html").read_text(encoding="utf-8")
     assert "<h3>Training time, mean rule (the series&#39; mean time, its 95% interval)</h3>" in index
     assert '<h3 class="tier-heading">Series, mean rule</h3>' in index
     page = (evidence_board["site"] / ranking.page(evidence_board["loaded"][stems["Di"]])).read_text(encoding="utf-8")
     series = page.split("<th>Series</th><td>")[1].split("</td>")[0]
-    assert series.startswith("mean rule, 5 runs: refused (mean not past it at p &lt; alpha)") and "p = 0.2" in series
+    assert series.startswith(f"single rule, 5 runs: accepted ({escape(accepted['Di']['reason'])}); "
+                             f"mean rule: refused ({escape(by_mean['Di']['reason'])}); "), series
+    assert f"p = {accepted['Di']['p_value']:.3g}" in series
 
 
 def test_hardware_class_and_training_precision_on_rows_and_pages(evidence_board, rankings):

@@ -16,7 +16,8 @@ from leaderboard_fixture import (
     XSS,
     archive_args,
     make_run,
-    submit_run,
+    series_runs,
+    submit_series,
     train,
     use_cifar10_labels,
     write_entries,
@@ -209,10 +210,14 @@ def test_the_tiers_in_chromium(browser, tmp_path, monkeypatch, capsys):
         assert submit.main([str(make_run(tmp_path / author, epochs=k)), "--out", str(tree), "--author", author]) == 0
         stems[author] = f"{author}_ResNet-56_1-x-NVIDIA-H100-80GB-HBM3_PyTorch-2.13.0"
     runs = {a: tree / "CIFAR10" / "train" / f"{s}.run" for a, s in stems.items()}
-    # issue 48: two series under the mean rule, their intervals overlapping, one on a CPU, one in bf16
-    series = {"Ann": submit_run(tree, tmp_path, "Ann", epochs=6, precision="bf16", spread=10.0),
-              "Bo": submit_run(tree, tmp_path, "Bo", epochs=7, hardware="Intel(R) Xeon(R) Platinum 8480+ (2 cores)",
-                               spread=10.0)}
+    # issue 48: two series of five runs that the mean rule accepts, submitted as a user does, their intervals
+    # overlapping (Ann's claim first), one in bf16, one on a CPU
+    series = {"Ann": submit_series(tree, tmp_path, "Ann", series_runs(6, [0.0030, 0.0031, 0.0032, 0.0031, 0.0030],
+                                                                      [0.9450, 0.9460, 0.9440, 0.9455, 0.9445]),
+                                   precision="bf16"),
+              "Bo": submit_series(tree, tmp_path, "Bo", series_runs(7, [0.0027, 0.0028, 0.0026, 0.0027, 0.0029],
+                                                                    [0.9600, 0.9610, 0.9605, 0.9600, 0.9615]),
+                                  hardware="Intel(R) Xeon(R) Platinum 8480+ (2 cores)")}
     same = write_reproduction(runs["Same"], tta_factors=(1.04, 1.06, 1.05))     # the judge: 5% slower than claimed
     faked = write_reproduction(runs["Faked"], tta_factor=5.0)
     archive = archive_args(tree)                      # the hand-typed v1-format entries, as an archive's
