@@ -72,11 +72,11 @@ check-ref:
 (its folder under references/), e.g. REF=$(notdir $(patsubst %/,%,$(REF)))" >&2; exit 2 ;; esac
 	@test -f $(REF_DIR)/reference.toml || { echo "dawnbench: error: unknown reference '$(REF)'; available: $(REFS)" >&2; exit 2; }
 
-# Before any set-up, from a bare python3: a reference whose network cannot reach the threshold asked (its
+# Before any set-up, from a bare python3 (not $(PYTHON), the one environments are made with): a reference whose network cannot reach the threshold asked (its
 # reference.toml's [reach]: ResNet-20 at CIFAR-10's 94%) is refused in one line naming the threshold it can
 # reach, instead of a data fetch, an environment and a whole budget of epochs that end DNC.
 check-reach: check-ref
-	@DAWNBENCH_PROG=bin/dawnbench $(PYTHON) -c 'import sys; from dawnbench import launcher; sys.exit(launcher.check_run(sys.argv[1:]))' \
+	@DAWNBENCH_PROG=bin/dawnbench python3 -c 'import sys; from dawnbench import launcher; sys.exit(launcher.check_run(sys.argv[1:]))' \
 	    $(REF) $(ARGS)
 
 # Before any set-up: NPROC=abc (or 0) went as far as the rank launcher (or the container's torchrun).

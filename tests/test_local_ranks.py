@@ -86,7 +86,10 @@ STOPPED_RANK = """
 import os, signal, sys, time
 from harness import collective
 def stopped(signum, frame):
-    print(f"rank {os.environ['RANK']}: {collective.first_failure(int(os.environ['RANK']))}", flush=True)
+    # the stop may reach a rank twice (the launcher's forward and its process group's): a second signal
+    # must not re-enter the print of the first
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.write(1, f"rank {os.environ['RANK']}: {collective.first_failure(int(os.environ['RANK']))}\\n".encode())
     sys.exit(1)
 signal.signal(signal.SIGTERM, stopped)
 print("ready", flush=True)

@@ -190,7 +190,7 @@ def test_the_entry_page_shows_the_normalization(tmp_path):
     assert "Read as DAWNBench v1 read it" in page
     assert (f"dawn_fastfusionnet-1080ti.json:{line}: f1Score: warning: 82.5209 is above 1: a percent, read as the "
             "fraction 0.825209 (divided by 100)") in page
-    assert "82.52085997573373" in page and "f1Score 0.825209" in page      # written, and as ranked
+    assert "82.52085997573373" in page and "<th>F1</th><td>0.825209</td>" in page      # written, and as ranked
     log_page = (tmp_path / "site" / "SQuAD" / "train" / "dawn_drqa_1k80-ec2.html").read_text()
     assert "columns in another order: epoch f1Score hours; read by name" in log_page
     assert "<th>epoch</th><th>hours</th><th>f1Score</th>" in log_page
