@@ -102,20 +102,17 @@ def window_start(t: int, block: int) -> int:
 
 @torch.inference_mode()
 def log_probs(net: ByteGPT, idx: torch.Tensor) -> torch.Tensor:
-    """log-softmax of the next byte at every position of idx [B, T] (any T), float32, in windows of the
-    network's block (window_start)."""
-    block, total = net.block_size, idx.shape[1]
-    if total <= block:
-        return F.log_softmax(net(idx).float(), dim=-1)
-    out = torch.empty(idx.shape[0], total, VOCAB)
-    half, start = block // 2, 0
-    while True:
-        first = 0 if start == 0 else start + half         # the first position this window serves
-        last = min(start + block, total)
-        out[:, first:last] = F.log_softmax(net(idx[:, start:last]).float(), dim=-1)[:, first - start:]
-        if last == total:
-            return out
-        start += half                                       # windows at 0, half, block, 3 half, ...
+    """log-softmax of the next byte at every position of idx [B, T] (any T), float32: each position from
+    its window (window_start), one forward pass per window for the positions it is the window of."""
+    total = idx.shape[1]
+    out = torch.empty(idx.shape[0], total, VOCAB, device=idx.device)
+    t = 0
+    while t < total:
+        start = window_start(t, net.block_size)
+        stop = min(start + net.block_size, total)      # positions t .. stop - 1 share this window
+        out[:, t:stop] = F.log_softmax(net(idx[:, start:stop]).float(), dim=-1)[:, t - start:]
+        t = stop
+    return out
 
 
 def random_windows(text: torch.Tensor, batch: int, block: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
