@@ -143,7 +143,8 @@ def test_infer_is_predict_of_one_row(train, trained, tmp_path):
     np.testing.assert_array_equal(predictor.infer(row), predictor.predict(row[None])[0])
 
 
-@pytest.mark.parametrize("inputs", [np.full((2, 5), 256), np.full((2, 5), -1), np.zeros(5, dtype=np.int64)])
+@pytest.mark.parametrize("inputs", [np.full((2, 5), 256), np.full((2, 5), -1), np.zeros(5, dtype=np.int64),
+                                    np.zeros((2, 5), dtype=np.float32)])
 def test_inputs_that_are_not_byte_rows_are_one_line(train, trained, tmp_path, inputs):
     _, model = trained
     with pytest.raises(UsageError) as caught:

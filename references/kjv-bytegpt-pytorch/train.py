@@ -180,10 +180,14 @@ class KJVByteGPT(TorchReference):
 
     def predict(self, inputs):
         """log-probabilities [N, T, 256] (float32) of the byte after each position of inputs [N, T]."""
-        idx = torch.as_tensor(np.asarray(inputs), dtype=torch.long)
-        if idx.ndim != 2 or idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= VOCAB):
-            raise UsageError(f"{type(self).__name__}.predict takes byte ids 0..255 in an array [N, T]; "
-                             f"got shape {tuple(idx.shape)}")
+        array = np.asarray(inputs)
+        got = (f"an array of shape {array.shape}" if array.ndim != 2 else
+               f"{array.dtype} values" if not np.issubdtype(array.dtype, np.integer) else
+               f"ids from {array.min()} to {array.max()}" if array.size and (array.min() < 0 or array.max() >= VOCAB)
+               else None)
+        if got:
+            raise UsageError(f"{type(self).__name__}.predict takes byte ids 0..255 in an array [N, T]; got {got}")
+        idx = torch.from_numpy(array.astype(np.int64))      # a copy: the channel's arrays are read-only
         self.net.eval()
         step = self.ctx.config["eval_batch_size"]
         return torch.cat([log_probs(self.net, idx[i:i + step].to(self.device)).cpu()
