@@ -398,7 +398,8 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
     # ran the reference's interpreter once, whose site-packages held whatever `onnxruntime` the entrant's
     # requirements installed, and that build timed 0.070 ms against the honest 0.945 ms (issue 46).
     proc = subprocess.run(judge.command("harness.inference_engines", str(folder / "request.json")), cwd=folder,
-                          env=judge.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True)
+                          env=judge.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          preexec_fn=kernel.dies_with_harness())
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
         if proc.returncode == 2 and lines[-1].startswith("error: "):
