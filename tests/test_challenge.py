@@ -17,6 +17,7 @@ from scipy import stats
 
 from dawnbench import challenge, challenge_board, challenge_record, interleave, launcher, site
 from dawnbench.cli import main
+from harness import datasets
 from harness.tasks import TASKS
 
 DEFAULT = "fashion-mnist-cnn-pytorch"
@@ -139,9 +140,11 @@ def test_an_entry_side_is_the_code_its_run_names(default_run, fashion_root, tmp_
 # ---------------------------------------------------------------- one challenge, end to end
 
 @pytest.fixture(scope="module")
-def challenge_folder(tmp_path_factory, fashion_root) -> Path:
-    """Two forks of the default (`dawnbench fork`), challenged: 2 pairs, 1 epoch, threshold 0.5. Read it,
-    never change it: copy it first."""
+def challenge_folder(tmp_path_factory, fashion_subset) -> Path:
+    """Two forks of the default (`dawnbench fork`), challenged: 2 pairs, 1 epoch, threshold 0.5, on a fifth of
+    Fashion-MNIST (conftest's `fashion_subset`; its tests verify with `on_fashion_subset`). Read it, never
+    change it: copy it first."""
+    root, manifest = fashion_subset
     base = tmp_path_factory.mktemp("challenge")
     references = base / "references"
     references.mkdir()
@@ -153,16 +156,17 @@ def challenge_folder(tmp_path_factory, fashion_root) -> Path:
     out = base / "c"
     proc = subprocess.run([PYTHON, "-m", "dawnbench.cli", "challenge", "fmnist-fast-pytorch", "--against",
                            "fmnist-slow-pytorch", "--pairs", "2", "--threshold", "0.5", "--max-epochs", "1",
-                           "--references", str(references), "--data", str(fashion_root), "--out", str(out)],
-                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900)
+                           "--references", str(references), "--data", str(root), "--out", str(out)],
+                          cwd=REPO, env=cli_env(**{datasets.MANIFEST_ENV: str(manifest)}), capture_output=True,
+                          text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (out / "stdout.txt").write_text(proc.stdout)
     return out
 
 
-def _verify(folder: Path, fashion_root: Path, capsys) -> tuple[int, list[str]]:
+def _verify(folder: Path, on_fashion_subset: Path, capsys) -> tuple[int, list[str]]:
     capsys.readouterr()
-    code = main(["verify", str(folder), "--data", str(fashion_root)])
+    code = main(["verify", str(folder), "--data", str(on_fashion_subset)])
     return code, capsys.readouterr().out.strip().splitlines()
 
 
@@ -173,7 +177,7 @@ def copy(challenge_folder, tmp_path) -> Path:
 
 
 @pytest.mark.trains_default
-def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder, fashion_root, capsys):
+def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder, on_fashion_subset, capsys):
     record = json.loads((challenge_folder / "challenge.json").read_text())
     assert (record["candidate"], record["incumbent"], record["pairs"]) == ("fmnist-fast-pytorch",
                                                                            "fmnist-slow-pytorch", 2)
@@ -192,33 +196,33 @@ def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder,
     assert record["given"] == {"candidate": "fmnist-fast-pytorch", "incumbent": "fmnist-slow-pytorch"}
     stdout = (challenge_folder / "stdout.txt").read_text().splitlines()
     assert stdout[-2] == f"verdict: {record['line']}" and stdout[-1].startswith("written: ")
-    code, lines = _verify(challenge_folder, fashion_root, capsys)
+    code, lines = _verify(challenge_folder, on_fashion_subset, capsys)
     assert code == 0 and lines[-1].startswith("verified: challenge of "), lines
     assert all(line.startswith("ok   ") for line in lines[:-1]) and len(lines) == 7, lines
 
 
 @pytest.mark.trains_default
-def test_a_challenge_with_a_run_removed_does_not_verify(copy, fashion_root, capsys):
+def test_a_challenge_with_a_run_removed_does_not_verify(copy, on_fashion_subset, capsys):
     shutil.rmtree(copy / "runs" / "incumbent" / "fmnist-slow-pytorch" / "incumbent-pair1-seed1")
-    code, lines = _verify(copy, fashion_root, capsys)
+    code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1] == "disagreement: runs: the incumbent's run of pair 1 is missing", lines
 
 
 @pytest.mark.trains_default
-def test_a_challenge_with_runs_swapped_between_sides_does_not_verify(copy, fashion_root, capsys):
+def test_a_challenge_with_runs_swapped_between_sides_does_not_verify(copy, on_fashion_subset, capsys):
     cand = copy / "runs" / "candidate" / "fmnist-fast-pytorch" / "candidate-pair0-seed0"
     inc = copy / "runs" / "incumbent" / "fmnist-slow-pytorch" / "incumbent-pair0-seed0"
     cand.rename(copy / "tmp")
     inc.rename(cand)
     (copy / "tmp").rename(inc)
-    code, lines = _verify(copy, fashion_root, capsys)
+    code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1].startswith("disagreement: run: runs/candidate/fmnist-fast-pytorch/candidate-pair0-"
                                               "seed0: its result.json is of run 'incumbent-pair0-seed0'"), lines
     # with each result.json's run_id edited to its new folder's, the logs' clocks still say which ran first
     for run in (cand, inc):
         result = json.loads((run / "result.json").read_text())
         (run / "result.json").write_text(json.dumps({**result, "run_id": run.name}))
-    code, lines = _verify(copy, fashion_root, capsys)
+    code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1].startswith("disagreement: order: runs/incumbent/fmnist-slow-pytorch/incumbent-"
                                               "pair0-seed0 started before runs/candidate/"), lines
     assert any(line.startswith("FAIL sides: the candidate's runs differ in reference, reference_tree_sha256:")
@@ -228,13 +232,13 @@ def test_a_challenge_with_runs_swapped_between_sides_does_not_verify(copy, fashi
 @pytest.mark.trains_default
 @pytest.mark.parametrize("key, value", [("ratio", 1.5), ("p_value", 0.001), ("candidate_faster", True),
                                         ("incumbent", "fashion-mnist-cnn-pytorch")])
-def test_a_challenge_json_edited_does_not_verify(copy, fashion_root, capsys, key, value):
+def test_a_challenge_json_edited_does_not_verify(copy, on_fashion_subset, capsys, key, value):
     record = json.loads((copy / "challenge.json").read_text())
     if record[key] == value:
         value = not value if isinstance(value, bool) else value
     record[key] = value
     (copy / "challenge.json").write_text(json.dumps(record))
-    code, lines = _verify(copy, fashion_root, capsys)
+    code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1].startswith(f"disagreement: challenge.json: {key}: "), lines
     assert lines[-1].endswith("from the runs (edited, or not this folder's)"), lines
 
@@ -260,12 +264,12 @@ def test_the_board_says_a_won_challenge_beside_the_entry_that_won_it():
 
 
 @pytest.mark.trains_default
-def test_the_board_finds_the_challenges_of_a_tree_that_verify(copy, fashion_root, tmp_path):
+def test_the_board_finds_the_challenges_of_a_tree_that_verify(copy, on_fashion_subset, tmp_path):
     tree = tmp_path / "entries"
     (tree / "Fashion-MNIST" / "challenges").mkdir(parents=True)
     copy.rename(tree / "Fashion-MNIST" / "challenges" / "c")
-    (record,) = challenge_board.verified(tree, fashion_root)
+    (record,) = challenge_board.verified(tree, on_fashion_subset)
     written = json.loads((tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").read_text())
     assert {key: written[key] for key in record} == record and record["candidate"] == "fmnist-fast-pytorch"
     (tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").write_text(json.dumps({**record, "ratio": 9.0}))
-    assert challenge_board.verified(tree, fashion_root) == []
+    assert challenge_board.verified(tree, on_fashion_subset) == []
