@@ -855,11 +855,12 @@ def _eval_bound_check(events: list[dict], task: Task, world_size: object = 1, of
             raise Disagreement(f"epoch {n}: eval_passes {_shown(m.get('eval_passes'))} is not the {task.name} task's "
                                f"{task.eval_passes:g}")
         fresh = m.get("fresh_predictor") is True
-        expected = eval_bound.EvalBound.of(train_s=train_s, eval_examples=examples,
+        charged, starts = task.kind.eval_charge(task, examples)     # the kind's, never the log's
+        expected = eval_bound.EvalBound.of(train_s=train_s, eval_examples=charged,
                                            train_examples=train_examples, rank_train_s=spans,
-                                           start_s=init_s if fresh or i == 0 else None, passes=passes)
+                                           start_s=init_s if fresh or i == 0 else None, passes=passes, starts=starts)
         # each span is logged to the millisecond, and the formula multiplies their sum by E/N: allow that rounding
-        rounding = 0.01 + passes * examples * len(spans) / max(train_examples, 1) * 5e-4
+        rounding = 0.01 + passes * charged * len(spans) / max(train_examples, 1) * 5e-4
         if abs(expected.seconds - bound) > rounding:
             raise Disagreement(f"epoch {n}: the logged eval bound {bound:.3f} s is not the formula's "
                                f"{expected.seconds:.3f} s = {expected.formula} (the task's training set, never "
