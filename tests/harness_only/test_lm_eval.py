@@ -46,7 +46,10 @@ def test_the_first_pass_keeps_each_next_token_and_the_drawn_distributions():
     (lambda x: None, "returned nothing"),
     (lambda x: honest(x) + 0.5, "predict() gave probabilities that sum to 1.64872, not 1 within 0.001, at window 0, "
                                 "position 0"),
-    (lambda x: np.where(np.arange(4)[None, :, None] == 3, np.nan, honest(x)), "not finite at window 0, position 3"),
+    (lambda x: np.where(np.arange(4)[None, :, None] == 3, np.nan, honest(x)), "not a number at window 0, position 3"),
+    # all the probability on a token that is not the next one: the next one's is 0, an infinite loss
+    (lambda x: np.where(np.arange(8) == (np.roll(x, -1, axis=1)[:, :, None] + 1) % 8, 0.0, -np.inf),
+     "predict() gave the next token probability 0 (log-probability -inf) at window 0, position "),
 ])
 def test_the_first_pass_refuses_what_is_not_a_distribution_in_one_line(reply, said):
     w = lm_eval.Windows.of(stream(11), 4)
