@@ -82,3 +82,27 @@ def check(draw: Draw, windows: Windows, first: np.ndarray, reply: object, settin
             "max_logprob_difference": round(float(differences.max()) if count else 0.0, 9),
             "sum_tolerance": settings.sum_tolerance, "agree_tolerance": settings.agree_tolerance}
 
+
+
+def logged_problem(record: object, settings: LMSettings, scored: int, windows_sha256: str | None = None) -> str | None:
+    """What is wrong with an eval's logged `lm` record (eval_stop's), held to the task's numbers, never the
+    log's: the windows (their shape, and their sha256 where the stream is at hand), the positions audited
+    and the audit's figures within the task's tolerances; None when nothing is. For `verify`."""
+    if not isinstance(record, dict) or not isinstance(record.get("audit"), dict):
+        return "no look-ahead audit logged (eval_stop's lm.audit)"
+    audit, window = record["audit"], settings.window
+    count = max(-(-scored // window), 1)
+    if record.get("windows") != [count, window]:
+        return f"windows {record.get('windows')!r}, not the task's [{count}, {window}]"
+    if windows_sha256 is not None and record.get("windows_sha256") != windows_sha256:
+        return "the windows' sha256 is not that of the eval stream cut as the task says"
+    positions = audit.get("positions")
+    if (not isinstance(positions, list) or len(positions) != min(settings.audit_positions, scored)
+            or not all(isinstance(p, int) and 0 <= p < scored for p in positions)):
+        return f"the audit logs {len(positions) if isinstance(positions, list) else 'no'} positions, not the task's " \
+               f"{min(settings.audit_positions, scored)} scored ones"
+    for key, bound in (("max_sum_error", settings.sum_tolerance), ("max_logprob_difference", settings.agree_tolerance)):
+        value = audit.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= bound:
+            return f"the audit's {key} {value!r} is not within the task's {bound:g}"
+    return None

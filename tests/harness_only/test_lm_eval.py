@@ -143,3 +143,18 @@ def test_the_audit_refuses_an_unnormalized_fresh_answer():
 def test_a_task_s_lm_table_is_checked_in_one_line(table, said):
     with pytest.raises(lm_eval.LMRefused, match=said.replace("[", r"\[").replace("]", r"\]")):
         lm_eval.LMSettings.of("toy", table)
+
+
+def test_verify_holds_a_logged_audit_to_the_task_s_numbers():
+    s = stream(41)
+    w = lm_eval.Windows.of(s, 4)
+    logged = {"windows": [10, 4], "windows_sha256": w.sha256, "audit": audited(honest)}
+    assert lm_audit.logged_problem(logged, SETTINGS, 40, w.sha256) is None
+    forged = [({**logged, "windows": [5, 8]}, "windows [5, 8], not the task's [10, 4]"),
+              ({**logged, "windows_sha256": "0" * 64}, "the windows' sha256 is not that of the eval stream"),
+              ({**logged, "audit": {**logged["audit"], "positions": [1]}}, "logs 1 positions, not the task's 5"),
+              ({**logged, "audit": {**logged["audit"], "max_logprob_difference": 0.5}},
+               "max_logprob_difference 0.5 is not within the task's 0.01"),
+              ({"windows": [10, 4]}, "no look-ahead audit logged")]
+    for record, said in forged:
+        assert said in lm_audit.logged_problem(record, SETTINGS, 40, w.sha256)
