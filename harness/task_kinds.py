@@ -71,6 +71,7 @@ class TaskKind:
     score_names: ClassVar[tuple[str, ...]]    # every key score() may return
     lower_is_better: ClassVar[bool] = False
     exportable: ClassVar[bool] = True         # an ONNX export gives its predictions (scores out)
+    infers: ClassVar[bool] = True             # `dawnbench infer` times it an example at a time
     stored_as: ClassVar[str]                  # how a run keeps its predictions: a codec of harness.stored_predictions
     settings_table: ClassVar[str | None] = None   # the kind's own table of a task's row ([tasks.<name>.<table>])
 
@@ -240,6 +241,7 @@ class LanguageModel(TaskKind):
     score_names = ("bpb", "ce")
     lower_is_better = True
     exportable = False
+    infers = False
     stored_as = "logprobs"
     settings_table = "lm"
 

@@ -148,3 +148,14 @@ def test_a_predictor_that_keeps_state_for_the_audit_is_caught(lm_world):
     proc, result, _ = run_lm(lm_world, "stateful", STATEFUL)
     reason = dnc_reason(proc, result)
     assert reason.startswith("the look-ahead audit: at window ") and "\n" not in reason, reason
+
+
+def test_infer_refuses_a_language_model_task_in_one_line(lm_world, tmp_path):
+    references, data, _, env = lm_world
+    write_lm_reference(references, "infer-me")
+    proc = subprocess.run([sys.executable, "-m", "harness", "infer", "infer-me", "--references", str(references),
+                           "--model", str(tmp_path), "--data", str(data), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "kjv-bytes's kind (lm) has no per-example inference yet" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
