@@ -420,14 +420,12 @@ class _Run:
         _, self.predictor_seen = self._start_worker("predict", timeout=left())
         self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{_snapshot_name(epoch)}", timeout=left())
 
-    def _retire_predictor(self) -> float:
-        """The predictor frozen (nothing of it runs outside its eval span) and killed with its scratch;
-        returns its CPU seconds."""
+    def _retire_predictor(self) -> None:
+        """The predictor frozen (nothing of it runs outside its eval span), its CPU seconds counted, and
+        killed with its scratch."""
         self.predictor.freeze()
-        cpu_s = self.predictor.cpu_seconds()
-        self.predictors_cpu += cpu_s
+        self.predictors_cpu += self.predictor.cpu_seconds()
         self._end_predictor()
-        return cpu_s
 
     def _lm_passes(self, epoch: int, left) -> tuple:
         """A language model's eval (harness.lm_eval, harness.lm_audit): the audit's positions drawn, the
