@@ -50,6 +50,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     the sandboxed predictor; "onnxruntime" and "openvino" run the network the predictor exports, in
     a harness process of their own (harness.inference_engines), at `precision`, on `threads` threads."""
     task = spec.task
+    if not task.kind.infers:
+        raise UsageError(f"{task.name}'s kind ({task.kind.name}) has no per-example inference yet (issue 50): `infer` "
+                         f"times one example at a time; its entries are training runs")
     inference_engines.check_options(runtime, precision, threads, spec.framework)
     if runtime in inference_engines.EXPORTED and not task.kind.exportable:
         raise UsageError(f"--runtime {runtime} runs classifiers (scores out); {task.name}'s answers are text: "

@@ -236,6 +236,8 @@ def count_train_examples(name: str, data_root: str | os.PathLike | None = None) 
                     data = json.load(fh)["data"]
                 count += sum(len(p["qas"]) for article in data for p in article["paragraphs"])
             return count
+        if file_format == "utf8-text":      # issue 50 (i50-lm): a token is a byte (a format class's)
+            return sum((directory / f).stat().st_size for f in _names(train))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DatasetError(f"{name}: its training examples cannot be counted: {exc}") from None
     raise DatasetError(f"datasets.toml entry [{name}] has no training split the harness can count ({file_format!r})")

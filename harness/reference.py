@@ -130,7 +130,14 @@ class Reference(abc.ABC):
     @abc.abstractmethod
     def predict(self) -> Any:
         """Predictions for every eval example in the task's canonical order: class scores
-        (N, C), ranked class ids (N, k), or {question id: answer text}. Off the clock."""
+        (N, C), ranked class ids (N, k), or {question id: answer text}. Off the clock.
+
+        A language-model task (kind `lm`) calls `predict(inputs)` instead, several times: `inputs` is an
+        int64 array [N, T] of token ids, windows of the validation stream the harness cut (the predictor's
+        view holds no file of the task), and the answer is float32 log-probabilities [N, T, V], row i,
+        position t the log-distribution of the token that follows inputs[i, :t+1]: causal, normalized
+        (a log_softmax), and the same whatever the batch and the tokens after t, for a fresh predictor
+        asks again at positions the harness draws (docs/RULES.md, "Language-model tasks")."""
 
     @abc.abstractmethod
     def save(self, path: Path) -> None:
