@@ -129,6 +129,26 @@ def test_a_reproduction_record_without_a_measured_time_is_not_ranked_by_the_judg
         assert row["reproduction"].startswith("not tried: reproduction.json holds no time the reproduction measured")
 
 
+def test_a_reproduction_in_the_references_image_is_not_the_judges_measurement(tmp_path, capsys):
+    """`reproduce` chose docker by default wherever an engine answered, and in the reference's image the judge
+    is the image's: `/opt/harness` and its interpreter sit in layers the entry's own Dockerfile builds, which
+    could halve its clock there, and the verified tier ranked that time. Now a reproduction runs natively (this
+    checkout's judge) unless asked, and one run in the image ranks apart, saying so."""
+    from dawnbench import entry_status, reproduce
+    tree = tmp_path / "entries"
+    entry = submitted(tree, make_run(tmp_path / "run"), "Imaged")
+    capsys.readouterr()
+    record = write_reproduction(entries.run_folder(entry), tta_factors=(1.0, 1.01, 0.99))
+    assert record["verdict"] == "reproduced"
+    in_image = [{**r, "environment": {**r["environment"], "runtime": "docker"}} for r in record["reproduced"]]
+    (entries.run_folder(entry) / "reproduction.json").write_text(json.dumps({**record, "reproduced": in_image}))
+    cifar = board(tree, capsys)["tasks"]["CIFAR10"]
+    assert cifar["train_time"] == []
+    (row,) = cifar["train_submitted"]
+    assert row["reproduction"] == f"not tried: {entry_status.IMAGE_JUDGE}" and row["time_basis"] == "claimed"
+    assert reproduce.choose_runtime(None)[0] == reproduce.choose_runtime("native")[0] == "native"
+
+
 # ---------------------------------------------------------------- attack 11: an entry with no run folder
 
 def test_a_hand_typed_v1_entry_for_a_new_task_ranks_nowhere(tmp_path, capsys):
