@@ -288,11 +288,9 @@ def _reading(run_dir: Path, root: Path) -> tuple[str, Judged | None]:
         return (f"{NOT_TRIED}: {_line(reason)}" if isinstance(reason, str) and reason else NOT_TRIED), None
     if record["verdict"] in (ACCURACY_ONLY, OLD_ACCURACY_ONLY):
         return ACCURACY_ONLY, None
-    runs = record.get("reproduced")
-    if isinstance(runs, list) and any(isinstance(r, dict) and isinstance(r.get("environment"), dict)
-                                      and r["environment"].get("runtime") == "docker" for r in runs):
+    if record.get("runtime") == "docker":       # what `reproduce` ran its runs in (not the original run's)
         return f"{NOT_TRIED}: {IMAGE_JUDGE}", None
-    judged = _measured(runs)
+    judged = _measured(record.get("reproduced"))
     if judged is None:
         return f"{NOT_TRIED}: {REPRODUCTION_RECORD} holds no time the reproduction measured (reproduce it again)", None
     return REPRODUCED, judged

@@ -141,7 +141,8 @@ def test_a_reproduction_in_the_references_image_is_not_the_judges_measurement(tm
     record = write_reproduction(entries.run_folder(entry), tta_factors=(1.0, 1.01, 0.99))
     assert record["verdict"] == "reproduced"
     in_image = [{**r, "environment": {**r["environment"], "runtime": "docker"}} for r in record["reproduced"]]
-    (entries.run_folder(entry) / "reproduction.json").write_text(json.dumps({**record, "reproduced": in_image}))
+    (entries.run_folder(entry) / "reproduction.json").write_text(json.dumps({**record, "runtime": "docker",
+                                                                            "reproduced": in_image}))
     cifar = board(tree, capsys)["tasks"]["CIFAR10"]
     assert cifar["train_time"] == []
     (row,) = cifar["train_submitted"]
