@@ -223,6 +223,9 @@ ACCURACY_ONLY = "accuracy reproduced, time not compared (other hardware)"
 OLD_ACCURACY_ONLY = "reproduced: accuracy only"     # the same verdict, as records written before said it
 NOT_REPRODUCED = "not reproduced"
 NOT_TRIED = "not tried"
+# A reproduction run in the reference's image: its judge is the image's, which the entry's Dockerfile builds
+IMAGE_JUDGE = ("reproduced in the reference's image, where the judge is the image's (docs/RULES.md, \"The judge in "
+               "an image\"): reproduce it with --runtime native")
 VERDICTS = (REPRODUCED, ACCURACY_ONLY, OLD_ACCURACY_ONLY, NOT_REPRODUCED, NOT_TRIED)
 
 
@@ -285,6 +288,8 @@ def _reading(run_dir: Path, root: Path) -> tuple[str, Judged | None]:
         return (f"{NOT_TRIED}: {_line(reason)}" if isinstance(reason, str) and reason else NOT_TRIED), None
     if record["verdict"] in (ACCURACY_ONLY, OLD_ACCURACY_ONLY):
         return ACCURACY_ONLY, None
+    if record.get("runtime") == "docker":       # what `reproduce` ran its runs in (not the original run's)
+        return f"{NOT_TRIED}: {IMAGE_JUDGE}", None
     judged = _measured(record.get("reproduced"))
     if judged is None:
         return f"{NOT_TRIED}: {REPRODUCTION_RECORD} holds no time the reproduction measured (reproduce it again)", None

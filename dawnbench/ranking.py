@@ -171,6 +171,18 @@ def tier(entry: Entry, status: str, judged: Judged | None, archived: frozenset[t
     return VERIFIED_TIER        # an inference record's latency is the harness's; its model's provenance says more
 
 
+def ranked_time(entry: Entry, status: str, judged: Judged | None) -> tuple[float, str] | None:
+    """The training hours `entry` ranks by and whose they are: the judge's median ("judge") where the
+    verified tier ranks it, else the entry's claim ("claimed"); None where its log never reaches the
+    threshold. What the board's pages and plots show beside the tables."""
+    row = entries.training_row(entry)
+    if row is None:
+        return None
+    if judged is not None and tier(entry, status, judged, frozenset()) == VERIFIED_TIER:
+        return judged.seconds / 3600, "judge"
+    return row["hours"], "claimed"
+
+
 def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = None,
               reproduction: dict[str, str] | None = None,
               models: dict[str, str] | None = None, judged: dict[str, Judged] | None = None,

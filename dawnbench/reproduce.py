@@ -245,19 +245,19 @@ CHANGES = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed"}
 
 # ---------------------------------------------------------------- running it again
 
-def choose_runtime(asked: str | None, name: str, references: Path | None = None) -> tuple[str, str]:
-    """(runtime, the line that says which and why): by default docker where `make run` would choose
-    it for reference `name` (an engine that has, or can pull, its image's base)."""
+def choose_runtime(asked: str | None) -> tuple[str, str]:
+    """(runtime, the line that says which and why): native unless asked, because there the judge is this
+    checkout's, in the tools environment. In docker the judge runs inside the reference's image, whose
+    layers the entry's own Dockerfile builds and may rewrite (docs/RULES.md, "The judge in an image"): such
+    a reproduction is recorded, and never ranks as the judge's measurement (dawnbench.entry_status)."""
     from dawnbench import containers
-    if asked == "native":
-        return "native", "runtime: native (--runtime native)"
     if asked == "docker":
         containers.engine()         # no engine: its one line, before anything runs
-        return "docker", "runtime: docker, in the reference's pinned image (--runtime docker)"
-    why = containers.docker_or_why(name, references=references)
-    if why is None:
-        return "docker", "runtime: docker, in the reference's pinned image (an engine answers; --runtime native to run here)"
-    return "native", f"runtime: native ({why}; --runtime docker to insist)"
+        return "docker", ("runtime: docker, in the reference's pinned image (--runtime docker): the judge there is the "
+                          "image's, so this reproduction is recorded but not ranked as the judge's measurement")
+    return "native", ("runtime: native (--runtime native)" if asked == "native" else
+                      "runtime: native: the judge is this checkout's (--runtime docker runs it in the reference's "
+                      "image, unranked)")
 
 
 def overrides(result: dict, code: Code) -> list[str]:
@@ -635,7 +635,7 @@ def _run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="dawnbench-reproduce-") as workdir:
         code = find_code(original.result, args.references, Path(workdir))
         overrides(original.result, code)             # a hyperparameter that cannot be given: before any run
-        runtime, said = choose_runtime(asked_runtime, original.result["reference"], code.references)
+        runtime, said = choose_runtime(asked_runtime)
         runtime, said = ranks_here(original, runtime, said, asked_runtime)
         _say(f"code: {code.source}")
         for line in code.outside:       # one line a file: the run's commit changes the judge, which does not run here

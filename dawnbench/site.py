@@ -497,10 +497,8 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
             claimed = (f"{entries.hms(row['hours'])} ({row['hours']:.4g} hours"
                        + (f", epoch {epoch:g}" if epoch is not None else "") + ")")
             # the verified tier ranks the judge's measurement (dawnbench.ranking.tier); any other, the claim
-            by_judge = judged is not None and ranking.tier(entry, verification or "", judged, frozenset()) == \
-                ranking.VERIFIED_TIER
-            hours = judged.seconds / 3600 if by_judge else row["hours"]
-            if by_judge:
+            hours, basis = ranking.ranked_time(entry, verification or "", judged)
+            if basis == "judge":
                 rows.append(("Time to threshold", f"{entries.hms(hours)} ({hours:.4g} hours): the judge's, the median "
                                                   f"of {judged.runs} reproduction run{'s' * (judged.runs != 1)} on "
                                                   f"{judged.hardware}"))
@@ -677,8 +675,11 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
         for asset in ASSETS:
             w.text(asset, templates().loader.get_source(templates(), asset)[0])
 
-        numbers = analyze.cost_vs_time_numbers(       # the prices the tables rank by, not the entries' own
-            loaded, lambda e: ranking.price_of(e, verification.get(str(e.path), ""))[0])
+        # the prices and times the tables rank by, not the entries' own: the verified tier's time is the
+        # judge's measurement, the claim drawn beside it
+        numbers = analyze.cost_vs_time_numbers(
+            loaded, lambda e: ranking.price_of(e, verification.get(str(e.path), ""))[0],
+            lambda e: ranking.ranked_time(e, verification.get(str(e.path), ""), judged.get(str(e.path))))
         plots = {}
         for task in numbers["tasks"]:
             plots[task] = f"{task}/cost-vs-time.png"

@@ -243,5 +243,24 @@ def count_train_examples(name: str, data_root: str | os.PathLike | None = None) 
     raise DatasetError(f"datasets.toml entry [{name}] has no training split the harness can count ({file_format!r})")
 
 
+IMAGE_SUFFIXES = (".jpeg", ".jpg")     # the prepared ImageNet's val images (common.imagenet_files), compared lower-case
+
+
+def eval_image_files(name: str, data_root) -> list[Path] | None:
+    """The eval set as image files, one per example in the canonical order (sorted names), where the
+    dataset stores its eval examples so (the `imagenet-folders` format: ImageNet, ImageNetV2); None for
+    a dataset whose eval examples are records inside files, or whose eval folder is not there."""
+    entry = manifest(name)
+    if entry.get("format") != "imagenet-folders":
+        return None
+    folder = files_dir(name, data_root) / entry["splits"]["test"]["dir"]
+    try:
+        with os.scandir(folder) as found:
+            names = sorted(e.name for e in found if e.name.lower().endswith(IMAGE_SUFFIXES) and e.is_file())
+    except OSError:
+        return None
+    return [folder / n for n in names] or None
+
+
 def _names(split) -> list[str]:
     return [split] if isinstance(split, str) else list(split)
