@@ -100,6 +100,15 @@ def keep(argv: list[str], env: dict | None = None, cwd: Path | None = None,
     return keeper, int(keeper.stdout.readline())
 
 
+def left_after(keeper: subprocess.Popen, seconds: float = 2.0) -> list[str]:
+    """What still runs under the keeper (describe's words), looked at every 20 ms until nothing does or `seconds`
+    have passed from now: [] when every process of the run is gone."""
+    deadline = time.monotonic() + seconds
+    while (left := describe(descendants(keeper.pid))) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
 def release(keeper: subprocess.Popen) -> None:
     """Kill whatever is left under the keeper, and end it."""
     for pid in descendants(keeper.pid):

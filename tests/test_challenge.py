@@ -347,9 +347,7 @@ def test_a_sigterm_to_a_challenge_stops_its_run_keeps_what_it_has_and_leaves_no_
         os.kill(pid, signal.SIGTERM)
         assert wait_for(lambda: killed_run._state(pid) is None, 120), "the challenge did not end within 120 s"
         status = int(keeper.stdout.readline())
-        stopped = time.monotonic()
-        while (left := killed_run.describe(killed_run.descendants(keeper.pid))) and time.monotonic() < stopped + 2:
-            time.sleep(0.02)
+        left = killed_run.left_after(keeper, 2)
         assert left == [], f"2 s after the challenge ended, still running: {left}"
     finally:
         killed_run.release(keeper)
