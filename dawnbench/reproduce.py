@@ -702,9 +702,10 @@ def build_parser(p: Parser | None = None) -> Parser:
     p = p if p is not None else Parser(prog=PROG)
     p.description = ("Run an entry again from its run's provenance and compare: converged or not, the epoch, "
                      "the metric at each epoch, time-to-accuracy.")
-    p.add_argument("target", type=file_or_folder("", "give a run folder (results/<reference>/<run id>/) or a "
-                                                       "training entry JSON"), metavar="RUN_OR_ENTRY",
-                   help="a run folder (results/<reference>/<run id>/) or a training entry JSON with its <stem>.run/")
+    p.add_argument("target", type=file_or_folder("", "give a run folder (results/<reference>/<run id>/), a series "
+                                                       "folder or a training entry JSON"), metavar="RUN_SERIES_OR_ENTRY",
+                   help="a run folder (results/<reference>/<run id>/), a series folder (run --runs N), or a training "
+                        "entry JSON with its <stem>.run/ (and <stem>.series/)")
     p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=None, metavar="N",
                    help="a run: run it N times with the run's seed, time compared by the median (default 1); a "
                         "series: run its first N seeds once each (default all)")
