@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cheats import write_reference
 from conftest import PYTHON, REPO, cli_env
+from polling import wait_for
 from scipy import stats
 
-from dawnbench import challenge, challenge_board, challenge_record, interleave, launcher, site
+from bench import killed_run
+from dawnbench import challenge, challenge_board, challenge_record, interleave, launcher, site, stoppable
 from dawnbench.cli import main
 from harness import datasets
 from harness.tasks import TASKS
@@ -273,3 +279,106 @@ def test_the_board_finds_the_challenges_of_a_tree_that_verify(copy, on_fashion_s
     assert {key: written[key] for key in record} == record and record["candidate"] == "fmnist-fast-pytorch"
     (tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").write_text(json.dumps({**record, "ratio": 9.0}))
     assert challenge_board.verified(tree, on_fashion_subset) == []
+
+
+# ---------------------------------------------------------------- stopped by a signal
+
+# The adversarial tests' numpy base (tests/cheats.py: one quick epoch past 0.5), whose run of seed 1 trains for
+# ten minutes: pair 1's, under way when the challenge gets its signal.
+SLOW_SECOND_PAIR = '''
+import sys, time
+
+class Cheat(Base):
+    def train_epoch(self, epoch):
+        if self.ctx.seed >= 1:
+            print("DAWNBENCH-PAIR-1-TRAINING", file=sys.stderr, flush=True)
+            time.sleep(600)
+        return super().train_epoch(epoch)
+'''
+
+
+STOPPED_RUN = """
+import signal, subprocess, sys, time
+got = []
+signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+kid = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                                              "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+print(kid.pid, flush=True)
+while not got:
+    time.sleep(0.01)
+time.sleep(0.5)                 # a second signal passed on would land here
+print("stopped by", got, flush=True)
+"""
+
+
+def test_a_sigint_reaches_the_run_once_and_its_group_is_swept():
+    """dawnbench.stoppable, the tools' side (challenge, compare, reproduce), with SIGINT: the tool's first signal
+    is Stopped, a second is ignored; the run (in its own process group) gets it once and its last line is kept;
+    what it left in its group (a process that ignores both signals) is killed."""
+    with stoppable.signals_stop():
+        proc = stoppable.popen([PYTHON, "-c", STOPPED_RUN], stdout=subprocess.PIPE, text=True)
+        left = int(proc.stdout.readline())
+        assert os.getpgid(proc.pid) == proc.pid != os.getpgid(0) and os.getpgid(left) == proc.pid
+        with pytest.raises(stoppable.Stopped) as stopped:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+        os.kill(os.getpid(), signal.SIGINT)          # a second: ignored, here and by the run
+        kept = []
+        status = stoppable.stop(proc, stoppable.signum_of(stopped.value), kept.append)
+    assert stopped.value.signum == signal.SIGINT and status == 0 and kept == [f"stopped by [{int(signal.SIGINT)}]\n"]
+    assert wait_for(lambda: killed_run._state(left) in (None, "Z"), 5), killed_run.describe([left])
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler      # the tool's own handlers are back
+
+
+def test_a_sigterm_to_a_challenge_stops_its_run_keeps_what_it_has_and_leaves_no_process(tmp_path, fashion_root, capsys):
+    """Issue 48: a SIGTERM to `dawnbench challenge` (a job scheduler's, `kill`) killed it at once and left the run
+    under way training, with nobody to read it. Now it stops that run (its DNC kept), writes challenge.json of the
+    pairs that finished, marked interrupted (it verifies, and is no verdict), says so in one line and exits 143;
+    2 s later no process it started is left (the keeper, a child subreaper: bench/killed_run.py)."""
+    references = tmp_path / "references"
+    for name in ("sig-fast", "sig-slow"):
+        write_reference(references, name, SLOW_SECOND_PAIR)
+    out, log = tmp_path / "c", tmp_path / "stderr"
+    with open(log, "w") as stderr:
+        keeper, pid = killed_run.keep([PYTHON, "-m", "dawnbench.cli", "challenge", "sig-fast", "--against", "sig-slow",
+                                       "--pairs", "2", "--threshold", "0.5", "--max-epochs", "1", "--references",
+                                       str(references), "--data", str(fashion_root), "--out", str(out)],
+                                      env=cli_env(), cwd=REPO, stderr=stderr)
+    try:
+        second = out / "runs" / "incumbent" / "incumbent-pair1-seed1.log"     # pair 1 runs the incumbent first
+        assert wait_for(lambda: second.is_file() and "DAWNBENCH-PAIR-1-TRAINING" in second.read_text(), 300), \
+            log.read_text()[-3000:]
+        os.kill(pid, signal.SIGTERM)
+        assert wait_for(lambda: killed_run._state(pid) is None, 120), "the challenge did not end within 120 s"
+        status = int(keeper.stdout.readline())
+        left = killed_run.left_after(keeper, 2)
+        assert left == [], f"2 s after the challenge ended, still running: {left}"
+    finally:
+        killed_run.release(keeper)
+    said = log.read_text()
+    assert status == 128 + signal.SIGTERM and "Traceback" not in said, said[-3000:]
+    line = [x for x in said.splitlines() if x.startswith("dawnbench challenge: error: ")]
+    assert len(line) == 1 and line[0] == (
+        f"dawnbench challenge: error: interrupted (SIGTERM): the run under way was stopped (its DNC kept); "
+        f"{out / 'challenge.json'} covers the 1 finished pair of 2, marked interrupted (no verdict; "
+        f"`dawnbench verify {out}` checks it), and every run folder is kept in {out / 'runs'}"), said[-3000:]
+    record = json.loads((out / "challenge.json").read_text())
+    cut = "runs/incumbent/sig-slow/incumbent-pair1-seed1"
+    assert record["pairs"] == 1 and record["candidate_faster"] is False
+    assert record["interrupted"] == {"signal": "SIGTERM", "pairs_requested": 2, "cut_short": [cut]}
+    assert record["line"].startswith("interrupted (SIGTERM) after 1 of 2 pairs: no verdict")
+    stopped_run = json.loads((out / cut / "result.json").read_text())
+    assert stopped_run["status"] == "DNC" and "SIGTERM" in stopped_run["dnc_reason"], stopped_run["dnc_reason"]
+    capsys.readouterr()
+    assert main(["verify", str(out), "--data", str(fashion_root)]) == 0, capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert "1 run of pair 1 cut short, kept and not counted" in lines[0], lines
+    # the cut run is never counted: as a run of a third pair, or with the mark taken out, it does not verify
+    record["interrupted"]["pairs_requested"] = 1
+    (out / "challenge.json").write_text(json.dumps(record))
+    assert main(["verify", str(out), "--data", str(fashion_root)]) == 1
+    assert "interrupted is " in capsys.readouterr().out
+    del record["interrupted"]
+    (out / "challenge.json").write_text(json.dumps(record))
+    assert main(["verify", str(out), "--data", str(fashion_root)]) == 1
+    assert f"{cut} is beyond the challenge's 1 pairs" in capsys.readouterr().out
