@@ -66,6 +66,13 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         # before the work, and never over another inference's files (nothing already written is lost)
         raise UsageError(f"--out {shown(out_dir, 300)} already holds an inference (inference.json): give a new "
                          f"folder, or move that one away first")
+    if out_dir is not None:
+        # made before the work, as a run's folder is: that is the check that it can be written (the probe of
+        # issue 47 found a read-only --out refused only after every example was timed)
+        try:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise safe_write.WriteError(out_dir, e, "--out") from None
     if not model_path.exists():
         raise FileNotFoundError(f"model {model_path} not found; a converged `{command('run')}` leaves "
                                 f"one in results/<reference>/<run id>/model")
