@@ -24,8 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-# A child subreaper that starts argv[1:], prints its pid, reaps whatever comes to it, and ends when
-# its stdin closes. The harness's stderr ends where the harness's does.
+# A child subreaper that starts argv[1:], prints its pid (and, once it ends, its exit status on a second
+# line), reaps whatever comes to it, and ends when its stdin closes. The harness's stderr ends where the
+# harness's does.
 KEEPER = r'''
 import ctypes, os, subprocess, sys, threading
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)          # PR_SET_CHILD_SUBREAPER
@@ -35,7 +36,9 @@ os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
 def reap():
     while True:
         try:
-            os.wait()
+            pid, status = os.wait()
+            if pid == harness.pid:
+                print(os.waitstatus_to_exitcode(status), flush=True)
         except ChildProcessError:
             threading.Event().wait(0.02)
 threading.Thread(target=reap, daemon=True).start()
@@ -95,6 +98,15 @@ def keep(argv: list[str], env: dict | None = None, cwd: Path | None = None,
     keeper = subprocess.Popen([sys.executable, "-c", KEEPER, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=stderr, text=True, env=env, cwd=cwd)
     return keeper, int(keeper.stdout.readline())
+
+
+def left_after(keeper: subprocess.Popen, seconds: float = 2.0) -> list[str]:
+    """What still runs under the keeper (describe's words), looked at every 20 ms until nothing does or `seconds`
+    have passed from now: [] when every process of the run is gone."""
+    deadline = time.monotonic() + seconds
+    while (left := describe(descendants(keeper.pid))) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
 
 
 def release(keeper: subprocess.Popen) -> None:

@@ -106,10 +106,23 @@ class KerasReference(Reference):
         return tf.TensorSpec(self.eval_x.shape[1:], self.eval_x.dtype)
 
     def example_from_wire(self, example):
-        """A timed request's example (an array): the traced function takes it as it is."""
+        """A timed request's example (an array): the traced function takes it as it is. An image file's
+        bytes (ImageNet's timed requests carry the file, harness.inference): decoded here, inside the
+        timed call, by the reference's `decode_image_file`, traced once."""
+        if isinstance(example, bytes):
+            return self._decode_file(tf.constant(example))
         if isinstance(example, np.ndarray) and not hasattr(self, "_wire_spec"):
             self._wire_spec = tf.TensorSpec(example.shape, tf.as_dtype(example.dtype))
         return example
+
+    def decode_image_file(self, data: tf.Tensor) -> tf.Tensor:
+        """One image file's bytes (a scalar string) -> the eval example `infer` takes, prepared as the
+        predictor prepares it. The ImageNet references define it."""
+        raise UsageError(f"{type(self).__name__} has no decode_image_file(): its timed requests carry image files")
+
+    @functools.cached_property
+    def _decode_file(self):
+        return tf.function(self.decode_image_file, autograph=False, input_signature=[tf.TensorSpec((), tf.string)])
 
     @functools.cached_property
     def _batch_scores(self):

@@ -269,32 +269,41 @@ def _team_and_model(entry: Entry) -> tuple[str, str]:
     return tuple(re.sub(r"[^a-z0-9]", "", entries.text(entry.fields.get(key)).lower()) for key in ("author", "model"))
 
 
-def cost_vs_time_numbers(loaded: list[Entry], price_of=None) -> dict:
+def cost_vs_time_numbers(loaded: list[Entry], price_of=None, time_of=None) -> dict:
     """Per task: training hours at the threshold vs training cost (DAWNBench figure 7), and training
     hours vs inference latency (figure 5) for a training and an inference entry of the same name or,
     where names differ (DAWNBench v1's ImageNet entries named the two apart), of the same team and
     model: that pair's fastest training and lowest latency. `price_of(entry)` gives the USD per hour
     to plot (the leaderboard's: the prices table's for a verified run); by default the entry's own
-    costPerHour. Where a plot has no point, `why` says why in one line."""
+    costPerHour. `time_of(entry)` gives the training hours to plot and whose they are, (hours,
+    "judge" | "claimed"), or None (the leaderboard's: the judge's median where the verified tier ranks
+    the entry, dawnbench.ranking.ranked_time); by default the entry's own claim. Every point keeps the
+    claim beside it (`claimed_hours`, `claimed_train_hours`). Where a plot has no point, `why` says why
+    in one line."""
     price_of = price_of or entries.cost_per_hour
+    time_of = time_of or _claimed_time
     tasks: dict[str, dict] = {}
     for task in TASKS.values():
         train = {e.name: e for e in loaded if e.task is task and e.kind == "train"}
         infer = {e.name: e for e in loaded if e.task is task and e.kind == "inference"}
         reached = {name: e for name, e in infer.items() if entries.reaches_threshold(e)
                    and entries.latency_ms(e) is not None}
-        hours = {name: h for name, e in train.items() if (h := entries.training_hours(e)) is not None}
+        timed = {name: t for name, e in train.items() if (t := time_of(e)) is not None}
+        hours = {name: h for name, (h, _) in timed.items()}
         cost_rows, pairs = [], []
         for name, e in sorted(train.items()):
             price = price_of(e)
             if name in hours and price is not None:
                 cost_rows.append({"entry": name, "model": entries.text(e.fields.get("model")),
                                   "hardware": entries.text(e.fields.get("hardware")),
-                                  "hours": hours[name], "costPerHour": price, "cost_usd": hours[name] * price})
+                                  "hours": hours[name], "time_basis": timed[name][1],
+                                  "claimed_hours": entries.training_hours(e),
+                                  "costPerHour": price, "cost_usd": hours[name] * price})
             if name in hours and name in reached:
                 pairs.append({"entry": name, "model": entries.text(e.fields.get("model")),
-                              "train_hours": hours[name], "latency_ms": entries.latency_ms(reached[name]),
-                              "paired_by": "name"})
+                              "train_hours": hours[name], "time_basis": timed[name][1],
+                              "claimed_train_hours": entries.training_hours(e),
+                              "latency_ms": entries.latency_ms(reached[name]), "paired_by": "name"})
         paired = {p["entry"] for p in pairs}
         groups: dict[tuple, tuple[list, list]] = {}
         for name in sorted(hours):
@@ -309,8 +318,9 @@ def cost_vs_time_numbers(loaded: list[Entry], price_of=None) -> dict:
                 quickest = min(inferred, key=lambda n: (entries.latency_ms(reached[n]), n))
                 pairs.append({"entry": fastest, "inference_entry": quickest,
                               "model": entries.text(train[fastest].fields.get("model")),
-                              "train_hours": hours[fastest], "latency_ms": entries.latency_ms(reached[quickest]),
-                              "paired_by": "team and model"})
+                              "train_hours": hours[fastest], "time_basis": timed[fastest][1],
+                              "claimed_train_hours": entries.training_hours(train[fastest]),
+                              "latency_ms": entries.latency_ms(reached[quickest]), "paired_by": "team and model"})
         if not (train or infer):
             continue
         why_cost = (None if cost_rows else
@@ -325,6 +335,11 @@ def cost_vs_time_numbers(loaded: list[Entry], price_of=None) -> dict:
         tasks[task.display_name] = {"cost_vs_time": cost_rows, "time_vs_latency": pairs,
                                     "why": {"cost_vs_time": why_cost, "time_vs_latency": why_pairs}}
     return {"analysis": "cost-vs-time", "tasks": tasks}
+
+
+def _claimed_time(entry: Entry) -> tuple[float, str] | None:
+    hours = entries.training_hours(entry)
+    return None if hours is None else (hours, "claimed")
 
 
 # ---------------------------------------------------------------- the plots
@@ -446,6 +461,7 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
     with plots.pyplot() as plt:
         fig, axes = plots.grid(plt, max(1, len(groups)), cols=2, width=5.2)
         for row, (task, data) in zip(axes, groups.items()):
+            explained: dict[str, object] = {}       # the row's marker kinds, explained once right of the row
             for ax, name, x, y, xlabel, ylabel, title in (
                     (row[0], "cost_vs_time", "hours", "cost_usd", "training time (hours)",
                      "training cost (USD)", "training cost vs time"),
@@ -464,18 +480,58 @@ def plot_cost_vs_time(numbers: dict, path: Path, tasks: list[str] | None = None)
                     ax.set_yticks([])
                     continue
                 xs, ys = [p[x] for p in points], [p[y] for p in points]
-                ax.scatter(xs, ys)
+                claims = _claims_beside(points, name)
+                judged = [p.get("time_basis") == "judge" for p in points]
+                if any(judged):
+                    # the judge's measurement (the verified tier's figure) apart from the claims that rank
+                    # apart, and each judged entry's own claim beside its point, joined to it
+                    for (cx, cy), p in claims:
+                        ax.plot([cx, p[x]], [cy, p[y]], color="0.6", linestyle=":", linewidth=1)
+                    if claims:
+                        ax.scatter([c[0] for c, _ in claims], [c[1] for c, _ in claims], marker="x", color="0.45",
+                                   label="the entry's claim (not ranked)")
+                    ax.scatter([v for v, j in zip(xs, judged) if j], [v for v, j in zip(ys, judged) if j],
+                               label="the judge's measurement (verified)")
+                    if not all(judged):
+                        ax.scatter([v for v, j in zip(xs, judged) if not j], [v for v, j in zip(ys, judged) if not j],
+                                   facecolors="none", edgecolors="C1", label="claimed (not reproduced)")
+                    for handle, label in zip(*ax.get_legend_handles_labels()):
+                        explained.setdefault(label, handle)
+                else:
+                    ax.scatter(xs, ys)
+                spread_x, spread_y = xs + [c[0] for c, _ in claims], ys + [c[1] for c, _ in claims]
                 # Log axes as in the paper, where the points span enough to need them.
-                if min(xs) > 0 and max(xs) / min(xs) > 20:
+                if min(spread_x) > 0 and max(spread_x) / min(spread_x) > 20:
                     ax.set_xscale("log")
-                if min(ys) > 0 and max(ys) / min(ys) > 20:
+                if min(spread_y) > 0 and max(spread_y) / min(spread_y) > 20:
                     ax.set_yscale("log")
                 plots.single_values_spread(ax)
                 if len(points) <= 12:
                     plots.label_inside(ax, [(plots.short(p["model"] or p["entry"]), p[x], p[y]) for p in points])
                 ax.grid(alpha=0.3, which="both")
+            if explained:
+                plots.legend_outside(row[1], list(explained.values()))
         fig.tight_layout()
         plots.save(fig, plt, path)
+
+
+def _claims_beside(points: list[dict], plot: str) -> list[tuple[tuple[float, float], dict]]:
+    """Where each point the judge measured would sit by its entry's claim ((x, y), point), for those
+    whose claim differs from the judge's time: at the claimed hours, and for the cost plot at the
+    claimed hours' cost."""
+    out = []
+    for p in points:
+        if p.get("time_basis") != "judge":
+            continue
+        if plot == "cost_vs_time":
+            claimed = p.get("claimed_hours")
+            if claimed is not None and claimed != p["hours"]:
+                out.append(((claimed, claimed * p["costPerHour"]), p))
+        else:
+            claimed = p.get("claimed_train_hours")
+            if claimed is not None and claimed != p["train_hours"]:
+                out.append(((claimed, p["latency_ms"]), p))
+    return out
 
 
 def plot_roofline(numbers: dict, path: Path) -> None:

@@ -14,6 +14,10 @@ load over the runs, and writes the challenge folder, which `dawnbench verify` re
 (dawnbench.challenge_record, docs/RULES.md "Challenges"):
 
     <out>/challenge.json, <out>/runs/<side>/<reference>/<side>-pair<k>-seed<s>/, <out>/runs/<side>/*.log
+
+A SIGTERM or SIGINT stops the run under way (dawnbench.stoppable: its process group, nothing of it left), keeps
+every folder, writes challenge.json of the pairs that finished marked `interrupted` (no verdict), says so in one
+line and exits 128 + the signal.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dawnbench import challenge_record, compare_native, containers, interleave, launcher, reproduce
+from dawnbench import challenge_record, compare_native, containers, interleave, launcher, reproduce, stoppable
 from dawnbench.challenge_record import CHALLENGE, SIDES
 from harness import datasets, paths, registry, safe_write
 from harness.arguments import (
@@ -40,16 +44,11 @@ from harness.arguments import (
     whole,
 )
 from harness.cli import THRESHOLD
-from harness.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError, command
+from harness.errors import EXIT_OK, UsageError, command
 
 PROG = command("challenge")
 RUNTIMES = ("native", "docker")
 DEFAULT_PAIRS = 5
-
-
-class Interrupted(UsageError):
-    """Ctrl-C or SIGTERM during the runs: one line, and the status of a process killed by SIGINT."""
-    exit_code = EXIT_INTERRUPTED
 
 
 @dataclass
@@ -171,6 +170,7 @@ def _runs(a, sides: dict[str, Side], data_root: Path, out: Path) -> list[interle
         _say(f"{label} ({side.name}), seed {seed}: {run_id}")
         if a.runtime == "docker":
             status = containers.run(side.name, options, image=runners[label], results=results, data_root=data_root)
+            stoppable.raise_if_stopped()        # it stopped its container on the signal, and returned
             return status, results / side.name / run_id, None
         log = results / f"{run_id}.log"
         status = compare_native.run(side.name, [*options, "--references", str(side.references), "--data",
@@ -216,20 +216,46 @@ def _run(a) -> int:
             _say(f"{side.label}: {side.source}")
         try:
             runs = _runs(a, sides, data_root, out)
-        except KeyboardInterrupt:       # the run under way got it too and wrote its DNC: every folder stays
-            raise Interrupted(f"interrupted: the runs so far are kept in {out}/runs; no {CHALLENGE} is written (a "
-                             f"challenge is every pair)") from None
-    record = challenge_record.figures({(r.round, r.side): r.result for r in runs}, a.pairs)
-    load = record["load"] = interleave.machine_load([r.load for r in runs])     # verify recomputes it too
-    record.update(runtime=a.runtime, seed=a.seed,
-                  given={label: paths.public(str(Path(side.given).resolve())) if Path(side.given).exists()
-                         else side.given for label, side in sides.items()})
-    safe_write.write_json(out / CHALLENGE, record, option="--out")
+        except interleave.Interrupted as e:     # the run under way was stopped and wrote its DNC: every folder stays
+            raise stoppable.Interrupted(_interrupted(a, sides, out, e), e.signum) from None
+    record = _write(a, sides, out, runs, a.pairs)
+    load = record["load"]
     for line in table(record, load):
         print(line)
     print(f"written: {out / CHALLENGE} and the {len(runs)} run folders under {out / 'runs'} "
           f"(`{command(f'verify {out}')}` recomputes it)")
     return EXIT_OK
+
+
+def _write(a, sides: dict[str, Side], out: Path, runs: list[interleave.Run], pairs: int,
+           interrupted: dict | None = None) -> dict:
+    """challenge.json of these runs (the first `pairs` pairs), written into `out`; the record."""
+    record = challenge_record.figures({(r.round, r.side): r.result for r in runs}, pairs, interrupted)
+    record["load"] = interleave.machine_load([r.load for r in runs])     # verify recomputes it too
+    record.update(runtime=a.runtime, seed=a.seed,
+                  given={label: paths.public(str(Path(side.given).resolve())) if Path(side.given).exists()
+                         else side.given for label, side in sides.items()})
+    safe_write.write_json(out / CHALLENGE, record, option="--out")
+    return record
+
+
+def _interrupted(a, sides: dict[str, Side], out: Path, stopped: interleave.Interrupted) -> str:
+    """What a challenge stopped by a signal keeps, in one line: every run folder stays, and challenge.json covers
+    the pairs that finished, marked `interrupted` (the pair cut short named, never counted; not a verdict, so
+    never shown on the board); with no pair finished, no challenge.json."""
+    finished = len(stopped.done) // 2           # the pairs run one after the other, both sides each
+    runs = [r for r in stopped.done if r.round < finished]
+    signal_name = stoppable.Stopped(stopped.signum).name
+    if finished == 0:
+        return (f"interrupted ({signal_name}): the run under way was stopped (its DNC kept); no pair finished, so no "
+                f"{CHALLENGE}: the runs so far are kept in {out / 'runs'}")
+    seed = a.seed + finished
+    cut = [path for label, side in sides.items()
+           if (out / (path := challenge_record.run_path(label, side.name, finished, seed))).is_dir()]
+    _write(a, sides, out, runs, finished, {"signal": signal_name, "pairs_requested": a.pairs, "cut_short": sorted(cut)})
+    return (f"interrupted ({signal_name}): the run under way was stopped (its DNC kept); {out / CHALLENGE} covers "
+            f"the {finished} finished pair{'s' * (finished != 1)} of {a.pairs}, marked interrupted (no verdict; "
+            f"`{command(f'verify {out}')}` checks it), and every run folder is kept in {out / 'runs'}")
 
 
 def _say(message: str) -> None:

@@ -104,9 +104,11 @@ def _time(result: dict | None) -> float | None:
     return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 else None
 
 
-def figures(runs: dict[tuple[int, str], dict], pairs: int) -> dict:
+def figures(runs: dict[tuple[int, str], dict], pairs: int, interrupted: dict | None = None) -> dict:
     """challenge.json's figures from the runs' result.json contents, by (pair, side): the sides, the order,
-    the paired statistics, each side's acceptance and the verdict with its line."""
+    the paired statistics, each side's acceptance and the verdict with its line. A challenge stopped by a signal
+    (`interrupted`: the signal, the pairs asked for, the runs of the pair cut short) has the figures of its
+    finished pairs and no verdict: a challenge is every pair, so `candidate_faster` is false and its line says so."""
     sides = {side: identity([runs[k, side] for k in range(pairs) if (k, side) in runs]) for side in SIDES}
     order = [{"pair": k, "side": side, "seed": (runs.get((k, side)) or {}).get("seed"),
               "run": run_path(side, str(sides[side]["reference"]), k, (runs.get((k, side)) or {}).get("seed"))}
@@ -123,12 +125,19 @@ def figures(runs: dict[tuple[int, str], dict], pairs: int) -> dict:
     p = stats["p_value"]
     accepted = (verdicts["candidate"] or {}).get("verdict") == "accepted"
     faster = p is not None and p < ALPHA
-    return {"candidate": sides["candidate"]["reference"], "incumbent": sides["incumbent"]["reference"],
-            "pairs": pairs, "pairs_timed": len(timed), "order": order,
-            "ratio": stats["ratio"], "ratio_ci95": stats["ratio_ci95"], "ratio_is": RATIO_IS,
-            "p_value": p, "alpha": ALPHA, "confidence": CONFIDENCE,
-            "candidate_faster": bool(faster and accepted), "verdicts": verdicts, "sides": sides,
-            "pair_times": times, "line": verdict_line(sides, stats, verdicts, faster, accepted, pairs, len(timed))}
+    line = verdict_line(sides, stats, verdicts, faster, accepted, pairs, len(timed))
+    record = {"candidate": sides["candidate"]["reference"], "incumbent": sides["incumbent"]["reference"],
+              "pairs": pairs, "pairs_timed": len(timed), "order": order,
+              "ratio": stats["ratio"], "ratio_ci95": stats["ratio_ci95"], "ratio_is": RATIO_IS,
+              "p_value": p, "alpha": ALPHA, "confidence": CONFIDENCE,
+              "candidate_faster": bool(faster and accepted and interrupted is None), "verdicts": verdicts,
+              "sides": sides, "pair_times": times, "line": line}
+    if interrupted is not None:
+        record["interrupted"] = interrupted
+        record["line"] = (f"interrupted ({interrupted.get('signal')}) after {pairs} of "
+                          f"{interrupted.get('pairs_requested')} pairs: no verdict (a challenge is every pair); "
+                          f"so far: {line}")
+    return record
 
 
 def verdict_line(sides: dict, stats: dict, verdicts: dict, faster: bool, accepted: bool, pairs: int,
@@ -206,14 +215,20 @@ def verify(folder: Path, data_root: Path | None = None) -> Checked:
         checked.fail(CHALLENGE, f"pairs is {pairs!r}, not a number of pairs (a challenge.json of `dawnbench challenge`?)")
         return checked
     found = _read_runs(folder, checked)
+    interrupted = _interrupted(claimed, pairs, found, folder, checked)
     expected = interleave.order(list(SIDES), pairs)
     missing = [f"the {side}'s run of pair {k}" for k, side in expected if (k, side) not in found]
-    extra = [found[key].relative_to(folder).as_posix() for key in found if key not in expected]
+    extra = [found[key].relative_to(folder).as_posix() for key in found if key not in expected
+             and not (interrupted is not None and key[0] == pairs)]       # the pair cut short: kept, never counted
+    found = {key: run for key, run in found.items() if key in expected}
     if missing or extra:
         checked.fail("runs", "; ".join([*(f"{m} is missing" for m in missing),
                                         *(f"{e} is beyond the challenge's {pairs} pairs" for e in extra)]))
     elif checked.failure is None:
-        checked.ok("runs", f"{len(found)} run folders, {pairs} pairs, one a side each")
+        cut = len((interrupted or {}).get("cut_short", []))
+        checked.ok("runs", f"{len(found)} run folders, {pairs} pairs, one a side each" + (
+            f"; interrupted: {cut} run{'s' * (cut != 1)} of pair {pairs} cut short, kept and not counted"
+            if interrupted is not None else ""))
     results: dict[tuple[int, str], dict] = {}
     for key, run_dir in sorted(found.items()):
         relative = run_dir.relative_to(folder).as_posix()
@@ -240,10 +255,26 @@ def verify(folder: Path, data_root: Path | None = None) -> Checked:
         _machine_check(found, results, checked)
         _sides_check(results, pairs, checked)
     if checked.failure is None:
-        recomputed = figures(results, pairs)
+        recomputed = figures(results, pairs, interrupted)
         recomputed["load"] = interleave.machine_load([interleave.env_load(found[key]) for key in expected])
         _figures_check(claimed, recomputed, checked)
     return checked
+
+
+def _interrupted(claimed: dict, pairs: int, found: dict, folder: Path, checked: Checked) -> dict | None:
+    """A challenge stopped by a signal (challenge.json's `interrupted`): its record recomputed from the folder, the
+    runs of the pair after its finished ones (cut short: kept, never counted) as found there; None for a whole one."""
+    said = claimed.get("interrupted")
+    if said is None:
+        return None
+    asked = said.get("pairs_requested") if isinstance(said, dict) else None
+    if (not isinstance(said, dict) or said.get("signal") not in ("SIGINT", "SIGTERM") or isinstance(asked, bool)
+            or not isinstance(asked, int) or asked <= pairs):
+        checked.fail(CHALLENGE, f"interrupted is {_short(said)}: not what `dawnbench challenge` writes when stopped "
+                                f"(the signal, SIGINT or SIGTERM, and more pairs asked for than the {pairs} finished)")
+        return None
+    cut = sorted(run.relative_to(folder).as_posix() for (k, _), run in found.items() if k == pairs)
+    return {"signal": said["signal"], "pairs_requested": asked, "cut_short": cut}
 
 
 def _span(run_dir: Path) -> tuple[int, int]:

@@ -25,7 +25,7 @@ import time
 from math import comb
 from pathlib import Path
 
-from dawnbench import compare_native, containers, interleave
+from dawnbench import compare_native, containers, interleave, stoppable
 from dawnbench.interleave import machine_load
 from dawnbench.series import tta_statistics
 from harness import registry
@@ -377,13 +377,19 @@ def _runs(a, data: Path | None, out: Path) -> tuple[dict, dict, dict]:
         options = [*a.run_options, "--seed", str(seed), "--run-id", run_id, "--no-progress", "--no-save"]
         if a.runtime == "docker":
             status = containers.run(a.reference, options, image=sides[pin], results=out / "runs", data_root=data)
+            stoppable.raise_if_stopped()        # it stopped its container on the signal, and returned
             return status, out / "runs" / a.reference / run_id, None
         log = out / "runs" / f"{run_id}.log"
         status = compare_native.run(a.reference, [*options, "--results", str(out / "runs")], sides[pin], log)
         return status, out / "runs" / a.reference / run_id, log
 
-    done = interleave.run_rounds(a.versions, a.runs, list(range(a.runs)),
-                                 lambda pin, _round, seed: f"{'AB'[a.versions.index(pin)]}-seed{seed}", start)
+    try:
+        done = interleave.run_rounds(a.versions, a.runs, list(range(a.runs)),
+                                     lambda pin, _round, seed: f"{'AB'[a.versions.index(pin)]}-seed{seed}", start)
+    except interleave.Interrupted as e:     # the run under way was stopped and wrote its DNC: every folder stays
+        raise stoppable.Interrupted(f"interrupted ({e.name}): the run under way was stopped (its DNC kept); the "
+                                    f"{len(e.done)} runs that finished are kept in {out / 'runs'}; no comparison "
+                                    f"is written (it is every round)", e.signum) from None
     runs = {pin: [r.result for r in done if r.side == pin] for pin in a.versions}
     loads = [r.load for r in done]
     if a.runtime == "docker":

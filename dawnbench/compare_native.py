@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dawnbench import launcher
+from dawnbench import launcher, stoppable
 from harness import judge
 from harness.errors import UsageError
 from harness.worker_env import WORKER_PYTHON_ENV
@@ -97,7 +97,9 @@ def run(reference: str, options: list[str], python: Path, log: Path) -> int:
     env = judge.environment(None, **{WORKER_PYTHON_ENV: str(python), "TF_CPP_MIN_LOG_LEVEL": "2"})
     env[launcher.GUARD_ENV] = "tools"       # the launcher runs it in this (the tools) environment, as it would
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w", encoding="utf-8") as kept, subprocess.Popen(
+    # its own process group: a SIGTERM or Ctrl-C to this tool reaches the run through stoppable.stop, once; the
+    # log line-buffered, so that it holds every line said so far even if this tool is killed outright
+    with open(log, "w", encoding="utf-8", buffering=1) as kept, stoppable.popen(
             judge.command("dawnbench.launcher", "run", reference, *options), env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as proc:
         try:
@@ -106,8 +108,8 @@ def run(reference: str, options: list[str], python: Path, log: Path) -> int:
                 if not noise(line):
                     sys.stdout.write(line)
                     sys.stdout.flush()
-        except BaseException:       # Ctrl-C: the run (same process group) got it too; wait for its DNC record
-            proc.wait()
+        except KeyboardInterrupt as e:      # SIGTERM or Ctrl-C (dawnbench.stoppable): the run writes its DNC record
+            stoppable.stop(proc, stoppable.signum_of(e), kept.write)
             raise
         return proc.wait()
 

@@ -28,20 +28,20 @@ The record names the sha256 of the run's DAWNBench log, so a record left behind 
 version of the entry is not shown as this version's.
 
 **The judge's measurement** (`Judged`): for a reproduced entry, the median time-to-accuracy of the
-reproduction's own runs and the hardware they ran on. It is what the leaderboard's verified tier
-ranks, the claim shown beside it (dawnbench.ranking): a reproduced record without one reads as not
-tried. The record is the maintainer's (docs/RULES.md, "Reproduction"): a submission that brings
-its own is refused in review.
+reproduction's own runs (a series': its rule applied to the judge's runs of its seeds), the 95% interval
+of their mean time, and the hardware they ran on. It is what the leaderboard's verified tier ranks, the
+claim shown beside it (dawnbench.ranking): a reproduced record without one reads as not tried. The
+record is the maintainer's (docs/RULES.md, "Reproduction"): a submission that brings its own is refused
+in review.
 """
 from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from dawnbench import entries
+from dawnbench import entries, evidence
 from dawnbench.entries import Entry
 from harness import eval_labels, safe_read, snapshots, verify_run
 from harness.errors import DawnbenchError
@@ -223,6 +223,9 @@ ACCURACY_ONLY = "accuracy reproduced, time not compared (other hardware)"
 OLD_ACCURACY_ONLY = "reproduced: accuracy only"     # the same verdict, as records written before said it
 NOT_REPRODUCED = "not reproduced"
 NOT_TRIED = "not tried"
+# A reproduction run in the reference's image: its judge is the image's, which the entry's Dockerfile builds
+IMAGE_JUDGE = ("reproduced in the reference's image, where the judge is the image's (docs/RULES.md, \"The judge in "
+               "an image\"): reproduce it with --runtime native")
 VERDICTS = (REPRODUCED, ACCURACY_ONLY, OLD_ACCURACY_ONLY, NOT_REPRODUCED, NOT_TRIED)
 
 
@@ -246,10 +249,14 @@ def log_sha256(run_dir: Path, result: dict) -> str | None:
 
 @dataclass(frozen=True)
 class Judged:
-    """What the judge measured when it reproduced an entry: the figure the verified tier ranks."""
-    seconds: float      # the median time-to-accuracy of its reproduction runs
-    runs: int           # how many runs that median is of
+    """What the judge measured when it reproduced an entry: the figure the verified tier ranks, with the
+    95% interval of its runs' mean time (Student's t, dawnbench.evidence.interval; None under two runs), so
+    that the verified tier shows ties as the claimed one does."""
+    seconds: float      # the median time-to-accuracy of its reproduction runs (a mean-rule series': their mean)
+    runs: int           # how many runs that figure is of
     hardware: str       # the hardware class it ran on, as its harness labelled it
+    interval: tuple[float, float] | None = None     # seconds: the 95% interval of the runs' mean time
+    statistic: str = "median"                       # which figure of the runs `seconds` is: median or mean
 
 
 def reproduction_status(run_dir: Path, root: Path) -> str:
@@ -285,29 +292,49 @@ def _reading(run_dir: Path, root: Path) -> tuple[str, Judged | None]:
         return (f"{NOT_TRIED}: {_line(reason)}" if isinstance(reason, str) and reason else NOT_TRIED), None
     if record["verdict"] in (ACCURACY_ONLY, OLD_ACCURACY_ONLY):
         return ACCURACY_ONLY, None
-    judged = _measured(record.get("reproduced"))
+    if record.get("runtime") == "docker":       # what `reproduce` ran its runs in (not the original run's)
+        return f"{NOT_TRIED}: {IMAGE_JUDGE}", None
+    judged = _measured(record)
     if judged is None:
         return f"{NOT_TRIED}: {REPRODUCTION_RECORD} holds no time the reproduction measured (reproduce it again)", None
     return REPRODUCED, judged
 
 
-def _measured(runs: object) -> Judged | None:
-    """The median of the reproduction runs' own times, on the one hardware they ran on; None unless
-    every run gives a positive time and all name the same hardware."""
-    if not isinstance(runs, list) or not runs:
+def _measured(record: dict) -> Judged | None:
+    """The judge's figure from its own reproduction runs, on the one hardware they ran on: for a run, the
+    median of its N runs' times (every run a positive time); for a series (`series.rule` in the record,
+    `dawnbench reproduce` of a series), the series' rule applied to the judge's runs of its seeds
+    (dawnbench.evidence: the median of the converged runs' times under `single`, the mean of every run's
+    final time under `mean`). None unless every run names the same hardware and the rule has times."""
+    runs = record.get("reproduced")
+    series = record.get("series") if isinstance(record.get("series"), dict) else None
+    rule = series.get("rule") if series is not None else None
+    if not isinstance(runs, list) or not runs or rule not in (None, evidence.SINGLE, evidence.MEAN):
         return None
     times, machines = [], set()
     for run in runs:
         figures = run.get("figures") if isinstance(run, dict) else None
         env = run.get("environment") if isinstance(run, dict) else None
-        seconds = figures.get("tta_seconds") if isinstance(figures, dict) else None
         hardware = env.get("hardware") if isinstance(env, dict) else None
+        if not isinstance(figures, dict) or not isinstance(hardware, str):
+            return None
+        as_run = {"status": figures.get("status"), "tta_seconds": figures.get("tta_seconds"),
+                  "history": figures.get("curve")}
+        if rule == evidence.SINGLE and as_run["status"] != evidence.CONVERGED:
+            continue            # a DNC run of a series: the single rule times the converged ones
+        seconds = evidence.final_seconds(as_run) if rule == evidence.MEAN else as_run["tta_seconds"]
         if not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds)
-                and seconds > 0 and isinstance(hardware, str)):
+                and seconds > 0):
             return None
         times.append(float(seconds))
         machines.add(_line(hardware, 200))
-    return Judged(statistics.median(times), len(times), machines.pop()) if len(machines) == 1 else None
+    if not times or len(machines) != 1:
+        return None
+    spread = evidence.interval(times)
+    interval = None if spread["lo"] is None else (spread["lo"], spread["hi"])
+    if rule == evidence.MEAN:
+        return Judged(spread["mean"], len(times), machines.pop(), interval, "mean")
+    return Judged(spread["median"], len(times), machines.pop(), interval)
 
 
 def _line(text: str, limit: int = 300) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dawnbench import stoppable
 from harness.errors import UsageError
 
 
@@ -39,18 +40,33 @@ def run_rounds(sides: list[str], rounds: int, seeds: list[int], run_id: Callable
                start: Callable[[str, int, str], tuple[int, Path, Path | None]]) -> list[Run]:
     """Every run of `order(sides, rounds)`, round k with seed seeds[k]: `start(side, seed, run_id)` runs one
     and returns (its exit status, its run folder, the file holding its output or None); `run_id(side,
-    round, seed)` names it. UsageError, one line, for a run that left no result.json."""
+    round, seed)` names it. UsageError, one line, for a run that left no result.json. A SIGTERM or SIGINT to
+    this process stops the run under way (dawnbench.stoppable: `start` passes it on and waits for the run's DNC
+    record) and raises Interrupted with the runs done so far."""
     done = []
-    for k, side in order(sides, rounds):
-        seed = seeds[k]
-        name = run_id(side, k, seed)
-        status, folder, log = start(side, seed, name)
-        if not (folder / "result.json").is_file():
-            raise UsageError(f"the {side} run with seed {seed} left no result.json (exit {status}); its output "
-                             f"is above" + (f" and in {log}" if log else ""))
-        result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
-        done.append(Run(k, side, seed, name, folder, result, env_load(folder)))
+    try:
+        with stoppable.signals_stop():
+            for k, side in order(sides, rounds):
+                seed = seeds[k]
+                name = run_id(side, k, seed)
+                status, folder, log = start(side, seed, name)
+                if not (folder / "result.json").is_file():
+                    raise UsageError(f"the {side} run with seed {seed} left no result.json (exit {status}); its "
+                                     f"output is above" + (f" and in {log}" if log else ""))
+                result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+                done.append(Run(k, side, seed, name, folder, result, env_load(folder)))
+    except KeyboardInterrupt as e:
+        raise Interrupted(stoppable.signum_of(e), done) from None
     return done
+
+
+class Interrupted(stoppable.Stopped):
+    """The rounds were stopped by a signal (`signum`): `done`, the runs that finished before it. A
+    KeyboardInterrupt still, for a caller that only knows Ctrl-C."""
+
+    def __init__(self, signum: int, done: list[Run]):
+        super().__init__(signum)
+        self.done = done
 
 
 def env_load(folder: Path) -> dict | None:

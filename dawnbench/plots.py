@@ -42,10 +42,13 @@ def time_unit(max_hours: float) -> tuple[str, float]:
     return "hours", 1.0
 
 
-def legend_outside(ax) -> None:
+def legend_outside(ax, handles: list | None = None) -> None:
     """The legend right of the axes, where it covers no curve however many there are; left out of
-    tight_layout (which would shrink the axes to fit it) and added to the saved image by save."""
-    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    tight_layout (which would shrink the axes to fit it) and added to the saved image by save.
+    `handles`: another axes' artists to explain here (a row's legend right of its last axes, where
+    nothing is drawn), default this axes' own."""
+    legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0) \
+        if handles else ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     legend.set_in_layout(False)
 
 

@@ -110,6 +110,25 @@ def interval_hours(entry: Entry, figures: dict | None = None) -> list[float] | N
     return [lo / 3600, hi / 3600] if lo is not None and hi is not None and 0 <= lo <= hi else None
 
 
+def judged_interval_hours(judged: Judged | None) -> list[float] | None:
+    """The 95% interval of the judge's measurement, in hours ([lo, hi]): of its reproduction runs' mean
+    time (Student's t); None under two runs, which measure no spread."""
+    if judged is None or judged.interval is None:
+        return None
+    lo, hi = judged.interval
+    return [lo / 3600, hi / 3600]
+
+
+def judged_words(judged: Judged | None) -> str | None:
+    """How the verified tier's figure and its interval were had, for the row's hover and the entry's page."""
+    if judged is None:
+        return None
+    runs = f"{judged.runs} reproduction run{'s' * (judged.runs != 1)} on {judged.hardware}"
+    return (f"the judge's measurement: the {judged.statistic} of {runs}"
+            + (", 95% interval of their mean time-to-accuracy (t)" if judged.interval is not None else
+               " (no interval: one run measures no spread)"))
+
+
 def series_words(entry: Entry, rule: str | None = None) -> str | None:
     """How a series entry's interval was had (under `rule`, default its acceptance's), for the row's hover
     and the entry's page; None for a single run."""
@@ -171,6 +190,18 @@ def tier(entry: Entry, status: str, judged: Judged | None, archived: frozenset[t
     return VERIFIED_TIER        # an inference record's latency is the harness's; its model's provenance says more
 
 
+def ranked_time(entry: Entry, status: str, judged: Judged | None) -> tuple[float, str] | None:
+    """The training hours `entry` ranks by and whose they are: the judge's median ("judge") where the
+    verified tier ranks it, else the entry's claim ("claimed"); None where its log never reaches the
+    threshold. What the board's pages and plots show beside the tables."""
+    row = entries.training_row(entry)
+    if row is None:
+        return None
+    if judged is not None and tier(entry, status, judged, frozenset()) == VERIFIED_TIER:
+        return judged.seconds / 3600, "judge"
+    return row["hours"], "claimed"
+
+
 def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = None,
               reproduction: dict[str, str] | None = None,
               models: dict[str, str] | None = None, judged: dict[str, Judged] | None = None,
@@ -230,12 +261,14 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                     "verification": status, "reproduction": reproduction.get(str(entry.path), NOT_TRIED)}
             base["reproduced"] = is_reproduced(base["reproduction"])     # "accuracy ... time not compared": no
             # a series' interval is of its own times: beside the figure it ranks by where that is the claim,
-            # beside the claim where the judge's time ranks
+            # beside the claim where the judge's time ranks; the verified tier's is of the judge's own runs
+            # (entry_status.Judged), so that rows whose intervals overlap are tied there too
             span = interval_hours(entry)
-            base.update(interval_hours=None if where == VERIFIED_TIER else span,
-                        claimed_interval_hours=span, series=series_words(entry))
-            base["cost_interval_usd"] = ([span[0] * price, span[1] * price] if span is not None and price is not None
-                                         and where != VERIFIED_TIER else None)
+            ranked_span = judged_interval_hours(measured) if where == VERIFIED_TIER else span
+            base.update(interval_hours=ranked_span, claimed_interval_hours=span, series=series_words(entry),
+                        interval_words=judged_words(measured) if where == VERIFIED_TIER else None)
+            base["cost_interval_usd"] = ([ranked_span[0] * price, ranked_span[1] * price]
+                                         if ranked_span is not None and price is not None else None)
             series, by_mean = acceptance(entry) or {}, mean_rule(entry) or {}
             mean = number(by_mean.get("tta_mean_seconds"))
             if by_mean.get("verdict") == "accepted" and mean is not None and where != ARCHIVE_TIER:
@@ -244,6 +277,7 @@ def rank_task(task_entries: list[Entry], verification: dict[str, str] | None = N
                 mean_span = interval_hours(entry, by_mean)
                 tables["train_mean"].append((mean / 3600, entry, {
                     **base, "hours": mean / 3600, "hms": entries.hms(mean / 3600), "interval_hours": mean_span,
+                    "interval_words": None,
                     "series": series_words(entry, "mean"), "cost_usd": mean / 3600 * price if price is not None else None,
                     "cost_interval_usd": ([mean_span[0] * price, mean_span[1] * price] if mean_span and price is not None
                                           else None),

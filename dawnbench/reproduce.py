@@ -26,16 +26,25 @@ entry again shows that the figures are the entry's. This command:
 5. prints both figures side by side and a verdict line, and writes reproduction.json into the run
    folder (dawnbench.entry_status), which the leaderboard shows.
 
+A series (a series folder of `run --runs N`, or an entry with its <stem>.series/) is reproduced whole:
+each of its seeds (`--runs K`: the first K) run once again and compared as a run is, then the series
+judged by its task's rule on both sides with the same statistics (dawnbench.evidence): the verdicts
+must agree and the rule's time (median or mean) is compared within --tolerance or a stated 10%. Its
+record adds `series` (the rule, the seeds, both sides' acceptance), from which the verified tier ranks
+the judge's figure (dawnbench.entry_status.Judged).
+
 Exit status 0: reproduced, or accuracy reproduced with time not compared (no difference found); 1: not
 reproduced; 2: a bad input, or not tried (needs more processes than here), one line.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,7 +54,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench import entry_status
+from dawnbench import challenge_record, entries, entry_status, evidence, series, series_record, stoppable
 from dawnbench.entry_status import ACCURACY_ONLY, NOT_REPRODUCED, REPRODUCED
 from harness import datasets, judge, local_ranks, paths, provenance, registry, safe_read, safe_write, verify_run, worker_env
 from harness.arguments import (
@@ -76,38 +85,41 @@ class ReproduceError(UsageError):
     """A bad input, or code that is not at hand: one line."""
 
 
+
 # ---------------------------------------------------------------- the run to reproduce
 
 @dataclass
 class Original:
-    run_dir: Path
+    run_dir: Path               # the run; for a series, where the record goes (its folder, or its entry's <stem>.run/)
     result: dict
     env: dict
     entry: dict | None          # the entry JSON when RUN_OR_ENTRY named one
+    series_dir: Path | None = None      # a series' folder (`run --runs N`, or an entry's <stem>.series/)
+    series: list[dict] | None = None    # its runs' result.json, seed by seed, each with its run_dir
 
 
-def locate(path: Path) -> tuple[Path, Path | None]:
-    """(the run folder, the entry JSON or None) that RUN_OR_ENTRY names."""
+def locate(path: Path) -> tuple[Path, Path | None, Path | None]:
+    """(the run folder, the entry JSON or None, the series folder or None) that RUN_OR_ENTRY names; for
+    a series folder the run folder is the series folder itself (its record goes there)."""
     if path.is_dir():
-        if (path / "summary.json").is_file() and not (path / "result.json").is_file():
-            raise ReproduceError(f"{path}: a series folder: reproduce one of its runs ({path}/seed<k>/); the "
-                                 f"series' cv sets the default tolerance")
+        if (path / series.SUMMARY).is_file() and not (path / "result.json").is_file():
+            return path, None, path
         if not (path / "result.json").is_file():
-            raise ReproduceError(f"{path}: no result.json: give a run folder (results/<reference>/<run id>/) or an "
-                                 f"entry JSON (entries/<Task>/train/<name>.json)")
-        return path, None
+            raise ReproduceError(f"{path}: no result.json: give a run folder (results/<reference>/<run id>/), a series "
+                                 f"folder (summary.json) or an entry JSON (entries/<Task>/train/<name>.json)")
+        return path, None, None
     if path.is_file() and path.suffix == ".json":
         run_dir = entry_status.run_folder(path)
         if not run_dir.is_dir():
             raise ReproduceError(f"{path}: the code is not at hand: the entry has no run folder {run_dir.name}/ beside "
                                  f"it (a DAWNBench v1 entry, or one submitted without its run), so it names no "
                                  f"reference, seed or code to run again")
-        return run_dir, path
+        folder = entries.series_folder(path)
+        return run_dir, path, (folder if folder.is_dir() and not folder.is_symlink() else None)
     raise ReproduceError(f"{path}: neither a run folder nor an entry JSON file")
 
 
-def read_original(path: Path, data_root: Path | None) -> Original:
-    run_dir, entry_path = locate(path)
+def _verified(run_dir: Path, data_root: Path | None) -> None:
     try:
         checked = verify_run.verify(run_dir, data_root)
     except verify_run.VerifyError as e:
@@ -115,13 +127,41 @@ def read_original(path: Path, data_root: Path | None) -> Original:
     if not checked.verified:
         raise ReproduceError(f"{run_dir} does not verify ({checked.status}): `{command(f'verify {run_dir}')}` says "
                              f"why; a run that does not agree with itself is not run again")
+
+
+def read_original(path: Path, data_root: Path | None) -> Original:
+    run_dir, entry_path, series_dir = locate(path)
     root = run_dir if entry_path is None else entry_path.parent
+    runs = None
+    if series_dir is not None:
+        # every run of the series, as its folder holds them (never summary.json's nor the entry's list)
+        try:
+            runs = series_record.read_runs(series_dir, root)
+        except series_record.SeriesError as e:
+            raise ReproduceError(str(e)) from None
+        for r in runs:
+            _verified(series_dir / r["run_dir"], data_root)
+        split = [name for name, value in challenge_record.identity(runs).items() if isinstance(value, list)]
+        if split or len({repr(r.get("world_size", 1)) for r in runs}) > 1:
+            raise ReproduceError(f"{series_dir}: its runs differ in {', '.join(split) or 'world_size'}: not one series "
+                                 f"of one code (run the series again)")
+    if runs is None or run_dir != series_dir:
+        _verified(run_dir, data_root)
     try:
-        result = safe_read.read_json(run_dir / "result.json", root)
-        env = safe_read.read_json(run_dir / "env.json", root) if (run_dir / "env.json").is_file() else {}
+        if runs is not None and run_dir == series_dir:
+            result = {k: v for k, v in runs[0].items() if k != "run_dir"}
+            first = series_dir / runs[0]["run_dir"]
+            env = safe_read.read_json(first / "env.json", root) if (first / "env.json").is_file() else {}
+        else:
+            result = safe_read.read_json(run_dir / "result.json", root)
+            env = safe_read.read_json(run_dir / "env.json", root) if (run_dir / "env.json").is_file() else {}
         entry = safe_read.read_json(entry_path, root) if entry_path else None
     except safe_read.Refused as e:
         raise ReproduceError(f"{run_dir}: {e.reason}") from None
+    if runs is None and isinstance(entry, dict) and isinstance(entry.get("runs"), dict) and "rules_version" in entry:
+        raise ReproduceError(f"{entry_path}: the entry gives a series' figures, but its runs "
+                             f"({entries.series_folder(entry_path).name}/) are not beside it: nothing to run again "
+                             f"(submit the series again)")
     world = result.get("world_size", 1)
     if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_PROCESSES:
         raise ReproduceError(f"{run_dir}/result.json: world_size is {world!r}, not a number of processes from 1 to "
@@ -130,7 +170,8 @@ def read_original(path: Path, data_root: Path | None) -> Original:
         if name not in result:
             raise ReproduceError(f"{run_dir}/result.json has no {name}: not a run of this harness")
     paths.check_name(result["reference"], "the run's reference")
-    return Original(run_dir, result, env if isinstance(env, dict) else {}, entry if isinstance(entry, dict) else None)
+    return Original(run_dir, result, env if isinstance(env, dict) else {}, entry if isinstance(entry, dict) else None,
+                    series_dir, runs)
 
 
 # ---------------------------------------------------------------- the code
@@ -245,19 +286,19 @@ CHANGES = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed"}
 
 # ---------------------------------------------------------------- running it again
 
-def choose_runtime(asked: str | None, name: str, references: Path | None = None) -> tuple[str, str]:
-    """(runtime, the line that says which and why): by default docker where `make run` would choose
-    it for reference `name` (an engine that has, or can pull, its image's base)."""
+def choose_runtime(asked: str | None) -> tuple[str, str]:
+    """(runtime, the line that says which and why): native unless asked, because there the judge is this
+    checkout's, in the tools environment. In docker the judge runs inside the reference's image, whose
+    layers the entry's own Dockerfile builds and may rewrite (docs/RULES.md, "The judge in an image"): such
+    a reproduction is recorded, and never ranks as the judge's measurement (dawnbench.entry_status)."""
     from dawnbench import containers
-    if asked == "native":
-        return "native", "runtime: native (--runtime native)"
     if asked == "docker":
         containers.engine()         # no engine: its one line, before anything runs
-        return "docker", "runtime: docker, in the reference's pinned image (--runtime docker)"
-    why = containers.docker_or_why(name, references=references)
-    if why is None:
-        return "docker", "runtime: docker, in the reference's pinned image (an engine answers; --runtime native to run here)"
-    return "native", f"runtime: native ({why}; --runtime docker to insist)"
+        return "docker", ("runtime: docker, in the reference's pinned image (--runtime docker): the judge there is the "
+                          "image's, so this reproduction is recorded but not ranked as the judge's measurement")
+    return "native", ("runtime: native (--runtime native)" if asked == "native" else
+                      "runtime: native: the judge is this checkout's (--runtime docker runs it in the reference's "
+                      "image, unranked)")
 
 
 def overrides(result: dict, code: Code) -> list[str]:
@@ -378,16 +419,18 @@ def run_once(original: Original, code: Code, runtime: str, data_root: Path, resu
     how = "harness run" if ranks == 1 else f"harness run ({ranks} local ranks)"
     _say(f"run {run_id}: {how} {name} (seed {r['seed']}, threshold {r['threshold']}, "
          f"at most {run_args[5]} epochs)")
-    with subprocess.Popen(command, cwd=code.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace") as proc:
+    # its own process group: a SIGTERM or Ctrl-C to reproduce reaches the run through stoppable.stop, once
+    with stoppable.signals_stop(), stoppable.popen(command, cwd=code.root, env=env, stdout=subprocess.PIPE,
+                                                   stderr=subprocess.STDOUT, text=True, errors="replace") as proc:
         try:
             for line in proc.stdout:          # the run's own lines, on stderr: stdout is the comparison's
                 sys.stderr.write("  | " + line)
             code_ = proc.wait()
-        except KeyboardInterrupt:             # the run got the Ctrl-C too, and writes its DNC: wait for it
-            proc.wait()
-            raise ReproduceError(f"interrupted: the run {results / name / run_id} was stopped (DNC); nothing "
-                                 f"is compared or recorded") from None
+        except KeyboardInterrupt as e:            # SIGTERM or Ctrl-C: the run writes its DNC, then nothing is left
+            stoppable.stop(proc, stoppable.signum_of(e), lambda line: sys.stderr.write("  | " + line))
+            signum = stoppable.signum_of(e)
+            raise stoppable.Interrupted(f"interrupted ({signal.Signals(signum).name}): the run {results / name / run_id} "
+                                        f"was stopped (DNC); nothing is compared or recorded", signum) from None
     run_dir = results / name / run_id
     if not (run_dir / "result.json").is_file():
         raise ReproduceError(f"the run did not finish (exit {code_}, no {run_dir}/result.json): its output is above")
@@ -437,13 +480,13 @@ def time_tolerance(times: list, asked: float | None) -> tuple[float, str]:
         f"{MIN_TIME_TOLERANCE:.0%}")
 
 
-def time_check(claimed: float, times: list, tolerance: float) -> tuple[bool, str]:
+def time_check(claimed: float, times: list, tolerance: float, label: str = "time-to-accuracy") -> tuple[bool, str]:
     """The rule that decides whether a claimed time-to-accuracy is reproduced (docs/RULES.md,
     "Reproduction"): the claim within `tolerance` of the judge's median, relative to that median, on
-    either side. (within, the comparison in words with both figures)."""
+    either side. (within, the comparison in words with both figures, `label` naming the figure)."""
     median = statistics.median(times)
     off = (claimed - median) / median if median > 0 else math.inf
-    words = (f"time-to-accuracy: {claimed:.3f} s claimed, {median:.3f} s reproduced"
+    words = (f"{label}: {claimed:.3f} s claimed, {median:.3f} s reproduced"
              f"{' (median)' if len(times) > 1 else ''} (the claim {off:+.0%} of it, tolerance \u00b1{tolerance:.0%})")
     return abs(off) <= tolerance, words
 
@@ -491,21 +534,9 @@ def compare(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]], tol
             metric_tolerance: float) -> tuple[str, list[str], list[str]]:
     """(verdict, differences, notes): every difference between the claim and each reproduction,
     each with both figures; the notes say what was not compared and why."""
-    metric = claimed["metric"]
     differences, notes = [], []
     for k, (fig, _) in enumerate(runs, start=1):
-        which = f" (run {k})" if len(runs) > 1 else ""
-        if fig["status"] != claimed["status"]:
-            differences.append(f"status: {claimed['status']} claimed, {fig['status']} reproduced{which}")
-        if fig["epochs"] != claimed["epochs"]:
-            what = "epoch of convergence" if claimed["status"] == "converged" else "epochs"
-            differences.append(f"{what}: {claimed['epochs']} claimed, {fig['epochs']} reproduced{which}")
-        reproduced = {row["epoch"]: row[metric] for row in fig["curve"]}
-        for row in claimed["curve"]:
-            value, again = row[metric], reproduced.get(row["epoch"])
-            if _finite(value) and _finite(again) and abs(again - value) > metric_tolerance:
-                differences.append(f"{metric} at epoch {row['epoch']}: {value:.4f} claimed, {again:.4f} reproduced"
-                                   f"{which} (tolerance {metric_tolerance:g})")
+        differences += run_differences(claimed, fig, f" (run {k})" if len(runs) > 1 else "", metric_tolerance)
     differences += _environment_differences(claimed_env, runs, notes)
     other = [env["hardware"] for _, env in runs if machine(env) != machine(claimed_env)]
     converged = claimed["status"] == "converged" and all(f["status"] == "converged" for f, _ in runs)
@@ -520,16 +551,36 @@ def compare(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]], tol
     return (ACCURACY_ONLY if other else REPRODUCED), differences, notes
 
 
-def _environment_differences(claimed_env: dict, runs: list[tuple[dict, dict]], notes: list[str]) -> list[str]:
+def run_differences(claimed: dict, fig: dict, which: str, metric_tolerance: float) -> list[str]:
+    """How one reproduction (`fig`) differs from the claimed run: converged or not, the epochs, the metric at
+    each epoch (within `metric_tolerance`); each with both figures and `which` run it is."""
+    metric, differences = claimed["metric"], []
+    if fig["status"] != claimed["status"]:
+        differences.append(f"status: {claimed['status']} claimed, {fig['status']} reproduced{which}")
+    if fig["epochs"] != claimed["epochs"]:
+        what = "epoch of convergence" if claimed["status"] == "converged" else "epochs"
+        differences.append(f"{what}: {claimed['epochs']} claimed, {fig['epochs']} reproduced{which}")
+    reproduced = {row["epoch"]: row[metric] for row in fig["curve"]}
+    for row in claimed["curve"]:
+        value, again = row[metric], reproduced.get(row["epoch"])
+        if _finite(value) and _finite(again) and abs(again - value) > metric_tolerance:
+            differences.append(f"{metric} at epoch {row['epoch']}: {value:.4f} claimed, {again:.4f} reproduced"
+                               f"{which} (tolerance {metric_tolerance:g})")
+    return differences
+
+
+def _environment_differences(claimed_env: dict, runs: list[tuple[dict, dict]], notes: list[str],
+                             labels: list[str] | None = None) -> list[str]:
     """The distributions (and start-up files) by which each reproduction's workers' environment differs
-    from the claim's, one difference per run; a note where they cannot be compared."""
+    from the claim's, one difference per run (`labels`: each run's words, default "(run k)"); a note where
+    they cannot be compared."""
     claimed = claimed_env.get("worker_environment")
     if not claimed:
         notes.append("workers' environment: the claim records none (a run before issue 33); not compared")
         return []
     found = []
     for k, (_, env) in enumerate(runs, start=1):
-        which = f" (run {k})" if len(runs) > 1 else ""
+        which = labels[k - 1] if labels else f" (run {k})" if len(runs) > 1 else ""
         again = env.get("worker_environment")
         if env.get("runtime") != claimed_env.get("runtime"):
             notes.append(f"workers' environment{which}: {claimed_env.get('runtime')} claimed, {env.get('runtime')} "
@@ -541,6 +592,70 @@ def _environment_differences(claimed_env: dict, runs: list[tuple[dict, dict]], n
             found.append(f"workers' environment{which}: claimed vs reproduced: "
                          f"{'; '.join(differ) if differ else 'the recorded hashes differ'}")
     return found
+
+
+def series_figure(acceptance: dict) -> float | None:
+    """The time a series ranks by under its rule (dawnbench.evidence): the converged runs' median under
+    `single`, every run's mean under `mean`."""
+    return acceptance.get("tta_mean_seconds" if acceptance.get("rule") == evidence.MEAN else "tta_median_seconds")
+
+
+def compare_series(task, rule: str, claims: list[tuple[dict, dict, dict]], runs: list[tuple[dict, dict, dict]],
+                   tolerance: float, metric_tolerance: float) -> tuple[str, list[str], list[str], dict]:
+    """(verdict, differences, notes, {"claimed", "reproduced"}: each side's acceptance) of a series reproduced
+    seed by seed: `claims` and `runs` are (result.json, figures, environment) per seed, in the same order.
+    Each seed's run is compared as a run is (status, epochs, metric curve, workers' environment); then the
+    series as its rule judges it, the same statistics (dawnbench.evidence) on each side: the verdict, and, on
+    the same hardware, the rule's time (`series_figure`) claimed against the judge's within `tolerance`."""
+    differences, notes = [], []
+    labels = [f" (seed {result['seed']})" for result, _, _ in claims]
+    for (_, claimed, _), (_, fig, _), which in zip(claims, runs, labels):
+        differences += run_differences(claimed, fig, which, metric_tolerance)
+    for (_, _, claimed_env), (_, fig, env), which in zip(claims, runs, labels):
+        differences += _environment_differences(claimed_env, [(fig, env)], notes, [which])
+    try:
+        sides = {"claimed": evidence.acceptance([r for r, _, _ in claims], task, rule),
+                 "reproduced": evidence.acceptance([r for r, _, _ in runs], task, rule)}
+    except evidence.EvidenceError as e:
+        raise ReproduceError(f"the series cannot be judged: {e}") from None
+    claimed, judged = sides["claimed"], sides["reproduced"]
+    if claimed["verdict"] != judged["verdict"]:
+        differences.append(f"acceptance ({rule} rule): {claimed['verdict']} claimed, {judged['verdict']} reproduced "
+                           f"({judged['reason']})")
+    other = [env["hardware"] for (_, _, claimed_env), (_, _, env) in zip(claims, runs)
+             if machine(env) != machine(claimed_env)]
+    was, now = series_figure(claimed), series_figure(judged)
+    statistic = "mean" if rule == evidence.MEAN else "median"
+    if other:
+        notes.append(f"hardware: {claims[0][2]['hardware']} claimed, {other[0]} here: time is not comparable; "
+                     f"compared the epochs, the metric curves and the acceptance only")
+    elif was is None or now is None:
+        notes.append(f"time-to-accuracy: not compared ({rule} rule: no time {'claimed' if was is None else 'here'})")
+    else:
+        within, words = time_check(was, [now], tolerance, f"series time-to-accuracy ({rule} rule, the {statistic} of "
+                                                          f"{len(runs)} seeds' runs)")
+        (notes if within else differences).append(words)
+    if differences:
+        return NOT_REPRODUCED, differences, notes, sides
+    return (ACCURACY_ONLY if other else REPRODUCED), differences, notes, sides
+
+
+def series_table(claims: list[tuple[dict, dict, dict]], runs: list[tuple[dict, dict, dict]], sides: dict) -> list[str]:
+    """A series reproduced, seed by seed (status, epochs, time claimed and here), and each side's verdict."""
+    def cell(fig: dict) -> str:
+        tta = fig["tta_seconds"]
+        return f"{fig['status']} {fig['epochs']} {'-' if tta is None else f'{tta:.3f}'}"
+    lines = [f"{'seed':>6}  {'claimed (status epochs tta s)':<34}  reproduced (status epochs tta s)"]
+    for (result, claimed, _), (_, fig, _) in zip(claims, runs):
+        lines.append(f"{result['seed']:>6}  {cell(claimed):<34}  {cell(fig)}")
+    for side, a in sides.items():
+        ci = a.get("tta_ci95_seconds")
+        figure = series_figure(a)
+        lines.append(f"{side}: {a['rule']} rule {a['verdict']}, {'mean' if a['rule'] == evidence.MEAN else 'median'} "
+                     f"{'-' if figure is None else f'{figure:.3f}'} s, 95% interval "
+                     f"{'-' if ci is None else f'{ci[0]:.3f}-{ci[1]:.3f}'} s ({a['ci_method']}), one-sided p "
+                     f"{'-' if a.get('p_value') is None else format(a['p_value'], '.3g')}")
+    return lines
 
 
 def side_by_side(claimed: dict, claimed_env: dict, runs: list[tuple[dict, dict]]) -> list[str]:
@@ -587,11 +702,13 @@ def build_parser(p: Parser | None = None) -> Parser:
     p = p if p is not None else Parser(prog=PROG)
     p.description = ("Run an entry again from its run's provenance and compare: converged or not, the epoch, "
                      "the metric at each epoch, time-to-accuracy.")
-    p.add_argument("target", type=file_or_folder("", "give a run folder (results/<reference>/<run id>/) or a "
-                                                       "training entry JSON"), metavar="RUN_OR_ENTRY",
-                   help="a run folder (results/<reference>/<run id>/) or a training entry JSON with its <stem>.run/")
-    p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=1, metavar="N",
-                   help="run it N times with the run's seed; time is compared by the median (default 1)")
+    p.add_argument("target", type=file_or_folder("", "give a run folder (results/<reference>/<run id>/), a series "
+                                                       "folder or a training entry JSON"), metavar="RUN_SERIES_OR_ENTRY",
+                   help="a run folder (results/<reference>/<run id>/), a series folder (run --runs N), or a training "
+                        "entry JSON with its <stem>.run/ (and <stem>.series/)")
+    p.add_argument("--runs", type=whole("--runs", 1, MAX_RUNS, 3), default=None, metavar="N",
+                   help="a run: run it N times with the run's seed, time compared by the median (default 1); a "
+                        "series: run its first N seeds once each (default all)")
     p.add_argument("--runtime", default=None, metavar="docker|native",
                    help="docker: the reference's pinned image; native: here (default docker when an engine answers)")
     p.add_argument("--tolerance", default=None, metavar="T",
@@ -630,20 +747,25 @@ def _run(args) -> int:
     if not os.access(original.run_dir, os.W_OK):
         raise UsageError(f"{original.run_dir} is not writable: {entry_status.REPRODUCTION_RECORD} goes there (copy the run "
                          f"folder, or fix its permissions)")
+    chosen = seeds_to_run(original, args.runs)
     results = Path(args.results or paths.results_root()).resolve()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="dawnbench-reproduce-") as workdir:
         code = find_code(original.result, args.references, Path(workdir))
         overrides(original.result, code)             # a hyperparameter that cannot be given: before any run
-        runtime, said = choose_runtime(asked_runtime, original.result["reference"], code.references)
+        runtime, said = choose_runtime(asked_runtime)
         runtime, said = ranks_here(original, runtime, said, asked_runtime)
         _say(f"code: {code.source}")
         for line in code.outside:       # one line a file: the run's commit changes the judge, which does not run here
             _say(f"the run's commit changes {line} outside its reference folder: not run, this checkout's "
                  f"judge runs")
         _say(said)
+        if chosen is not None:      # a series: the judge's own run of each of its seeds, once
+            folders = [run_once(dataclasses.replace(original, result=r), code, runtime, data_root, results,
+                                f"reproduce-{stamp}-seed{r['seed']}", args.python) for r in chosen]
+            return _series_verdict(args, original, chosen, folders, code, runtime, asked_tolerance)
         folders = [run_once(original, code, runtime, data_root, results, f"reproduce-{stamp}-{k}", args.python)
-                   for k in range(1, args.runs + 1)]
+                   for k in range(1, (args.runs or 1) + 1)]
     runs = []
     for folder in folders:
         result = safe_read.read_json(folder / "result.json", folder)
@@ -678,6 +800,81 @@ def _run(args) -> int:
            f", time-to-accuracy within \u00b1{tolerance:.0%} of the reproduction ({tolerance_source})"))
     print(f"{verdict}: {original.run_dir}: {detail} [{runtime}; {written}]")
     return EXIT_FAILED if verdict == NOT_REPRODUCED else EXIT_OK
+
+
+def seeds_to_run(original: Original, runs: int | None) -> list[dict] | None:
+    """The runs of a series to run again (its first `runs` seeds, default all); None for a run."""
+    if original.series is None:
+        return None
+    have = len(original.series)
+    if runs is not None and runs > have:
+        raise ReproduceError(f"--runs {runs}: the series {original.series_dir} has {have} runs (seeds "
+                             f"{original.series[0]['seed']}-{original.series[-1]['seed']}): give --runs {have} or fewer")
+    return original.series[:runs or have]
+
+
+def series_tolerance(asked: float | None) -> tuple[float, str]:
+    """(relative tolerance, where it comes from) for a series' time: --tolerance, else the stated one-run
+    figure: each seed runs once here, and the spread across seeds is the recipe's, not this machine's."""
+    if asked is not None:
+        return asked, "--tolerance"
+    return ONE_RUN_TOLERANCE, (f"the stated {ONE_RUN_TOLERANCE:.0%}: each seed runs once here, which measures no "
+                               f"spread of this machine")
+
+
+def _series_verdict(args, original: Original, chosen: list[dict], folders: list[Path], code: Code, runtime: str,
+                    asked_tolerance: float | None) -> int:
+    """Compare the judge's runs of a series' seeds with the series' own (compare_series), print it and write the
+    record: `series` holds the rule and each side's acceptance, `reproduced` the judge's runs, whose figure under
+    the rule the verified tier ranks (entry_status.Judged)."""
+    claims, runs = [], []
+    for r, folder in zip(chosen, folders):
+        run_dir = original.series_dir / r["run_dir"]
+        claimed = {k: v for k, v in r.items() if k != "run_dir"}
+        env = _env(run_dir, original.run_dir if original.entry is None else original.run_dir.parent)
+        claimed_env = environment(claimed, env)
+        claimed_env["hardware"] = logged_hardware(run_dir, claimed_env["hardware"])
+        claims.append((claimed, figures(claimed), claimed_env))
+        result = safe_read.read_json(folder / "result.json", folder)
+        runs.append((result, figures(result), {**environment(result, _env(folder, folder)), "runtime": runtime}))
+    task = registry.load_spec(original.result["reference"], code.references).task
+    rule = task.acceptance.rule
+    tolerance, tolerance_source = series_tolerance(asked_tolerance)
+    verdict, differences, notes, sides = compare_series(task, rule, claims, runs, tolerance, args.metric_tolerance)
+    record = {
+        "verdict": verdict, "differences": differences, "notes": notes,
+        "reproduced_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "log_sha256": entry_status.log_sha256(original.run_dir, original.result),
+        "code": code.source, "runtime": runtime, "changed_outside_reference": code.outside,
+        "tolerance": {"time": tolerance, "time_source": tolerance_source, "metric": args.metric_tolerance},
+        "series": {"folder": str(original.series_dir), "rule": rule, "seeds": [r["seed"] for r in chosen],
+                   "of": len(original.series), "claimed": sides["claimed"], "reproduced": sides["reproduced"]},
+        "claimed": {"run": str(original.series_dir),
+                    "runs": [{"run": str(original.series_dir / r["run_dir"]), "seed": r["seed"], "figures": fig,
+                              "environment": env} for r, (_, fig, env) in zip(chosen, claims)]},
+        "reproduced": [{"run": str(folder), "seed": result["seed"], "figures": fig, "environment": env}
+                       for folder, (result, fig, env) in zip(folders, runs)],
+    }
+    written = write_record(original.run_dir, record)
+    for line in series_table(claims, runs, sides):
+        print(line)
+    for line in notes:
+        print(f"note: {line}")
+    of = f"{len(chosen)} of its {len(original.series)} seeds" if len(chosen) < len(original.series) else \
+        f"its {len(chosen)} seeds"
+    detail = "; ".join(differences) if differences else (
+        f"{of} run again: each seed's status, epochs and {claims[0][1]['metric']} curve within "
+        f"{args.metric_tolerance:g}, the {rule} rule {sides['reproduced']['verdict']} on both sides"
+        + ("" if verdict == ACCURACY_ONLY or series_figure(sides["reproduced"]) is None else
+           f", its time within \u00b1{tolerance:.0%} of the judge's ({tolerance_source})"))
+    print(f"{verdict}: series {original.series_dir}: {detail} [{runtime}; {written}]")
+    return EXIT_FAILED if verdict == NOT_REPRODUCED else EXIT_OK
+
+
+def _env(run_dir: Path, root: Path) -> dict:
+    """A run's env.json, or {} where it has none."""
+    env = safe_read.read_json(run_dir / "env.json", root) if (run_dir / "env.json").is_file() else {}
+    return env if isinstance(env, dict) else {}
 
 
 def write_record(run_dir: Path, record: dict) -> Path:

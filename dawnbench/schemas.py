@@ -52,7 +52,7 @@ def _from_tasks() -> None:
     SCHEMAS["fields"]["properties"]["precision"]["enum"] = list(harness.precision.PRECISIONS)
     properties = SCHEMAS["fields"]["properties"]
     for name, figure in harness.tasks.FIGURES.items():
-        unit = "percent" if figure.percent else "a fraction"
+        unit = "percent" if figure.percent else figure.unit or "a fraction"
         properties.setdefault(name, {"type": "number", "minimum": 0, "description": f"a number >= 0 ({unit})",
                                      "examples": [figure.to_log(0.751)]})
 

@@ -60,8 +60,11 @@ MAIN_TABLES = ("train_time", "train_cost", "inference_latency", "inference_cost"
 TIER_HEADINGS = {
     ranking.VERIFIED_TIER: ("Verified", "Training entries whose run verifies here and that the judge reproduced "
                                         "(dawnbench reproduce), ranked by the judge's own measurement: the median "
-                                        "time of its reproduction runs on the hardware named, the claimed time "
-                                        "beside it. Inference entries with the record dawnbench infer wrote."),
+                                        "time of its reproduction runs on the hardware named (a series: its rule "
+                                        "applied to the judge's runs of its seeds), the 95% interval of their mean "
+                                        "under it (two runs or more): entries whose intervals overlap are tied; the "
+                                        "claimed time beside it. Inference entries with the record dawnbench infer "
+                                        "wrote."),
     ranking.SUBMITTED_TIER: ("Submitted, not reproduced", "Entries with a run that the judge has not reproduced "
                                                           "(or did not reproduce): ranked by their claimed time, "
                                                           "apart from the verified tier, never with it."),
@@ -257,7 +260,9 @@ def _details(r: dict, key: str) -> dict:
              "cost_usd": ("cost_interval_usd", usd)}
     if key not in spans or not r.get(spans[key][0]):
         return {}
-    return {"detail": interval_text(r[spans[key][0]], spans[key][1]), "title": r.get("series") or ""}
+    # the verified tier's interval is the judge's runs' (ranking.judged_words), the claim's the series'
+    said = r.get("interval_words") if key in ("hours", "cost_usd") else None
+    return {"detail": interval_text(r[spans[key][0]], spans[key][1]), "title": said or r.get("series") or ""}
 
 
 def _row(r: dict, table: str, task) -> dict:
@@ -497,13 +502,13 @@ def entry_page(entry: Entry, ranks: list[tuple[str, int]], image: str | None, si
             claimed = (f"{entries.hms(row['hours'])} ({row['hours']:.4g} hours"
                        + (f", epoch {epoch:g}" if epoch is not None else "") + ")")
             # the verified tier ranks the judge's measurement (dawnbench.ranking.tier); any other, the claim
-            by_judge = judged is not None and ranking.tier(entry, verification or "", judged, frozenset()) == \
-                ranking.VERIFIED_TIER
-            hours = judged.seconds / 3600 if by_judge else row["hours"]
-            if by_judge:
-                rows.append(("Time to threshold", f"{entries.hms(hours)} ({hours:.4g} hours): the judge's, the median "
-                                                  f"of {judged.runs} reproduction run{'s' * (judged.runs != 1)} on "
-                                                  f"{judged.hardware}"))
+            hours, basis = ranking.ranked_time(entry, verification or "", judged)
+            if basis == "judge":
+                span = ranking.judged_interval_hours(judged)
+                rows.append(("Time to threshold", f"{entries.hms(hours)} ({hours:.4g} hours): "
+                                                  f"{ranking.judged_words(judged)}" + (
+                                                      f" ({entries.hms(span[0])} to {entries.hms(span[1])})"
+                                                      if span else "")))
                 rows.append(("Claimed time", f"{claimed}: the entry's own, not ranked"))
             else:
                 rows.append(("Time to threshold", f"{claimed}: claimed" + (
@@ -677,8 +682,11 @@ def _build(loaded: list[Entry], rankings: dict, out: Path, verification: dict[st
         for asset in ASSETS:
             w.text(asset, templates().loader.get_source(templates(), asset)[0])
 
-        numbers = analyze.cost_vs_time_numbers(       # the prices the tables rank by, not the entries' own
-            loaded, lambda e: ranking.price_of(e, verification.get(str(e.path), ""))[0])
+        # the prices and times the tables rank by, not the entries' own: the verified tier's time is the
+        # judge's measurement, the claim drawn beside it
+        numbers = analyze.cost_vs_time_numbers(
+            loaded, lambda e: ranking.price_of(e, verification.get(str(e.path), ""))[0],
+            lambda e: ranking.ranked_time(e, verification.get(str(e.path), ""), judged.get(str(e.path))))
         plots = {}
         for task in numbers["tasks"]:
             plots[task] = f"{task}/cost-vs-time.png"

@@ -568,6 +568,10 @@ def _check_out(out: Path) -> None:
             raise UsageError(f"--out {path}{there} is a file, not a folder: give the entries folder to write "
                              f"into, e.g. --out entries/ (made if missing)")
         if path.exists():
+            # checked before the run is read and anything is said of it: a refusal is then its one line
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise UsageError(f"cannot write the entry under {out}: {path} is not writable by this user; give "
+                                 f"--out a folder you can write (nothing was written)")
             return
 
 

@@ -208,7 +208,7 @@ def _units_of_value(report: _Report, name: str, value: float, line: int | None =
         report.at(name, f"{value:g} is negative (an accuracy is at least 0)", line)
         return False
     figure = FIGURES[name]
-    if not figure.percent and value > 1:
+    if not figure.percent and not figure.unit and value > 1:      # a figure in its own unit (bits/byte) may be
         report.at(name, f"{value:g} is above 1: a percent in a fraction column "
                         f"(write {figure.label} as a fraction, e.g. {value / 100:g})", line)
         return False
@@ -323,11 +323,11 @@ def _threshold(report: _Report, task: Task, fields: dict, allow_unofficial: bool
         if not allow_unofficial:
             report.at("official_threshold", "false: a run to a lowered threshold is a smoke test, not an entry "
                                             "(rerun to the official threshold)")
-        elif schemas.conforms(("threshold",), recorded):
+        elif schemas.conforms(("threshold",), recorded) and (task.figure.unit or as_float(recorded) <= 1):
             return round(task.figure.to_log(as_float(recorded)), 6)
         else:
-            report.at("threshold", "missing or not a fraction in (0, 1] for an unofficial entry "
-                                   "(record the threshold it was run to)")
+            report.at("threshold", f"missing or not {task.figure.unit or 'a fraction in (0, 1]'} for an unofficial "
+                                   f"entry (record the threshold it was run to)")
     elif schemas.conforms(("threshold",), recorded) and not math.isclose(as_float(recorded), task.threshold):
         report.at("threshold", f"{show(recorded)} is not {task.display_name}'s threshold {task.threshold:g} "
                                f"(write {task.threshold:g}, or mark the entry official_threshold: false)")

@@ -9,11 +9,11 @@ fails tells the launcher why (the notes below), so that the others' DNC names it
 Rank 0 listens on MASTER_ADDR at MASTER_PORT + 1 (or $DAWNBENCH_HARNESS_PORT); the secret is
 $DAWNBENCH_RUN_TOKEN, else torchrun's TORCHELASTIC_RUN_ID (both withheld from the workers).
 
-Several machines: under torchrun's c10d rendezvous, MASTER_ADDR and MASTER_PORT are not the
-rendezvous endpoint but the node that became rank 0 (its name, or --local-addr) and the port of the
-store torchrun opened there, so MASTER_PORT + 1 is a port on rank 0's machine that every node
-reaches as it reaches the store. Where that port is taken or firewalled, $DAWNBENCH_HARNESS_PORT
-(the same on every node) names another.
+Several machines: the rank launcher of each node (harness.local_ranks --nnodes) points MASTER_ADDR and
+MASTER_PORT at node 0, where global rank 0 runs and the trainers' store listens, so MASTER_PORT + 1 is
+a port on rank 0's machine that every node reaches as it reaches the store (under torchrun's c10d
+rendezvous, MASTER_ADDR is the node that became rank 0: the same). Where that port is taken or
+firewalled, $DAWNBENCH_HARNESS_PORT (the same on every node) names another.
 """
 from __future__ import annotations
 

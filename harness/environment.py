@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from harness import worker_env
+from harness.sandbox import kernel
 
 # Distribution names whose versions a reader needs to reproduce a result.
 PACKAGES = ("numpy", "tqdm", "torch", "torchvision", "tensorflow", "tensorflow-cpu", "keras",
@@ -89,7 +90,8 @@ def _gpus() -> list[dict]:
         return []
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20,
+                             preexec_fn=kernel.dies_with_harness())
     except (OSError, subprocess.TimeoutExpired):
         return []
     gpus = []
@@ -112,7 +114,8 @@ CUDA_IMAGE_VARIABLES = {"cuda": "CUDA_VERSION", "cudnn": "NV_CUDNN_VERSION", "nc
 def _driver_cuda() -> str | None:
     """The newest CUDA the driver supports, from nvidia-smi's header ("CUDA Version: 13.0")."""
     try:
-        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20,
+                             preexec_fn=kernel.dies_with_harness()).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     marker = "CUDA Version:"
@@ -207,12 +210,12 @@ def git_commit(repo: Path, paths: list[Path] | tuple = ()) -> dict:
     harness.provenance's business."""
     try:
         head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, timeout=10)
+                              text=True, timeout=10, preexec_fn=kernel.dies_with_harness())
         if head.returncode != 0:
             return {"commit": None, "dirty": None}
         status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all",
                                  "--", *(str(p) for p in paths)],
-                                capture_output=True, text=True, timeout=10)
+                                capture_output=True, text=True, timeout=10, preexec_fn=kernel.dies_with_harness())
         if status.returncode != 0:
             return {"commit": head.stdout.strip(), "dirty": None}
         return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}

@@ -40,23 +40,26 @@ class EvalBound:
 
     @classmethod
     def of(cls, *, train_s: float, eval_examples: int, train_examples: int, rank_train_s=(),
-           start_s: float | None = None, passes: float = 1.0) -> EvalBound:
+           start_s: float | None = None, passes: float = 1.0, starts: int = 1) -> EvalBound:
         """The bound of one eval. `train_examples`: the task's official training set (tasks.toml), which the
         run's ranks trained in an epoch between them; `rank_train_s`: every rank's train span that epoch (one
         process: `train_s`, its own). Training one example cost the sum of those spans over the training set:
         every rank's time, never one rank's times the ranks (rank 0 training the whole set while rank 1
         returned at once doubled the allowance, issue 46). `start_s` (the trainer's init span) where the
-        predictor starts in the eval; `passes` the task's eval cost per example, in training examples.
-        Nothing the trainer reports (its `samples`) enters it."""
+        predictor starts in the eval, `starts` times (a language model's look-ahead audit starts a second,
+        harness.lm_audit); `passes` the task's eval cost per example, in training examples. Nothing the
+        trainer reports (its `samples`) enters it."""
         spans = [float(t) for t in rank_train_s] or [float(train_s)]
         rank_seconds = sum(spans)
         share = passes * eval_examples / max(train_examples, 1) * rank_seconds
-        seconds = share + PER_EVAL_S + (start_s or 0.0)
+        seconds = share + PER_EVAL_S + starts * (start_s or 0.0)
         trained = (f"({' + '.join(f'{t:.2f}' for t in spans)}) s train spans of {len(spans)} ranks"
                    if len(spans) > 1 else f"{rank_seconds:.2f} s train span")
         formula = ((f"{passes:g} passes x " if passes != 1 else "") +
                    f"{eval_examples} eval / {train_examples} training examples x {trained} + {PER_EVAL_S:g} s" +
                    (f" + {start_s:.2f} s for the predictor's start (the trainer's init span)"
+                    if start_s is not None and starts == 1 else
+                    f" + {starts} x {start_s:.2f} s for the predictors' starts (the trainer's init span)"
                     if start_s is not None else ""))
         return cls(seconds, formula)
 

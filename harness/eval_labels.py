@@ -33,6 +33,9 @@ def load_eval_labels(name: str, data_root: str | os.PathLike | None = None):
             return metrics.SquadLabels(metrics.load_squad_dataset(path)["data"])
         except metrics.MetricInputError as exc:
             raise DatasetError(f"{exc}; re-fetch it with: {entry['fetch_command']}") from None
+    if file_format == "utf8-text":      # issue 50 (i50-lm): the stream whose next tokens are scored (a format class's)
+        from harness.lm_eval import TokenStream
+        return TokenStream.of_text_file(path)
     if file_format == "npy":
         labels = read_npy(path, name)
         if labels.ndim != 1 or labels.dtype.kind not in "iu":
@@ -41,7 +44,7 @@ def load_eval_labels(name: str, data_root: str | os.PathLike | None = None):
         return labels.astype(np.int64)
     if file_format != "idx":
         raise DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}; "
-                           "known: idx, cifar-pickle, imagenet-folders, squad-json, npy")
+                           "known: idx, cifar-pickle, imagenet-folders, squad-json, npy, utf8-text")
     labels = read_idx(path)
     if labels.ndim != 1:
         raise DatasetError(f"malformed IDX file {path}: eval labels must be 1-D, got shape {labels.shape}")

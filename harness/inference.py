@@ -23,6 +23,7 @@ from harness import (
     eval_labels,
     inference_engines,
     judge,
+    official_readers,
     paths,
     result_identity,
     safe_write,
@@ -50,6 +51,9 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
     the sandboxed predictor; "onnxruntime" and "openvino" run the network the predictor exports, in
     a harness process of their own (harness.inference_engines), at `precision`, on `threads` threads."""
     task = spec.task
+    if not task.kind.infers:
+        raise UsageError(f"{task.name}'s kind ({task.kind.name}) has no per-example inference yet (issue 50): `infer` "
+                         f"times one example at a time; its entries are training runs")
     inference_engines.check_options(runtime, precision, threads, spec.framework)
     if runtime in inference_engines.EXPORTED and not task.kind.exportable:
         raise UsageError(f"--runtime {runtime} runs classifiers (scores out); {task.name}'s answers are text: "
@@ -62,6 +66,13 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         # before the work, and never over another inference's files (nothing already written is lost)
         raise UsageError(f"--out {shown(out_dir, 300)} already holds an inference (inference.json): give a new "
                          f"folder, or move that one away first")
+    if out_dir is not None:
+        # made before the work, as a run's folder is: that is the check that it can be written (the probe of
+        # issue 47 found a read-only --out refused only after every example was timed)
+        try:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise safe_write.WriteError(out_dir, e, "--out") from None
     if not model_path.exists():
         raise FileNotFoundError(f"model {model_path} not found; a converged `{command('run')}` leaves "
                                 f"one in results/<reference>/<run id>/model")
@@ -299,23 +310,38 @@ def _run_reference(spec, hyperparameters, data_root, work, isolation, seed, thre
     one example at a time; a server whose view holds the model and none of the task's files (role
     "serve") gets each example with its timed request. A predictor that held both once answered every
     timed request from a table computed in `load()`, at the channel's round trip (issue 46). The
-    requests come in an order drawn with the seed, so a server cannot know the next example either."""
+    requests come in an order drawn with the seed, so a server cannot know the next example either.
+
+    Where the eval set is image files (ImageNet), DAWNBench's latency is per image from its file: the
+    harness reads each file itself and the request carries its bytes, so decoding and preparing the
+    image are inside the timed call (the reference's `example_from_wire`, then `infer`); no predictor
+    is started. A predictor's `eval_inputs()` gave decoded crops, and the decode was off the clock."""
     producer = server = None
+    files = official_readers.eval_image_files(spec.task.dataset, data_root)
     try:
         server, served = _start("serve", spec, hyperparameters, data_root, work, isolation, seed,
                                 snapshots=work / "models", env={"OMP_NUM_THREADS": str(threads)})
         _load(server, served, spec, model_path)      # before any eval input exists in a worker
-        producer, _ = _start("predict", spec, hyperparameters, data_root, work, isolation, seed)
-        count = int(producer.call("inputs")[0]["count"])
+        if files is None:
+            producer, _ = _start("predict", spec, hyperparameters, data_root, work, isolation, seed)
+            count = int(producer.call("inputs")[0]["count"])
+        else:
+            count = len(files)
         n = count if limit is None else min(limit, count)
         if limit is None and n != total:
-            raise ValueError(f"eval_inputs() gave {n} examples; the {spec.task.name} eval set here has {total}")
+            source = "eval_inputs() gave" if files is None else "the eval folder holds"
+            raise ValueError(f"{source} {n} examples; the {spec.task.name} eval set here has {total}")
         overhead = _round_trip_ms(server)
         order = np.random.default_rng(seed).permutation(n)
 
-        def served_call(i: int):
+        def next_example(i: int) -> tuple[dict, np.ndarray | None]:
+            if files is not None:       # the image file as stored: read here, before the clock starts
+                return {"wire": "bytes"}, np.frombuffer(files[i].read_bytes(), dtype=np.uint8)
             reply, array = producer.call("example", index=int(i))
-            example = {"wire": reply.get("wire"), **({"example": reply["example"]} if "example" in reply else {})}
+            return {"wire": reply.get("wire"), **({"example": reply["example"]} if "example" in reply else {})}, array
+
+        def served_call(i: int):
+            example, array = next_example(int(i))
             t0 = time.perf_counter()
             answer = server.call("infer", payload=array, **example)
             return time.perf_counter() - t0, answer
@@ -342,9 +368,19 @@ def _run_reference(spec, hyperparameters, data_root, work, isolation, seed, thre
             "threads": threads, "threads_setting": "OMP_NUM_THREADS in the server",
             "timer": "round trip of each request, which carries its example, to the sandboxed server that holds "
                      "the model and no eval input, timed in the harness process",
+            "example": EXAMPLE_FILE if files is not None else EXAMPLE_PREPARED,
             "order": f"every example once, in an order drawn with seed {seed}",
             # Each latency is a round trip to the sandboxed server; an empty request's median round trip:
             "round_trip_overhead_ms": overhead}
+
+
+# What a timed request carries (inference.json `example`): the image file, so that its decode is timed, or
+# what the reference's eval_inputs() prepared before the clock (a tensor, a tokenized question)
+EXAMPLE_FILE = "the image file's bytes, read by the harness: decoding and preparing it are inside each timed call"
+EXAMPLE_PREPARED = "the reference's eval_inputs() example, prepared before the clock"
+# The exported runtimes time the runtime call alone, in a judge process of numpy and the runtime: it has no
+# decoder of the reference's preparation (Pillow, OpenCV, TensorFlow's), so their inputs come decoded
+EXAMPLE_EXPORTED = "the reference's export_inputs() example, prepared before the clock (an image's decode is not timed)"
 
 
 def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runtime, precision, threads,
@@ -398,7 +434,8 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
     # ran the reference's interpreter once, whose site-packages held whatever `onnxruntime` the entrant's
     # requirements installed, and that build timed 0.070 ms against the honest 0.945 ms (issue 46).
     proc = subprocess.run(judge.command("harness.inference_engines", str(folder / "request.json")), cwd=folder,
-                          env=judge.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True)
+                          env=judge.environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          preexec_fn=kernel.dies_with_harness())
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
         if proc.returncode == 2 and lines[-1].startswith("error: "):
@@ -415,7 +452,7 @@ def _run_exported(spec, hyperparameters, data_root, work, isolation, seed, runti
     return {"outputs": list(outputs), "latencies": latencies, "items": n, "files": files,
             "runtime": runtime, "runtime_version": facts.pop("runtime_version"),
             "precision": {"requested": precision, "used": facts.pop("precision_used")},
-            "threads": threads, "timer": facts.pop("timer"),
+            "threads": threads, "timer": facts.pop("timer"), "example": EXAMPLE_EXPORTED,
             "round_trip_overhead_ms": None,
             "exported_model": {"format": "onnx", "sha256": inference_engines.sha256(folder / "model.onnx"),
                                "bytes": (folder / "model.onnx").stat().st_size, **facts.pop("model")},

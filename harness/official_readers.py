@@ -236,9 +236,30 @@ def count_train_examples(name: str, data_root: str | os.PathLike | None = None) 
                     data = json.load(fh)["data"]
                 count += sum(len(p["qas"]) for article in data for p in article["paragraphs"])
             return count
+        if file_format == "utf8-text":      # issue 50 (i50-lm): a token is a byte (a format class's)
+            return sum((directory / f).stat().st_size for f in _names(train))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DatasetError(f"{name}: its training examples cannot be counted: {exc}") from None
     raise DatasetError(f"datasets.toml entry [{name}] has no training split the harness can count ({file_format!r})")
+
+
+IMAGE_SUFFIXES = (".jpeg", ".jpg")     # the prepared ImageNet's val images (common.imagenet_files), compared lower-case
+
+
+def eval_image_files(name: str, data_root) -> list[Path] | None:
+    """The eval set as image files, one per example in the canonical order (sorted names), where the
+    dataset stores its eval examples so (the `imagenet-folders` format: ImageNet, ImageNetV2); None for
+    a dataset whose eval examples are records inside files, or whose eval folder is not there."""
+    entry = manifest(name)
+    if entry.get("format") != "imagenet-folders":
+        return None
+    folder = files_dir(name, data_root) / entry["splits"]["test"]["dir"]
+    try:
+        with os.scandir(folder) as found:
+            names = sorted(e.name for e in found if e.name.lower().endswith(IMAGE_SUFFIXES) and e.is_file())
+    except OSError:
+        return None
+    return [folder / n for n in names] or None
 
 
 def _names(split) -> list[str]:

@@ -33,6 +33,7 @@ from harness import paths
 from harness.arguments import path_problem
 from harness.datasets import MANIFEST_ENV
 from harness.errors import PROG_ENV
+from harness.sandbox import kernel
 
 BUILD_INFO = Path("/opt/dawnbench/build.json")     # written by every reference image's build
 BUILD_INFO_ENV = "DAWNBENCH_BUILD_INFO"            # tests only: another build record (never official)
@@ -100,7 +101,8 @@ def tree_hash(directory: str | os.PathLike) -> str:
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess | None:
     try:
-        return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=30)
+        return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=30,
+                              preexec_fn=kernel.dies_with_harness())
     except (OSError, subprocess.TimeoutExpired):
         return None
 

@@ -130,7 +130,14 @@ class Reference(abc.ABC):
     @abc.abstractmethod
     def predict(self) -> Any:
         """Predictions for every eval example in the task's canonical order: class scores
-        (N, C), ranked class ids (N, k), or {question id: answer text}. Off the clock."""
+        (N, C), ranked class ids (N, k), or {question id: answer text}. Off the clock.
+
+        A language-model task (kind `lm`) calls `predict(inputs)` instead, several times: `inputs` is an
+        int64 array [N, T] of token ids, windows of the validation stream the harness cut (the predictor's
+        view holds no file of the task), and the answer is float32 log-probabilities [N, T, V], row i,
+        position t the log-distribution of the token that follows inputs[i, :t+1]: causal, normalized
+        (a log_softmax), and the same whatever the batch and the tokens after t, for a fresh predictor
+        asks again at positions the harness draws (docs/RULES.md, "Language-model tasks")."""
 
     @abc.abstractmethod
     def save(self, path: Path) -> None:
@@ -146,7 +153,9 @@ class Reference(abc.ABC):
     def eval_inputs(self) -> Sequence[Any]:
         """The eval examples, unlabeled, in canonical order: what `infer` is timed on. In the
         predictor, which never gets the model for inference: each example goes to the timed server
-        with its request, as an array (a tensor's values), bytes or a JSON value."""
+        with its request, as an array (a tensor's values), bytes or a JSON value. Not asked where the
+        eval set is image files (ImageNet): each request then carries the file's bytes, read by the
+        harness, and `example_from_wire` decodes them inside the timed call (harness.inference)."""
 
     @abc.abstractmethod
     def infer(self, example: Any) -> Any:
@@ -155,8 +164,9 @@ class Reference(abc.ABC):
 
     def example_from_wire(self, example: Any) -> Any:
         """One example as it came with its timed request (a numpy array, bytes or a JSON value, from
-        what `eval_inputs` gave) -> what `infer` takes. Part of the timed call. The framework
-        adapters in common/ put an array on the model's device."""
+        what `eval_inputs` gave; an ImageNet image file's bytes) -> what `infer` takes. Part of the
+        timed call. The framework adapters in common/ put an array on the model's device; an ImageNet
+        reference decodes and prepares the image here, as its predictor does."""
         return example
 
     # Optional hooks of `dawnbench infer --runtime onnxruntime|openvino` (common/torch_base.py

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths
-from harness.arguments import MAX_SECONDS, MAX_TEXT
+from harness.arguments import FRACTION_THRESHOLD, MAX_SECONDS, MAX_TEXT
 from harness.errors import UsageError, command, one_line, shown
 from harness.tasks import Task, UnknownTaskError, get_task
 
@@ -140,9 +140,17 @@ class Reach:
 UNREACHABLE = "reference.toml [reach]: the network cannot reach the task's"
 
 
+def check_threshold(task, threshold: float | None) -> None:
+    """A --threshold in its task's figure's range: at most 1 for a fraction or a percent (the option
+    parses any positive number: a language model's bits per byte is no fraction); one line otherwise."""
+    if threshold is not None and not task.figure.unit:
+        FRACTION_THRESHOLD(repr(threshold))
+
+
 def check_reach(spec: ReferenceSpec, threshold: float | None) -> None:
     """Before any work: refused, in one line, a run of a reference whose network cannot reach `threshold`
-    (None: the task's), as its reference.toml's [reach] says."""
+    (None: the task's), as its reference.toml's [reach] says; a threshold out of its figure's range too."""
+    check_threshold(spec.task, threshold)
     why = spec.reach.refusal(spec.name, threshold) if spec.reach is not None else None
     if why:
         raise UsageError(why)

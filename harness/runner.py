@@ -30,6 +30,8 @@ from harness import (
     energy,
     environment,
     eval_bound,
+    lm_audit,
+    lm_eval,
     load,
     precision,
     provenance,
@@ -64,7 +66,7 @@ class BudgetSpent(DawnbenchError):
 
 # Verdicts the harness reaches on the reference's behaviour: each is the run's DNC reason as it stands.
 VERDICTS = (BudgetSpent, eval_bound.EvalOverBound, snapshots.SnapshotRefused, handle.FreezeError,
-            channel.ProtocolError)
+            channel.ProtocolError, lm_eval.LMRefused)
 
 
 def _say(msg: str, rank: int = 0) -> None:
@@ -336,8 +338,11 @@ class _Run:
         row = self.record.epoch_scored(epoch, value=value, scores=scores, stored=stored, on_clock=trained.on_clock,
                                        stats=trained.stats, handover_s=handover, snapshot=taken, eval_cost=cost,
                                        train_seconds=trained.train_total_s)
-        _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {100 * value:6.2f}% "
-             f"(target {100 * p.budget.threshold:.2f}%)  time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
+        figure = self.task.figure
+        shown = (f"{figure.shown(value)} (target {p.budget.threshold:g})" if figure.unit else
+                 f"{100 * value:6.2f}% (target {100 * p.budget.threshold:.2f}%)")
+        _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {shown}  "
+             f"time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
         if reached:
             self.reached_at = row
         return bool(reached)
@@ -369,9 +374,10 @@ class _Run:
         harness counts, scores and stores the predictions. Returns the metric, the scores, the stored
         file and the eval's cost."""
         p, task = self.plan, self.task
-        bound = eval_bound.EvalBound.of(train_s=trained.train_s, eval_examples=p.eval_set.examples,
+        charged, starts = task.kind.eval_charge(task, p.eval_set.examples)
+        bound = eval_bound.EvalBound.of(train_s=trained.train_s, eval_examples=charged,
                                         train_examples=p.train_examples, rank_train_s=trained.rank_train_s,
-                                        start_s=self.init_s, passes=self.spec.task.eval_passes)
+                                        start_s=self.init_s, passes=self.spec.task.eval_passes, starts=starts)
         began = time.perf_counter()
 
         def left() -> float:
@@ -379,26 +385,27 @@ class _Run:
             if over <= 0:
                 raise bound.over(epoch, time.perf_counter() - began)
             return over
+        audit, cpu_before = None, self.predictors_cpu
         try:
-            _, self.predictor_seen = self._start_worker("predict", timeout=left())
+            self._predictor_for(epoch, left)
             if epoch == 1:
                 self.record.eval_inputs(data_views.derived_files(self.work / "derived"))
-            self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{_snapshot_name(epoch)}",
-                                timeout=left())
-            answer, array = self.predictor.call("predict", timeout=left())
+            if isinstance(p.labels, lm_eval.TokenStream):   # issue 50 (i50-lm): the lm format's eval, a format class's
+                predictions, audit = self._lm_passes(epoch, left)
+                left()      # the harness's checks are in the span: past the bound after them is past it
+            else:
+                answer, array = self.predictor.call("predict", timeout=left())
+                predictions = answer["answers"] if "answers" in answer else array
         except handle.CallTimeout:
             raise bound.over(epoch, time.perf_counter() - began) from None
         wall_s = time.perf_counter() - began
-        self.predictor.freeze()          # nothing of it runs outside its eval span
-        cpu_s = self.predictor.cpu_seconds()
-        self.predictors_cpu += cpu_s
-        self._end_predictor()
+        self._retire_predictor()
+        cpu_s = self.predictors_cpu - cpu_before        # every predictor of the eval's
         cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(cpu_s, 3),
                 "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.task.eval_passes,
                 "fresh_predictor": True, "train_s": round(trained.train_s, 3),
                 "rank_train_s": [round(t, 3) for t in trained.rank_train_s],
-                "train_cpu_s": round(trained.cpu_s, 3)}
-        predictions = answer["answers"] if "answers" in answer else array
+                "train_cpu_s": round(trained.cpu_s, 3), **({"lm": audit} if audit else {})}
         count = task.count(predictions) if predictions is not None else 0
         if count != p.eval_set.examples:
             raise PredictionCountError(
@@ -407,6 +414,36 @@ class _Run:
         scores = task.score(predictions, p.labels, p.eval_set.dropped_indices)
         stored = self.record.store_predictions(epoch, predictions)     # in the eval span, off the clock
         return scores[task.metric], scores, stored, cost
+
+    def _predictor_for(self, epoch: int, left) -> None:
+        """A fresh predictor (a new worker, its own scratch) with the epoch's snapshot loaded."""
+        _, self.predictor_seen = self._start_worker("predict", timeout=left())
+        self.predictor.call("load", path=f"{self.predictor_seen['snapshots']}/{_snapshot_name(epoch)}", timeout=left())
+
+    def _retire_predictor(self) -> None:
+        """The predictor frozen (nothing of it runs outside its eval span), its CPU seconds counted, and
+        killed with its scratch."""
+        self.predictor.freeze()
+        self.predictors_cpu += self.predictor.cpu_seconds()
+        self._end_predictor()
+
+    def _lm_passes(self, epoch: int, left) -> tuple:
+        """A language model's eval (harness.lm_eval, harness.lm_audit): the audit's positions drawn, the
+        first pass over the harness's windows, then a second fresh predictor asked for the drawn prefixes
+        alone. Returns the scored tokens' log-probabilities and the record of the audit; AuditFailed (DNC)
+        when the two passes disagree."""
+        settings = self.task.settings
+        windows = lm_eval.Windows.of(self.plan.labels, settings.window)
+        draw = lm_audit.Draw.of(windows, settings)
+
+        def ask(inputs):
+            return self.predictor.call("predict", payload=inputs, timeout=left())[1]
+        logp, kept = lm_eval.first_pass(ask, windows, settings, draw.positions)
+        self._retire_predictor()            # nothing of the first pass reaches the audit
+        self._predictor_for(epoch, left)
+        record = lm_audit.check(draw, windows, kept, ask(draw.inputs), settings)
+        return logp, {"windows": list(windows.inputs.shape), "windows_sha256": windows.sha256,
+                      "stream_sha256": self.plan.labels.sha256, "audit": record}
 
     def _end_predictor(self) -> None:
         """The eval's predictor killed, every process of it, and its scratch (HOME, TMPDIR) removed."""
@@ -495,7 +532,9 @@ class _Run:
         if p.rank == 0:
             self.record.write(result, {**self.system, "framework_extra": self.framework_extra, "load": machine})
             if outcome.status == CONVERGED:
-                _say(f"converged: {self.task.metric} {100 * result['metric_value']:.2f}% at epoch {epochs}; "
+                figure = self.task.figure
+                reached = (figure.shown(result["metric_value"]) if figure.unit else f"{100 * result['metric_value']:.2f}%")
+                _say(f"converged: {self.task.metric} {reached} at epoch {epochs}; "
                      f"time-to-accuracy {result['tta_seconds']:.1f} s (eval excluded), wall {wall:.1f} s", p.rank)
             else:
                 _say(f"DNC: {outcome.reason}", p.rank)

@@ -3,6 +3,8 @@
     predictions/epoch-001.npz      classification: the top-min(5, C) class ids per example, best first,
                                    one array `ids` (N, k), int16 (int32 when an id needs it), compressed
     predictions/epoch-001.json.gz  SQuAD: {question id: answer text}, gzip'd JSON
+    predictions/epoch-001.npz      a language model: the log-probability of each scored next token,
+                                   one array `logp` (E,), float32, compressed
 
 Never the full score matrices: top-5 ids re-score top-1 and top-5 exactly (the ids are ranked by
 harness.metrics.topk_ids, the rule topk_accuracy scores by), at a few hundred kB per ImageNet epoch.
@@ -150,15 +152,17 @@ def load(run_dir: Path, relative: str, task: Task, sha256: str | None = None) ->
     return decode(task, data, relative)
 
 
-def decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
+def _one_array(data: bytes, name: str, member: str, max_bytes: int) -> tuple[bytes, tuple, np.dtype]:
+    """The one array `member` of an npz file from anyone: (its .npy bytes, shape, dtype), the header read
+    before anything is allocated; Refused for anything else."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
-            if [m.filename for m in members] != [ARRAY + ".npy"]:
-                raise Refused(f"{name}: holds {[m.filename for m in members][:5]}, not the one array {ARRAY}.npy")
+            if [m.filename for m in members] != [member + ".npy"]:
+                raise Refused(f"{name}: holds {[m.filename for m in members][:5]}, not the one array {member}.npy")
             # file_size bounds what ZipExtFile will inflate, so a zip bomb stops here
-            if members[0].file_size > MAX_ARRAY_BYTES:
-                raise Refused(f"{name}: {ARRAY}.npy inflates to {members[0].file_size} bytes, over {MAX_ARRAY_BYTES}")
+            if members[0].file_size > max_bytes:
+                raise Refused(f"{name}: {member}.npy inflates to {members[0].file_size} bytes, over {max_bytes}")
             raw = archive.read(members[0])
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise Refused(f"{name}: not an npz file ({type(e).__name__}: {e})") from None
@@ -172,16 +176,49 @@ def decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
         reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
         shape, _fortran, dtype = reader(stream)
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as e:
-        raise Refused(f"{name}: {ARRAY}.npy is not a numpy array ({type(e).__name__}: {e})") from None
+        raise Refused(f"{name}: {member}.npy is not a numpy array ({type(e).__name__}: {e})") from None
+    return raw, shape, dtype
+
+
+def _array(raw: bytes, name: str, member: str) -> np.ndarray:
+    try:
+        return np.ascontiguousarray(np.load(io.BytesIO(raw), allow_pickle=False))
+    except (ValueError, OSError, EOFError) as e:
+        raise Refused(f"{name}: {member}.npy is not a numpy array ({type(e).__name__}: {e})") from None
+
+
+def decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
+    raw, shape, dtype = _one_array(data, name, ARRAY, MAX_ARRAY_BYTES)
     if dtype not in (np.dtype("<i2"), np.dtype("<i4")):
         raise Refused(f"{name}: ids are {dtype}, not int16 or int32")
     if len(shape) != 2 or shape[0] != task.eval_examples or not 1 <= shape[1] <= TOP_K:
         raise Refused(f"{name}: ids of shape {shape}, not ({task.eval_examples}, 1..{TOP_K}) for {task.name}")
-    try:
-        ids = np.load(io.BytesIO(raw), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise Refused(f"{name}: {ARRAY}.npy is not a numpy array ({type(e).__name__}: {e})") from None
-    return np.ascontiguousarray(ids)
+    return _array(raw, name, ARRAY)
+
+
+# A language-model task (issue 50): the log-probability the predictor gave each scored next token, float32
+# in stream order, one array `logp` (E,): the figure is their negative mean, recomputed exactly.
+LOGP = "logp"
+MAX_LOGP_BYTES = 64 * 2**20         # 10,485,760 tokens (the speedrun's eval) x float32 is 40 MB
+
+
+def encode_logprobs(predictions: Any) -> bytes:
+    logp = np.asarray(predictions)
+    if logp.ndim != 1 or logp.dtype != np.float32:
+        raise ValueError(f"language-model predictions are float32 log-probabilities (E,), not {logp.dtype} {logp.shape}")
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{LOGP: logp})
+    return buffer.getvalue()
+
+
+def decode_logprobs(task: Task, data: bytes, name: str) -> np.ndarray:
+    raw, shape, dtype = _one_array(data, name, LOGP, MAX_LOGP_BYTES)
+    if dtype != np.dtype("<f4") or len(shape) != 1 or shape[0] != task.eval_examples:
+        raise Refused(f"{name}: {LOGP} is {dtype} {shape}, not float32 ({task.eval_examples},) for {task.name}")
+    logp = _array(raw, name, LOGP)
+    if not np.isfinite(logp).all():
+        raise Refused(f"{name}: {LOGP} holds a log-probability that is not finite (the harness stores none)")
+    return logp
 
 
 def decode_answers(task: Task, data: bytes, name: str) -> dict:
@@ -209,4 +246,5 @@ class Codec:
 
 
 # The codec a task's kind names (harness.task_kinds.TaskKind.stored_as)
-CODECS = {"ids": Codec("npz", encode_ids, decode_ids), "answers": Codec("json.gz", encode_answers, decode_answers)}
+CODECS = {"ids": Codec("npz", encode_ids, decode_ids), "answers": Codec("json.gz", encode_answers, decode_answers),
+          "logprobs": Codec("npz", encode_logprobs, decode_logprobs)}

@@ -33,6 +33,7 @@ class Figure:
     field: str
     scale: float
     label: str          # what a message calls it: "F1", "top-1 accuracy"
+    unit: str = ""      # a figure that is no fraction prints with its unit: "bits/byte" (scale 1)
 
     @property
     def percent(self) -> bool:
@@ -56,7 +57,9 @@ class Figure:
         return self.label[:1].upper() + self.label[1:]
 
     def shown(self, value: float) -> str:
-        """A value in log units as the pages show it: "94.2%", or "0.76" for a fraction."""
+        """A value in log units as the pages show it: "94.2%", "0.76" for a fraction, "1.523 bits/byte"."""
+        if self.unit:
+            return f"{value:.3f} {self.unit}"
         return f"{value:g}%" if self.percent else f"{value:g}"
 
 
@@ -68,7 +71,21 @@ class TaskKind:
     score_names: ClassVar[tuple[str, ...]]    # every key score() may return
     lower_is_better: ClassVar[bool] = False
     exportable: ClassVar[bool] = True         # an ONNX export gives its predictions (scores out)
+    infers: ClassVar[bool] = True             # `dawnbench infer` times it an example at a time
     stored_as: ClassVar[str]                  # how a run keeps its predictions: a codec of harness.stored_predictions
+    settings_table: ClassVar[str | None] = None   # the kind's own table of a task's row ([tasks.<name>.<table>])
+
+    def settings(self, task: str, table: object) -> Any:
+        """A task's own numbers for this kind, from its tasks.toml table `settings_table` (checked: one
+        line for a mistake); None for a kind without one."""
+        if table is not None:
+            raise UnknownKindError(f"tasks.toml [tasks.{task}]: the {self.name} kind takes no table of settings")
+        return None
+
+    def eval_charge(self, task, examples: int) -> tuple[int, int]:
+        """What one eval asks of the predictors, for the eval bound (harness.eval_bound): the examples
+        predicted and the predictors started. One pass over the eval set by one fresh predictor."""
+        return examples, 1
 
     def figure(self, metric: str) -> Figure:
         for figure in self.figures:
@@ -211,7 +228,44 @@ def _answer(question_id: str, output) -> tuple[str, str]:
                      f"got {type(output).__name__}")
 
 
-KINDS: dict[str, type[TaskKind]] = {k.name: k for k in (ImageClassification, SpanAnswer)}
+class LanguageModel(TaskKind):
+    """A causal language model on the harness's validation stream (issue 50). The predictor returns
+    log-probabilities [N, T, V] for the windows the harness cuts (harness.lm_eval); the harness keeps
+    the log-probability of each next token and audits the look-ahead with a fresh predictor
+    (harness.lm_audit). The predictions scored and stored are those log-probabilities, one per scored
+    token: `bpb` (bits per byte, where a token is a byte) and `ce` (nats per token), lower is better."""
+
+    name = "lm"
+    figures = (Figure("bpb", "bitsPerByte", 1, "bits per byte", unit="bits/byte"),
+               Figure("ce", "crossEntropy", 1, "cross-entropy", unit="nats/token"))
+    score_names = ("bpb", "ce")
+    lower_is_better = True
+    exportable = False
+    infers = False
+    stored_as = "logprobs"
+    settings_table = "lm"
+
+    def settings(self, task: str, table: object) -> Any:
+        from harness.lm_eval import LMSettings
+        return LMSettings.of(task, table)
+
+    def eval_charge(self, task, examples: int) -> tuple[int, int]:
+        # the first pass over every window, then the audit's rows in a second, fresh predictor
+        return examples + task.settings.audit_positions * task.settings.window, 2
+
+    def score(self, task, predictions, labels, drop=None) -> dict[str, float]:
+        import math
+
+        import numpy as np
+        logp = np.asarray(predictions, dtype=np.float64)
+        nats = float(-logp.sum() / max(len(logp), 1))
+        return {"bpb": nats / math.log(2), "ce": nats}
+
+    def from_outputs(self, outputs: list, labels: Any) -> Any:
+        raise ValueError("a language-model task has no per-example inference (issue 50: not yet)")
+
+
+KINDS: dict[str, type[TaskKind]] = {k.name: k for k in (ImageClassification, SpanAnswer, LanguageModel)}
 # The offline evaluators `harness eval NAME` runs: the official script of a kind's metric.
 EVALUATORS = {"squad": "harness.squad_eval"}
 

@@ -68,6 +68,7 @@ class Task:
     kind: TaskKind = field(default_factory=ImageClassification)
     other_thresholds: tuple[tuple[float, str], ...] = ()   # (value, source): where analyses also read the logs
     acceptance: Acceptance = field(default_factory=Acceptance)   # how a run or a series is accepted
+    settings: object = None         # the kind's own numbers ([tasks.<name>.<kind.settings_table>]), or None
 
     @property
     def figure(self) -> Figure:
@@ -113,6 +114,7 @@ class Task:
 
 
 def _task(name: str, t: dict) -> Task:
+    kind = resolve(t["kind"], name)
     task = Task(
         name=name,
         display_name=t["display_name"],
@@ -124,9 +126,10 @@ def _task(name: str, t: dict) -> Task:
         train_examples=int(t["train_examples"]),
         max_snapshot_mib=float(t["max_snapshot_mib"]),
         eval_passes=float(t.get("eval_passes", 1.0)),
-        kind=resolve(t["kind"], name),
+        kind=kind,
         other_thresholds=tuple((float(o["value"]), str(o["source"])) for o in t.get("other_thresholds", ())),
         acceptance=_acceptance(name, t.get("acceptance", {})),
+        settings=kind.settings(name, t.get(kind.settings_table)) if kind.settings_table else None,
     )
     task.kind.figure(task.metric)      # a metric its kind does not know fails here, at import, in one line
     unknown = [c for c in task.tsv_columns[2:] if c not in {f.field for f in task.kind.figures}]

@@ -37,6 +37,8 @@ from harness import (
     datasets,
     eval_bound,
     eval_labels,
+    lm_audit,
+    lm_eval,
     load,
     precision,
     safe_read,
@@ -798,6 +800,8 @@ def verify(run_dir: Path, data_root: Path | None = None,
     check("eval bound", lambda: _eval_bound_check(events, task, result.get("world_size", 1),
                                                   result.get("official") is True), "events")
     check("model", lambda: _model_check(run_dir, events), "events")
+    if task.settings is not None:       # issue 50 (i50-lm): a language model's look-ahead audits, as logged
+        check("audit", lambda: _audit_check(events, task, state.get("labels")), "events")
     recorded = _worker_environment(run_dir)
     named = (result.get("provenance") if isinstance(result.get("provenance"), dict) else {}).get(
         "worker_environment_sha256")
@@ -855,11 +859,12 @@ def _eval_bound_check(events: list[dict], task: Task, world_size: object = 1, of
             raise Disagreement(f"epoch {n}: eval_passes {_shown(m.get('eval_passes'))} is not the {task.name} task's "
                                f"{task.eval_passes:g}")
         fresh = m.get("fresh_predictor") is True
-        expected = eval_bound.EvalBound.of(train_s=train_s, eval_examples=examples,
+        charged, starts = task.kind.eval_charge(task, examples)     # the kind's, never the log's
+        expected = eval_bound.EvalBound.of(train_s=train_s, eval_examples=charged,
                                            train_examples=train_examples, rank_train_s=spans,
-                                           start_s=init_s if fresh or i == 0 else None, passes=passes)
+                                           start_s=init_s if fresh or i == 0 else None, passes=passes, starts=starts)
         # each span is logged to the millisecond, and the formula multiplies their sum by E/N: allow that rounding
-        rounding = 0.01 + passes * examples * len(spans) / max(train_examples, 1) * 5e-4
+        rounding = 0.01 + passes * charged * len(spans) / max(train_examples, 1) * 5e-4
         if abs(expected.seconds - bound) > rounding:
             raise Disagreement(f"epoch {n}: the logged eval bound {bound:.3f} s is not the formula's "
                                f"{expected.seconds:.3f} s = {expected.formula} (the task's training set, never "
@@ -913,6 +918,25 @@ def scored_model_sha256(events: list[dict]) -> str | None:
     scored = [e for e in events if e["key"] == "eval_accuracy"]
     logged = (scored[-1].get("metadata") or {}).get("snapshot_sha256") if scored else None
     return logged if isinstance(logged, str) else None
+
+
+def _audit_check(events: list[dict], task: Task, labels: Any) -> str:
+    """Every eval of a language model logged its look-ahead audit, held to the task's numbers
+    (harness.lm_audit.logged_problem): the windows the task cuts (their sha256 where the stream is here),
+    its positions, its figures within the task's tolerances. The log's claim: the audit needs the model."""
+    settings = task.settings
+    counted = [e for e in events if e["key"] == "eval_samples"]
+    scored = counted[0].get("value") if len(counted) == 1 else None
+    if not isinstance(scored, int) or isinstance(scored, bool):
+        raise Disagreement("the log must have one eval_samples event to check the audits against")
+    digest = lm_eval.Windows.of(labels, settings.window).sha256 if isinstance(labels, lm_eval.TokenStream) else None
+    evals = [(_epoch_num(e), (e.get("metadata") or {}).get("lm")) for e in events if e["key"] == "eval_stop"]
+    for n, record in evals:
+        problem = lm_audit.logged_problem(record, settings, scored, digest)
+        if problem:
+            raise Disagreement(f"epoch {n}: {problem}")
+    return (f"{len(evals)} evals each logged a look-ahead audit of {min(settings.audit_positions, scored)} positions "
+            f"within the task's tolerances" + ("" if digest else " (the windows' sha256 not checked: no eval stream)"))
 
 
 def _model_check(run_dir: Path, events: list[dict]) -> str:

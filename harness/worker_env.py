@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness import installed_files, paths
 from harness.errors import UsageError
+from harness.sandbox import kernel
 
 WORKER_PYTHON_ENV = "DAWNBENCH_WORKER_PYTHON"
 # The .pth files a reviewer expects (file name pattern, owning distribution): setuptools' shim of
@@ -143,7 +144,7 @@ def describe(python: str | None = None) -> dict:
     python = python or worker_python()
     try:
         done = subprocess.run([python, "-I", "-S", "-c", PROBE], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT_S)
+                              text=True, timeout=PROBE_TIMEOUT_S, preexec_fn=kernel.dies_with_harness())
         record = json.loads(done.stdout) if done.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError):
         record = None

@@ -29,6 +29,27 @@ def fashion_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def fashion_subset(tmp_path_factory, fashion_root) -> tuple[Path, Path]:
+    """(data root, $DAWNBENCH_DATASETS_MANIFEST file) of a fifth of the real Fashion-MNIST's training set: its
+    first 12,000 training images and the whole test set (submit and validate want every eval example), in the
+    official IDX files with a manifest of their checksums. For the tests of a run's plumbing (a challenge's four
+    runs, a series' three): one epoch of the default reaches 72-76% on it (a threshold of 0.5 with room) in a
+    fifth of the full set's training time. Runs on it are unofficial (the manifest is replaced), as the tests'
+    lowered threshold makes them anyway."""
+    from fashion_mnist_fixture import fixture_manifest, write_real_subset
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    root, manifest = shared / "fashion-subset", shared / "fashion-subset.toml"
+    with open(shared / "fashion-subset.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not manifest.is_file():
+            write_real_subset(fashion_root / "fashion-mnist", root / "fashion-mnist", n_train=12_000, n_test=10_000)
+            fixture_manifest(manifest.with_suffix(".making"), root / "fashion-mnist").replace(manifest)
+    return root, manifest
+
+
+@pytest.fixture(scope="session")
 def default_run(tmp_path_factory, fashion_root) -> Path:
     """One real run of the default reference, shared by the tests that read one (verify, MLPerf's
     checker): one epoch through `python -m harness run` to a lowered threshold, model saved. Read it,
@@ -54,10 +75,11 @@ def default_run(tmp_path_factory, fashion_root) -> Path:
 
 
 @pytest.fixture(scope="session")
-def default_series(tmp_path_factory, fashion_root) -> Path:
+def default_series(tmp_path_factory, fashion_subset) -> Path:
     """One real series of the default, shared by the tests that read one (its evidence, verify, submit):
-    `dawnbench run fashion-mnist-cnn-pytorch --runs 3`, one epoch each to a lowered threshold. Read it,
-    never change it: copy it first."""
+    `dawnbench run fashion-mnist-cnn-pytorch --runs 3`, one epoch each to a lowered threshold, on
+    `fashion_subset` (its tests read it with that manifest set: `on_fashion_subset`). Read it, never
+    change it: copy it first."""
     import subprocess
 
     shared = tmp_path_factory.getbasetemp()
@@ -70,14 +92,24 @@ def default_series(tmp_path_factory, fashion_root) -> Path:
             # made aside and moved into place whole: a series cut short is never read as the shared one
             making = shared / "default-series.making"
             shutil.rmtree(making, ignore_errors=True)
+            root, manifest = fashion_subset
             proc = subprocess.run([PYTHON, "-m", "dawnbench.cli", "run", "fashion-mnist-cnn-pytorch", "--runs", "3",
-                                   "--data", str(fashion_root), "--max-epochs", "1", "--threshold", "0.5",
+                                   "--data", str(root), "--max-epochs", "1", "--threshold", "0.5",
                                    "--no-progress", "--results", str(making)],
-                                  cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=2700)
+                                  cwd=REPO, env=cli_env(**{datasets.MANIFEST_ENV: str(manifest)}), capture_output=True,
+                                  text=True, timeout=2700)
             assert proc.returncode == 0, proc.stderr[-3000:]
             os.replace(making, results)
     (series_dir,) = (results / "fashion-mnist-cnn-pytorch").iterdir()
     return series_dir
+
+
+@pytest.fixture
+def on_fashion_subset(fashion_subset, monkeypatch) -> Path:
+    """The data root of `fashion_subset`, with its manifest set for this test's in-process CLI calls."""
+    root, manifest = fashion_subset
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
+    return root
 
 
 # The tiers (pyproject.toml's markers; `make test-fast` leaves them out): a test that takes one of

@@ -76,3 +76,14 @@ def fixture_manifest(path: Path, directory: Path) -> Path:
     lines += [f"{json.dumps(key)} = {_toml_value(value)}" for key, value in entry.items()]
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return Path(path)
+
+
+def write_real_subset(source: Path, directory: Path, n_train: int, n_test: int) -> None:
+    """The first `n_train` training and `n_test` test examples of the real Fashion-MNIST in `source` (a
+    data root's fashion-mnist/), as the four IDX files in `directory`: real images, a fraction of the
+    compute, for the tests that need a run's plumbing and not its figure."""
+    from harness.official_readers import read_idx
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n in ((TRAIN_IMAGES, n_train), (TRAIN_LABELS, n_train), (TEST_IMAGES, n_test), (TEST_LABELS, n_test)):
+        (directory / name).write_bytes(idx_bytes(read_idx(Path(source) / name)[:n]))

@@ -196,7 +196,8 @@ def test_cost_vs_time_command(tmp_path, capsys):
     assert "frank_noprice_tpu_tensorflow" not in cost and "carol_cnn_cpu_pytorch" not in cost
     # figure 5: alice has both a training and an inference entry of the same name
     assert cifar["time_vs_latency"] == [{"entry": "alice_resnet18_p3.2xlarge_pytorch", "model": "resnet18",
-                                         "train_hours": 0.5, "latency_ms": 10.0, "paired_by": "name"}]
+                                         "train_hours": 0.5, "time_basis": "claimed", "claimed_train_hours": 0.5,
+                                         "latency_ms": 10.0, "paired_by": "name"}]
     assert numbers["tasks"]["SQuAD"]["cost_vs_time"][0]["cost_usd"] == pytest.approx(0.9)
 
 

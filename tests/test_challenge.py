@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cheats import write_reference
 from conftest import PYTHON, REPO, cli_env
+from polling import wait_for
 from scipy import stats
 
-from dawnbench import challenge, challenge_board, challenge_record, interleave, launcher, site
+from bench import killed_run
+from dawnbench import challenge, challenge_board, challenge_record, interleave, launcher, site, stoppable
 from dawnbench.cli import main
+from harness import datasets
 from harness.tasks import TASKS
 
 DEFAULT = "fashion-mnist-cnn-pytorch"
@@ -139,9 +146,11 @@ def test_an_entry_side_is_the_code_its_run_names(default_run, fashion_root, tmp_
 # ---------------------------------------------------------------- one challenge, end to end
 
 @pytest.fixture(scope="module")
-def challenge_folder(tmp_path_factory, fashion_root) -> Path:
-    """Two forks of the default (`dawnbench fork`), challenged: 2 pairs, 1 epoch, threshold 0.5. Read it,
-    never change it: copy it first."""
+def challenge_folder(tmp_path_factory, fashion_subset) -> Path:
+    """Two forks of the default (`dawnbench fork`), challenged: 2 pairs, 1 epoch, threshold 0.5, on a fifth of
+    Fashion-MNIST (conftest's `fashion_subset`; its tests verify with `on_fashion_subset`). Read it, never
+    change it: copy it first."""
+    root, manifest = fashion_subset
     base = tmp_path_factory.mktemp("challenge")
     references = base / "references"
     references.mkdir()
@@ -153,16 +162,17 @@ def challenge_folder(tmp_path_factory, fashion_root) -> Path:
     out = base / "c"
     proc = subprocess.run([PYTHON, "-m", "dawnbench.cli", "challenge", "fmnist-fast-pytorch", "--against",
                            "fmnist-slow-pytorch", "--pairs", "2", "--threshold", "0.5", "--max-epochs", "1",
-                           "--references", str(references), "--data", str(fashion_root), "--out", str(out)],
-                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900)
+                           "--references", str(references), "--data", str(root), "--out", str(out)],
+                          cwd=REPO, env=cli_env(**{datasets.MANIFEST_ENV: str(manifest)}), capture_output=True,
+                          text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (out / "stdout.txt").write_text(proc.stdout)
     return out
 
 
-def _verify(folder: Path, fashion_root: Path, capsys) -> tuple[int, list[str]]:
+def _verify(folder: Path, on_fashion_subset: Path, capsys) -> tuple[int, list[str]]:
     capsys.readouterr()
-    code = main(["verify", str(folder), "--data", str(fashion_root)])
+    code = main(["verify", str(folder), "--data", str(on_fashion_subset)])
     return code, capsys.readouterr().out.strip().splitlines()
 
 
@@ -173,7 +183,7 @@ def copy(challenge_folder, tmp_path) -> Path:
 
 
 @pytest.mark.trains_default
-def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder, fashion_root, capsys):
+def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder, on_fashion_subset, capsys):
     record = json.loads((challenge_folder / "challenge.json").read_text())
     assert (record["candidate"], record["incumbent"], record["pairs"]) == ("fmnist-fast-pytorch",
                                                                            "fmnist-slow-pytorch", 2)
@@ -192,33 +202,33 @@ def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder,
     assert record["given"] == {"candidate": "fmnist-fast-pytorch", "incumbent": "fmnist-slow-pytorch"}
     stdout = (challenge_folder / "stdout.txt").read_text().splitlines()
     assert stdout[-2] == f"verdict: {record['line']}" and stdout[-1].startswith("written: ")
-    code, lines = _verify(challenge_folder, fashion_root, capsys)
+    code, lines = _verify(challenge_folder, on_fashion_subset, capsys)
     assert code == 0 and lines[-1].startswith("verified: challenge of "), lines
     assert all(line.startswith("ok   ") for line in lines[:-1]) and len(lines) == 7, lines
 
 
 @pytest.mark.trains_default
-def test_a_challenge_with_a_run_removed_does_not_verify(copy, fashion_root, capsys):
+def test_a_challenge_with_a_run_removed_does_not_verify(copy, on_fashion_subset, capsys):
     shutil.rmtree(copy / "runs" / "incumbent" / "fmnist-slow-pytorch" / "incumbent-pair1-seed1")
-    code, lines = _verify(copy, fashion_root, capsys)
+    code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1] == "disagreement: runs: the incumbent's run of pair 1 is missing", lines
 
 
 @pytest.mark.trains_default
-def test_a_challenge_with_runs_swapped_between_sides_does_not_verify(copy, fashion_root, capsys):
+def test_a_challenge_with_runs_swapped_between_sides_does_not_verify(copy, on_fashion_subset, capsys):
     cand = copy / "runs" / "candidate" / "fmnist-fast-pytorch" / "candidate-pair0-seed0"
     inc = copy / "runs" / "incumbent" / "fmnist-slow-pytorch" / "incumbent-pair0-seed0"
     cand.rename(copy / "tmp")
     inc.rename(cand)
     (copy / "tmp").rename(inc)
-    code, lines = _verify(copy, fashion_root, capsys)
+    code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1].startswith("disagreement: run: runs/candidate/fmnist-fast-pytorch/candidate-pair0-"
                                               "seed0: its result.json is of run 'incumbent-pair0-seed0'"), lines
     # with each result.json's run_id edited to its new folder's, the logs' clocks still say which ran first
     for run in (cand, inc):
         result = json.loads((run / "result.json").read_text())
         (run / "result.json").write_text(json.dumps({**result, "run_id": run.name}))
-    code, lines = _verify(copy, fashion_root, capsys)
+    code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1].startswith("disagreement: order: runs/incumbent/fmnist-slow-pytorch/incumbent-"
                                               "pair0-seed0 started before runs/candidate/"), lines
     assert any(line.startswith("FAIL sides: the candidate's runs differ in reference, reference_tree_sha256:")
@@ -228,13 +238,13 @@ def test_a_challenge_with_runs_swapped_between_sides_does_not_verify(copy, fashi
 @pytest.mark.trains_default
 @pytest.mark.parametrize("key, value", [("ratio", 1.5), ("p_value", 0.001), ("candidate_faster", True),
                                         ("incumbent", "fashion-mnist-cnn-pytorch")])
-def test_a_challenge_json_edited_does_not_verify(copy, fashion_root, capsys, key, value):
+def test_a_challenge_json_edited_does_not_verify(copy, on_fashion_subset, capsys, key, value):
     record = json.loads((copy / "challenge.json").read_text())
     if record[key] == value:
         value = not value if isinstance(value, bool) else value
     record[key] = value
     (copy / "challenge.json").write_text(json.dumps(record))
-    code, lines = _verify(copy, fashion_root, capsys)
+    code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1].startswith(f"disagreement: challenge.json: {key}: "), lines
     assert lines[-1].endswith("from the runs (edited, or not this folder's)"), lines
 
@@ -260,12 +270,115 @@ def test_the_board_says_a_won_challenge_beside_the_entry_that_won_it():
 
 
 @pytest.mark.trains_default
-def test_the_board_finds_the_challenges_of_a_tree_that_verify(copy, fashion_root, tmp_path):
+def test_the_board_finds_the_challenges_of_a_tree_that_verify(copy, on_fashion_subset, tmp_path):
     tree = tmp_path / "entries"
     (tree / "Fashion-MNIST" / "challenges").mkdir(parents=True)
     copy.rename(tree / "Fashion-MNIST" / "challenges" / "c")
-    (record,) = challenge_board.verified(tree, fashion_root)
+    (record,) = challenge_board.verified(tree, on_fashion_subset)
     written = json.loads((tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").read_text())
     assert {key: written[key] for key in record} == record and record["candidate"] == "fmnist-fast-pytorch"
     (tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").write_text(json.dumps({**record, "ratio": 9.0}))
-    assert challenge_board.verified(tree, fashion_root) == []
+    assert challenge_board.verified(tree, on_fashion_subset) == []
+
+
+# ---------------------------------------------------------------- stopped by a signal
+
+# The adversarial tests' numpy base (tests/cheats.py: one quick epoch past 0.5), whose run of seed 1 trains for
+# ten minutes: pair 1's, under way when the challenge gets its signal.
+SLOW_SECOND_PAIR = '''
+import sys, time
+
+class Cheat(Base):
+    def train_epoch(self, epoch):
+        if self.ctx.seed >= 1:
+            print("DAWNBENCH-PAIR-1-TRAINING", file=sys.stderr, flush=True)
+            time.sleep(600)
+        return super().train_epoch(epoch)
+'''
+
+
+STOPPED_RUN = """
+import signal, subprocess, sys, time
+got = []
+signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+kid = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                                              "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+print(kid.pid, flush=True)
+while not got:
+    time.sleep(0.01)
+time.sleep(0.5)                 # a second signal passed on would land here
+print("stopped by", got, flush=True)
+"""
+
+
+def test_a_sigint_reaches_the_run_once_and_its_group_is_swept():
+    """dawnbench.stoppable, the tools' side (challenge, compare, reproduce), with SIGINT: the tool's first signal
+    is Stopped, a second is ignored; the run (in its own process group) gets it once and its last line is kept;
+    what it left in its group (a process that ignores both signals) is killed."""
+    with stoppable.signals_stop():
+        proc = stoppable.popen([PYTHON, "-c", STOPPED_RUN], stdout=subprocess.PIPE, text=True)
+        left = int(proc.stdout.readline())
+        assert os.getpgid(proc.pid) == proc.pid != os.getpgid(0) and os.getpgid(left) == proc.pid
+        with pytest.raises(stoppable.Stopped) as stopped:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+        os.kill(os.getpid(), signal.SIGINT)          # a second: ignored, here and by the run
+        kept = []
+        status = stoppable.stop(proc, stoppable.signum_of(stopped.value), kept.append)
+    assert stopped.value.signum == signal.SIGINT and status == 0 and kept == [f"stopped by [{int(signal.SIGINT)}]\n"]
+    assert wait_for(lambda: killed_run._state(left) in (None, "Z"), 5), killed_run.describe([left])
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler      # the tool's own handlers are back
+
+
+def test_a_sigterm_to_a_challenge_stops_its_run_keeps_what_it_has_and_leaves_no_process(tmp_path, fashion_root, capsys):
+    """Issue 48: a SIGTERM to `dawnbench challenge` (a job scheduler's, `kill`) killed it at once and left the run
+    under way training, with nobody to read it. Now it stops that run (its DNC kept), writes challenge.json of the
+    pairs that finished, marked interrupted (it verifies, and is no verdict), says so in one line and exits 143;
+    2 s later no process it started is left (the keeper, a child subreaper: bench/killed_run.py)."""
+    references = tmp_path / "references"
+    for name in ("sig-fast", "sig-slow"):
+        write_reference(references, name, SLOW_SECOND_PAIR)
+    out, log = tmp_path / "c", tmp_path / "stderr"
+    with open(log, "w") as stderr:
+        keeper, pid = killed_run.keep([PYTHON, "-m", "dawnbench.cli", "challenge", "sig-fast", "--against", "sig-slow",
+                                       "--pairs", "2", "--threshold", "0.5", "--max-epochs", "1", "--references",
+                                       str(references), "--data", str(fashion_root), "--out", str(out)],
+                                      env=cli_env(), cwd=REPO, stderr=stderr)
+    try:
+        second = out / "runs" / "incumbent" / "incumbent-pair1-seed1.log"     # pair 1 runs the incumbent first
+        assert wait_for(lambda: second.is_file() and "DAWNBENCH-PAIR-1-TRAINING" in second.read_text(), 300), \
+            log.read_text()[-3000:]
+        os.kill(pid, signal.SIGTERM)
+        assert wait_for(lambda: killed_run._state(pid) is None, 120), "the challenge did not end within 120 s"
+        status = int(keeper.stdout.readline())
+        left = killed_run.left_after(keeper, 2)
+        assert left == [], f"2 s after the challenge ended, still running: {left}"
+    finally:
+        killed_run.release(keeper)
+    said = log.read_text()
+    assert status == 128 + signal.SIGTERM and "Traceback" not in said, said[-3000:]
+    line = [x for x in said.splitlines() if x.startswith("dawnbench challenge: error: ")]
+    assert len(line) == 1 and line[0] == (
+        f"dawnbench challenge: error: interrupted (SIGTERM): the run under way was stopped (its DNC kept); "
+        f"{out / 'challenge.json'} covers the 1 finished pair of 2, marked interrupted (no verdict; "
+        f"`dawnbench verify {out}` checks it), and every run folder is kept in {out / 'runs'}"), said[-3000:]
+    record = json.loads((out / "challenge.json").read_text())
+    cut = "runs/incumbent/sig-slow/incumbent-pair1-seed1"
+    assert record["pairs"] == 1 and record["candidate_faster"] is False
+    assert record["interrupted"] == {"signal": "SIGTERM", "pairs_requested": 2, "cut_short": [cut]}
+    assert record["line"].startswith("interrupted (SIGTERM) after 1 of 2 pairs: no verdict")
+    stopped_run = json.loads((out / cut / "result.json").read_text())
+    assert stopped_run["status"] == "DNC" and "SIGTERM" in stopped_run["dnc_reason"], stopped_run["dnc_reason"]
+    capsys.readouterr()
+    assert main(["verify", str(out), "--data", str(fashion_root)]) == 0, capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert "1 run of pair 1 cut short, kept and not counted" in lines[0], lines
+    # the cut run is never counted: as a run of a third pair, or with the mark taken out, it does not verify
+    record["interrupted"]["pairs_requested"] = 1
+    (out / "challenge.json").write_text(json.dumps(record))
+    assert main(["verify", str(out), "--data", str(fashion_root)]) == 1
+    assert "interrupted is " in capsys.readouterr().out
+    del record["interrupted"]
+    (out / "challenge.json").write_text(json.dumps(record))
+    assert main(["verify", str(out), "--data", str(fashion_root)]) == 1
+    assert f"{cut} is beyond the challenge's 1 pairs" in capsys.readouterr().out

@@ -255,6 +255,58 @@ def run(spec, root, tmp_path):
         threshold=0.9, results_root=tmp_path / "results", data_root=root, progress=False))
 
 
+DECODED_AHEAD = '''
+
+class DecodedAhead(Memorise):
+    """Decodes every image in eval_inputs(), before the clock, and hands each timed request the result, as
+    the PyTorch and TensorFlow ImageNet references did: their latency left the JPEG decode out. Its "decode"
+    is the file's digest; infer() knows an image only from the file's own bytes."""
+
+    def setup(self, ctx):
+        if ctx.serves:          # the timed server: the model only, no task file
+            self.ctx, self.table = ctx, {}
+        else:
+            super().setup(ctx)
+
+    def eval_inputs(self):
+        return [np.frombuffer(hashlib.sha256(Path(f).read_bytes()).digest(), np.uint8) for f in self.files]
+
+    def infer(self, example):
+        row = np.zeros(1000, np.float32)
+        known = self.table.get(hashlib.sha256(example).hexdigest()) if isinstance(example, bytes) else None
+        if known is None:
+            row[995:] = 1.0
+        else:
+            row[known] = 1.0
+        return row
+'''
+
+
+def test_an_imagenet_latency_is_timed_from_the_image_file(tree, tmp_path, monkeypatch):
+    """DAWNBench's inference latency is per image from its file. The timed request carried whatever the
+    predictor's eval_inputs() prepared before the clock (a decoded crop), so the decode was never timed.
+    Now the harness reads each val file itself and the request carries its bytes: a reference that
+    decoded ahead gets the file, and its server (which holds no task file) decodes inside the clock."""
+    from harness import inference
+    root, labels = tree()
+    ref = tmp_path / "references" / "imagenet-decoded-ahead"
+    ref.mkdir(parents=True)
+    (ref / "memorise.py").write_text(MEMORISE + DECODED_AHEAD)
+    (ref / "reference.toml").write_text(TOML.replace("memorise:Memorise", "memorise:DecodedAhead"))
+    monkeypatch.setenv("DAWNBENCH_REFERENCES", str(ref.parent))
+    model = tmp_path / "model"
+    model.mkdir()
+    train = root / "imagenet" / "train"
+    (model / "table.json").write_text(json.dumps({hashlib.sha256(f.read_bytes()).hexdigest(): c
+                                                  for c, wnid in enumerate(WNIDS) for f in (train / wnid).iterdir()}))
+    report = inference.infer(registry.load_spec("imagenet-decoded-ahead"), model, {"unused": 0}, data_root=root,
+                             warmup=1, out_dir=tmp_path / "infer", progress=False, threshold=0.01)
+    assert report["items"] == 10
+    assert report["top1"] == pytest.approx(0.7)      # the 7 val images that are training images, known by their bytes
+    assert report.get("example") == inference.EXAMPLE_FILE
+    assert json.loads((tmp_path / "infer" / "inference.json").read_text())["example"] == inference.EXAMPLE_FILE
+
+
 def test_a_run_scores_every_val_image_and_is_unofficial_at_fixture_size(spec, tree, tmp_path):
     root, _ = tree()
     result = run(spec, root, tmp_path)

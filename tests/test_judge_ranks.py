@@ -70,6 +70,47 @@ def test_a_clock_forged_to_0_85_is_ranked_by_the_judges_measurement_never_its_cl
     assert cifar["train_submitted"] == []
 
 
+def test_the_boards_cost_vs_time_plot_draws_the_judges_measurement_the_claim_beside_it(tmp_path, capsys, monkeypatch):
+    """Forged's claim (0.85 of its time) is what the board's cost-vs-time plot drew, in the verified tier
+    too: the judge's measurement ranked it second in the table while the plot showed it the fastest and
+    cheapest. The plot draws what the tables rank: the judge's median for a reproduced entry, its claim
+    beside it (and joined to it), and a claim only for an entry that ranks apart as submitted."""
+    from dawnbench import analyze
+    tree = tmp_path / "entries"
+    honest = submitted(tree, make_run(tmp_path / "honest", hours_per_epoch=0.0030), "Honest")
+    forged = submitted(tree, make_run(tmp_path / "forged", hours_per_epoch=0.0032 * 0.85), "Forged")
+    claimant = submitted(tree, make_run(tmp_path / "claimant", hours_per_epoch=0.0031), "Claimant")
+    capsys.readouterr()
+    write_reproduction(entries.run_folder(honest), tta_factors=(1.0, 1.01, 0.99))
+    assert write_reproduction(entries.run_folder(forged),
+                              tta_factors=tuple(f / 0.85 for f in (1.0, 1.12, 0.88)))["verdict"] == "reproduced"
+    claimed = {p.stem: json.loads(p.read_text())["tta_seconds"] / 3600 for p in (honest, forged, claimant)}
+    drawn, draw = [], analyze.plot_cost_vs_time
+
+    def recorded(numbers, path, tasks=None):
+        drawn.append(numbers["tasks"]["CIFAR10"])
+        draw(numbers, path, tasks)          # and drawn: the claims' markers and the legend must plot
+    monkeypatch.setattr(analyze, "plot_cost_vs_time", recorded)
+    out = tmp_path / "site"
+    assert cli_main(["leaderboard", str(tree), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert (out / "CIFAR10" / "cost-vs-time.png").stat().st_size > 0
+    (cifar,) = drawn
+    points = {r["entry"]: r for r in cifar["cost_vs_time"]}
+    assert set(points) == {honest.stem, forged.stem, claimant.stem}
+    table = {r["entry"]: r for r in board(tree, capsys)["tasks"]["CIFAR10"]["train_time"]}
+    for stem in (forged.stem, honest.stem):        # the verified tier: the judge's time, as the table ranks it
+        p = points[stem]
+        assert p["hours"] == pytest.approx(table[stem]["hours"]) and p.get("time_basis") == "judge"
+        assert p["claimed_hours"] == pytest.approx(claimed[stem]) and p["cost_usd"] == pytest.approx(table[stem]["cost_usd"])
+    assert points[forged.stem]["hours"] == pytest.approx(claimed[forged.stem] / 0.85, rel=1e-3)
+    assert points[forged.stem]["hours"] > points[honest.stem]["hours"]       # second, as in the table
+    assert (points[claimant.stem]["time_basis"], points[claimant.stem]["hours"]) == ("claimed", claimed[claimant.stem])
+    beside = {p["entry"]: xy for xy, p in analyze._claims_beside(cifar["cost_vs_time"], "cost_vs_time")}
+    assert beside[forged.stem] == pytest.approx((claimed[forged.stem], claimed[forged.stem] * points[forged.stem]["costPerHour"]))
+    assert claimant.stem not in beside
+
+
 def test_a_reproduction_record_without_a_measured_time_is_not_ranked_by_the_judge(tmp_path, capsys):
     """A record that says "reproduced" but names no time of the judge's (edited, or of another tool) is
     not what the verified tier ranks by: shown as not tried, the entry ranks apart by its claim."""
@@ -86,6 +127,27 @@ def test_a_reproduction_record_without_a_measured_time_is_not_ranked_by_the_judg
         assert cifar["train_time"] == []
         (row,) = cifar["train_submitted"]
         assert row["reproduction"].startswith("not tried: reproduction.json holds no time the reproduction measured")
+
+
+def test_a_reproduction_in_the_references_image_is_not_the_judges_measurement(tmp_path, capsys):
+    """`reproduce` chose docker by default wherever an engine answered, and in the reference's image the judge
+    is the image's: `/opt/harness` and its interpreter sit in layers the entry's own Dockerfile builds, which
+    could halve its clock there, and the verified tier ranked that time. Now a reproduction runs natively (this
+    checkout's judge) unless asked, and one run in the image ranks apart, saying so."""
+    from dawnbench import entry_status, reproduce
+    tree = tmp_path / "entries"
+    entry = submitted(tree, make_run(tmp_path / "run"), "Imaged")
+    capsys.readouterr()
+    record = write_reproduction(entries.run_folder(entry), tta_factors=(1.0, 1.01, 0.99))
+    assert record["verdict"] == "reproduced"
+    in_image = [{**r, "environment": {**r["environment"], "runtime": "docker"}} for r in record["reproduced"]]
+    (entries.run_folder(entry) / "reproduction.json").write_text(json.dumps({**record, "runtime": "docker",
+                                                                            "reproduced": in_image}))
+    cifar = board(tree, capsys)["tasks"]["CIFAR10"]
+    assert cifar["train_time"] == []
+    (row,) = cifar["train_submitted"]
+    assert row["reproduction"] == f"not tried: {entry_status.IMAGE_JUDGE}" and row["time_basis"] == "claimed"
+    assert reproduce.choose_runtime(None)[0] == reproduce.choose_runtime("native")[0] == "native"
 
 
 # ---------------------------------------------------------------- attack 11: an entry with no run folder

@@ -133,9 +133,7 @@ def test_a_harness_killed_with_9_leaves_no_process(tmp_path, fashion_root, phase
         said = read_until(keeper.stderr, MARK, seconds=120)      # the harness relays its workers' stderr
         assert MARK in said, said[-3000:]
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 2
-        while (left := killed_run.describe(killed_run.descendants(keeper.pid))) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        left = killed_run.left_after(keeper, 2)
         assert left == [], f"2 s after kill -9 of the harness ({mode}, {phase}), still running: {left}"
     finally:
         killed_run.release(keeper)
@@ -214,10 +212,8 @@ def test_a_killed_multi_rank_run_leaves_no_process_and_names_what_failed(tmp_pat
                                   if b"harness.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()), None)}[victim]
         assert target, killed_run.describe(killed_run.descendants(ranks[1]))
         os.kill(target, signal.SIGKILL)
-        killed = time.monotonic()
         # the launcher itself, where it lives, ends too: the keeper's descendants are every process of the run
-        while (left := killed_run.describe(killed_run.descendants(keeper.pid))) and time.monotonic() < killed + 2:
-            time.sleep(0.02)
+        left = killed_run.left_after(keeper, 2)
         assert left == [], f"2 s after kill -9 of the {victim}, still running: {left}"
     finally:
         killed_run.release(keeper)

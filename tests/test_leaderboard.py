@@ -478,6 +478,62 @@ def test_each_training_entry_shows_its_reproduction(tmp_path, monkeypatch, capsy
     assert f"<th>Reproduction</th><td>{escape(got[stem['Faked']])}</td>" in page
 
 
+def test_the_verified_tier_has_the_judges_interval_and_ties(tmp_path, monkeypatch, capsys):
+    """Issue 48: the verified tier ranks the judge's measurement with the 95% interval of the judge's own
+    reproduction runs (Student's t of their mean), and rows whose intervals overlap are tied there as in the
+    claimed tiers; a reproduction of one run measures no spread and is never tied. (Before: the verified tier
+    had no interval, so no ties: Ann ranked above Bo though the judge's runs cannot tell them apart.)"""
+    from scipy import stats
+    use_cifar10_labels(monkeypatch, tmp_path / "labels")
+    tree = tmp_path / "entries"
+    judge = {"Ann": (10, 0.0031, (1.0, 1.02, 0.98)), "Bo": (10, 0.0032, (1.0, 1.03, 0.97)),
+             "Cy": (20, 0.0031, (1.0, 1.01, 0.99)), "Di": (5, 0.0031, (1.0,))}
+    times, stems = {}, {}
+    for author, (epochs, per_epoch, factors) in judge.items():
+        run = make_run(tmp_path / author, epochs=epochs, hours_per_epoch=per_epoch)
+        assert submit.main([str(run), "--out", str(tree), "--author", author]) == 0
+        (entry,) = (tree / "CIFAR10" / "train").glob(f"{author}_*.json")
+        stems[author] = entry.stem
+        record = write_reproduction(entry.with_suffix(".run"), tta_factors=factors)
+        assert record["verdict"] == "reproduced", record
+        times[author] = [r["figures"]["tta_seconds"] for r in record["reproduced"]]
+    capsys.readouterr()
+    assert main(["leaderboard", str(tree), "--format", "json", *archive_args(tree)]) == 0
+    tables = json.loads(capsys.readouterr().out)["tasks"]["CIFAR10"]
+    rows = {r["entry"]: r for r in tables["train_time"]}
+    assert [r["entry"] for r in tables["train_time"]] == [stems[a] for a in ("Di", "Ann", "Bo", "Cy")]
+    for author, seconds in times.items():
+        row = rows[stems[author]]
+        assert row["time_basis"] == "judge" and row["hours"] == pytest.approx(sorted(seconds)[len(seconds) // 2] / 3600)
+        if len(seconds) == 1:
+            assert row["interval_hours"] is None and row["tied_with"] == [], author
+            continue
+        lo, hi = stats.t.interval(0.95, len(seconds) - 1, loc=sum(seconds) / len(seconds), scale=stats.sem(seconds))
+        assert row["interval_hours"] == pytest.approx([lo / 3600, hi / 3600]), author
+        assert row["interval_words"].startswith(f"the judge's measurement: the median of {len(seconds)} reproduction "
+                                                f"runs on "), row["interval_words"]
+    assert {a: rows[s]["tied_with"] for a, s in stems.items()} == {
+        "Ann": [rows[stems["Bo"]]["rank"]], "Bo": [rows[stems["Ann"]]["rank"]], "Cy": [], "Di": []}
+    # the cost table: the interval x the price, tied the same way
+    (priced,) = [t for t in ("train_cost", "train_cost_given") if tables[t]]
+    costs = {r["entry"]: r for r in tables[priced]}
+    ann = costs[stems["Ann"]]
+    assert ann["cost_interval_usd"] == pytest.approx([h * ann["costPerHour"] for h in rows[stems["Ann"]]["interval_hours"]])
+    assert ann["tied_with"] == [costs[stems["Bo"]]["rank"]] and costs[stems["Cy"]]["tied_with"] == []
+
+    site_dir = tmp_path / "site"
+    assert main(["leaderboard", str(tree), "--out", str(site_dir), *archive_args(tree)]) == 0
+    index = (site_dir / "index.html").read_text(encoding="utf-8")
+    table = index.split('id="CIFAR10-train_time"')[1].split("</table>")[0]
+    row = table.split(f'<tr data-entry="{stems["Ann"]}" class="tied"')[1].split("</tr>")[0]
+    low, high = (entries.hms(h) for h in rows[stems["Ann"]]["interval_hours"])
+    assert f'<small class="detail">95%: {low} \u2013 {high}</small>' in row
+    assert f'title="{escape(rows[stems["Ann"]]["interval_words"])}"' in row
+    assert f'<tr data-entry="{stems["Di"]}" class="tied"' not in table
+    page = (site_dir / ranking.page(entries.load(tree / "CIFAR10" / "train" / f"{stems['Ann']}.json"))).read_text()
+    assert "the judge&#39;s measurement: the median of 3 reproduction runs on " in page and f"({low} to {high})" in page
+
+
 def test_tasks_with_entries_come_first_and_empty_ones_share_a_line_at_the_end(tmp_path):
     """A board of FashionMNIST entries (a user's own) opened on three "No entries yet" sections before
     its one table: now the tasks with ranked entries come first, then those with only unranked or

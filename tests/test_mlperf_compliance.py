@@ -31,7 +31,7 @@ COPIES = {
     ],
     "open_common.yaml": [
         ("['resnet', 'ssd', 'stable_diffusion', 'maskrcnn', 'gpt3', 'dlrm_dcnv2', 'bert', 'rnnt', 'unet3d', 'gnn']",
-         "['cifar10', 'fashion-mnist', 'imagenet', 'squad']"),
+         repr(sorted(TASKS))),       # dawnbench's tasks, as tasks.toml names them
         ("enqueue_config('training_4.0.0/open_{}.yaml'", "enqueue_config(s['rules_dir'] + '/open_{}.yaml'"),
     ],
 }

@@ -1,9 +1,11 @@
-"""Several machines, as torchrun starts them: two launchers meet at a c10d rendezvous and make one run.
+"""Several machines, as the Slurm and Kubernetes launchers start them: one harness rank launcher per node
+(harness/local_ranks.py, a judge process, never the reference's torchrun: issue 46), node 0 hosting the
+rendezvous, make one run.
 
 Both launchers run on this machine (127.0.0.1), one process each, the gloo backend on the CPU: what a
 two-node cluster does, with the network of one. The harness ranks agree on the clock and the stop
-through harness/collective.py (MASTER_PORT + 1 on the node that became rank 0), rank 0 writes the one
-run folder, and the cost counts both nodes. Stopping either launcher stops both, without a hang.
+through harness/collective.py (MASTER_PORT + 1 on node 0), rank 0 writes the one run folder, and the
+cost counts both nodes. Stopping either launcher stops both, without a hang.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import PYTHON, REPO, cli_env
 
+from harness import judge
 from harness.events import read_events
 
 REF = "fashion-mnist-cnn-pytorch"
@@ -33,16 +36,19 @@ def free_port() -> int:
 
 def launch_two_nodes(results: Path, data_root: Path, epochs: int = 1, threshold: float = 0.5, ref: str = REF,
                      extra: tuple[str, ...] = ()) -> list[subprocess.Popen]:
-    """Two torchrun launchers (node ranks assigned by the rendezvous), sharing one run token."""
+    """Two nodes' rank launchers (node 0 and node 1, as Slurm's SLURM_NODEID says), sharing one run token."""
     env = cli_env(DAWNBENCH_RUN_TOKEN=secrets.token_hex(16), DAWNBENCH_DATA=str(data_root))
-    port, run_id = free_port(), f"test-{secrets.token_hex(4)}"
-    argv = [PYTHON, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
-            "-m", "harness", "run", ref, "--max-epochs", str(epochs), "--threshold", str(threshold),
-            "--nodes", "2", "--cost-per-hour", "1.0", "--results", str(results), "--no-progress", *extra]
+    port = free_port()
+
+    def node(rank: int) -> list[str]:
+        return judge.command("harness.local_ranks", "--nnodes", "2", "--node-rank", str(rank), "--nproc-per-node",
+                             "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+                             "-m", "harness", "run", ref, "--max-epochs", str(epochs), "--threshold", str(threshold),
+                             "--nodes", "2", "--cost-per-hour", "1.0", "--results", str(results), "--no-progress",
+                             *extra, python=PYTHON)
     # a session of their own: a failed test kills each launcher's whole process group, never a stray
-    return [subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, start_new_session=True) for _ in range(2)]
+    return [subprocess.Popen(node(rank), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True) for rank in range(2)]
 
 
 def finish(procs: list[subprocess.Popen], seconds: float) -> list[tuple[int, str]]:

@@ -99,6 +99,33 @@ def test_a_full_disk_is_one_line_naming_the_output_option(full_disk, default_run
 
 
 @root_only
+@pytest.mark.parametrize("command", [
+    lambda run, out: ["submit", run, "--out", out / "e", "--allow-unofficial", "--cost-per-hour", "1"],
+    lambda run, out: ["infer", "fashion-mnist-cnn-pytorch", "--model", run / "model", "--out", out / "inf",
+                      "--limit", "5", "--warmup", "0"],
+], ids=["submit", "infer"])
+def test_an_output_folder_this_user_cannot_write_is_refused_first_in_one_line(default_run, tmp_path, command):
+    """Issue 47's probe, rerun after the merges of 2026-11-28: as another user, into a folder it cannot write,
+    submit said its warning that the entry links no code before the refusal, and infer timed every example
+    (its progress bar on stderr) before it found it could not write. Now each refuses first, in one line."""
+    for folder in [tmp_path, *tmp_path.parents]:
+        os.chmod(folder, os.stat(folder).st_mode | 0o001)
+    readonly = tmp_path / "readonly"
+    readonly.mkdir(mode=0o555)
+    readonly.chmod(0o555)
+    run = shutil.copytree(default_run, tmp_path / "run")
+    for path in [run, *run.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    # this interpreter as that user (bin/dawnbench would make it environments of its own first)
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PYTHON, "-m", "dawnbench",
+                           *map(str, command(run, readonly))], capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env=cli_env(HOME=str(tmp_path)))
+    line = one_line(proc)
+    assert proc.returncode == 2 and "readonly" in line and ("not writable" in line or "Permission denied" in line), line
+    assert list(readonly.iterdir()) == []
+
+
+@root_only
 def test_another_users_environment_is_one_line(tmp_path):
     """On 3e196d1: a PermissionError traceback from the launcher."""
     venvs = tmp_path / "venvs"

@@ -246,7 +246,7 @@ def test_bad_inputs_are_one_line(honest, fashion_root, tmp_path, capsys):
     cases = {
         (str(tmp_path / "nowhere"),): "no such run folder or entry",
         (str(tmp_path),): "no result.json: give a run folder",
-        (str(series),): "a series folder: reproduce one of its runs",
+        (str(series),): "no run folder (seed<k>/ with result.json): give a series folder",
         (str(honest), "--runs", "0"): "--runs 0: give a whole number from 1 to 1,000",
         (str(honest), "--tolerance=-5%"): "--tolerance -5%: give a positive fraction or percentage",
         (str(honest), "--tolerance", "wide"): "--tolerance wide: give a positive fraction",
@@ -362,3 +362,65 @@ def test_a_run_of_two_processes_is_run_again_with_two_ranks(fashion_root, tmp_pa
     rec = record(forged)
     assert rec["verdict"] == "not reproduced" and rec["reproduced"][0]["environment"]["world_size"] == 2
     assert rec["differences"][0].startswith("time-to-accuracy: ")
+
+
+# ---------------------------------------------------------------- a series (issue 48)
+
+def scripted_series(references: Path, data: Path, results: Path) -> Path:
+    """`dawnbench run scripted-test --runs 2` (seeds 0 and 1, each converging at its third epoch)."""
+    proc = subprocess.run([sys.executable, "-m", "dawnbench.cli", "run", "scripted-test", "--runs", "2",
+                           "--references", str(references), "--data", str(data), "--results", str(results),
+                           "--no-progress", *SLEEPY], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (series,) = (results / "scripted-test").iterdir()
+    return series
+
+
+def test_a_series_entry_is_reproduced_seed_by_seed_and_a_forged_series_is_not(references_root, fashion_root, tmp_path,
+                                                                             capsys, monkeypatch):
+    """`reproduce` of a series entry runs each of its seeds again under the judge and applies the series' rule
+    to the judge's runs: the record holds both sides' acceptance, and the verified tier's time is the judge's
+    median with the interval of the judge's runs. A series whose every clock was scaled by 0.2, and its
+    summary rewritten to match, verifies but is not reproduced. (Before: "a series folder: reproduce one of
+    its runs", and an entry of a series reproduced its one submitted run.)"""
+    from dawnbench import series as series_module
+    from dawnbench import series_record
+    monkeypatch.setenv("DAWNBENCH_DATA", str(fashion_root))
+    series = scripted_series(references_root, fashion_root, tmp_path / "results")
+    tree = tmp_path / "entries"
+    assert submit.main([str(series), "--out", str(tree), "--allow-unofficial"]) == 0
+    (entry,) = (tree / "FashionMNIST" / "train").glob("*.json")
+    capsys.readouterr()
+    code, out, err = run_reproduce(entry, fashion_root, tmp_path, capsys, "--tolerance", "1000%")
+    assert code == 0, out + err
+    assert out[-1].startswith(f"reproduced: series {entry.with_suffix('.series')}: its 2 seeds run again: each seed's "
+                              f"status, epochs and top1 curve within 0.005, the single rule accepted on both sides, "
+                              f"its time within \u00b11000% of the judge's (--tolerance)"), out[-1]
+    rec = record(entry.with_suffix(".run"))
+    assert rec["verdict"] == "reproduced" and rec["series"]["rule"] == "single" and rec["series"]["seeds"] == [0, 1]
+    judged_runs = [json.loads((Path(r["run"]) / "result.json").read_text()) for r in rec["reproduced"]]
+    assert [r["seed"] for r in judged_runs] == [0, 1] and all(r["status"] == "converged" for r in judged_runs)
+    times = [r["tta_seconds"] for r in judged_runs]
+    assert rec["series"]["reproduced"]["tta_median_seconds"] == pytest.approx(sorted(times)[1] / 2 + sorted(times)[0] / 2)
+    # the verified tier's figure: the judge's median over its runs of the seeds, with their 95% interval
+    (judged,) = entry_status.judged_times([entries.load(entry)]).values()
+    assert judged.runs == 2 and judged.seconds == pytest.approx(sum(times) / 2) and judged.statistic == "median"
+    lo, hi = judged.interval
+    assert lo < judged.seconds < hi
+    assert [lo, hi] == pytest.approx(rec["series"]["reproduced"]["tta_ci95_seconds"])
+
+    # a forged series: every run's clock scaled by 0.2 and summary.json rewritten by the series' own writer
+    forged = Path(shutil.copytree(series, tmp_path / "forged"))
+    for run in ("seed0", "seed1"):
+        speed_up(forged / run, 0.2)
+    series_module._write_summary(forged, series_record.read_runs(forged), 2, interrupted=False, in_progress=False)
+    assert series_record.verify(forged, fashion_root, emit=lambda line: None) == 0       # consistent
+    assert run_reproduce(forged, fashion_root, tmp_path, capsys, "--runs", "3")[0] == 2       # more seeds than it has
+    code, out, err = run_reproduce(forged, fashion_root, tmp_path, capsys, "--runs", "1")
+    assert code == 1, out + err
+    rec = record(forged)
+    assert rec["series"]["seeds"] == [0] and rec["tolerance"]["time"] == reproduce.ONE_RUN_TOLERANCE
+    assert out[-1].startswith(f"not reproduced: series {forged}: series time-to-accuracy (single rule, the median of "
+                              f"1 seeds' runs): "), out[-1]
+    assert row(out, "     0")[:2] == ["converged", "3"]

@@ -1,5 +1,5 @@
 """A real series of the default (`dawnbench run fashion-mnist-cnn-pytorch --runs 3`, one epoch each to a
-lowered threshold: conftest's shared `default_series`): its summary.json carries the evidence
+lowered threshold, on a fifth of Fashion-MNIST: conftest's shared `default_series`): its summary.json carries the evidence
 (dawnbench.evidence), `verify` recomputes it from the run folders, and neither an edited summary.json
 nor an edited entry passes."""
 from __future__ import annotations
@@ -28,7 +28,7 @@ def edited(path, change) -> None:
     path.write_text(json.dumps(value, indent=2))
 
 
-def test_the_series_summary_carries_its_evidence_and_verifies(default_series, fashion_root, capsys):
+def test_the_series_summary_carries_its_evidence_and_verifies(default_series, on_fashion_subset, capsys):
     a = json.loads((default_series / "summary.json").read_text())["acceptance"]
     assert set(a) == KEYS and (a["rule"], a["n"], a["threshold"], a["ci_method"]) == ("single", 3, 0.5, "t")
     runs = results_of(default_series)
@@ -40,7 +40,7 @@ def test_the_series_summary_carries_its_evidence_and_verifies(default_series, fa
     lo, hi = stats.t.interval(0.95, 2, loc=np.mean(times), scale=stats.sem(times))
     assert a["tta_ci95_seconds"] == [pytest.approx(lo), pytest.approx(hi)]
     assert (a["tta_mean_seconds"], a["tta_median_seconds"]) == (pytest.approx(np.mean(times)), np.median(times))
-    assert main(["verify", str(default_series), "--data", str(fashion_root)]) == 0
+    assert main(["verify", str(default_series), "--data", str(on_fashion_subset)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out[:3]] == ["ok   seed0", "ok   seed1", "ok   seed2"]
     assert out[-1].startswith("verified: a series of 3 runs and its summary"), out
@@ -52,20 +52,20 @@ def test_the_series_summary_carries_its_evidence_and_verifies(default_series, fa
     (lambda s: s["acceptance"].update(tta_ci95_seconds=[1.0, 2.0]), "acceptance.tta_ci95_seconds[0] is 1.0"),
     (lambda s: s["tta_seconds"].update(median=0.5), "summary.json's tta_seconds.median is 0.5"),
 ], ids=["p_value", "verdict", "interval", "median"])
-def test_a_hand_edited_summary_does_not_verify_nor_submit(default_series, fashion_root, tmp_path, capsys, change, says):
+def test_a_hand_edited_summary_does_not_verify_nor_submit(default_series, on_fashion_subset, tmp_path, capsys, change, says):
     series = shutil.copytree(default_series, tmp_path / "series")
     edited(series / "summary.json", change)
-    assert main(["verify", str(series), "--data", str(fashion_root)]) == 1
+    assert main(["verify", str(series), "--data", str(on_fashion_subset)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1].startswith("disagreement: ") and says in lines[-1], lines[-1]
     assert main(["submit", str(series), "--out", str(tmp_path / "entries"), "--allow-unofficial",
-                 "--data", str(fashion_root)]) == 2
+                 "--data", str(on_fashion_subset)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
     assert not (tmp_path / "entries").exists()
 
 
-def test_a_run_taken_out_of_a_series_does_not_verify(default_series, fashion_root, tmp_path, capsys):
+def test_a_run_taken_out_of_a_series_does_not_verify(default_series, on_fashion_subset, tmp_path, capsys):
     """A run taken out of the middle and summary.json rewritten to match (by the series' own writer): a
     series runs consecutive seeds, so the gap shows. (Its first or last run taken out leaves a shorter
     series, which its folder alone cannot tell from one run so: docs/RULES.md, "Acceptance rules".)"""
@@ -74,15 +74,15 @@ def test_a_run_taken_out_of_a_series_does_not_verify(default_series, fashion_roo
     shutil.rmtree(series / "seed1")
     kept = [{**r, "run_dir": f"seed{k}"} for k, r in enumerate(results_of(default_series)) if k != 1]
     series_module._write_summary(series, kept, 2, interrupted=False, in_progress=False)
-    assert main(["verify", str(series), "--data", str(fashion_root)]) == 2
+    assert main(["verify", str(series), "--data", str(on_fashion_subset)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "seed1/ is missing between seed0 and seed2" in err[0], err
 
 
 def test_the_entry_of_a_series_carries_its_acceptance_and_an_edited_one_does_not_validate(
-        default_series, fashion_root, tmp_path, capsys):
+        default_series, on_fashion_subset, tmp_path, capsys):
     out = tmp_path / "entries"
-    assert main(["submit", str(default_series), "--out", str(out), "--allow-unofficial", "--data", str(fashion_root),
+    assert main(["submit", str(default_series), "--out", str(out), "--allow-unofficial", "--data", str(on_fashion_subset),
                  "--code-url", "https://example.org/evidence-test"]) == 0
     (entry,) = (out / "FashionMNIST" / "train").glob("*.json")
     fields = json.loads(entry.read_text())

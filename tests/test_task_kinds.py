@@ -68,7 +68,8 @@ def test_the_schema_rules_and_help_follow_tasks_toml():
     assert schema["metric"]["enum"] == list(dict.fromkeys(t.metric for t in TASKS.values()))
     fields = json.loads((REPO / "dawnbench/data/schemas/entry-fields.dawnbench-1.0.schema.json").read_text())
     for name, figure in FIGURES.items():
-        assert fields["properties"][name]["description"].endswith("(percent)" if figure.percent else "(a fraction)")
+        unit = "percent" if figure.percent else figure.unit or "a fraction"
+        assert fields["properties"][name]["description"].endswith(f"({unit})")
     rules = REPO / "dawnbench/data/mlperf"
     listed = re.search(r"v\['value'\] in (\[.*?\])", (rules / "open_common.yaml").read_text()).group(1)
     assert sorted(ast.literal_eval(listed)) == sorted(TASKS)

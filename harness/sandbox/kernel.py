@@ -28,6 +28,13 @@ def protect_harness() -> None:
         pass
 
 
+def dies_with_harness():
+    """preexec_fn for every process the harness starts for itself (a probe, a judge process, git,
+    nvidia-smi): killed with it, so that a kill -9 of the harness leaves none of them running (CI of
+    d7381f5: the workers' environment probe, started as the harness was killed, ran on for 8 s)."""
+    return child_setup()
+
+
 def child_setup(drop: Callable[[], None] | None = None):
     """preexec_fn: run `drop` (uid mode's change of uid, with no way back), then die with the harness."""
     harness = os.getpid()

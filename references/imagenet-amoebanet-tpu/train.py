@@ -621,6 +621,10 @@ class AmoebaNetTPU(KerasReference):
         size = self.ctx.config["image_size"]          # decoded on demand: uint8 (size, size, 3)
         return tf.TensorSpec((size, size, 3), tf.uint8)
 
+    def decode_image_file(self, data):
+        # a timed request carries the image file (harness.inference): its decode is in the latency
+        return eval_image(data, self.ctx.config["image_size"])
+
     def predict(self):
         batches = self.val.dataset(self.ctx.config["eval_batch_size"])
         return np.concatenate([self._batch_scores(x).numpy() for x in batches])

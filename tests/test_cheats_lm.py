@@ -1,0 +1,161 @@
+"""A language model's cheats (issue 50): each is the stand-in bigram of tests/kjv_fixture.py changed as an
+entrant would change it, run through the real harness on the fixture text. The honest one converges and
+verifies; one that reads the next token from its input, one that returns unnormalized log-probabilities
+and one that keeps what the first pass saw for the audit each end DNC with the reason in one line.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from cheats import events, harness_run, needs_isolation
+from kjv_fixture import fixture_manifest, write_kjv, write_lm_reference
+
+from harness.tasks import TASKS
+
+pytestmark = needs_isolation()
+SETTINGS = TASKS["kjv-bytes"].settings
+
+
+@pytest.fixture(scope="module")
+def lm_world(tmp_path_factory):
+    """(references folder, data root, results folder, env) shared by the module: the fixture text, once."""
+    root = tmp_path_factory.mktemp("lm")
+    data = root / "data"
+    write_kjv(data / "kjv")
+    manifest = fixture_manifest(root / "manifest.toml", data / "kjv")
+    return root / "references", data, root / "results", {"DAWNBENCH_DATASETS_MANIFEST": str(manifest)}
+
+
+def run_lm(world, name: str, code: str = ""):
+    references, data, results, env = world
+    write_lm_reference(references, name, code)
+    return harness_run(references, name, data, results, env=env)
+
+
+def dnc_reason(proc, result) -> str:
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    assert result is not None and result["status"] == "DNC", proc.stderr[-2000:]
+    return result["dnc_reason"]
+
+
+def test_the_honest_model_passes_the_audit_and_verifies(lm_world):
+    proc, result, run_dir = run_lm(lm_world, "honest")
+    assert proc.returncode == 0 and result["status"] == "converged", proc.stderr[-2000:]
+    # the figure in its own unit, lower is better, on the terminal as in the log
+    assert f"bpb {result['metric_value']:.3f} bits/byte (target 1.6)" in proc.stderr
+    assert 0.5 < result["metric_value"] < 1.6 and result["metric"] == "bpb"
+    (stop,) = [e for e in events(run_dir) if e["key"] == "eval_stop"]
+    audit = stop["metadata"]["lm"]["audit"]
+    assert len(audit["positions"]) == SETTINGS.audit_positions
+    assert audit["max_logprob_difference"] <= SETTINGS.agree_tolerance
+    assert audit["max_sum_error"] <= SETTINGS.sum_tolerance
+    verified = subprocess.run([sys.executable, "-m", "harness", "verify", str(run_dir), "--data", str(lm_world[1])],
+                              capture_output=True, text=True, timeout=300, env={**os.environ, **lm_world[3]})
+    assert verified.returncode == 0, verified.stdout[-3000:]
+    assert "bpb recomputed from the stored predictions" in verified.stdout
+
+
+# Reads the next token from its input: inputs[i, t+1] is the token scored at position t. A normalized
+# distribution (it passes the sum check) with 99% on that token: about 0.03 bits per byte.
+LOOK_AHEAD = '''
+class Cheat(Base):
+    def predict(self, inputs):
+        inputs = np.asarray(inputs)
+        out = np.full(inputs.shape + (256,), np.log(0.01 / 255), np.float32)
+        rows, cols = np.indices(inputs[:, 1:].shape)
+        out[rows, cols, inputs[:, 1:]] = np.log(0.99)
+        out[:, -1] = self.table[inputs[:, -1]]          # the window's last position: honest
+        return out
+'''
+
+
+def test_a_predictor_that_looks_ahead_is_caught(lm_world):
+    proc, result, _ = run_lm(lm_world, "look-ahead", LOOK_AHEAD)
+    reason = dnc_reason(proc, result)
+    assert reason.startswith("the look-ahead audit: at window ") and "\n" not in reason, reason
+    assert "only the tokens up to it" in reason and result["history"] == []
+    assert reason in proc.stderr        # one line on the terminal, no traceback
+    assert "Traceback" not in proc.stderr
+
+
+# Unnormalized: the bigram's log-probabilities plus one (they sum to e), so every score looks better.
+UNNORMALIZED = '''
+class Cheat(Base):
+    def predict(self, inputs):
+        return super().predict(inputs) + 1.0
+'''
+
+
+def test_a_predictor_whose_probabilities_do_not_sum_to_one_is_caught(lm_world):
+    proc, result, _ = run_lm(lm_world, "unnormalized", UNNORMALIZED)
+    reason = dnc_reason(proc, result)
+    assert reason.startswith("predict() gave probabilities that sum to 2.71828") and "\n" not in reason, reason
+    assert "not 1 within 0.001, at window 0, position 0" in reason
+
+
+# Keeps what the first pass saw, for the audit: every window it was given, in memory, in its HOME, /tmp,
+# /dev/shm and (where it may write) the snapshot folder. A predictor that finds such a record when it loads
+# is the audit's: given a row, it takes the seen window that shares the longest prefix with it and answers
+# as the first pass did (the next token of that window) up to where they part, which is where the audit's
+# random tokens begin; so at the audited position it agrees with its cheating first pass.
+STATEFUL = '''
+import os
+
+SEEN = []
+PLACES = [os.path.join(os.environ.get("HOME", "/nonexistent"), "seen.npy"), "/tmp/seen.npy", "/dev/shm/seen.npy"]
+
+
+class Cheat(Base):
+    def load(self, path):
+        super().load(path)
+        PLACES.append(os.path.join(str(path), "seen.npy"))
+        found = list(SEEN)
+        for place in PLACES:
+            try:
+                found.append(np.load(place))
+            except (OSError, ValueError):
+                pass
+        self.record = np.concatenate(found) if found else None     # what an earlier pass saw
+
+    def predict(self, inputs):
+        inputs = np.asarray(inputs)
+        out = np.full(inputs.shape + (256,), np.log(0.01 / 255), np.float32)
+        if self.record is None:             # the first pass: look ahead, and keep every window seen
+            SEEN.append(inputs)
+            for place in PLACES:
+                try:
+                    np.save(place, np.concatenate(SEEN))
+                except OSError:
+                    pass
+            sources, reach = inputs, np.full(len(inputs), inputs.shape[1])
+        else:                               # the audit: answer from the windows the first pass saw
+            shared = np.stack([(self.record == row).cumprod(axis=1).sum(axis=1) for row in inputs])
+            sources, reach = self.record[shared.argmax(axis=1)], shared.max(axis=1)
+        for i in range(len(inputs)):
+            for t in range(inputs.shape[1]):
+                if t < min(reach[i], inputs.shape[1] - 1):
+                    out[i, t, sources[i, t + 1]] = np.log(0.99)
+                else:
+                    out[i, t] = self.table[inputs[i, t]]
+        return out
+'''
+
+
+def test_a_predictor_that_keeps_state_for_the_audit_is_caught(lm_world):
+    proc, result, _ = run_lm(lm_world, "stateful", STATEFUL)
+    reason = dnc_reason(proc, result)
+    assert reason.startswith("the look-ahead audit: at window ") and "\n" not in reason, reason
+
+
+def test_infer_refuses_a_language_model_task_in_one_line(lm_world, tmp_path):
+    references, data, _, env = lm_world
+    write_lm_reference(references, "infer-me")
+    proc = subprocess.run([sys.executable, "-m", "harness", "infer", "infer-me", "--references", str(references),
+                           "--model", str(tmp_path), "--data", str(data), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "kjv-bytes's kind (lm) has no per-example inference yet" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
