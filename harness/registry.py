@@ -106,12 +106,16 @@ class Reach:
     def shown(self, value: float) -> str:
         """A figure of the task's metric as its readers write it: "91.25% top-1 accuracy", "F1 0.758"."""
         figure = self.task.figure
+        if figure.unit:         # a figure in its own unit (a language model's bits per byte): "1.8976 bits/byte"
+            return f"{value:g} {figure.unit}"
         return f"{round(value * 100, 4):g}% {figure.label}" if figure.percent else f"{figure.label} {value:g}"
 
     def margin(self) -> str:
         """The anchor's figure less the task's threshold: "-2.75 points", "+0.0079"."""
         sign = -1 if self.task.lower_is_better else 1
         gap = sign * (self.anchor - self.task.threshold)
+        if self.task.figure.unit:
+            return f"{round(gap, 4):+g} {self.task.figure.unit}"
         return f"{round(gap * 100, 4):+g} points" if self.task.figure.percent else f"{round(gap, 4):+g}"
 
     def refusal(self, name: str, threshold: float | None) -> str | None:
@@ -368,7 +372,8 @@ def _check_reach(toml_path: Path, task: Task, table: dict) -> Reach | None:
 
     def fraction(key: str) -> float:
         value = table.get(key)
-        if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= 1:
+        most = math.inf if task.figure.unit else 1      # a figure in its own unit (bits per byte) is no fraction
+        if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= most:
             raise UsageError(f"{where}: field '{key}' = {shown(repr(value), 40)} must be a fraction above 0 and at "
                              f"most 1; {example}")
         return float(value)
