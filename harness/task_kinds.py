@@ -12,13 +12,11 @@ numpy only inside methods: `dawnbench list` reads the tasks from a bare Python (
 from __future__ import annotations
 
 import functools
-import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from harness import plugins
 from harness.errors import DawnbenchError
-
-HARNESS_PACKAGE = "harness"
 
 
 class UnknownKindError(DawnbenchError, ValueError):
@@ -218,16 +216,7 @@ EVALUATORS = {"squad": "harness.squad_eval"}
 
 def resolve(spec: str, task: str) -> TaskKind:
     """The kind tasks.toml names for `task`: a name of KINDS, or `harness.<module>:<Class>`."""
-    if spec in KINDS:
-        return KINDS[spec]()
-    module, _, attr = str(spec).partition(":")
-    if not (module.startswith(HARNESS_PACKAGE + ".") and attr and module.replace(".", "").replace("_", "").isalnum()):
-        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} is not one of {', '.join(sorted(KINDS))} "
-                               f"nor a harness.<module>:<Class> (a kind lives in the harness)")
     try:
-        cls = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} cannot be loaded ({e})") from None
-    if not (isinstance(cls, type) and issubclass(cls, TaskKind)):
-        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} is not a harness.task_kinds.TaskKind")
-    return cls()
+        return plugins.load_class(spec, TaskKind, what="kind", where=f"tasks.toml [tasks.{task}]", known=KINDS)()
+    except ValueError as e:
+        raise UnknownKindError(str(e)) from None
