@@ -66,7 +66,6 @@ class TaskKind:
     score_names: ClassVar[tuple[str, ...]]    # every key score() may return
     lower_is_better: ClassVar[bool] = False
     exportable: ClassVar[bool] = True         # an ONNX export gives its predictions (scores out)
-    stored_as: ClassVar[str]                  # how a run keeps its predictions: a codec of harness.stored_predictions
 
     def figure(self, metric: str) -> Figure:
         for figure in self.figures:
@@ -123,6 +122,11 @@ class TaskKind:
         """Where a value that misses the target lies: "below" it, or "above" when lower is better."""
         return "above" if self.lower_is_better else "below"
 
+    def codec(self):
+        """How a run keeps its predictions for `verify` (a harness.stored_predictions.Codec: the file's
+        suffix, its writer and its reader of untrusted bytes)."""
+        raise NotImplementedError
+
     def count(self, predictions: Any) -> int:
         """How many examples `predictions` answers (the runner checks it is the eval set's size)."""
         import numpy as np
@@ -147,7 +151,10 @@ class ImageClassification(TaskKind):
     figures = (Figure("top1", "top1Accuracy", 100, "top-1 accuracy"),
                Figure("top5", "top5Accuracy", 100, "top-5 accuracy"))
     score_names = ("top1", "top5")
-    stored_as = "ids"
+
+    def codec(self):
+        from harness import stored_predictions
+        return stored_predictions.IDS
 
     def kept(self, predictions, labels, drop):
         """The predictions and labels left once `drop` (ImageNet's blacklist, indices) is taken out;
@@ -184,7 +191,10 @@ class SpanAnswer(TaskKind):
     figures = (Figure("f1", "f1Score", 1, "F1"),)
     score_names = ("f1", "exact_match")
     exportable = False
-    stored_as = "answers"
+
+    def codec(self):
+        from harness import stored_predictions
+        return stored_predictions.ANSWERS
 
     def score(self, task, predictions, labels, drop=None) -> dict[str, float]:
         from harness import metrics
