@@ -208,7 +208,7 @@ def _units_of_value(report: _Report, name: str, value: float, line: int | None =
         report.at(name, f"{value:g} is negative (an accuracy is at least 0)", line)
         return False
     figure = FIGURES[name]
-    if not figure.percent and value > 1:
+    if not figure.percent and figure.upper is not None and value > figure.upper:
         report.at(name, f"{value:g} is above 1: a percent in a fraction column "
                         f"(write {figure.label} as a fraction, e.g. {value / 100:g})", line)
         return False
@@ -600,7 +600,8 @@ def _check_inference(report: _Report, task: Task, fields: dict, valid: dict, thr
         if name in valid:
             value = as_float(valid[name])
             figure = ACCURACY_FIELDS[name]
-            if report.level == "v1" and not figure.percent and 1 < value <= 100:   # strict: _units_of_value refuses it
+            # strict: _units_of_value refuses it
+            if report.level == "v1" and not figure.percent and figure.upper == 1 and 1 < value <= 100:
                 report.at(name, f"{value:g} is above 1: a percent, read as the fraction {value / 100:g} "
                                 f"(divided by 100)", warning=True)
                 value = value / 100

@@ -66,7 +66,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     the fetch command."""
     task = spec.task
     rank, world_size, local_rank = dist_env()
-    threshold = task.threshold if opts.threshold is None else opts.threshold
+    threshold = task.target(opts.threshold)
     budget = Budget(max_epochs=opts.max_epochs or spec.max_epochs, max_seconds=opts.max_seconds or spec.max_seconds,
                     threshold=threshold, metric=task.metric, eval_from_epoch=spec.eval_from_epoch,
                     relation=task.kind.relation)

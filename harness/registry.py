@@ -360,9 +360,10 @@ def _check_reach(toml_path: Path, task: Task, table: dict) -> Reach | None:
 
     def fraction(key: str) -> float:
         value = table.get(key)
-        if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= 1:
-            raise UsageError(f"{where}: field '{key}' = {shown(repr(value), 40)} must be a fraction above 0 and at "
-                             f"most 1; {example}")
+        if type(value) not in (int, float) or not math.isfinite(value) or not task.figure.holds(value):
+            kind = "a fraction" if task.figure.upper == 1 else "a number"
+            raise UsageError(f"{where}: field '{key}' = {shown(repr(value), 40)} must be {kind} "
+                             f"{task.figure.range_text}; {example}")
         return float(value)
 
     def text(key: str) -> str:

@@ -336,8 +336,9 @@ class _Run:
         row = self.record.epoch_scored(epoch, value=value, scores=scores, stored=stored, on_clock=trained.on_clock,
                                        stats=trained.stats, handover_s=handover, snapshot=taken, eval_cost=cost,
                                        train_seconds=trained.train_total_s)
-        _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {100 * value:6.2f}% "
-             f"(target {100 * p.budget.threshold:.2f}%)  time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
+        figure = self.task.figure
+        _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {figure.said(value)} "
+             f"(target {figure.said(p.budget.threshold)})  time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
         if reached:
             self.reached_at = row
         return bool(reached)
@@ -495,7 +496,7 @@ class _Run:
         if p.rank == 0:
             self.record.write(result, {**self.system, "framework_extra": self.framework_extra, "load": machine})
             if outcome.status == CONVERGED:
-                _say(f"converged: {self.task.metric} {100 * result['metric_value']:.2f}% at epoch {epochs}; "
+                _say(f"converged: {self.task.metric} {self.task.figure.said(result['metric_value'])} at epoch {epochs}; "
                      f"time-to-accuracy {result['tta_seconds']:.1f} s (eval excluded), wall {wall:.1f} s", p.rank)
             else:
                 _say(f"DNC: {outcome.reason}", p.rank)

@@ -26,11 +26,15 @@ class UnknownKindError(DawnbenchError, ValueError):
 @dataclass(frozen=True)
 class Figure:
     """One figure a task logs: its name in the harness's scores and log, the DAWNBench entry's (and
-    TSV's) field that carries it, and that field's unit: `scale` 100 for percent, 1 for a fraction."""
+    TSV's) field that carries it, and that field's unit: `scale` 100 for percent, 1 for the value as
+    computed (a fraction such as F1, or a loss). `upper` is the most the computed value can be (1 for a
+    fraction, None for a figure without a bound, a mean squared error or a cross-entropy); it is never
+    below 0."""
     metric: str
     field: str
     scale: float
     label: str          # what a message calls it: "F1", "top-1 accuracy"
+    upper: float | None = 1.0
 
     @property
     def percent(self) -> bool:
@@ -56,6 +60,21 @@ class Figure:
     def shown(self, value: float) -> str:
         """A value in log units as the pages show it: "94.2%", or "0.76" for a fraction."""
         return f"{value:g}%" if self.percent else f"{value:g}"
+
+    def said(self, value: float) -> str:
+        """A value as the harness computes it, as a message says it, in the figure's own unit: "94.20%" for
+        a percent, "0.7523" for F1, "1.69" for a mean squared error."""
+        return f"{self.to_log(value):.2f}%" if self.percent else f"{value:.4g}"
+
+    def holds(self, value: float) -> bool:
+        """Whether a computed value (a threshold, an anchor) is in the figure's range: above 0, and at most
+        `upper` where it has one."""
+        return value > 0 and (self.upper is None or value <= self.upper)
+
+    @property
+    def range_text(self) -> str:
+        """The range `holds` accepts, as a refusal says it."""
+        return "above 0" + ("" if self.upper is None else f" and at most {self.upper:g}")
 
 
 class TaskKind:

@@ -70,7 +70,7 @@ CASES = [   # (argv, words the line says)
     ([*RUN, "--max-seconds", "-5"], "--max-seconds -5: give a finite number above 0"),
     # issue 34: accepted, then the sandbox's select() overflowed and the run ended DNC with a traceback's reason
     ([*RUN, "--max-seconds", "1e308"], "--max-seconds 1e308: give a finite number above 0 and at most 8.64e+06"),
-    ([*RUN, "--threshold", "0"], "--threshold 0: give a finite number above 0 and at most 1"),
+    ([*RUN, "--threshold", "0"], "--threshold 0: give a finite number above 0"),
     ([*RUN, "--threshold", "1.01"], "--threshold 1.01: give a finite number above 0 and at most 1"),
     ([*RUN, "--threshold", "nan"], "--threshold nan:"),
     ([*RUN, "--cost-per-hour", "-1"], "--cost-per-hour -1: give a finite number above 0 and at most 1000"),
