@@ -72,6 +72,11 @@ class Figure:
         return value > 0 and (self.upper is None or value <= self.upper)
 
     @property
+    def unit(self) -> str:
+        """The unit an entry's field of it is in, as the schemas describe it."""
+        return "percent" if self.percent else "a fraction" if self.upper == 1 else "the value as computed"
+
+    @property
     def range_text(self) -> str:
         """The range `holds` accepts, as a refusal says it."""
         return "above 0" + ("" if self.upper is None else f" and at most {self.upper:g}")
