@@ -272,10 +272,18 @@ class WordVectors(DataFormat):
         return []
 
 
-class Utf8Text(DataFormat):
+class Stream(DataFormat):
+    """A language model's validation stream: the predictor is shown the test split whole, the eval
+    labels' file with it, since position i's label is the stream's token i + 1 and a causal model reads
+    the prefix it predicts from (its kind audits the probabilities it returns instead)."""
+
+    def predict_view(self, ds, derived_dir):
+        return [ds.shown(f) for f in ds.names("test")]
+
+
+class Utf8Text(Stream):
     """UTF-8 text a byte-level language model reads as it is (the King James Bible): the eval labels are
-    the validation text's bytes (position i's label is byte i + 1), and the predictor is shown that text,
-    since a causal model reads the prefix it predicts from."""
+    the validation text's bytes, and the predictor is shown that text (Stream)."""
     name = "utf8-text"
 
     def eval_labels(self, ds):
@@ -291,10 +299,10 @@ class Utf8Text(DataFormat):
         return sum((ds.files_dir / f).stat().st_size for f in ds.names("train"))
 
 
-class TokenShards(DataFormat):
+class TokenShards(Stream):
     """llm.c's `.bin` token shards (FineWeb-10B in GPT-2 tokens, harness.token_shards): the eval labels
-    are the validation shard's tokens, the predictor is shown that shard, the trainer the train shards
-    fetched (`splits.train`'s pattern, the first N)."""
+    are the validation shard's tokens, the predictor is shown that shard (Stream), the trainer the train
+    shards fetched (`splits.train`'s pattern, the first N)."""
     name = "token-shards"
 
     def eval_labels(self, ds):
