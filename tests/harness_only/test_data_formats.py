@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fineweb_fixture import VAL, fixture_manifest, fixture_shards, train_name
 
 from harness import data_formats, data_views, datasets
 from harness.datasets import DatasetError
+from tests.fineweb_fixture import VAL, fixture_manifest, fixture_shards, train_name
 
 pytestmark = pytest.mark.harness     # numpy only: runs under numpy 1.23.5 too
 
