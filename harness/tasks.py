@@ -102,9 +102,10 @@ class Task:
         if threshold is None:
             return self.threshold
         if not self.figure.holds(threshold):
-            raise UsageError(f"--threshold {threshold:g}: give a finite number {self.figure.range_text} ({self.figure.label} "
-                             f"of {self.name}, as its threshold {self.threshold:g} is written), e.g. --threshold "
-                             f"{self.threshold:g}")
+            written = " as a fraction" if self.figure.upper == 1 else ""
+            raise UsageError(f"--threshold {threshold:g}: give a finite number {self.figure.range_text} ({self.name}'s "
+                             f"{self.figure.label}{written}, as its threshold {self.threshold:g} is written), e.g. "
+                             f"--threshold {self.threshold:g}")
         return threshold
 
     def score(self, predictions, labels, drop=None) -> dict[str, float]:
