@@ -45,15 +45,24 @@ with open(RESULT_SCHEMA_FILE, encoding="utf-8") as _f:
 def _from_tasks() -> None:
     """The enums and figure fields the tasks define are tasks.toml's, whatever the files say: a task
     added there (with its kind) is a task here. tests/test_task_kinds.py keeps the files equal to it."""
+    tasks = harness.tasks.TASKS.values()
     RESULT_SCHEMA["properties"]["task"]["enum"] = list(harness.tasks.TASKS)
-    RESULT_SCHEMA["properties"]["metric"]["enum"] = list(dict.fromkeys(t.metric for t in harness.tasks.TASKS.values()))
+    RESULT_SCHEMA["properties"]["metric"]["enum"] = list(dict.fromkeys(t.metric for t in tasks))
+    # each task's figure bounds its metric_value and threshold (a fraction at most 1; a loss has no bound)
+    RESULT_SCHEMA.setdefault("allOf", []).extend(
+        {"if": {"properties": {"task": {"const": t.name}}, "required": ["task"]},
+         "then": {"properties": {"metric_value": {"maximum": t.figure.upper}, "threshold": {"maximum": t.figure.upper}}}}
+        for t in tasks if t.figure.upper is not None)
+    threshold = SCHEMAS["fields"]["properties"]["threshold"]
+    if any(t.figure.upper is None for t in tasks):      # an entry's threshold: validate holds it to its task's figure
+        threshold.pop("maximum", None)
+        threshold["description"] = "a number above 0: the task's figure, as its threshold is written"
     # the words a run's precision may be are the harness's (harness.precision), whatever the file says
     RESULT_SCHEMA["properties"]["precision"]["properties"]["train"]["enum"] = [*harness.precision.PRECISIONS, None]
     SCHEMAS["fields"]["properties"]["precision"]["enum"] = list(harness.precision.PRECISIONS)
     properties = SCHEMAS["fields"]["properties"]
     for name, figure in harness.tasks.FIGURES.items():
-        unit = "percent" if figure.percent else figure.unit or "a fraction"
-        properties.setdefault(name, {"type": "number", "minimum": 0, "description": f"a number >= 0 ({unit})",
+        properties.setdefault(name, {"type": "number", "minimum": 0, "description": f"a number >= 0 ({figure.unit_words})",
                                      "examples": [figure.to_log(0.751)]})
 
 

@@ -208,7 +208,7 @@ def _units_of_value(report: _Report, name: str, value: float, line: int | None =
         report.at(name, f"{value:g} is negative (an accuracy is at least 0)", line)
         return False
     figure = FIGURES[name]
-    if not figure.percent and not figure.unit and value > 1:      # a figure in its own unit (bits/byte) may be
+    if not figure.percent and figure.upper is not None and value > figure.upper:
         report.at(name, f"{value:g} is above 1: a percent in a fraction column "
                         f"(write {figure.label} as a fraction, e.g. {value / 100:g})", line)
         return False
@@ -323,10 +323,11 @@ def _threshold(report: _Report, task: Task, fields: dict, allow_unofficial: bool
         if not allow_unofficial:
             report.at("official_threshold", "false: a run to a lowered threshold is a smoke test, not an entry "
                                             "(rerun to the official threshold)")
-        elif schemas.conforms(("threshold",), recorded) and (task.figure.unit or as_float(recorded) <= 1):
+        elif schemas.conforms(("threshold",), recorded) and task.figure.holds(as_float(recorded)):
             return round(task.figure.to_log(as_float(recorded)), 6)
-        else:
-            report.at("threshold", f"missing or not {task.figure.unit or 'a fraction in (0, 1]'} for an unofficial "
+        else:       # in its task's figure's range: at most 1 for a fraction, no bound for bits per byte
+            written = "a fraction" if task.figure.upper == 1 else f"a number ({task.figure.unit_words})"
+            report.at("threshold", f"missing or not {written} {task.figure.range_text} for an unofficial "
                                    f"entry (record the threshold it was run to)")
     elif schemas.conforms(("threshold",), recorded) and not math.isclose(as_float(recorded), task.threshold):
         report.at("threshold", f"{show(recorded)} is not {task.display_name}'s threshold {task.threshold:g} "
@@ -600,7 +601,8 @@ def _check_inference(report: _Report, task: Task, fields: dict, valid: dict, thr
         if name in valid:
             value = as_float(valid[name])
             figure = ACCURACY_FIELDS[name]
-            if report.level == "v1" and not figure.percent and 1 < value <= 100:   # strict: _units_of_value refuses it
+            # strict: _units_of_value refuses it
+            if report.level == "v1" and not figure.percent and figure.upper == 1 and 1 < value <= 100:
                 report.at(name, f"{value:g} is above 1: a percent, read as the fraction {value / 100:g} "
                                 f"(divided by 100)", warning=True)
                 value = value / 100

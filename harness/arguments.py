@@ -144,10 +144,9 @@ def number(option: str, least: float, most: float | None = None, *, above: bool 
     return parse
 
 
-# A run's (or an inference's) target, as the task's threshold is written: a fraction of the task's metric (at
-# most 1, harness.registry.check_threshold holds it to its task's figure), or a figure in its own unit (bits/byte).
-THRESHOLD = number("--threshold", 0, None, above=True, example=0.85, why="the task's target metric")
-FRACTION_THRESHOLD = number("--threshold", 0, 1, above=True, example=0.85, why="a fraction of the task's target metric")
+# A run's (or an inference's) target, as the task's threshold is written (a fraction of an accuracy); the
+# task's figure bounds it further (harness.tasks.Task.target: at most 1 for a fraction), once the task is known.
+THRESHOLD = number("--threshold", 0, above=True, example=0.85, why="the task's target metric, as its threshold is written")
 
 
 def price(option: str = "--cost-per-hour"):

@@ -245,7 +245,7 @@ def _recorded_hyperparameters(spec, model: Path) -> dict:
 
 def cmd_infer(args: argparse.Namespace) -> int:
     spec = registry.load_spec(args.reference, args.references)
-    registry.check_threshold(spec.task, args.threshold)
+    spec.task.target(args.threshold)        # before any work: a --threshold in its task's figure's range
     registry.check_entry_defined(spec)
     hp = registry.resolve_hyperparameters(spec, args.assignments, base=_recorded_hyperparameters(spec, args.model))
     cost = machine_cost(args)

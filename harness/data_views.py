@@ -14,45 +14,14 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
-
-from harness import datasets, official_readers
+from harness import data_formats, datasets
 
 TRAIN, PREDICT, SERVE = "train", "predict", "serve"
 ROLES = (TRAIN, PREDICT)            # the roles that see files of the task (SERVE sees the companions only)
-DERIVED_SUFFIX = ".images.npy"      # a label-free copy of an eval file that holds labels
-# The packed formats of `dawnbench data prepare imagenet --format` (dawnbench.prepare_imagenet.PACKERS),
-# each <format>/train/ and <format>/val/ beside the folders. Only these names: anything else in the
-# dataset folder (the label files, the record) stays with the harness.
-PACKED_FORMATS = ("recordio", "tfrecord")
-
-
-QUESTIONS_SUFFIX = ".questions.json"  # SQuAD's answer-free copy of its dev file: contexts, questions, ids
-
-
-def answer_free(dataset: dict) -> dict:
-    """A SQuAD file with every "answers" list removed: the titles, contexts, questions and ids, in
-    the official layout and order."""
-    return {"version": dataset.get("version"), "data": [
-        {"title": article.get("title"), "paragraphs": [
-            {"context": paragraph["context"],
-             "qas": [{"question": qa["question"], "id": qa["id"]} for qa in paragraph["qas"]]}
-            for paragraph in article["paragraphs"]]}
-        for article in dataset["data"]]}
-
-
-def _squad_questions(name: str, data_root, derived_dir: Path) -> list[tuple[Path, str]]:
-    entry = datasets.manifest(name)
-    out = []
-    for f in _flatten(entry["splits"]["test"]):
-        source = datasets.verify_file(name, data_root, f)
-        target = derived_dir / (Path(f).stem + QUESTIONS_SUFFIX)
-        derived_dir.mkdir(parents=True, exist_ok=True)
-        with open(source, encoding="utf-8") as fh:
-            text = json.dumps(answer_free(json.load(fh)), separators=(",", ":"))
-        target.write_text(text, encoding="ascii")
-        out.append((target, str(Path(entry["dir"]) / target.name)))
-    return out
+# Kept here for the readers of a view (common.loaders), where harness.data_formats writes them
+DERIVED_SUFFIX, QUESTIONS_SUFFIX = data_formats.DERIVED_SUFFIX, data_formats.QUESTIONS_SUFFIX
+PACKED_FORMATS = data_formats.PACKED_FORMATS
+answer_free = data_formats.answer_free
 
 
 def companion_files(name: str, data_root: str | os.PathLike | None) -> list[tuple[Path, str]]:
@@ -74,10 +43,10 @@ def companion_files(name: str, data_root: str | os.PathLike | None) -> list[tupl
 def worker_sources(name: str, data_root: str | os.PathLike | None) -> list[Path]:
     """The host's files and folders of dataset `name` that a view shows a worker as they are (not the
     label-free copies the harness derives and owns), for either role."""
-    fmt = datasets.manifest(name).get("format", "idx")
+    fmt, _ = data_formats.of(name, data_root)
     nowhere = Path("/nonexistent")      # only the derived files are written there; these formats derive none
     shown = _own_files(name, data_root, TRAIN, nowhere)
-    if fmt in ("idx", "imagenet-folders"):
+    if not fmt.derives_view:
         shown += _own_files(name, data_root, PREDICT, nowhere)
     return sorted({src for src, _ in shown + companion_files(name, data_root)})
 
@@ -101,12 +70,6 @@ def check_workers_can_read(name: str, data_root: str | os.PathLike | None, isola
                 f"{isolation.mode}); fix with: chmod -R a+rX {folder}")
 
 
-def _flatten(split) -> list[str]:
-    if isinstance(split, dict):
-        return [v for v in split.values() if isinstance(v, str)]
-    return list(split)
-
-
 def view_files(name: str, data_root: str | os.PathLike | None, role: str, derived_dir: Path) -> list[tuple[Path, str]]:
     """(source file or folder, path relative to the view's data root) of each file a worker in `role` sees.
     Derived label-free files are written under `derived_dir` (the run's scratch)."""
@@ -118,40 +81,8 @@ def view_files(name: str, data_root: str | os.PathLike | None, role: str, derive
 
 
 def _own_files(name: str, data_root, role: str, derived_dir: Path) -> list[tuple[Path, str]]:
-    entry = datasets.manifest(name)
-    source_dir = datasets.files_dir(name, data_root)
-    relative = Path(entry["dir"]) / entry.get("subdir", "")
-    if entry.get("format") == "imagenet-folders":
-        # Folders, not files: the trainer sees train/ (class folders), the predictor the flat val/;
-        # the label files and the record stay with the harness. A packed copy (`data prepare
-        # --format recordio|tfrecord`) is split the same way: <format>/train/ (records with their
-        # class) to the trainer, <format>/val/ (records without a label) to the predictor.
-        folder = entry["splits"]["train" if role == TRAIN else "test"]["dir"]
-        folders = [folder] + [f"{packed}/{folder}" for packed in PACKED_FORMATS
-                              if (source_dir / packed / folder).is_dir()]
-        return [(source_dir / f, str(relative / f)) for f in folders]
-    test_split = entry.get("splits", {}).get("test", [])      # a manifest may name no splits: then no eval inputs
-    test = set(_flatten(test_split)) | {entry["eval_labels"]}
-    if role == TRAIN:
-        return [(source_dir / f, str(relative / f)) for f in entry["files"] if f not in test]
-    file_format = entry.get("format", "idx")
-    if file_format == "idx":
-        images = test_split.get("images") if isinstance(test_split, dict) else None
-        return [(source_dir / images, str(relative / images))] if images else []
-    if file_format == "squad-json":
-        return _squad_questions(name, data_root, derived_dir)
-    if file_format == "utf8-text":      # issue 50 (i50-lm): no file; predict() gets the harness's windows (a format class's)
-        return []
-    if file_format == "cifar-pickle":
-        derived_dir.mkdir(parents=True, exist_ok=True)
-        out = []
-        for f in _flatten(entry["splits"]["test"]):
-            target = derived_dir / (f + DERIVED_SUFFIX)
-            images, _ = official_readers.read_cifar_batch(datasets.verify_file(name, data_root, f))
-            np.save(target, images, allow_pickle=False)
-            out.append((target, str(relative / (f + DERIVED_SUFFIX))))
-        return out
-    raise datasets.DatasetError(f"datasets.toml entry [{name}] has unknown format {file_format!r}")
+    fmt, ds = data_formats.of(name, data_root)
+    return fmt.train_view(ds) if role == TRAIN else fmt.predict_view(ds, derived_dir)
 
 
 def system_copies() -> list[str]:
@@ -174,7 +105,7 @@ def label_folders(name: str, data_root: str | os.PathLike | None) -> list[Path]:
 def folder_views(name: str, data_root: str | os.PathLike | None) -> list[tuple[str, Path, str]]:
     """(role, source folder, path relative to the view's data root) of every folder a role sees whole:
     what a container launcher mounts at harness.sandbox.uid_mode.ROLE_MOUNTS/<role>/<relative path>."""
-    if datasets.manifest(name).get("format") != "imagenet-folders":
+    if not data_formats.of(name, data_root)[0].folders:
         return []
     return [(role, src, rel) for role in ROLES for src, rel in view_files(name, data_root, role, Path("/nonexistent"))]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import data_views, datasets, eval_labels, inference, official_readers
+from harness import data_formats, data_views, datasets, eval_labels, inference, official_readers
 from harness.errors import UsageError
 from harness.registry import ReferenceSpec
 from harness.roles import start_worker
@@ -74,7 +74,7 @@ def _fresh_folders(name: str, original: str, data_root: Path) -> tuple[list[tupl
     files = [(source_dir / own, str(shown_dir / folder))]
     # Read as the original is read: a reference that reads packed records would otherwise read the
     # fresh set another way (TensorFlow's "auto") or not at all (MXNet).
-    for packed in data_views.PACKED_FORMATS:
+    for packed in data_formats.PACKED_FORMATS:
         if (datasets.files_dir(original, data_root) / packed / folder).is_dir():
             if not (source_dir / packed / own).is_dir():
                 raise FreshSetError(f"{name} is not packed as {packed}, which {original}'s eval set is (its references "
@@ -89,17 +89,22 @@ def _fresh_folders(name: str, original: str, data_root: Path) -> tuple[list[tupl
 
 def fresh_view(name: str, original: str, data_root: Path, derived: Path) -> tuple[list[tuple[Path, str]], np.ndarray]:
     """(the predictor's data files, the labels): the fresh set's images where the original's
-    label-free eval inputs are."""
-    if datasets.manifest(original).get("format") == "imagenet-folders":
-        return _fresh_folders(name, original, data_root)
-    if datasets.manifest(original).get("format") != "cifar-pickle":
-        raise FreshSetError(f"{name}: showing it in place of {original}'s eval set is not written yet "
-                            f"(only CIFAR-10's pickled batches and ImageNet's folders are)")
+    label-free eval inputs are, as the original's format lays them out (FRESH_VIEWS)."""
+    fmt, _ = data_formats.of(original, data_root)
+    show = FRESH_VIEWS.get(type(fmt))
+    if show is None:
+        raise FreshSetError(f"{name}: showing it in place of {original}'s eval set is not written yet for the "
+                            f"{fmt.name} format (only {', '.join(f.name for f in FRESH_VIEWS)} are)")
+    return show(name, original, data_root, derived)
+
+
+def _fresh_batch(name: str, original: str, data_root: Path, derived: Path) -> tuple[list[tuple[Path, str]], np.ndarray]:
+    """A fresh set of .npy images shown as the original's label-free CIFAR batch copy."""
     images, labels = _fresh_images(name, data_root)
     entry = datasets.manifest(original)
-    (test_file,) = data_views._flatten(entry["splits"]["test"])
+    (test_file,) = data_formats.Dataset(original, entry, data_root).names("test")
     derived.mkdir(parents=True, exist_ok=True)
-    target = derived / (test_file + data_views.DERIVED_SUFFIX)
+    target = derived / (test_file + data_formats.DERIVED_SUFFIX)
     # CIFAR-10's rows: channel-major (1024 R, 1024 G, 1024 B), as the label-free copy of test_batch holds them
     np.save(target, np.ascontiguousarray(images.transpose(0, 3, 1, 2)).reshape(len(images), 3072), allow_pickle=False)
     os.chmod(target, 0o644)
@@ -170,3 +175,8 @@ def score(spec: ReferenceSpec, hyperparameters: dict, model_dir: Path, data_root
         raise UsageError(f"the predictor of {spec.name} failed: {inference._one_line(str(e), 'failed')}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# The formats whose eval inputs a fresh set can stand in for, and how it is laid out as them
+FRESH_VIEWS = {data_formats.ImagenetFolders: lambda name, original, data_root, derived: _fresh_folders(name, original, data_root),
+               data_formats.CifarPickle: _fresh_batch}

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from harness import (
+    data_formats,
     data_views,
     datasets,
     environment,
     eval_labels,
     inference_engines,
     judge,
-    official_readers,
     paths,
     result_identity,
     safe_write,
@@ -37,6 +37,7 @@ from harness.official import official_verdict
 from harness.registry import ReferenceSpec, UsageError
 from harness.roles import start_worker
 from harness.sandbox import handle, kernel, modes, scratch
+from harness.tasks import get_task
 
 
 def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_root: Path | None = None,
@@ -59,7 +60,7 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         raise UsageError(f"--runtime {runtime} runs classifiers (scores out); {task.name}'s answers are text: "
                          f"use --runtime reference")
     threads = threads or inference_engines.physical_cores()
-    threshold = task.threshold if threshold is None else threshold
+    threshold = task.target(threshold)
     data_root = Path(data_root or datasets.default_data_root())
     model_path = Path(model_path)
     if out_dir is not None and (Path(out_dir) / "inference.json").exists():
@@ -317,7 +318,7 @@ def _run_reference(spec, hyperparameters, data_root, work, isolation, seed, thre
     image are inside the timed call (the reference's `example_from_wire`, then `infer`); no predictor
     is started. A predictor's `eval_inputs()` gave decoded crops, and the decode was off the clock."""
     producer = server = None
-    files = official_readers.eval_image_files(spec.task.dataset, data_root)
+    files = data_formats.eval_image_files(spec.task.dataset, data_root)
     try:
         server, served = _start("serve", spec, hyperparameters, data_root, work, isolation, seed,
                                 snapshots=work / "models", env={"OMP_NUM_THREADS": str(threads)})
@@ -474,6 +475,7 @@ def _round_trip_ms(worker, calls: int = 200) -> float:
 
 def summary_lines(result: dict) -> list[str]:
     lat = result["latency_ms"]
+    figure = get_task(result["task"]).kind.figure(result["metric"])
     how = (f"round trips to the sandboxed model; an empty one takes {result['round_trip_overhead_ms']:.3f} ms"
            if result.get("round_trip_overhead_ms") is not None else "each runtime call, timed in the harness's runtime process")
     precision = result.get("precision") or {}
@@ -482,8 +484,8 @@ def summary_lines(result: dict) -> list[str]:
         f"{precision.get('requested', 'fp32')} (used: {precision.get('used', '?')}), {result.get('threads')} threads",
         f"{result['items']} items, batch 1: mean {lat['mean']:.3f} ms  p50 {lat['p50']:.3f}  "
         f"p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  ({how})",
-        f"{result['metric']} {100 * result['metric_value']:.2f}% "
-        f"({'reaches' if result['reached_threshold'] else 'does NOT reach'} the {100 * result['threshold']:.0f}% threshold)",
+        f"{result['metric']} {figure.said(result['metric_value'])} "
+        f"({'reaches' if result['reached_threshold'] else 'does NOT reach'} the {figure.said(result['threshold'])} threshold)",
     ]
     if result["cost_per_10k_items_usd"] is not None:
         lines.append(f"cost per 10,000 items: ${result['cost_per_10k_items_usd']:.6f}")

@@ -1,5 +1,5 @@
-"""The official files' formats, read: IDX (MNIST / Fashion-MNIST), the CIFAR Python pickles, .npy,
-and a training split's examples counted from them.
+"""The official files' formats, read: IDX (MNIST / Fashion-MNIST), the CIFAR Python pickles, .npy
+(harness.data_formats puts them to use).
 
 Each reader parses, it does not authenticate: the caller verifies a file's checksum first
 (``harness.datasets``). The CIFAR pickles are read through an unpickler that resolves only the
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import importlib
-import json
 import os
 import pickle
 import struct
@@ -22,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.datasets import DatasetError, files_dir, manifest
+from harness.datasets import DatasetError, manifest
 
-__all__ = ["read_idx", "read_cifar_pickle", "read_cifar_batch", "read_npy", "count_train_examples"]
+__all__ = ["read_idx", "read_cifar_pickle", "read_cifar_batch", "read_npy"]
 
 # IDX type code -> big-endian numpy dtype, as in LeCun's MNIST file format.
 IDX_DTYPES = {
@@ -208,59 +207,3 @@ def read_npy(path: Path, name: str) -> np.ndarray:
     except (OSError, ValueError) as exc:
         raise DatasetError(f"{path} is not a readable .npy array ({exc}); re-fetch it with: "
                            f"{manifest(name)['fetch_command']}") from None
-
-
-def count_train_examples(name: str, data_root: str | os.PathLike | None = None) -> int:
-    """The training examples of the dataset on disk, counted by the harness from files it checked: the
-    eval bound's denominator where the data are not the official ones (a fixture, a subset), whose
-    size tasks.toml does not give. Never a count a reference reports (docs/RULES.md, "The eval span")."""
-    entry = manifest(name)
-    directory = files_dir(name, data_root)
-    train = entry.get("splits", {}).get("train")
-    file_format = entry.get("format", "idx")
-    try:
-        if file_format == "idx":     # the header: magic, then the count, big-endian
-            with open(directory / train["images"], "rb") as f:
-                header = f.read(8)
-            if len(header) < 8:
-                raise DatasetError(f"{directory / train['images']}: not an idx file (no header)")
-            return struct.unpack(">I", header[4:8])[0]
-        if file_format == "cifar-pickle":
-            return sum(len(read_cifar_batch(directory / f)[1]) for f in _names(train))
-        if file_format == "imagenet-folders":
-            return sum(len(files) for _, _, files in os.walk(directory / train["dir"]))
-        if file_format == "squad-json":
-            count = 0
-            for f in _names(train):
-                with open(directory / f, encoding="utf-8") as fh:
-                    data = json.load(fh)["data"]
-                count += sum(len(p["qas"]) for article in data for p in article["paragraphs"])
-            return count
-        if file_format == "utf8-text":      # issue 50 (i50-lm): a token is a byte (a format class's)
-            return sum((directory / f).stat().st_size for f in _names(train))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DatasetError(f"{name}: its training examples cannot be counted: {exc}") from None
-    raise DatasetError(f"datasets.toml entry [{name}] has no training split the harness can count ({file_format!r})")
-
-
-IMAGE_SUFFIXES = (".jpeg", ".jpg")     # the prepared ImageNet's val images (common.imagenet_files), compared lower-case
-
-
-def eval_image_files(name: str, data_root) -> list[Path] | None:
-    """The eval set as image files, one per example in the canonical order (sorted names), where the
-    dataset stores its eval examples so (the `imagenet-folders` format: ImageNet, ImageNetV2); None for
-    a dataset whose eval examples are records inside files, or whose eval folder is not there."""
-    entry = manifest(name)
-    if entry.get("format") != "imagenet-folders":
-        return None
-    folder = files_dir(name, data_root) / entry["splits"]["test"]["dir"]
-    try:
-        with os.scandir(folder) as found:
-            names = sorted(e.name for e in found if e.name.lower().endswith(IMAGE_SUFFIXES) and e.is_file())
-    except OSError:
-        return None
-    return [folder / n for n in names] or None
-
-
-def _names(split) -> list[str]:
-    return [split] if isinstance(split, str) else list(split)

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import data_views, datasets, eval_labels, official_readers, paths, worker_env
+from harness import data_formats, data_views, datasets, eval_labels, paths, worker_env
 from harness.errors import UsageError
 from harness.eval_set import EvalSet
 from harness.official import official_verdict
@@ -66,7 +66,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     the fetch command."""
     task = spec.task
     rank, world_size, local_rank = dist_env()
-    threshold = task.threshold if opts.threshold is None else opts.threshold
+    threshold = task.target(opts.threshold)
     budget = Budget(max_epochs=opts.max_epochs or spec.max_epochs, max_seconds=opts.max_seconds or spec.max_seconds,
                     threshold=threshold, metric=task.metric, eval_from_epoch=spec.eval_from_epoch,
                     relation=task.kind.relation)
@@ -88,7 +88,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
     train_examples, source = task.train_examples, "task"
     if data_reasons or os.environ.get(datasets.MANIFEST_ENV):
         try:
-            train_examples, source = max(official_readers.count_train_examples(task.dataset, data_root), 1), "counted on disk"
+            train_examples, source = max(data_formats.count_train_examples(task.dataset, data_root), 1), "counted on disk"
         except datasets.DatasetError:       # no training split to count: the task's, the stricter bound
             pass
     return Plan(spec, hyperparameters, opts, budget, data_root, list(dataset_files.values()), labels, eval_set,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths
-from harness.arguments import FRACTION_THRESHOLD, MAX_SECONDS, MAX_TEXT
+from harness.arguments import MAX_SECONDS, MAX_TEXT
 from harness.errors import UsageError, command, one_line, shown
 from harness.tasks import Task, UnknownTaskError, get_task
 
@@ -144,17 +144,11 @@ class Reach:
 UNREACHABLE = "reference.toml [reach]: the network cannot reach the task's"
 
 
-def check_threshold(task, threshold: float | None) -> None:
-    """A --threshold in its task's figure's range: at most 1 for a fraction or a percent (the option
-    parses any positive number: a language model's bits per byte is no fraction); one line otherwise."""
-    if threshold is not None and not task.figure.unit:
-        FRACTION_THRESHOLD(repr(threshold))
-
-
 def check_reach(spec: ReferenceSpec, threshold: float | None) -> None:
     """Before any work: refused, in one line, a run of a reference whose network cannot reach `threshold`
-    (None: the task's), as its reference.toml's [reach] says; a threshold out of its figure's range too."""
-    check_threshold(spec.task, threshold)
+    (None: the task's), as its reference.toml's [reach] says; a threshold out of its figure's range too
+    (harness.tasks.Task.target: the one check of a --threshold)."""
+    spec.task.target(threshold)
     why = spec.reach.refusal(spec.name, threshold) if spec.reach is not None else None
     if why:
         raise UsageError(why)
@@ -372,10 +366,10 @@ def _check_reach(toml_path: Path, task: Task, table: dict) -> Reach | None:
 
     def fraction(key: str) -> float:
         value = table.get(key)
-        most = math.inf if task.figure.unit else 1      # a figure in its own unit (bits per byte) is no fraction
-        if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= most:
-            raise UsageError(f"{where}: field '{key}' = {shown(repr(value), 40)} must be a fraction above 0 and at "
-                             f"most 1; {example}")
+        if type(value) not in (int, float) or not math.isfinite(value) or not task.figure.holds(value):
+            kind = "a fraction" if task.figure.upper == 1 else "a number"
+            raise UsageError(f"{where}: field '{key}' = {shown(repr(value), 40)} must be {kind} "
+                             f"{task.figure.range_text}; {example}")
         return float(value)
 
     def text(key: str) -> str:

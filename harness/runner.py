@@ -339,10 +339,8 @@ class _Run:
                                        stats=trained.stats, handover_s=handover, snapshot=taken, eval_cost=cost,
                                        train_seconds=trained.train_total_s)
         figure = self.task.figure
-        shown = (f"{figure.shown(value)} (target {p.budget.threshold:g})" if figure.unit else
-                 f"{100 * value:6.2f}% (target {100 * p.budget.threshold:.2f}%)")
-        _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {shown}  "
-             f"time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
+        _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {figure.said(value)} "
+             f"(target {figure.said(p.budget.threshold)})  time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
         if reached:
             self.reached_at = row
         return bool(reached)
@@ -390,7 +388,10 @@ class _Run:
             self._predictor_for(epoch, left)
             if epoch == 1:
                 self.record.eval_inputs(data_views.derived_files(self.work / "derived"))
-            if isinstance(p.labels, lm_eval.TokenStream):   # issue 50 (i50-lm): the lm format's eval, a format class's
+            # A language model's stream (harness.data_formats.Stream's labels): the harness asks the predictor for
+            # its windows, then audits a fresh one (the lm kind). Neither a kind nor a format says how a
+            # predictor is asked (they run outside the eval's processes), so the one such branch stays here.
+            if isinstance(p.labels, lm_eval.TokenStream):
                 predictions, audit = self._lm_passes(epoch, left)
                 left()      # the harness's checks are in the span: past the bound after them is past it
             else:
@@ -532,9 +533,7 @@ class _Run:
         if p.rank == 0:
             self.record.write(result, {**self.system, "framework_extra": self.framework_extra, "load": machine})
             if outcome.status == CONVERGED:
-                figure = self.task.figure
-                reached = (figure.shown(result["metric_value"]) if figure.unit else f"{100 * result['metric_value']:.2f}%")
-                _say(f"converged: {self.task.metric} {reached} at epoch {epochs}; "
+                _say(f"converged: {self.task.metric} {self.task.figure.said(result['metric_value'])} at epoch {epochs}; "
                      f"time-to-accuracy {result['tta_seconds']:.1f} s (eval excluded), wall {wall:.1f} s", p.rank)
             else:
                 _say(f"DNC: {outcome.reason}", p.rank)

@@ -6,6 +6,9 @@
     predictions/epoch-001.npz      a language model: the log-probability of each scored next token,
                                    one array `logp` (E,), float32, compressed
 
+Each task's kind owns its codec (harness.task_kinds.TaskKind.codec): IDS, ANSWERS and LOGPROBS here for the
+kinds of the harness, or one a new kind builds from `encode_array` and `decode_array` (a regression's values).
+
 Never the full score matrices: top-5 ids re-score top-1 and top-5 exactly (the ids are ranked by
 harness.metrics.topk_ids, the rule topk_accuracy scores by), at a few hundred kB per ImageNet epoch.
 The runner records each file's path and sha256 in the epoch's `eval_accuracy` event, so the log
@@ -27,13 +30,15 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness import metrics, safe_read
 from harness.safe_read import Refused
-from harness.tasks import Task
+
+if TYPE_CHECKING:       # a task's kind names its codec here: the kinds import this module, never the reverse
+    from harness.tasks import Task
 
 FOLDER = "predictions"
 TOP_K = 5
@@ -43,12 +48,13 @@ MAX_ARRAY_BYTES = 8 * 2**20         # decompressed ids: 50,000 x 5 x int32 is 1 
 MAX_JSON_BYTES = 64 * 2**20         # decompressed SQuAD answers: 10,570 short texts are ~0.5 MB
 _TREE, _OWNER = "run folder", "a run"
 
-__all__ = ["save", "load", "file_name", "sha256_bytes", "Refused"]
+__all__ = ["save", "load", "file_name", "sha256_bytes", "Refused", "Codec", "IDS", "ANSWERS", "LOGPROBS",
+           "encode_array", "decode_array"]
 
 
 def file_name(epoch: int, task: Task) -> str:
     """The stored file of `epoch`, relative to the run folder."""
-    return f"{FOLDER}/epoch-{epoch:03d}.{CODECS[task.kind.stored_as].suffix}"
+    return f"{FOLDER}/epoch-{epoch:03d}.{task.kind.codec().suffix}"
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -81,14 +87,19 @@ def ranked_ids(predictions: Any) -> np.ndarray:
 
 def encode(task: Task, predictions: Any) -> bytes:
     """The stored file's bytes for `predictions` of `task` (its kind names the codec)."""
-    return CODECS[task.kind.stored_as].encode(predictions)
+    return task.kind.codec().encode(predictions)
+
+
+def encode_array(array: np.ndarray, member: str = ARRAY) -> bytes:
+    """One array as a compressed npz file of one member (`ids.npy`, whatever it holds, by default)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{member: array})
+    return buffer.getvalue()
 
 
 def encode_ids(predictions: Any) -> bytes:
     """Class predictions as their ranked ids, one compressed npz array."""
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **{ARRAY: ranked_ids(predictions)})
-    return buffer.getvalue()
+    return encode_array(ranked_ids(predictions))
 
 
 def encode_answers(predictions: Any) -> bytes:
@@ -139,7 +150,7 @@ def read_file(run_dir: Path, relative: object) -> bytes:
 
 def decode(task: Task, data: bytes, name: str = "predictions") -> Any:
     """The predictions a stored file holds: ranked ids (N, k) int16/int32, or {question id: text}."""
-    return CODECS[task.kind.stored_as].decode(task, data, name)
+    return task.kind.codec().decode(task, data, name)
 
 
 def load(run_dir: Path, relative: str, task: Task, sha256: str | None = None) -> Any:
@@ -152,9 +163,12 @@ def load(run_dir: Path, relative: str, task: Task, sha256: str | None = None) ->
     return decode(task, data, relative)
 
 
-def _one_array(data: bytes, name: str, member: str, max_bytes: int) -> tuple[bytes, tuple, np.dtype]:
-    """The one array `member` of an npz file from anyone: (its .npy bytes, shape, dtype), the header read
-    before anything is allocated; Refused for anything else."""
+def decode_array(data: bytes, name: str, dtypes: tuple, shape_ok: Callable[[tuple], bool], want: str, *,
+                 member: str = ARRAY, max_bytes: int = MAX_ARRAY_BYTES) -> np.ndarray:
+    """The one array `member` of an npz file from anyone: its member and inflated size (at most
+    `max_bytes`) checked, its header read before numpy allocates what it declares, its dtype one of
+    `dtypes` and its shape what `shape_ok` accepts (`want` says which, for the refusal); Refused (one
+    line) otherwise."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
@@ -177,27 +191,26 @@ def _one_array(data: bytes, name: str, member: str, max_bytes: int) -> tuple[byt
         shape, _fortran, dtype = reader(stream)
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as e:
         raise Refused(f"{name}: {member}.npy is not a numpy array ({type(e).__name__}: {e})") from None
-    return raw, shape, dtype
-
-
-def _array(raw: bytes, name: str, member: str) -> np.ndarray:
+    if dtype not in tuple(np.dtype(d) for d in dtypes):
+        raise Refused(f"{name}: {member}.npy holds {dtype}, not {' or '.join(str(np.dtype(d)) for d in dtypes)}")
+    if not shape_ok(shape):
+        raise Refused(f"{name}: {member} of shape {shape}, not {want}")
     try:
-        return np.ascontiguousarray(np.load(io.BytesIO(raw), allow_pickle=False))
+        array = np.load(io.BytesIO(raw), allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
         raise Refused(f"{name}: {member}.npy is not a numpy array ({type(e).__name__}: {e})") from None
+    return np.ascontiguousarray(array)
 
 
 def decode_ids(task: Task, data: bytes, name: str) -> np.ndarray:
-    raw, shape, dtype = _one_array(data, name, ARRAY, MAX_ARRAY_BYTES)
-    if dtype not in (np.dtype("<i2"), np.dtype("<i4")):
-        raise Refused(f"{name}: ids are {dtype}, not int16 or int32")
-    if len(shape) != 2 or shape[0] != task.eval_examples or not 1 <= shape[1] <= TOP_K:
-        raise Refused(f"{name}: ids of shape {shape}, not ({task.eval_examples}, 1..{TOP_K}) for {task.name}")
-    return _array(raw, name, ARRAY)
+    return decode_array(data, name, ("<i2", "<i4"),
+                        lambda shape: len(shape) == 2 and shape[0] == task.eval_examples and 1 <= shape[1] <= TOP_K,
+                        f"({task.eval_examples}, 1..{TOP_K}) ids for {task.name}")
 
 
-# A language-model task (issue 50): the log-probability the predictor gave each scored next token, float32
-# in stream order, one array `logp` (E,): the figure is their negative mean, recomputed exactly.
+# A language model's (harness.task_kinds.LanguageModel): the log-probability the predictor gave each scored
+# next token, float32 in stream order, one array `logp` (E,): the figure is their negative mean, recomputed
+# exactly.
 LOGP = "logp"
 MAX_LOGP_BYTES = 64 * 2**20         # 10,485,760 tokens (the speedrun's eval) x float32 is 40 MB
 
@@ -206,16 +219,12 @@ def encode_logprobs(predictions: Any) -> bytes:
     logp = np.asarray(predictions)
     if logp.ndim != 1 or logp.dtype != np.float32:
         raise ValueError(f"language-model predictions are float32 log-probabilities (E,), not {logp.dtype} {logp.shape}")
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **{LOGP: logp})
-    return buffer.getvalue()
+    return encode_array(logp, member=LOGP)
 
 
 def decode_logprobs(task: Task, data: bytes, name: str) -> np.ndarray:
-    raw, shape, dtype = _one_array(data, name, LOGP, MAX_LOGP_BYTES)
-    if dtype != np.dtype("<f4") or len(shape) != 1 or shape[0] != task.eval_examples:
-        raise Refused(f"{name}: {LOGP} is {dtype} {shape}, not float32 ({task.eval_examples},) for {task.name}")
-    logp = _array(raw, name, LOGP)
+    logp = decode_array(data, name, ("<f4",), lambda shape: shape == (task.eval_examples,),
+                        f"float32 ({task.eval_examples},) for {task.name}", member=LOGP, max_bytes=MAX_LOGP_BYTES)
     if not np.isfinite(logp).all():
         raise Refused(f"{name}: {LOGP} holds a log-probability that is not finite (the harness stores none)")
     return logp
@@ -245,6 +254,7 @@ class Codec:
     decode: Callable[[Task, bytes, str], Any]
 
 
-# The codec a task's kind names (harness.task_kinds.TaskKind.stored_as)
-CODECS = {"ids": Codec("npz", encode_ids, decode_ids), "answers": Codec("json.gz", encode_answers, decode_answers),
-          "logprobs": Codec("npz", encode_logprobs, decode_logprobs)}
+# The codecs of the harness's kinds (harness.task_kinds: ImageClassification, SpanAnswer, LanguageModel)
+IDS = Codec("npz", encode_ids, decode_ids)
+ANSWERS = Codec("json.gz", encode_answers, decode_answers)
+LOGPROBS = Codec("npz", encode_logprobs, decode_logprobs)

@@ -12,13 +12,11 @@ numpy only inside methods: `dawnbench list` reads the tasks from a bare Python (
 from __future__ import annotations
 
 import functools
-import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from harness import plugins
 from harness.errors import DawnbenchError
-
-HARNESS_PACKAGE = "harness"
 
 
 class UnknownKindError(DawnbenchError, ValueError):
@@ -28,12 +26,16 @@ class UnknownKindError(DawnbenchError, ValueError):
 @dataclass(frozen=True)
 class Figure:
     """One figure a task logs: its name in the harness's scores and log, the DAWNBench entry's (and
-    TSV's) field that carries it, and that field's unit: `scale` 100 for percent, 1 for a fraction."""
+    TSV's) field that carries it, and that field's unit: `scale` 100 for percent, 1 for the value as
+    computed (a fraction such as F1, or a loss). `upper` is the most the computed value can be (1 for a
+    fraction, None for a figure without a bound, a mean squared error or a cross-entropy); it is never
+    below 0."""
     metric: str
     field: str
     scale: float
     label: str          # what a message calls it: "F1", "top-1 accuracy"
-    unit: str = ""      # a figure that is no fraction prints with its unit: "bits/byte" (scale 1)
+    upper: float | None = 1.0
+    unit: str = ""      # a figure in its own unit prints with it: "bits/byte" (scale 1, upper None)
 
     @property
     def percent(self) -> bool:
@@ -62,6 +64,31 @@ class Figure:
             return f"{value:.3f} {self.unit}"
         return f"{value:g}%" if self.percent else f"{value:g}"
 
+    def said(self, value: float) -> str:
+        """A value as the harness computes it, as a message says it, in the figure's own unit: "94.20%" for
+        a percent, "0.7523" for F1, "1.69" for a mean squared error, "0.9112 bits/byte" for a figure
+        with its unit's words."""
+        if self.percent:
+            return f"{self.to_log(value):.2f}%"
+        return f"{value:.4g} {self.unit}" if self.unit else f"{value:.4g}"
+
+    def holds(self, value: float) -> bool:
+        """Whether a computed value (a threshold, an anchor) is in the figure's range: above 0, and at most
+        `upper` where it has one."""
+        return value > 0 and (self.upper is None or value <= self.upper)
+
+    @property
+    def unit_words(self) -> str:
+        """The unit an entry's field of it is in, as the schemas describe it."""
+        if self.percent:
+            return "percent"
+        return self.unit or ("a fraction" if self.upper == 1 else "the value as computed")
+
+    @property
+    def range_text(self) -> str:
+        """The range `holds` accepts, as a refusal says it."""
+        return "above 0" + ("" if self.upper is None else f" and at most {self.upper:g}")
+
 
 class TaskKind:
     """The base every kind fills in. A kind is stateless: a task's own numbers come as `task`."""
@@ -72,7 +99,6 @@ class TaskKind:
     lower_is_better: ClassVar[bool] = False
     exportable: ClassVar[bool] = True         # an ONNX export gives its predictions (scores out)
     infers: ClassVar[bool] = True             # `dawnbench infer` times it an example at a time
-    stored_as: ClassVar[str]                  # how a run keeps its predictions: a codec of harness.stored_predictions
     settings_table: ClassVar[str | None] = None   # the kind's own table of a task's row ([tasks.<name>.<table>])
 
     def settings(self, task: str, table: object) -> Any:
@@ -142,6 +168,11 @@ class TaskKind:
         """Where a value that misses the target lies: "below" it, or "above" when lower is better."""
         return "above" if self.lower_is_better else "below"
 
+    def codec(self):
+        """How a run keeps its predictions for `verify` (a harness.stored_predictions.Codec: the file's
+        suffix, its writer and its reader of untrusted bytes)."""
+        raise NotImplementedError
+
     def count(self, predictions: Any) -> int:
         """How many examples `predictions` answers (the runner checks it is the eval set's size)."""
         import numpy as np
@@ -166,7 +197,10 @@ class ImageClassification(TaskKind):
     figures = (Figure("top1", "top1Accuracy", 100, "top-1 accuracy"),
                Figure("top5", "top5Accuracy", 100, "top-5 accuracy"))
     score_names = ("top1", "top5")
-    stored_as = "ids"
+
+    def codec(self):
+        from harness import stored_predictions
+        return stored_predictions.IDS
 
     def kept(self, predictions, labels, drop):
         """The predictions and labels left once `drop` (ImageNet's blacklist, indices) is taken out;
@@ -203,7 +237,10 @@ class SpanAnswer(TaskKind):
     figures = (Figure("f1", "f1Score", 1, "F1"),)
     score_names = ("f1", "exact_match")
     exportable = False
-    stored_as = "answers"
+
+    def codec(self):
+        from harness import stored_predictions
+        return stored_predictions.ANSWERS
 
     def score(self, task, predictions, labels, drop=None) -> dict[str, float]:
         from harness import metrics
@@ -236,18 +273,21 @@ class LanguageModel(TaskKind):
     token: `bpb` (bits per byte, where a token is a byte) and `ce` (nats per token), lower is better."""
 
     name = "lm"
-    figures = (Figure("bpb", "bitsPerByte", 1, "bits per byte", unit="bits/byte"),
-               Figure("ce", "crossEntropy", 1, "cross-entropy", unit="nats/token"))
+    figures = (Figure("bpb", "bitsPerByte", 1, "bits per byte", upper=None, unit="bits/byte"),
+               Figure("ce", "crossEntropy", 1, "cross-entropy", upper=None, unit="nats/token"))
     score_names = ("bpb", "ce")
     lower_is_better = True
     exportable = False
     infers = False
-    stored_as = "logprobs"
     settings_table = "lm"
 
     def settings(self, task: str, table: object) -> Any:
         from harness.lm_eval import LMSettings
         return LMSettings.of(task, table)
+
+    def codec(self):
+        from harness import stored_predictions
+        return stored_predictions.LOGPROBS
 
     def eval_charge(self, task, examples: int) -> tuple[int, int]:
         # the first pass over every window, then the audit's rows in a second, fresh predictor
@@ -272,16 +312,7 @@ EVALUATORS = {"squad": "harness.squad_eval"}
 
 def resolve(spec: str, task: str) -> TaskKind:
     """The kind tasks.toml names for `task`: a name of KINDS, or `harness.<module>:<Class>`."""
-    if spec in KINDS:
-        return KINDS[spec]()
-    module, _, attr = str(spec).partition(":")
-    if not (module.startswith(HARNESS_PACKAGE + ".") and attr and module.replace(".", "").replace("_", "").isalnum()):
-        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} is not one of {', '.join(sorted(KINDS))} "
-                               f"nor a harness.<module>:<Class> (a kind lives in the harness)")
     try:
-        cls = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} cannot be loaded ({e})") from None
-    if not (isinstance(cls, type) and issubclass(cls, TaskKind)):
-        raise UnknownKindError(f"tasks.toml [tasks.{task}]: kind {spec!r} is not a harness.task_kinds.TaskKind")
-    return cls()
+        return plugins.load_class(spec, TaskKind, what="kind", where=f"tasks.toml [tasks.{task}]", known=KINDS)()
+    except ValueError as e:
+        raise UnknownKindError(str(e)) from None

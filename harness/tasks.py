@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import DawnbenchError
+from harness.errors import DawnbenchError, UsageError
 from harness.task_kinds import Figure, ImageClassification, TaskKind, UnknownKindError, resolve
 
 _TASKS_FILE = Path(__file__).parent / "data" / "tasks.toml"
@@ -96,6 +96,18 @@ class Task:
     def reaches(self, value: float, threshold: float | None = None) -> bool:
         """Whether `value` (a fraction, as the harness computes it) meets `threshold` (default: the task's)."""
         return self.kind.reaches(value, self.threshold if threshold is None else threshold)
+
+    def target(self, threshold: float | None) -> float:
+        """The threshold a run or an inference is held to: the task's, or `threshold` (--threshold) when it
+        is in the figure's range; UsageError (one line) when it is not."""
+        if threshold is None:
+            return self.threshold
+        if not self.figure.holds(threshold):
+            written = " as a fraction" if self.figure.upper == 1 else ""
+            raise UsageError(f"--threshold {threshold:g}: give a finite number {self.figure.range_text} ({self.name}'s "
+                             f"{self.figure.label}{written}, as its threshold {self.threshold:g} is written), e.g. "
+                             f"--threshold {self.threshold:g}")
+        return threshold
 
     def score(self, predictions, labels, drop=None) -> dict[str, float]:
         """Every metric the task logs, as fractions; the harness calls this, never a reference.

@@ -45,7 +45,7 @@ def test_the_honest_model_passes_the_audit_and_verifies(lm_world):
     proc, result, run_dir = run_lm(lm_world, "honest")
     assert proc.returncode == 0 and result["status"] == "converged", proc.stderr[-2000:]
     # the figure in its own unit, lower is better, on the terminal as in the log
-    assert f"bpb {result['metric_value']:.3f} bits/byte (target 1.95)" in proc.stderr
+    assert f"bpb {result['metric_value']:.4g} bits/byte (target 1.95 bits/byte)" in proc.stderr     # Figure.said
     assert 0.5 < result["metric_value"] < 1.6 and result["metric"] == "bpb"
     (stop,) = [e for e in events(run_dir) if e["key"] == "eval_stop"]
     audit = stop["metadata"]["lm"]["audit"]

@@ -139,7 +139,7 @@ def test_an_official_kjv_run_verifies_submits_validates_and_ranks_in_bits_per_by
     assert (result["task"], result["metric"], result["status"], result["official"]) == ("kjv-bytes", "bpb",
                                                                                        "converged", True), result
     assert 0.5 < result["metric_value"] < 1.6
-    assert f"bpb {result['metric_value']:.3f} bits/byte (target 1.95)" in said
+    assert f"bpb {result['metric_value']:.4g} bits/byte (target 1.95 bits/byte)" in said     # Figure.said
     tsv = (run_dir / "kjv-scripted-test.tsv").read_text().splitlines()
     assert tsv[0] == "epoch\thours\tbitsPerByte" and tsv[1].split("\t")[2] == f"{result['metric_value']:.4f}"
     assert "ok   audit: 1 evals each logged a look-ahead audit of 64 positions" in verified, verified

@@ -159,6 +159,10 @@ def test_a_run_scores_official_f1_and_verifies(squad_root, heuristic, tmp_path):
     proc, result, run_dir = harness_run(heuristic, "squad-heuristic", root, results, "--threshold", "0.5")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "converged" and result["epochs"] == 1
+    # the runner says F1 as the task's log writes it, a fraction, never a percent (issue 50: it said 100.00%)
+    said = [line for line in proc.stderr.splitlines() if line.startswith(("epoch ", "converged:"))]
+    assert "  f1 1 (target 0.5)  " in said[0] and said[1].startswith("converged: f1 1 at epoch 1;"), said
+    assert not any("%" in line for line in said), said
     # the cues find every first answer, so F1 and EM are 100: the official metric over all dev questions
     predictions = stored(run_dir)
     assert len(predictions) == fixture["dev_questions"]

@@ -292,7 +292,7 @@ def test_refuses_inference_below_threshold_of_another_reference_or_partial(tmp_p
     run = make_run(tmp_path / "run")
     out = tmp_path / "entries"
     low = make_inference(tmp_path / "low", top1=0.9391)
-    refused(capsys, [run, "--inference", low, "--out", out], "top1 0.9391 is below the threshold 0.94")
+    refused(capsys, [run, "--inference", low, "--out", out], "top1 93.91% is below the threshold 94.00%")
     other = make_inference(tmp_path / "other", reference="cifar10-fast-pytorch")
     refused(capsys, [run, "--inference", other, "--out", out], 'an inference of "cifar10-fast-pytorch"')
     partial = make_inference(tmp_path / "partial", items=100)

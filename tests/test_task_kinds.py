@@ -22,7 +22,7 @@ from conftest import SCRIPTED, SCRIPTED_TOML
 from leaderboard_fixture import archive_args
 from project_copy import commit_all, copy_project
 
-from dawnbench import entries
+from dawnbench import entries, schemas
 from harness import cli, eval_labels, stop_rules, task_kinds
 from harness.tasks import FIGURES, SCORE_NAMES, TASKS
 
@@ -63,13 +63,15 @@ def test_no_code_outside_the_kinds_names_a_task_or_metric():
 
 
 def test_the_schema_rules_and_help_follow_tasks_toml():
+    # the result schema's task and metric enums are tasks.toml's, filled in when the schemas load: the file
+    # keeps no copy to fall behind it
     schema = json.loads((REPO / "harness/data/result.schema.json").read_text())["properties"]
-    assert schema["task"]["enum"] == list(TASKS)
-    assert schema["metric"]["enum"] == list(dict.fromkeys(t.metric for t in TASKS.values()))
+    assert "enum" not in schema["task"] and "enum" not in schema["metric"] and "maximum" not in schema["threshold"]
+    assert schemas.RESULT_SCHEMA["properties"]["task"]["enum"] == list(TASKS)
+    assert schemas.RESULT_SCHEMA["properties"]["metric"]["enum"] == list(dict.fromkeys(t.metric for t in TASKS.values()))
     fields = json.loads((REPO / "dawnbench/data/schemas/entry-fields.dawnbench-1.0.schema.json").read_text())
     for name, figure in FIGURES.items():
-        unit = "percent" if figure.percent else figure.unit or "a fraction"
-        assert fields["properties"][name]["description"].endswith(f"({unit})")
+        assert fields["properties"][name]["description"].endswith(f"({figure.unit_words})")
     rules = REPO / "dawnbench/data/mlperf"
     listed = re.search(r"v\['value'\] in (\[.*?\])", (rules / "open_common.yaml").read_text()).group(1)
     assert sorted(ast.literal_eval(listed)) == sorted(TASKS)
@@ -91,6 +93,17 @@ def test_the_schema_rules_and_help_follow_tasks_toml():
     (what,) = [a for a in evaluate._actions if a.dest == "what"]
     assert list(what.choices) == sorted(task_kinds.EVALUATORS)
 
+
+
+def test_the_result_schema_bounds_each_task_s_figure_by_its_own_range():
+    """The file leaves the range out; the loaded schema holds each task's metric_value and threshold to
+    its figure's (a fraction at most 1), so a task whose figure has no bound (a loss) is not refused."""
+    def refused(field: str, result: dict) -> bool:
+        return any(list(e.path) == [field] for e in schemas.result_errors(result))
+    assert refused("metric_value", {"task": "cifar10", "metric_value": 1.5})
+    assert refused("threshold", {"task": "squad", "threshold": 1.2})
+    assert not refused("metric_value", {"task": "cifar10", "metric_value": 0.94})
+    assert not refused("threshold", {"task": "squad", "threshold": 0.75})
 
 
 @pytest.mark.parametrize("spec", ["os:system", "references.mine.train:Kind", "harness.tasks:Task",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -63,7 +64,9 @@ def test_a_real_run_stores_its_predictions_and_verifies(default_run, fashion_roo
     # the run's own verdict, every reason at once: the shared default run is a lowered-threshold smoke test
     reasons = json.loads((default_run / "result.json").read_text())["unofficial_reasons"]
     assert lines[-2] == "unofficial: " + "; ".join(reasons) and "--threshold" in reasons[0]
-    assert lines[-1].startswith(f"verified: {default_run}: converged at epoch 1, top1 0.")
+    # each figure in its own unit: top-1 in percent, as the run's log writes it
+    assert re.match(rf"verified: {re.escape(str(default_run))}: converged at epoch 1, top1 \d+\.\d\d%, ", lines[-1])
+    assert re.search(r"^ok   metric: top1 recomputed .*: \d+\.\d\d% \(as logged\)$", lines[4])
     # the host command is the same command
     code, host = verify_lines(default_run, fashion_root, capsys, main=dawnbench_main)
     assert code == 0 and host == lines
@@ -251,7 +254,7 @@ def test_a_run_that_went_past_its_first_epoch_at_threshold_is_caught(labels, tmp
     text = (run / "events.jsonl").read_text()
     (run / "events.jsonl").write_text(text.replace('"key": "dawnbench_threshold", "value": 0.94',
                                                    '"key": "dawnbench_threshold", "value": 0.7'))
-    verdict = disagreement(run, labels, capsys, "result.json: epoch 2 is the first with top1 >= 0.7")
+    verdict = disagreement(run, labels, capsys, "result.json: epoch 2 is the first with top1 >= 70.00%")
     assert "went on to epoch 4" in verdict
 
 

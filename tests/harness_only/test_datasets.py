@@ -24,9 +24,10 @@ import common.loaders as cds
 import dawnbench.fetch as fetcher
 from harness import datasets as hds
 from harness.cli import main as harness_main
+from harness.data_formats import count_train_examples
 from harness.datasets import DatasetError
 from harness.eval_labels import load_eval_labels
-from harness.official_readers import count_train_examples, read_idx
+from harness.official_readers import read_idx
 
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
 

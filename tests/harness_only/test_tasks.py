@@ -1,4 +1,7 @@
 """The task registry: thresholds, eval sets and DAWNBench log rows, as the v1 entries wrote them."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -7,17 +10,29 @@ from harness.tasks import TASKS, UnknownTaskError, get_task
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
 
 
-def test_registry_holds_the_benchmark_tasks():
-    assert {n: (t.metric, t.threshold, t.eval_examples) for n, t in TASKS.items()} == {
-        "cifar10": ("top1", 0.94, 10000),
-        "imagenet": ("top5", 0.93, 50000),
-        "squad": ("f1", 0.75, 10570),
-        "fashion-mnist": ("top1", 0.92, 10000),
-    }
+RULES = Path(__file__).resolve().parents[2] / "docs" / "RULES.md"
+
+
+def rules_table() -> dict[str, tuple[int, str]]:
+    """{task: (eval examples, threshold as written)} of docs/RULES.md's table under "## Tasks"."""
+    text = RULES.read_text(encoding="utf-8")
+    table = text[text.index("\n## Tasks\n"):].split("\n\n")[1]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    # the eval set's size: the first number written with thousands' commas ("SQuAD v1.1 dev, 10,570 questions")
+    return {row[0]: (int(re.search(r"\d{1,3}(?:,\d{3})+", row[1]).group().replace(",", "")), row[3]) for row in rows}
+
+
+def test_the_rules_table_states_every_task_as_tasks_toml_defines_it():
+    """docs/RULES.md's task table and harness/data/tasks.toml agree: the same tasks, each with its eval-set
+    size and its threshold in its figure's unit (no list kept by hand here: a task added to tasks.toml
+    without its row, or a threshold changed in one only, fails)."""
+    assert rules_table() == {name: (task.eval_examples, f"{task.figure.to_log(task.threshold):g}"
+                                    + ("%" if task.figure.percent else ""))
+                             for name, task in TASKS.items()}
 
 
 def test_unknown_task_lists_known_ones():
-    with pytest.raises(UnknownTaskError, match="cifar10, fashion-mnist, imagenet, squad"):
+    with pytest.raises(UnknownTaskError, match=", ".join(sorted(TASKS))):
         get_task("mnist")
 
 
