@@ -5,6 +5,7 @@ percentiles and the cost per 10,000 items are reported next to it.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -68,12 +69,11 @@ def infer(spec: ReferenceSpec, model_path: Path, hyperparameters: dict, *, data_
         raise UsageError(f"--out {shown(out_dir, 300)} already holds an inference (inference.json): give a new "
                          f"folder, or move that one away first")
     if out_dir is not None:
-        # made before the work, as a run's folder is: that is the check that it can be written (the probe of
-        # issue 47 found a read-only --out refused only after every example was timed)
-        try:
-            Path(out_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise safe_write.WriteError(out_dir, e, "--out") from None
+        # checked before the work, and nothing made until it is done (issue 47's probe: a read-only --out was
+        # refused only after every example had been timed): the nearest folder that exists must be writable
+        there = next(p for p in (Path(out_dir), *Path(out_dir).parents) if p.exists())
+        if there.is_dir() and not os.access(there, os.W_OK | os.X_OK):
+            raise safe_write.WriteError(out_dir, PermissionError(errno.EACCES, "Permission denied"), "--out")
     if not model_path.exists():
         raise FileNotFoundError(f"model {model_path} not found; a converged `{command('run')}` leaves "
                                 f"one in results/<reference>/<run id>/model")

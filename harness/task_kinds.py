@@ -282,7 +282,7 @@ class LanguageModel(TaskKind):
     settings_table = "lm"
 
     def settings(self, task: str, table: object) -> Any:
-        from harness.lm_eval import LMSettings
+        from harness.lm_settings import LMSettings
         return LMSettings.of(task, table)
 
     def codec(self):
