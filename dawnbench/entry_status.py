@@ -69,7 +69,7 @@ class Labels:
         value = self._cache[task.dataset]
         if isinstance(value, DawnbenchError):
             raise value
-        return value
+        return task.kind.scored_labels(task, value)
 
 
 def _folder_problem(run: Path, root: Path, missing: str) -> str | None:

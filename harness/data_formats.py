@@ -327,7 +327,7 @@ class TokenShards(Stream):
     name = "token-shards"
 
     def eval_labels(self, ds):
-        return token_shards.read_shard(ds.verify(ds.entry["eval_labels"]), ds.refetch())
+        return lm_eval.TokenStream(token_shards.read_shard(ds.verify(ds.entry["eval_labels"]), ds.refetch()))
 
     def _train_shards(self, ds) -> list[str]:
         train = ds.split("train")

@@ -13,7 +13,7 @@ import numpy as np
 from harness import data_formats
 from harness.datasets import DatasetError, dataset_dir, manifest, not_regular, record_verified, sha256_file
 
-__all__ = ["load_eval_labels", "load_blacklist"]
+__all__ = ["load_eval_labels", "load_task_labels", "load_blacklist"]
 
 
 def load_eval_labels(name: str, data_root: str | os.PathLike | None = None):
@@ -21,6 +21,12 @@ def load_eval_labels(name: str, data_root: str | os.PathLike | None = None):
     checksum matched: int64 class indices, SQuAD's answers (harness.metrics.SquadLabels), a stream's
     tokens, or what a format of a new task reads."""
     return data_formats.eval_labels(name, data_root)
+
+
+def load_task_labels(task, data_root: str | os.PathLike | None = None):
+    """The eval labels `task` scores: its dataset's, as its kind cuts them (a language model's first
+    scored_tokens of the stream; every other kind's whole)."""
+    return task.kind.scored_labels(task, load_eval_labels(task.dataset, data_root))
 
 
 def load_blacklist(name: str, data_root: str | os.PathLike | None = None) -> np.ndarray | None:

@@ -9,7 +9,10 @@ an earlier eval could know), and keeps the first pass's full distribution there.
 one row per drawn position: the stream's prefix up to and including that position, the rest of the row
 random tokens. Its distribution at the position must be a distribution (sum to one in probability) and
 the first pass's (max |log p - log p'| over the vocabulary within the task's tolerance, log-probabilities
-under FLOOR taken as FLOOR). A predictor that looked ahead, kept state from the first pass, or answers
+under FLOOR taken as FLOOR). Under the task's reply "next" the first pass gave the next token's
+log-probability alone: the fresh predictor's next_distribution(rows, lengths) gives the distribution after
+rows[j, :lengths[j]], which must sum to one and give the true next token the first pass's value within
+the tolerance (audit_next). A predictor that looked ahead, kept state from the first pass, or answers
 the audit otherwise than the eval fails it: the run is DNC with the reason in one line.
 
 What it cannot see: a predictor that looks ahead at a fraction f of the positions passes k drawn
@@ -22,7 +25,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.lm_eval import RULES, LMRefused, LMSettings, Windows, check_distributions, checked, probability_sums
+from harness.lm_eval import (
+    REPLY_BYTES,
+    RULES,
+    LMRefused,
+    LMSettings,
+    Windows,
+    check_distributions,
+    checked,
+    probability_sums,
+)
 
 FLOOR = -20.0       # log-probabilities under e^-20 (2e-9) compare as equal: float32's noise there is no signal
 
@@ -51,6 +63,53 @@ class Draw:
             inputs[j, :t + 1] = windows.inputs[i, :t + 1]
         return cls(positions, inputs)
 
+    def lengths(self, windows: Windows) -> np.ndarray:
+        """Reply "next": how many tokens of each row are the stream's prefix (1..T), int64 [K]."""
+        return np.array([windows.where(p)[1] + 1 for p in self.positions], dtype=np.int64)
+
+
+def _disagrees(windows: Windows, position: int, fresh: float, first: float, difference: float, settings) -> AuditFailed:
+    i, t = windows.where(position)
+    return AuditFailed(
+        f"the look-ahead audit: at window {i}, position {t} a fresh predictor given only the tokens up to it gives the "
+        f"next token a log-probability of {fresh:.4f}, the first pass {first:.4f} (the distributions differ by "
+        f"{difference:.4g} nats, over the tolerance of {settings.agree_tolerance:g}): the first pass's answer there "
+        f"depends on more than the prefix, such as the tokens after it ({RULES})")
+
+
+def audit_next(ask_next, draw: Draw, windows: Windows, first: np.ndarray, settings: LMSettings) -> dict:
+    """Reply "next": the fresh predictor's `ask_next(rows, lengths)` (its next_distribution) for the drawn rows,
+    a few at a time (~16 MB of reply a call), each a distribution over the vocabulary that gives the true next
+    token the first pass's log-probability `first[j]` within agree_tolerance (both under FLOOR taken as
+    FLOOR); AuditFailed at the first that does not. Returns the audit's record for the log, as check()."""
+    count, vocab = len(draw.positions), settings.vocab
+    lengths = draw.lengths(windows)
+    per = max(1, REPLY_BYTES // (vocab * 4))
+    sums_error, worst = 0.0, 0.0
+    for start in range(0, count, per):
+        stop = min(start + per, count)
+        logp = checked(ask_next(draw.inputs[start:stop], lengths[start:stop]), (stop - start, vocab),
+                       "the audit's next_distribution()", "(K rows, V)")
+
+        def where(j, start=start) -> str:
+            return "window {}, position {}".format(*windows.where(draw.positions[start + j]))
+        try:
+            check_distributions(logp, np.ones(stop - start, dtype=bool), settings.sum_tolerance,
+                                "a fresh predictor given only the prefix", where)
+        except LMRefused as e:
+            raise AuditFailed(f"the look-ahead audit: {e}") from None
+        targets = np.array([windows.targets[windows.where(p)] for p in draw.positions[start:stop]], dtype=np.int64)
+        fresh = logp[np.arange(stop - start), targets]
+        differences = np.abs(np.maximum(fresh, FLOOR) - np.maximum(first[start:stop], FLOOR))
+        j = int(np.argmax(differences))
+        if differences[j] > settings.agree_tolerance:
+            raise _disagrees(windows, draw.positions[start + j], fresh[j], first[start + j], differences[j], settings)
+        sums_error = max(sums_error, float(np.abs(probability_sums(logp) - 1.0).max()))
+        worst = max(worst, float(differences[j]))
+    return {"positions": [int(p) for p in draw.positions], "max_sum_error": round(sums_error, 9),
+            "max_logprob_difference": round(worst, 9),
+            "sum_tolerance": settings.sum_tolerance, "agree_tolerance": settings.agree_tolerance}
+
 
 def check(draw: Draw, windows: Windows, first: np.ndarray, reply: object, settings: LMSettings) -> dict:
     """The fresh predictor's reply to the audit's rows against the first pass's distributions `first`
@@ -70,13 +129,9 @@ def check(draw: Draw, windows: Windows, first: np.ndarray, reply: object, settin
     differences = np.abs(np.maximum(at, FLOOR) - np.maximum(first, FLOOR)).max(axis=-1)
     worst = int(np.argmax(differences)) if count else 0
     if count and differences[worst] > settings.agree_tolerance:
-        i, t = windows.where(draw.positions[worst])
-        target = int(windows.targets[i, t])
-        raise AuditFailed(
-            f"the look-ahead audit: at {where(worst)} a fresh predictor given only the tokens up to it gives the next "
-            f"token a log-probability of {at[worst, target]:.4f}, the first pass {first[worst, target]:.4f} (the "
-            f"distributions differ by {differences[worst]:.4g} nats, over the tolerance of {settings.agree_tolerance:g}):"
-            f" the first pass's answer there depends on more than the prefix, such as the tokens after it ({RULES})")
+        target = int(windows.targets[windows.where(draw.positions[worst])])
+        raise _disagrees(windows, draw.positions[worst], at[worst, target], first[worst, target], differences[worst],
+                         settings)
     return {"positions": [int(p) for p in draw.positions],
             "max_sum_error": round(float(np.abs(probability_sums(at) - 1.0).max()) if count else 0.0, 9),
             "max_logprob_difference": round(float(differences.max()) if count else 0.0, 9),

@@ -76,7 +76,7 @@ def make_plan(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> P
                          f"never evaluate its last epoch; give --max-epochs {budget.eval_from_epoch} or more")
     data_root = Path(opts.data_root or datasets.default_data_root())
     dataset_files, data_reasons = datasets.check_all(task.dataset, data_root)
-    labels = eval_labels.load_eval_labels(task.dataset, data_root)
+    labels = eval_labels.load_task_labels(task, data_root)
     eval_set = EvalSet(task, len(labels), eval_labels.load_blacklist(task.dataset, data_root))
     isolation = modes.probe()
     data_views.check_workers_can_read(task.dataset, data_root, isolation)

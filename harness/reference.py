@@ -137,7 +137,19 @@ class Reference(abc.ABC):
         view holds no file of the task), and the answer is float32 log-probabilities [N, T, V], row i,
         position t the log-distribution of the token that follows inputs[i, :t+1]: causal, normalized
         (a log_softmax), and the same whatever the batch and the tokens after t, for a fresh predictor
-        asks again at positions the harness draws (docs/RULES.md, "Language-model tasks")."""
+        asks again at positions the harness draws (docs/RULES.md, "Language-model tasks"). Where the task's
+        reply is "next" (a large vocabulary: FineWeb's GPT-2 tokens), `inputs` is [N, T + 1] and the answer
+        float [N, T], entry [i, t] = log p(inputs[i, t+1] | inputs[i, :t+1]); the fresh predictor of the
+        audit is asked `next_distribution` instead."""
+
+    def next_distribution(self, rows: Any, lengths: Any) -> Any:
+        """A language-model task of reply "next", in the audit's fresh predictor (after `load`): `rows` int64
+        [K, T], `lengths` int64 [K] in 1..T; the answer is float [K, V], row j the log-distribution of the
+        token that follows rows[j, :lengths[j]] (the tokens after it are random: the same answer whatever they
+        are), normalized, and giving the true next token what predict() gave it (docs/RULES.md,
+        "Language-model tasks")."""
+        raise UsageError(f"{type(self).__name__} has no next_distribution(rows, lengths): a language-model task whose "
+                         f"reply is \"next\" asks it in its look-ahead audit (docs/RULES.md, \"Language-model tasks\")")
 
     @abc.abstractmethod
     def save(self, path: Path) -> None:

@@ -439,10 +439,16 @@ class _Run:
 
         def ask(inputs):
             return self.predictor.call("predict", payload=inputs, timeout=left())[1]
+        def ask_next(rows, lengths):
+            return self.predictor.call("next_distribution", payload=rows, lengths=[int(n) for n in lengths],
+                                       timeout=left())[1]
         logp, kept = lm_eval.first_pass(ask, windows, settings, draw.positions)
         self._retire_predictor()            # nothing of the first pass reaches the audit
         self._predictor_for(epoch, left)
-        record = lm_audit.check(draw, windows, kept, ask(draw.inputs), settings)
+        if settings.reply == "next":
+            record = lm_audit.audit_next(ask_next, draw, windows, kept, settings)
+        else:
+            record = lm_audit.check(draw, windows, kept, ask(draw.inputs), settings)
         return logp, {"windows": list(windows.inputs.shape), "windows_sha256": windows.sha256,
                       "stream_sha256": self.plan.labels.sha256, "audit": record}
 

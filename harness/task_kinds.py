@@ -108,6 +108,10 @@ class TaskKind:
             raise UnknownKindError(f"tasks.toml [tasks.{task}]: the {self.name} kind takes no table of settings")
         return None
 
+    def scored_labels(self, task, labels: Any) -> Any:
+        """The part of the dataset's eval labels the task scores (harness.eval_labels.load_task_labels): all."""
+        return labels
+
     def eval_charge(self, task, examples: int) -> tuple[int, int]:
         """What one eval asks of the predictors, for the eval bound (harness.eval_bound): the examples
         predicted and the predictors started. One pass over the eval set by one fresh predictor."""
@@ -288,6 +292,12 @@ class LanguageModel(TaskKind):
     def codec(self):
         from harness import stored_predictions
         return stored_predictions.LOGPROBS
+
+    def scored_labels(self, task, labels: Any) -> Any:
+        # the task's scored_tokens, the stream's first (the speedrun's 10,485,760 of FineWeb's val shard); a
+        # shorter stream (a fixture's) is scored whole, its eval set not the task's: the run is unofficial
+        from harness.lm_eval import TokenStream
+        return labels.first(task.settings.scored_tokens) if isinstance(labels, TokenStream) else labels
 
     def eval_charge(self, task, examples: int) -> tuple[int, int]:
         # the first pass over every window, then the audit's rows in a second, fresh predictor

@@ -694,7 +694,7 @@ def _tsv_check(name: str, lines: list[list[str]], task: Task, epochs: list[Epoch
 # ---------------------------------------------------------------- the whole
 
 def load_labels(task: Task, data_root: Path | None) -> Any:
-    return eval_labels.load_eval_labels(task.dataset, data_root)
+    return eval_labels.load_task_labels(task, data_root)
 
 
 def _dropped(task: Task, data_root: Path | None, used: bool) -> Any:

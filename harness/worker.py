@@ -98,6 +98,14 @@ class Worker:
             return {"answers": {str(k): str(v) for k, v in predictions.items()}}
         return {}, _as_array(predictions)
 
+    def next_distribution(self, msg: dict):
+        # the look-ahead audit of a language model of reply "next" (harness.lm_audit.audit_next): the rows come
+        # as the request's array, their prefix lengths in the message
+        lengths = np.asarray(msg["lengths"], dtype=np.int64)
+        distributions = self.ref.next_distribution(self.received, lengths)
+        self._synchronize()
+        return {}, _as_array(distributions)
+
     def inputs_count(self, msg: dict) -> dict:
         self.inputs = self.ref.eval_inputs()
         return {"count": len(self.inputs)}
@@ -155,6 +163,7 @@ class Worker:
 
     def serve(self) -> int:
         handlers = {"init": self.init, "train": self.train, "load": self.load, "predict": self.predict,
+                    "next_distribution": self.next_distribution,
                     "inputs": self.inputs_count, "example": self.example, "infer": self.infer, "noop": self.noop,
                     "export": self.export, "export_inputs": self.export_inputs, "calibration": self.calibration,
                     "flops": self.flops,
