@@ -263,13 +263,16 @@ class FineWebModdedGPT(TorchReference):
         self.init_torch(ctx)
         self.bf16 = resolve_switch(cfg["bf16"], self.device)
         self.net = GPT(cfg["vocab_size"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"]).to(self.device)
+        if not ctx.trains:
+            # The predictor: the model only (windows come with each call), in float32 whatever the training
+            # precision: the audit holds a prefix's forward pass to the whole window's within 0.001 nats,
+            # which bf16's rounding (3 significant digits) would not keep.
+            return
         if self.bf16:   # the record's precision: bf16 embedding and scalars, float32 linear weights cast per use
             self.net.bfloat16()
             for m in self.net.modules():
                 if isinstance(m, CastedLinear):
                     m.float()
-        if not ctx.trains:      # the predictor: the model only; windows come with each call
-            return
         world = max(1, ctx.world_size)
         self.accumulation = micro_batches(cfg["batch_size"], cfg["device_batch_size"], world)
         files = sorted(ctx.dataset_dir.glob(TRAIN_PATTERN + "*.bin"))
