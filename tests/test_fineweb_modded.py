@@ -37,7 +37,7 @@ TINY = {"n_layer": 2, "n_head": 2, "n_embd": 32, "sequence_length": 16, "batch_s
         "bf16": "false", "compile": "false"}
 TASK = SimpleNamespace(name="fineweb-gpt2", dataset="fineweb10B")
 V = 50257
-LEARN = {"sequence_length": 64, "batch_size": 8, "device_batch_size": 8, "steps_per_epoch": 40, "warmdown_steps": 12}
+LEARN = {"steps_per_epoch": 40, "warmdown_steps": 12}     # with TINY: 2 micro-batches of 4 rows of 16 tokens a step
 
 
 @pytest.fixture(scope="module")
@@ -270,11 +270,12 @@ def test_a_missing_or_short_shard_is_refused_in_one_line(train, tmp_path):
 
 @pytest.mark.parametrize("_", [pytest.param(None, marks=needs_isolation())])    # skipped (one line) without isolation
 def test_it_learns_through_the_harness_on_the_exact_shard_format(tmp_path, monkeypatch, _):
-    """One run of the harness at the tiny size (LEARN: 40 steps of 8 rows of 64 tokens), then its eval: the
-    reply "next" first pass and the audit's fresh next_distribution over the fixture's 299 scored tokens, on
-    a val shard and two train shards written as llm.c writes them, each a cycle of 61 ids. It converges under
-    2 nats (chance is ln 50,257 = 10.8; measured: see the message), passes the audit within its 0.001 nats,
-    and is unofficial, saying why (the fixture's stream is not the task's 10,485,760 tokens)."""
+    """One run of the harness at the tiny size (LEARN: 40 steps, each 2 micro-batches of 4 rows of 16 tokens),
+    then its eval: the reply "next" first pass and the audit's fresh next_distribution over the fixture's 299
+    scored tokens, on a val shard and two train shards fetched as `dawnbench data fetch` does (written as
+    llm.c writes them, sha256-pinned), each a cycle of 61 ids. It converges under 2 nats (chance is
+    ln 50,257 = 10.8; the reference's own code on this data, one thread: 1.33 nats in 7.2 s of CPU), passes
+    the audit within its 0.001 nats, and is unofficial, saying why (the stream is not the task's)."""
     shards = {VAL: shard_bytes(cycle_stream(303)[3:]), train_name(1): shard_bytes(cycle_stream(6000)),
               train_name(2): shard_bytes(cycle_stream(6005)[5:])}
     mirror = tmp_path / "mirror"

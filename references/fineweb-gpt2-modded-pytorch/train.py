@@ -192,6 +192,13 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Soft-capped logits [B, T, padded vocab] of the token after each position of idx [B, T]."""
+        return self.logits(self.features(idx))
+
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        return SOFTCAP * torch.tanh(self.lm_head(features).float() / SOFTCAP)
+
+    def features(self, idx: torch.Tensor) -> torch.Tensor:
+        """The final RMS-normed stream [B, T, width], which the head reads."""
         x = x0 = rms_norm(self.embed(idx))
         v1, skips = None, []
         for block in self.blocks[:self.encoder_layers]:
@@ -199,13 +206,14 @@ class GPT(nn.Module):
             skips.append(x)
         for weight, block in zip(self.skip_weights, self.blocks[self.encoder_layers:]):
             x, v1 = block(x + weight * skips.pop(), v1, x0)   # U-net: the last encoder output to the first decoder
-        logits = self.lm_head(rms_norm(x))
-        return SOFTCAP * torch.tanh(logits.float() / SOFTCAP)
+        return rms_norm(x)
 
 
-def log_distribution(net: nn.Module, idx: torch.Tensor) -> torch.Tensor:
-    """log-softmax over GPT-2's 50,257 tokens [B, T, VOCAB], float32, at every position of idx [B, T]."""
-    return F.log_softmax(net(idx)[..., :VOCAB].float(), dim=-1)
+def log_distribution(net: GPT, idx: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+    """log-softmax over GPT-2's 50,257 tokens [B, T, VOCAB], float32, at every position of idx [B, T]; with
+    `last_only`, at the last position only [B, 1, VOCAB] (the head, 50,304 x width, read once, not T times)."""
+    features = net.features(idx)
+    return F.log_softmax(net.logits(features[:, -1:] if last_only else features)[..., :VOCAB].float(), dim=-1)
 
 
 def warmdown(step: int, steps: int, warmdown_steps: int) -> float:
@@ -384,7 +392,7 @@ class FineWebModdedGPT(TorchReference):
         self.net.eval()
         out = torch.empty(len(idx), VOCAB)
         for j, n in enumerate(lengths.tolist()):
-            out[j] = log_distribution(self.net, idx[j:j + 1, :n].to(self.device))[0, -1].cpu()
+            out[j] = log_distribution(self.net, idx[j:j + 1, :n].to(self.device), last_only=True)[0, -1].cpu()
         return out.numpy()
 
     def infer(self, example):
