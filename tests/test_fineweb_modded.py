@@ -37,7 +37,7 @@ TINY = {"n_layer": 2, "n_head": 2, "n_embd": 32, "sequence_length": 16, "batch_s
         "bf16": "false", "compile": "false"}
 TASK = SimpleNamespace(name="fineweb-gpt2", dataset="fineweb10B")
 V = 50257
-LEARN = {"steps_per_epoch": 40, "warmdown_steps": 12}     # with TINY: 2 micro-batches of 4 rows of 16 tokens a step
+LEARN = {"steps_per_epoch": 40, "warmdown_steps": 12, "device_batch_size": 8}     # with TINY: 8 rows of 16 tokens a step
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +270,7 @@ def test_a_missing_or_short_shard_is_refused_in_one_line(train, tmp_path):
 
 @pytest.mark.parametrize("_", [pytest.param(None, marks=needs_isolation())])    # skipped (one line) without isolation
 def test_it_learns_through_the_harness_on_the_exact_shard_format(tmp_path, monkeypatch, _):
-    """One run of the harness at the tiny size (LEARN: 40 steps, each 2 micro-batches of 4 rows of 16 tokens),
+    """One run of the harness at the tiny size (LEARN: 40 steps of 8 rows of 16 tokens, one thread),
     then its eval: the reply "next" first pass and the audit's fresh next_distribution over the fixture's 299
     scored tokens, on a val shard and two train shards fetched as `dawnbench data fetch` does (written as
     llm.c writes them, sha256-pinned), each a cycle of 61 ids. It converges under 2 nats (chance is
@@ -288,7 +288,7 @@ def test_it_learns_through_the_harness_on_the_exact_shard_format(tmp_path, monke
     sets = [a for k, v in {**TINY, **LEARN}.items() for a in ("--set", f"{k}={v}")]
     proc, result, run_dir = harness_run(REPO / "references", NAME, tmp_path / "data", tmp_path / "results", *sets,
                                         "--threshold", "2.0", "--no-save",
-                                        env={"DAWNBENCH_DATASETS_MANIFEST": str(manifest), "OMP_NUM_THREADS": "2"},
+                                        env={"DAWNBENCH_DATASETS_MANIFEST": str(manifest), "OMP_NUM_THREADS": "1"},
                                         timeout=600)
     assert proc.returncode == 0 and result and result["status"] == "converged", proc.stderr[-3000:]
     assert result["metric"] == "ce" and result["metric_value"] < 2.0, f"ce {result['metric_value']:.4f} nats/token"
