@@ -12,6 +12,9 @@ token is a function of the one before, so a model that learns goes from ln 50257
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 import tomllib
 from types import SimpleNamespace
 
@@ -100,7 +103,8 @@ def test_it_learns_through_the_harness_on_the_exact_shard_format(tmp_path, monke
     """One run of the harness (30 steps, then the eval: the reply "next" first pass and the audit's fresh
     next_distribution over the fixture's 99 scored tokens) on a val shard and two train shards written as
     llm.c writes them: it converges under a threshold of 2 nats (chance is 10.8), passes the audit, and is
-    unofficial, saying why (the fixture's stream is not the task's 10,485,760 tokens). One torch thread:
+    unofficial, saying why (the fixture's stream is not the task's 10,485,760 tokens); `verify` takes it.
+    One torch thread:
     on this 2-core machine under load, two threads' spin-waits made each small op 20 ms (the audit 90x
     slower, training 3x)."""
     published = tmp_path / "published"
@@ -124,3 +128,9 @@ def test_it_learns_through_the_harness_on_the_exact_shard_format(tmp_path, monke
     assert len(audit["positions"]) == 99 and audit["max_logprob_difference"] <= 1e-3
     assert "the eval set has 99 examples, not the 10485760 of the fineweb-gpt2 task" in " ".join(
         result.get("unofficial_reasons") or [str(result)])
+    # verify recomputes the figure from the stored next-token log-probabilities and holds the logged audit to
+    # the task's numbers (the windows' sha256 from the stream as the task cuts it)
+    verified = subprocess.run([sys.executable, "-m", "harness", "verify", str(run_dir), "--data", str(tmp_path / "data")],
+                              capture_output=True, text=True, timeout=300, env=os.environ)
+    assert verified.returncode == 0, verified.stdout[-3000:]
+    assert "ce recomputed from the stored predictions" in verified.stdout and "look-ahead audit of 99" in verified.stdout
