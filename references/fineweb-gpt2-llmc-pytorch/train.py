@@ -176,10 +176,12 @@ class FineWebGPT2(TorchReference):
         if not shards:
             raise UsageError(f"no {TRAIN_SHARDS} in {ctx.dataset_dir}: run `dawnbench data fetch fineweb10B`")
         self.stream = ShardStream(shards, cfg["micro_batch"], cfg["sequence_length"], ctx.rank, ctx.world_size)
-        self.model = (DistributedDataParallel(self.net, device_ids=[self.device.index] if self.device.type == "cuda"
-                                              else None) if self.distributed else self.net)
-        if resolve_switch(cfg["compile"], self.device):
-            self.model = torch.compile(self.model)
+        # compiled, then wrapped, in llm.c's order (train_gpt2.py:670, 706-707): the wrapper's
+        # require_backward_grad_sync below is DistributedDataParallel's own attribute
+        self.model = torch.compile(self.net) if resolve_switch(cfg["compile"], self.device) else self.net
+        if self.distributed:
+            self.model = DistributedDataParallel(self.model, device_ids=[self.device.index]
+                                                 if self.device.type == "cuda" else None)
         # AdamW, weight decay on the matrices and the embeddings (the tied head among them), none on biases and
         # the LayerNorms: llm.c's configure_optimizers; fused on CUDA as there.
         params = [p for p in self.net.parameters() if p.requires_grad]
