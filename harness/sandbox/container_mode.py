@@ -17,6 +17,8 @@ numpy-only.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -49,6 +51,11 @@ def image() -> str:
         raise UsageError(f"DAWNBENCH_ISOLATION=container needs ${IMAGE_ENV}, the reference's image (tag or ID); "
                          f"make run RUNTIME=docker sets it")
     return named
+
+
+def asked() -> bool:
+    """Whether this harness runs its workers in containers (DAWNBENCH_ISOLATION=container)."""
+    return os.environ.get("DAWNBENCH_ISOLATION") == "container"
 
 
 def available() -> str | None:
@@ -157,6 +164,31 @@ class Reaper:
 
 
 reaper = Reaper()
+
+
+@contextlib.contextmanager
+def probe_container(python: str, program: str, timeout: float):
+    """The workers' environment as the image holds it: yields (what `python -I -S -c program` printed
+    there, parsed as JSON, or None; the container's root as this machine sees it, /proc/PID/root), so
+    that the harness hashes the image's files itself, executing none of them. The container (no network,
+    nobody, no capabilities, the reaper's label) is removed on leaving."""
+    name = f"dawnbench-probe-{secrets.token_hex(6)}"
+    started = _engine("run", "-d", "--rm", "--name", name, "--label", f"{LABEL}={reaper.hold()}",
+                      "--network", "none", "--read-only", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}", "--cap-drop", "ALL",
+                      "--security-opt", "no-new-privileges", "--log-driver", "none", "--entrypoint", python, image(),
+                      "-I", "-S", "-c", "import time; time.sleep(3600)")
+    try:
+        if started.returncode != 0:
+            raise UsageError(f"cannot start {python} in the image {image()}: {started.stderr.strip()[:200]}")
+        printed = _engine("exec", name, python, "-I", "-S", "-c", program, timeout=timeout)
+        pid = _engine("inspect", "--format", "{{.State.Pid}}", name).stdout.strip()
+        try:
+            record = json.loads(printed.stdout) if printed.returncode == 0 else None
+        except ValueError:
+            record = None
+        yield record, f"/proc/{pid}/root"
+    finally:
+        _engine("rm", "-f", name)
 
 
 # ---------------------------------------------------------------------------------- the worker
