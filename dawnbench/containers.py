@@ -209,9 +209,10 @@ def engine_answers() -> bool:
 # Which base an image is built on
 
 # On the base `make base-image` imports (docker import --change LABEL). Images built on it inherit
-# its labels, so a reference's image (org.dawnbench.reference) is never taken for a base.
+# its labels, so a reference's image (org.dawnbench.reference) or the judge's is never taken for a base.
 LOCAL_BASE_LABEL = "org.dawnbench.local-base"
 REFERENCE_LABEL = "org.dawnbench.reference"
+JUDGE_LABEL = "org.dawnbench.judge"     # the judge's image (docker/Dockerfile.judge), built on a base: never one itself
 # How long the engine may take to ask a registry for a base's manifest: without a registry the
 # engine's own dial can hang far longer, and `make run` decides before anything is built.
 REGISTRY_TIMEOUT_S = 20
@@ -234,7 +235,7 @@ def local_images(client) -> LocalImages:
     listed = client.images.list()
     made = [image for image in listed
             if (LOCAL_BASE_LABEL in _labels(image) or LOCAL_BASE_IMAGE in image.tags)
-            and REFERENCE_LABEL not in _labels(image)]
+            and REFERENCE_LABEL not in _labels(image) and JUDGE_LABEL not in _labels(image)]
     made.sort(key=lambda image: image.attrs.get("Created") or "", reverse=True)
     for image in made:
         pinned = sorted(tag for tag in image.tags if pinned_image(tag))

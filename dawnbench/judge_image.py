@@ -22,7 +22,6 @@ from harness.errors import UsageError
 
 DOCKERFILE = "docker/Dockerfile.judge"
 REPOSITORY = "dawnbench/judge"
-LABEL = "org.dawnbench.judge"
 
 
 def tag() -> str:
