@@ -1182,11 +1182,11 @@ def test_infer_runtimes_come_into_an_image_as_a_build_argument():
 
 # ------------------------------------------------------------------------------ the judge outside the entrant's image
 
-# An entrant's Dockerfile line that reaches a judge running in its image (issue 46): a sitecustomize in the
-# harness's own environment, which every interpreter of /opt/harness imports at start-up (-I does not stop
+# An entrant's Dockerfile line that reaches a judge running in its image (issue 46): a .pth file in the
+# harness's own environment, which every interpreter of /opt/harness runs at start-up (-I does not stop
 # site), says so and halves the judge's clock.
-JUDGE_HOOK = ("import sys, time\nsys.stderr.write('JUDGE-HIJACKED\\n')\n_real = time.perf_counter\n"
-              "time.perf_counter = lambda: _real() / 2\n")
+JUDGE_HOOK = ("import sys, time; sys.stderr.write('JUDGE-HIJACKED\\n'); "
+              "time.perf_counter = (lambda real: lambda: real() / 2)(time.perf_counter)\n")
 WORKER_LABEL = "org.dawnbench.worker-of"
 
 
@@ -1215,16 +1215,16 @@ def test_the_judge_image_builds_from_the_projects_files_and_judges(engine):
 
 def test_the_judge_here_runs_none_of_the_entrants_layers(engine, default_image, fashion_subset, tmp_path, monkeypatch,
                                                         capfd):
-    """Before: the judge (the image's entrypoint, /opt/harness/bin/python) loads a sitecustomize the
+    """Before: the judge (the image's entrypoint, /opt/harness/bin/python) runs a .pth file the
     entrant's Dockerfile wrote into its environment. With --judge host (make run RUNTIME=docker JUDGE=host),
     the judge is this checkout's harness in this environment and each worker a container of the entrant's
     image (container mode): the hook never runs in the judge, the clock is honest, and the workers still
     ran in the entrant's image (its environment read there, its digest recorded)."""
     context = tmp_path / "entrant"
     context.mkdir()
-    (context / "sitecustomize.py").write_text(JUDGE_HOOK)
+    (context / "hook.pth").write_text(JUDGE_HOOK)
     (context / "Dockerfile").write_text(f"FROM {default_image['id']}\n"
-                                        "COPY sitecustomize.py /opt/harness/lib/python3.11/site-packages/\n")
+                                        "COPY hook.pth /opt/harness/lib/python3.11/site-packages/\n")
     tag = "dawnbench-test/entrant-hooks-judge:1"
     built = subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], env=engine, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
