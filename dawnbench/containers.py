@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import prices
-from harness import data_views, datasets, environment, errors, judge, paths, provenance, registry
+from harness import data_views, datasets, environment, errors, judge, paths, provenance, registry, worker_env
 from harness.arguments import DATA_FOLDER, RESULTS_FOLDER, Parser, reports_errors, whole
 from harness.errors import UsageError
 from harness.sandbox import uid_mode
@@ -51,7 +51,6 @@ MANIFEST_IN_CONTAINER = f"{PRIVATE_IN_CONTAINER}/manifest"   # a host $DAWNBENCH
 CONTAINER_USER = "0:0"      # the harness; it drops each worker to an unprivileged uid of its own
 HARNESS_PYTHON = "/opt/harness/bin/python"     # the image's harness environment (docker/requirements.py)
 CODE_IN_IMAGE = "/opt/dawnbench"               # harness/ and common/ in the image (the Dockerfile's COPY)
-WORKER_PYTHON_IN_IMAGE = "/opt/venv/bin/python"  # the reference's environment in the image: the workers'
 # A run needs no network (the data is mounted; torchrun --standalone and gloo use loopback), and in a
 # container the workers cannot be given a namespace without one: so the container has none at all.
 # It also means the engine never has to find an address pool for a network of the run's.
@@ -706,7 +705,7 @@ def run_judged_here(name: str, args: list[str], *, image_id: str, tag: str, npro
     _say(f"runtime: docker, the judge here, each worker a container of {tag}; data {data_root} (read-only), "
          f"results {results}")
     env = judge.environment(None, DAWNBENCH_ISOLATION="container", DAWNBENCH_WORKER_IMAGE=image_id,
-                            DAWNBENCH_WORKER_PYTHON=WORKER_PYTHON_IN_IMAGE, DAWNBENCH_IMAGE=tag,
+                            DAWNBENCH_WORKER_PYTHON=worker_env.IMAGE_PYTHON, DAWNBENCH_IMAGE=tag,
                             DAWNBENCH_IMAGE_DIGEST=image_id, **{errors.PROG_ENV: errors.command()})
     command = judge.command("harness", "run", name, "--data", str(data_root), "--results", str(results), *args)
     return subprocess.run(command, env=env).returncode

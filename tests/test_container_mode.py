@@ -105,7 +105,7 @@ def test_container_mode_is_asked_for_and_refused_in_one_line(monkeypatch):
         modes.probe.cache_clear()
     # the workers' interpreter is a path in the image: not looked for on this machine
     monkeypatch.delenv(worker_env.WORKER_PYTHON_ENV, raising=False)
-    assert worker_env.worker_python() == container_mode.DEFAULT_PYTHON
+    assert worker_env.worker_python() == worker_env.IMAGE_PYTHON
     assert modes.worker_reads_as(modes.Isolation("container")) == bubblewrap.SANDBOX_UID
 
 

@@ -33,7 +33,6 @@ from harness.sandbox.handle import FreezeError, Worker
 
 IMAGE_ENV = "DAWNBENCH_WORKER_IMAGE"            # the entrant's image (tag or ID) the workers run in
 ENGINE_ENV = "DAWNBENCH_CONTAINER_ENGINE"       # the engine's CLI: docker unless named
-DEFAULT_PYTHON = "/opt/venv/bin/python"          # the reference's environment in every reference image
 LABEL = "org.dawnbench.worker-of"               # the judge a worker container belongs to (the reaper's filter)
 CODE = "/dawnbench/code"                        # the judge's harness/ and common/, read-only, for harness.worker
 ENGINE_SECONDS = 60                             # an engine command (run, pause, kill) answers in well under this
@@ -51,11 +50,6 @@ def image() -> str:
         raise UsageError(f"DAWNBENCH_ISOLATION=container needs ${IMAGE_ENV}, the reference's image (tag or ID); "
                          f"make run RUNTIME=docker sets it")
     return named
-
-
-def asked() -> bool:
-    """Whether this harness runs its workers in containers (DAWNBENCH_ISOLATION=container)."""
-    return os.environ.get("DAWNBENCH_ISOLATION") == "container"
 
 
 def available() -> str | None:
@@ -315,7 +309,7 @@ def start(role: str, isolation, *, reference_dir: Path, data_files: list[tuple[P
     from harness import worker_env as workers
     from harness.provenance import code_dirs
     image_ref = image()
-    python = os.environ.get(workers.WORKER_PYTHON_ENV) or DEFAULT_PYTHON    # a path in the image, not here
+    python = workers.worker_python()        # a path in the image, not here
     folder = scratch.make_scratch(role, SANDBOX_UID)
     mounts, seen = view(role, folder, data_files=data_files, snapshots=snapshots, extra_ro=list(extra_ro),
                         code_dirs=code_dirs())
