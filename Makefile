@@ -12,6 +12,9 @@ ARGS   ?=
 NPROC  ?= 1
 RUNS   ?= 3
 RUNTIME ?= auto
+# RUNTIME=docker: JUDGE=host runs the harness here and each worker as a container of the image
+# (harness.sandbox.container_mode); empty, the harness runs in the image (its entrypoint)
+JUDGE ?=
 BASE_IMAGE ?=
 FRAMEWORK_PIN ?=
 VERSIONS ?=
@@ -56,7 +59,7 @@ endef
 
 help:
 	@echo "bin/dawnbench list|run|infer|submit|validate|leaderboard|analyze|verify|data ...: the one command (README)"
-	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native]"
+	@echo "make run [REF=name] [ARGS='--set lr=0.2 --seed 3 --max-epochs 30'] [NPROC=2] [RUNTIME=auto|docker|native] [JUDGE=host]"
 	@echo "make build [REF=name] [BASE_IMAGE=image:tag] [FRAMEWORK_PIN=tensorflow-cpu==2.20.0] [INFER_RUNTIMES=onnxruntime] | make compose"
 	@echo "make base-image [BASE_IMAGE=image:tag]   # no registry: a Debian base with Python, from Debian's packages (root);"
 	@echo "                                         # later builds of the CPU references use it, no BASE_IMAGE= needed"
@@ -172,7 +175,8 @@ compose: $(TOOLS_VENV)/.installed
 
 run-docker: check-ref check-nproc check-reach $(TOOLS_VENV)/.installed
 	@$(FETCH_FOR_RUN)
-	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) -- $(ARGS)
+	DAWNBENCH_PROG=bin/dawnbench $(TOOLS_VENV)/bin/python -m dawnbench.containers run $(REF) $(IMAGE_OPTS) --nproc $(NPROC) \
+	    $(if $(JUDGE),--judge $(JUDGE)) -- $(ARGS)
 
 # `dawnbench compare`: natively (an environment a pin, .venv/REF@PIN, made by compare-env below) unless
 # RUNTIME=docker (an image a pin); RUNTIME=auto compares natively too (an engine changes nothing here).

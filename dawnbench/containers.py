@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dawnbench import prices
-from harness import data_views, datasets, environment, errors, judge, paths, provenance, registry
+from harness import data_views, datasets, environment, errors, judge, paths, provenance, registry, worker_env
 from harness.arguments import DATA_FOLDER, RESULTS_FOLDER, Parser, reports_errors, whole
 from harness.errors import UsageError
 from harness.sandbox import uid_mode
@@ -208,9 +208,10 @@ def engine_answers() -> bool:
 # Which base an image is built on
 
 # On the base `make base-image` imports (docker import --change LABEL). Images built on it inherit
-# its labels, so a reference's image (org.dawnbench.reference) is never taken for a base.
+# its labels, so a reference's image (org.dawnbench.reference) or the judge's is never taken for a base.
 LOCAL_BASE_LABEL = "org.dawnbench.local-base"
 REFERENCE_LABEL = "org.dawnbench.reference"
+JUDGE_LABEL = "org.dawnbench.judge"     # the judge's image (docker/Dockerfile.judge), built on a base: never one itself
 # How long the engine may take to ask a registry for a base's manifest: without a registry the
 # engine's own dial can hang far longer, and `make run` decides before anything is built.
 REGISTRY_TIMEOUT_S = 20
@@ -233,7 +234,7 @@ def local_images(client) -> LocalImages:
     listed = client.images.list()
     made = [image for image in listed
             if (LOCAL_BASE_LABEL in _labels(image) or LOCAL_BASE_IMAGE in image.tags)
-            and REFERENCE_LABEL not in _labels(image)]
+            and REFERENCE_LABEL not in _labels(image) and JUDGE_LABEL not in _labels(image)]
     made.sort(key=lambda image: image.attrs.get("Created") or "", reverse=True)
     for image in made:
         pinned = sorted(tag for tag in image.tags if pinned_image(tag))
@@ -593,8 +594,10 @@ def check_data(spec: registry.ReferenceSpec, data_root: Path | None) -> Path:
 
 def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_root: Path | None = None,
         results: Path | None = None, base_image: str | None = None, framework_pin: str = "",
-        image=None, infer_runtimes: str = "") -> int:
-    """`dawnbench run NAME ARGS` in the reference's image; returns its exit status."""
+        image=None, infer_runtimes: str = "", judge_at: str = "image") -> int:
+    """`dawnbench run NAME ARGS` in the reference's image; returns its exit status. `judge_at`: "image",
+    the harness in the reference's image (its entrypoint); "host", the harness here, from this checkout
+    and environment, and each worker a container of the image (run_judged_here)."""
     import docker
 
     spec = registry.load_spec(name)
@@ -631,6 +634,9 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
     command = ["run", name, "--results", RESULTS_IN_CONTAINER, *args]
     entrypoint = rank_entrypoint(nproc)
     tag = image.tags[0] if image.tags else image.id
+    if judge_at == "host":
+        return run_judged_here(name, args, image_id=image.id, tag=tag, nproc=nproc, data_root=data_root,
+                               results=results)
     before = set(runs_dir.iterdir())
     _say(f"runtime: docker, image {tag}, {'GPUs: all' if use_gpus else 'no GPUs'}, data {data_root} (read-only), "
          f"results {results}")
@@ -685,6 +691,24 @@ def run(name: str, args: list[str], *, nproc: int = 1, gpus: str = "auto", data_
         if str(run_dir) not in said:
             print(f"results: {run_dir}", file=sys.stderr, flush=True)
     return status
+
+
+def run_judged_here(name: str, args: list[str], *, image_id: str, tag: str, nproc: int, data_root: Path,
+                    results: Path) -> int:
+    """The judge here (this checkout's harness/ in this environment, a judge process: harness/judge.py),
+    each worker a container of the image (harness.sandbox.container_mode): nothing of the image's
+    layers runs in the judge (docs/RULES.md, "The judge in an image"). One rank: several would need
+    their trainers on the judge's network (--network container:JUDGE), not built yet."""
+    if nproc > 1:
+        raise UsageError("--judge host runs one rank: give --nproc 1 (several ranks' trainers would need the "
+                         "judge's network, which container mode does not give yet), or --judge image")
+    _say(f"runtime: docker, the judge here, each worker a container of {tag}; data {data_root} (read-only), "
+         f"results {results}")
+    env = judge.environment(None, DAWNBENCH_ISOLATION="container", DAWNBENCH_WORKER_IMAGE=image_id,
+                            DAWNBENCH_WORKER_PYTHON=worker_env.IMAGE_PYTHON, DAWNBENCH_IMAGE=tag,
+                            DAWNBENCH_IMAGE_DIGEST=image_id, **{errors.PROG_ENV: errors.command()})
+    command = judge.command("harness", "run", name, "--data", str(data_root), "--results", str(results), *args)
+    return subprocess.run(command, env=env).returncode
 
 
 # Run as `python -c _STOP_AT_EOF CONTAINER_NAME`, its stdin the launcher's pipe. At end of file, which
@@ -788,6 +812,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpus", choices=["auto", "all", "none"], default="auto")
     p.add_argument("--data", type=DATA_FOLDER, default=None)
     p.add_argument("--results", type=RESULTS_FOLDER, default=None)
+    p.add_argument("--judge", choices=["image", "host"], default="image",
+                   help="where the harness runs: in the image (default), or here with each worker a container "
+                        "of the image, so that nothing of the image's layers runs in the judge")
     sub.add_parser("engine", help="exit 0 when a Docker engine answers")
     p = sub.add_parser("runtime", help=f"`make run`'s choice for a reference: say it; exit 0 for docker, "
                                        f"{RUNTIME_NATIVE} for native")
@@ -825,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     return run(args.reference, forwarded, nproc=args.nproc, gpus=args.gpus, data_root=args.data,
                results=args.results, base_image=args.base_image, framework_pin=args.framework_pin,
-               infer_runtimes=args.infer_runtimes)
+               infer_runtimes=args.infer_runtimes, judge_at=args.judge)
 
 
 if __name__ == "__main__":

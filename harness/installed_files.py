@@ -45,8 +45,9 @@ def _key(st: os.stat_result) -> list:
 class Digests:
     """sha256 of files by path, read once per (device, inode, size, mtime, ctime) and cached on disk."""
 
-    def __init__(self, prefix: str):
-        self.path = _cache_file(prefix)
+    def __init__(self, prefix: str, root: str = ""):
+        self.path = _cache_file(root and f"{prefix}@{root}" or prefix)
+        self.root = root        # where the files are read from: a container's root seen from the host
         try:
             loaded = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -55,8 +56,9 @@ class Digests:
         self.new: dict[str, list] = {}
         self.read_again = 0         # files hashed (not found in the cache): the cache is written only then
 
-    def __call__(self, path: str) -> str | None:
+    def __call__(self, named: str) -> str | None:
         """The file's content sha256, or None where it is not a readable regular file."""
+        path = self.root + named
         try:
             st = os.stat(path, follow_symlinks=False)
         except OSError:
@@ -64,9 +66,9 @@ class Digests:
         if os.path.islink(path):
             return "link:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
         key = _key(st)
-        cached = self.old.get(path)
+        cached = self.old.get(named)
         if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
-            self.new[path] = cached
+            self.new[named] = cached
             return cached[1]
         digest = hashlib.sha256()
         try:
@@ -75,9 +77,9 @@ class Digests:
                     digest.update(chunk)
         except OSError:
             return None
-        self.new[path] = [key, digest.hexdigest()]
+        self.new[named] = [key, digest.hexdigest()]
         self.read_again += 1
-        return self.new[path][1]
+        return self.new[named][1]
 
     def save(self) -> None:
         """Write the cache where a file was read (atomically; a cache that cannot be written is only
@@ -109,11 +111,12 @@ def _editable_file(dist: str, rel: str) -> bool:
     return dist.lower() == name and os.path.basename(rel).startswith(prefixes)
 
 
-def read(record: dict) -> None:
+def read(record: dict, root: str = "") -> None:
     """Hash the files of the probe's `record` (worker_env.PROBE: each distribution's `files` as
     [site-packages folder, relative path, RECORD's hash]) in place: each distribution gets `files`
-    (a count), `files_sha256` and `not_as_recorded`; the record gets `unrecorded`."""
-    digests = Digests(str(record.get("prefix", "")))
+    (a count), `files_sha256` and `not_as_recorded`; the record gets `unrecorded`. `root`: where the
+    record's paths are read from (a worker container's /proc/PID/root: harness.sandbox.container_mode)."""
+    digests = Digests(str(record.get("prefix", "")), root)
     owned: set[str] = set()
     for dist in record.get("distributions", []):
         lines, off = [], []
@@ -133,10 +136,11 @@ def read(record: dict) -> None:
         dist["not_as_recorded"] = sorted(off)
     stray = []
     for folder in record.get("site_packages", []):
-        for top, dirs, files in os.walk(folder):
+        for top, dirs, files in os.walk(root + folder):
             dirs[:] = sorted(d for d in dirs if d != SKIPPED)
             # a link to a folder is not walked into (os.walk): it is recorded as the link it is
             linked = [d for d in dirs if os.path.islink(os.path.join(top, d))]
+            top = top[len(root):]
             for name in sorted(files) + linked:
                 path = os.path.join(top, name)
                 if path not in owned:

@@ -4,12 +4,15 @@ reach, a changed worker environment), recorded with its provenance (harness.prov
 the reference's code runs."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from harness import data_views, datasets, judge_hash, provenance, worker_env
 from harness.eval_set import EvalSet
 from harness.registry import ReferenceSpec
 from harness.sandbox import uid_mode
+
+JUDGE_IMAGE_ENV = "DAWNBENCH_JUDGE_IMAGE"       # the judge image's ID, set by the launcher that runs the judge in it
 
 
 def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[str], eval_set: EvalSet, isolation,
@@ -48,4 +51,6 @@ def official_verdict(spec: ReferenceSpec, threshold: float, data_reasons: list[s
     prov["provenance"]["worker_environment_sha256"] = worker["sha256"]
     # the code that judged it (harness.judge_hash): validate and the board accept only their own and the released ones
     prov["provenance"]["judge_sha256"] = judge_hash.sha256()
+    # the judge's own image (docker/Dockerfile.judge), where it ran in one: its launcher names it
+    prov["provenance"]["judge_image"] = os.environ.get(JUDGE_IMAGE_ENV) or None
     return prov

@@ -28,13 +28,19 @@ from pathlib import Path
 
 from harness import installed_files, paths
 from harness.errors import UsageError
-from harness.sandbox import kernel
+from harness.sandbox import kernel, modes
 
 WORKER_PYTHON_ENV = "DAWNBENCH_WORKER_PYTHON"
 # The .pth files a reviewer expects (file name pattern, owning distribution): setuptools' shim of
 # distutils, and this project's own editable install; any other is listed as unexpected.
 EXPECTED_PTH = (("distutils-precedence.pth", "setuptools"), ("__editable__.dawnbench-", "dawnbench"))
 PROBE_TIMEOUT_S = 120
+IMAGE_PYTHON = "/opt/venv/bin/python"     # the reference's environment in every reference image
+
+
+def in_containers() -> bool:
+    """Whether the workers run as containers of the entrant's image (harness.sandbox.container_mode)."""
+    return os.environ.get(modes.ISOLATION_ENV) == "container"
 
 # Run as `python -I -S -c PROBE`: finds the environment's site-packages the way site.py would (the
 # pyvenv.cfg beside or above the interpreter), without running site.main() and so without any .pth.
@@ -96,6 +102,8 @@ print(json.dumps({"python": exe, "prefix": prefix, "base_prefix": sys.base_prefi
 def worker_python() -> str:
     """The workers' interpreter: $DAWNBENCH_WORKER_PYTHON, else the harness's own."""
     asked = os.environ.get(WORKER_PYTHON_ENV)
+    if in_containers():
+        return asked or IMAGE_PYTHON      # a path in the entrant's image, not on this machine
     if not asked:
         return sys.executable
     if not (os.path.isfile(asked) and os.access(asked, os.X_OK)):
@@ -141,22 +149,34 @@ def expected(pth: dict) -> bool:
 
 def describe(python: str | None = None) -> dict:
     """What the environment of `python` (default: the workers') holds, read without running it."""
+    in_image = python is None and in_containers()
     python = python or worker_python()
-    try:
-        done = subprocess.run([python, "-I", "-S", "-c", PROBE], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT_S, preexec_fn=kernel.dies_with_harness())
-        record = json.loads(done.stdout) if done.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        record = None
-    if not isinstance(record, dict):
-        raise UsageError(f"cannot read the workers' environment with {python} -I -S (is it a Python 3 interpreter?)")
-    installed_files.read(record)        # each distribution's files against its RECORD, and the files of none
+    if in_image:
+        # imported here: it needs numpy, and the launcher's bare python has none
+        from harness.sandbox import container_mode
+        # the workers' environment is in the entrant's image: read there, its files hashed from here
+        with container_mode.probe_container(python, PROBE, PROBE_TIMEOUT_S) as (record, root):
+            if not isinstance(record, dict):
+                raise UsageError(f"cannot read the workers' environment with {python} -I -S in the image "
+                                 f"{container_mode.image()} (is it a Python 3 interpreter?)")
+            installed_files.read(record, root)
+        record["image"] = container_mode.image()
+    else:
+        try:
+            done = subprocess.run([python, "-I", "-S", "-c", PROBE], stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=PROBE_TIMEOUT_S, preexec_fn=kernel.dies_with_harness())
+            record = json.loads(done.stdout) if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            record = None
+        if not isinstance(record, dict):
+            raise UsageError(f"cannot read the workers' environment with {python} -I -S (is it a Python 3 interpreter?)")
+        installed_files.read(record)        # each distribution's files against its RECORD, and the files of none
     record["pth_unexpected"] = [p["file"] for p in record["pth"] if not expected(p)]
     # whose side this is: the harness's reading of the workers' interpreter, not a claim of theirs
     record["read_by"] = "python -I -S (no site, no .pth run), importlib.metadata over its site-packages"
     # The harness's own environment is not the workers' one unless nobody named another interpreter:
     # then the reference's requirements could have run code in the harness's process too.
-    record["shared_with_harness"] = os.path.realpath(record["prefix"]) == os.path.realpath(sys.prefix)
+    record["shared_with_harness"] = not in_image and os.path.realpath(record["prefix"]) == os.path.realpath(sys.prefix)
     record["sha256"] = digest(record)
     return record
 

@@ -2,9 +2,11 @@
 channel, frozen while the harness evaluates, and killed at the end (docs/RULES.md, "Isolation").
 Everything that keeps the entrant's code on its side is in this package, one module a job:
 
-- `modes`: which mode this machine allows (bubblewrap, uid mode, none), tried once.
+- `modes`: which mode this machine allows (bubblewrap, uid mode, none; container mode where asked), tried once.
 - `bubblewrap`: bubblewrap mode, as a user or as root: the worker's view, and bubblewrap's command.
 - `uid_mode`: uid mode: a worker uid per role and harness (its slot), the drop to it, its data copies.
+- `container_mode`: container mode: each worker a container of the entrant's image, started, paused,
+  killed and accounted through the engine's CLI; the reaper that removes them when the judge dies.
 - `launch`: a worker started under the mode: scratch, code, data, environment, the channel's pipes.
 - `handle`: the harness's handle on a worker: calls, and the freeze, thaw and kill of its processes.
 - `channel`: the narrow channel: framed messages on pipes.

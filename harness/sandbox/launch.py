@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from harness import worker_env
-from harness.errors import PROG_ENV
-from harness.sandbox import bubblewrap, guardian, kernel, scratch, uid_mode
+from harness.errors import PROG_ENV, UsageError
+from harness.sandbox import bubblewrap, container_mode, guardian, kernel, scratch, uid_mode
 from harness.sandbox.handle import Worker
 from harness.sandbox.modes import Isolation
 
@@ -25,6 +25,13 @@ def start(role: str, isolation: Isolation, *, reference_dir: Path, data_files: l
     `copies` are put in its scratch folder; "{scratch}" in an `env` value is that folder as it sees it.
     `network`: the host's network (a trainer among several ranks, for the collective); otherwise a
     bubblewrap worker has a loopback of its own only (a container has no network at all)."""
+    if isolation.mode == "container":       # a container of the entrant's image (harness.sandbox.container_mode)
+        if network:
+            raise UsageError("container mode runs one rank: several ranks' trainers would need the judge's network "
+                             "(--network container:JUDGE), which is not built yet; run with --nproc 1")
+        return container_mode.start(role, isolation, reference_dir=reference_dir, data_files=data_files,
+                                    snapshots=snapshots, extra_ro=extra_ro, copies=copies, env=env, hidden=hidden,
+                                    stderr=stderr)
     uid = uid_mode.uid_mode_uids()[role] if isolation.mode == "uid" else None
     # The reference's interpreter, never the harness's own environment (harness.worker_env).
     python = worker_env.resolved(worker_env.worker_python())
