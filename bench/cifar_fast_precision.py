@@ -23,7 +23,9 @@ from bench.gpu_common import REPO, Report, Setting, cpu_only
 
 PRECISIONS = {"bf16": ["bf16=true", "fp16=false"], "fp16": ["fp16=true"], "fp32": ["bf16=false", "fp16=false"]}
 SEEDS = (0, 1)
-SMOKE = {"train": 512, "test": 200, "sets": ["batch_size=128", "widths=8,16,16", "epochs=3", "tta_level=1"]}
+# The CPU smoke: two epochs of two steps a precision (the CPU's bf16 and fp16 are emulated, and three epochs
+# of four steps were a minute of CI's smoke: tests/test_bench_gpu.py)
+SMOKE = {"train": 256, "test": 200, "sets": ["batch_size=128", "widths=8,16,16", "epochs=2", "tta_level=1"]}
 
 
 def train_and_score(s: Setting, cls, config: dict, task, train, test, seed: int) -> tuple[list[float], float, float]:

@@ -1,6 +1,6 @@
 """`dawnbench challenge` (issue 48): two entries timed against each other on one machine, interleaved pairs; the
 paired statistics checked against scipy on synthetic pairs; and one shared end-to-end challenge of two forks
-of the default (`dawnbench fork`, 1 epoch, a lowered threshold, 2 pairs) whose folder verifies, and does not
+of a numpy reference (`dawnbench fork`, 1 epoch, a lowered threshold, 2 pairs) whose folder verifies, and does not
 once a run is removed, two runs are swapped between the sides, or challenge.json is edited."""
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from harness import datasets
 from harness.tasks import TASKS
 
 DEFAULT = "fashion-mnist-cnn-pytorch"
+FORKED, CANDIDATE, INCUMBENT = "fmnist-numpy", "fmnist-fast-numpy", "fmnist-slow-numpy"
 
 
 # ---------------------------------------------------------------- the statistics, against scipy
@@ -147,21 +148,22 @@ def test_an_entry_side_is_the_code_its_run_names(default_run, fashion_root, tmp_
 
 @pytest.fixture(scope="module")
 def challenge_folder(tmp_path_factory, fashion_subset) -> Path:
-    """Two forks of the default (`dawnbench fork`), challenged: 2 pairs, 1 epoch, threshold 0.5, on a fifth of
-    Fashion-MNIST (conftest's `fashion_subset`; its tests verify with `on_fashion_subset`). Read it, never
-    change it: copy it first."""
+    """Two forks (`dawnbench fork`) of a numpy reference that learns Fashion-MNIST (tests/cheats.py's base: one
+    quick epoch past 0.5), challenged: 2 pairs, 1 epoch, threshold 0.5, on a fifth of Fashion-MNIST (conftest's
+    `fashion_subset`; its tests verify with `on_fashion_subset`). What is checked is the challenge's folder, which
+    needs four honest runs, not the default's training (four runs of it were most of three minutes of a worker).
+    Read it, never change it: copy it first."""
     root, manifest = fashion_subset
     base = tmp_path_factory.mktemp("challenge")
     references = base / "references"
-    references.mkdir()
-    shutil.copytree(REPO / "references" / DEFAULT, references / DEFAULT)
-    for name in ("fmnist-fast-pytorch", "fmnist-slow-pytorch"):
-        proc = subprocess.run([PYTHON, "-m", "dawnbench.cli", "fork", DEFAULT, name, "--model", name, "--references",
+    write_reference(references, FORKED)
+    for name in (CANDIDATE, INCUMBENT):
+        proc = subprocess.run([PYTHON, "-m", "dawnbench.cli", "fork", FORKED, name, "--model", name, "--references",
                                str(references)], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
     out = base / "c"
-    proc = subprocess.run([PYTHON, "-m", "dawnbench.cli", "challenge", "fmnist-fast-pytorch", "--against",
-                           "fmnist-slow-pytorch", "--pairs", "2", "--threshold", "0.5", "--max-epochs", "1",
+    proc = subprocess.run([PYTHON, "-m", "dawnbench.cli", "challenge", CANDIDATE, "--against", INCUMBENT, "--pairs", "2",
+                           "--threshold", "0.5", "--max-epochs", "1",
                            "--references", str(references), "--data", str(root), "--out", str(out)],
                           cwd=REPO, env=cli_env(**{datasets.MANIFEST_ENV: str(manifest)}), capture_output=True,
                           text=True, timeout=900)
@@ -182,11 +184,10 @@ def copy(challenge_folder, tmp_path) -> Path:
     return tmp_path / "c"
 
 
-@pytest.mark.trains_default
 def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder, on_fashion_subset, capsys):
     record = json.loads((challenge_folder / "challenge.json").read_text())
-    assert (record["candidate"], record["incumbent"], record["pairs"]) == ("fmnist-fast-pytorch",
-                                                                           "fmnist-slow-pytorch", 2)
+    assert (record["candidate"], record["incumbent"], record["pairs"]) == ("fmnist-fast-numpy",
+                                                                           "fmnist-slow-numpy", 2)
     assert [(o["side"], o["seed"]) for o in record["order"]] == [("candidate", 0), ("incumbent", 0),
                                                                  ("incumbent", 1), ("candidate", 1)]
     for o in record["order"]:
@@ -199,7 +200,7 @@ def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder,
     assert {v["verdict"] for v in record["verdicts"].values()} == {"accepted"}
     assert record["load"]["runs"] == 4 and record["load"] == interleave.machine_load(
         [interleave.env_load(challenge_folder / o["run"]) for o in record["order"]])
-    assert record["given"] == {"candidate": "fmnist-fast-pytorch", "incumbent": "fmnist-slow-pytorch"}
+    assert record["given"] == {"candidate": "fmnist-fast-numpy", "incumbent": "fmnist-slow-numpy"}
     stdout = (challenge_folder / "stdout.txt").read_text().splitlines()
     assert stdout[-2] == f"verdict: {record['line']}" and stdout[-1].startswith("written: ")
     code, lines = _verify(challenge_folder, on_fashion_subset, capsys)
@@ -207,35 +208,32 @@ def test_a_challenge_of_two_forks_writes_its_runs_and_verifies(challenge_folder,
     assert all(line.startswith("ok   ") for line in lines[:-1]) and len(lines) == 7, lines
 
 
-@pytest.mark.trains_default
 def test_a_challenge_with_a_run_removed_does_not_verify(copy, on_fashion_subset, capsys):
-    shutil.rmtree(copy / "runs" / "incumbent" / "fmnist-slow-pytorch" / "incumbent-pair1-seed1")
+    shutil.rmtree(copy / "runs" / "incumbent" / "fmnist-slow-numpy" / "incumbent-pair1-seed1")
     code, lines = _verify(copy, on_fashion_subset, capsys)
     assert code == 1 and lines[-1] == "disagreement: runs: the incumbent's run of pair 1 is missing", lines
 
 
-@pytest.mark.trains_default
 def test_a_challenge_with_runs_swapped_between_sides_does_not_verify(copy, on_fashion_subset, capsys):
-    cand = copy / "runs" / "candidate" / "fmnist-fast-pytorch" / "candidate-pair0-seed0"
-    inc = copy / "runs" / "incumbent" / "fmnist-slow-pytorch" / "incumbent-pair0-seed0"
+    cand = copy / "runs" / "candidate" / "fmnist-fast-numpy" / "candidate-pair0-seed0"
+    inc = copy / "runs" / "incumbent" / "fmnist-slow-numpy" / "incumbent-pair0-seed0"
     cand.rename(copy / "tmp")
     inc.rename(cand)
     (copy / "tmp").rename(inc)
     code, lines = _verify(copy, on_fashion_subset, capsys)
-    assert code == 1 and lines[-1].startswith("disagreement: run: runs/candidate/fmnist-fast-pytorch/candidate-pair0-"
+    assert code == 1 and lines[-1].startswith("disagreement: run: runs/candidate/fmnist-fast-numpy/candidate-pair0-"
                                               "seed0: its result.json is of run 'incumbent-pair0-seed0'"), lines
     # with each result.json's run_id edited to its new folder's, the logs' clocks still say which ran first
     for run in (cand, inc):
         result = json.loads((run / "result.json").read_text())
         (run / "result.json").write_text(json.dumps({**result, "run_id": run.name}))
     code, lines = _verify(copy, on_fashion_subset, capsys)
-    assert code == 1 and lines[-1].startswith("disagreement: order: runs/incumbent/fmnist-slow-pytorch/incumbent-"
+    assert code == 1 and lines[-1].startswith("disagreement: order: runs/incumbent/fmnist-slow-numpy/incumbent-"
                                               "pair0-seed0 started before runs/candidate/"), lines
     assert any(line.startswith("FAIL sides: the candidate's runs differ in reference, reference_tree_sha256:")
                for line in lines), lines
 
 
-@pytest.mark.trains_default
 @pytest.mark.parametrize("key, value", [("ratio", 1.5), ("p_value", 0.001), ("candidate_faster", True),
                                         ("incumbent", "fashion-mnist-cnn-pytorch")])
 def test_a_challenge_json_edited_does_not_verify(copy, on_fashion_subset, capsys, key, value):
@@ -269,14 +267,13 @@ def test_the_board_says_a_won_challenge_beside_the_entry_that_won_it():
     assert '{% include "challenges.html" %}' in (REPO / "dawnbench" / "templates" / "entry.html").read_text()
 
 
-@pytest.mark.trains_default
 def test_the_board_finds_the_challenges_of_a_tree_that_verify(copy, on_fashion_subset, tmp_path):
     tree = tmp_path / "entries"
     (tree / "Fashion-MNIST" / "challenges").mkdir(parents=True)
     copy.rename(tree / "Fashion-MNIST" / "challenges" / "c")
     (record,) = challenge_board.verified(tree, on_fashion_subset)
     written = json.loads((tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").read_text())
-    assert {key: written[key] for key in record} == record and record["candidate"] == "fmnist-fast-pytorch"
+    assert {key: written[key] for key in record} == record and record["candidate"] == "fmnist-fast-numpy"
     (tree / "Fashion-MNIST" / "challenges" / "c" / "challenge.json").write_text(json.dumps({**record, "ratio": 9.0}))
     assert challenge_board.verified(tree, on_fashion_subset) == []
 
