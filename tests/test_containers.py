@@ -736,6 +736,18 @@ def make(env, *args, timeout=1800, cwd=REPO) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture
+def subset_env(engine, fashion_subset) -> tuple[Path, dict]:
+    """(data root, the engine's environment with $DAWNBENCH_DATASETS_MANIFEST set) of conftest's `fashion_subset`:
+    a run's plumbing in a container needs no full Fashion-MNIST, only one epoch to a lowered threshold (0.5) on a
+    fifth of it; `containers.run` mounts the host's manifest into the container, as for the ImageNet fixture."""
+    root, manifest = fashion_subset
+    return root, dict(engine, **{datasets.MANIFEST_ENV: str(manifest)})
+
+
+SUBSET_RUN = "--threshold 0.5 --max-epochs 1 --no-progress"     # ~74% at one epoch of the subset (conftest)
+
+
 @pytest.fixture(scope="module")
 def default_image(engine):
     proc = make(engine, "build", f"REF={DEFAULT}", f"BASE_IMAGE={BASE_TAG}")
@@ -745,13 +757,12 @@ def default_image(engine):
     return built
 
 
-def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_image, fashion_root, tmp_path):
+def test_make_run_in_docker_leaves_the_native_result_folder(engine, default_image, subset_env, tmp_path):
     """Without BASE_IMAGE=: the base `make base-image` made (the engine has no python:*) is the one
     the image is built on, so it is the image built with BASE_IMAGE= (reused, or rebuilt from the
     build cache of a dirty tree: the same ID either way; image_digest below)."""
-    results = tmp_path / "results"
-    proc = make(engine, "run", f"REF={DEFAULT}",
-                f"ARGS=--threshold 0.80 --max-epochs 2 --no-progress --data {fashion_root} --results {results}")
+    results, (data, env_subset) = tmp_path / "results", subset_env
+    proc = make(env_subset, "run", f"REF={DEFAULT}", f"ARGS={SUBSET_RUN} --data {data} --results {results}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "runtime: docker (an engine answers" in proc.stdout          # RUNTIME=auto chose docker
     assert f"dawnbench: base {BASE_TAG}, which `make base-image` made: " in proc.stderr
@@ -838,24 +849,27 @@ def test_a_kill_9_on_the_host_takes_the_whole_container_run_along(engine, defaul
         assert result["status"] == "DNC" and result["dnc_reason"] == "error: Terminated: terminated by SIGTERM"
 
 
-def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_path):
+def test_docker_compose_service_runs(engine, default_image, subset_env, tmp_path):
     compose = shutil.which("docker-compose")
     if not compose:
         _missing("docker-compose (Debian's docker-compose) is not installed")
     results = tmp_path / "results"
     (results / DEFAULT).mkdir(parents=True)
     os.chown(results / DEFAULT, 10001, 10001)      # a host user's folder: the run folder is handed to it
-    env = dict(engine, DAWNBENCH_TAG=default_image["tag"].split(":", 1)[1], DAWNBENCH_DATA=str(fashion_root),
+    data, manifest = subset_env[0], Path(subset_env[1][datasets.MANIFEST_ENV])
+    env = dict(engine, DAWNBENCH_TAG=default_image["tag"].split(":", 1)[1], DAWNBENCH_DATA=str(data),
                DAWNBENCH_RESULTS=str(results))
     made = make(engine, "compose")      # generated, git-ignored: a fresh clone has none until then
     assert made.returncode == 0, made.stderr
     config = subprocess.run([compose, "config"], cwd=REPO, env=env, capture_output=True, text=True)
     assert config.returncode == 0, config.stderr
     assert f"FROM_IMAGE_NAME: {BASE_TAG}" in config.stdout      # the base make base-image made, unasked
-    assert f"{fashion_root}:/dawnbench-private/data:ro" in config.stdout
+    assert f"{data}:/dawnbench-private/data:ro" in config.stdout
     assert "network_mode: none" in config.stdout     # so compose creates no network of its own either
-    proc = subprocess.run([compose, "run", "--rm", DEFAULT, "run", DEFAULT, "--results", "/dawnbench-private/results",
-                           "--threshold", "0.80", "--max-epochs", "2", "--no-progress", "--no-save"],
+    inside = f"{containers.MANIFEST_IN_CONTAINER}/{manifest.name}"      # the subset's checksums, as `make run` mounts them
+    proc = subprocess.run([compose, "run", "--rm", "-v", f"{manifest}:{inside}:ro", "-e", f"{datasets.MANIFEST_ENV}={inside}",
+                           DEFAULT, "run", DEFAULT, "--results", "/dawnbench-private/results", *SUBSET_RUN.split(),
+                           "--no-save"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (run_dir,) = (results / DEFAULT).iterdir()
@@ -865,6 +879,29 @@ def test_docker_compose_service_runs(engine, default_image, fashion_root, tmp_pa
     assert env_json["process"]["uid"] == 0 and env_json["data"]["read_only"] is True
     assert env_json["network_interfaces"] == ["lo"]
     assert result["isolation"]["mode"] == "uid" and run_dir.stat().st_uid == 10001
+
+
+def test_a_challenge_runs_each_side_in_its_image_and_verifies(default_image, subset_env, tmp_path, capsys, monkeypatch):
+    """Issue 48: `dawnbench challenge --runtime docker`: one pair of the default against itself (named, and as its
+    folder), one epoch of the subset to a lowered threshold, each run in the image default_image built (reused: the
+    same ID), the runs where the challenge puts them; its folder verifies."""
+    (data, env), out = subset_env, tmp_path / "c"
+    proc = subprocess.run([sys.executable, "-m", "dawnbench.cli", "challenge", DEFAULT, "--against",
+                           f"references/{DEFAULT}", "--pairs", "1", "--threshold", "0.5", "--max-epochs", "1",
+                           "--runtime", "docker", "--base-image", BASE_TAG, "--data", str(data), "--out",
+                           str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = json.loads((out / "challenge.json").read_text())
+    assert (record["runtime"], record["pairs"], record["pairs_timed"]) == ("docker", 1, 1)
+    for o in record["order"]:
+        result = json.loads((out / o["run"] / "result.json").read_text())
+        assert result["status"] == "converged" and result["image_digest"] == default_image["id"]
+        assert result["isolation"]["mode"] == "uid"
+    from dawnbench.cli import main
+    monkeypatch.setenv(datasets.MANIFEST_ENV, env[datasets.MANIFEST_ENV])
+    capsys.readouterr()
+    assert main(["verify", str(out), "--data", str(data)]) == 0, capsys.readouterr().out
+    assert "ok   machine: every run on one machine" in capsys.readouterr().out
 
 
 def test_the_tpu_image_carries_the_harness_and_starts(engine, tmp_path):
@@ -965,17 +1002,15 @@ def test_a_pin_without_a_wheel_is_one_line(monkeypatch, tmp_path):
     assert not list((root / "docker" / "wheelhouse").glob("*.txt"))      # the listing is cleaned up
 
 
-def test_fork_builds_and_runs_in_docker(engine, default_image, fashion_root, tmp_path):
+def test_fork_builds_and_runs_in_docker(engine, default_image, subset_env, tmp_path):
     """cp -r of the default reference and an edit of its train.py, in a copy of the project: make
     run with the engine answering builds the fork's image from the copied Dockerfile untouched and
     runs the fork's code; make wrote the fork's compose service."""
     project = copy_project(tmp_path / "project")
     fork(project)
-    results = tmp_path / "results"
-    env = {k: v for k, v in engine.items() if k != "PYTHONPATH"}
-    proc = make(env, "run", f"REF={FORK}",
-                f"ARGS=--threshold 0.80 --max-epochs 2 --no-progress --no-save --data {fashion_root} --results {results}",
-                cwd=project)
+    results, (data, env_subset) = tmp_path / "results", subset_env
+    env = {k: v for k, v in env_subset.items() if k != "PYTHONPATH"}
+    proc = make(env, "run", f"REF={FORK}", f"ARGS={SUBSET_RUN} --no-save --data {data} --results {results}", cwd=project)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "runtime: docker (an engine answers" in proc.stdout
     assert MARKER in proc.stderr                                   # the fork's own code ran, in the image
