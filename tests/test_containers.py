@@ -1103,6 +1103,109 @@ def test_cheats_fail_in_the_container(engine, default_image, fashion_root, tmp_p
     assert "forged" not in (run_dir / "events.jsonl").read_text()
 
 
+# ------------------------------------------------------------------------------ the judge outside the entrant's image
+
+# An entrant's Dockerfile line that reaches a judge running in its image (issue 46): a .pth file in the
+# harness's own environment, which every interpreter of /opt/harness runs at start-up (-I does not stop
+# site), says so and halves the judge's clock.
+JUDGE_HOOK = ("import sys, time; sys.stderr.write('JUDGE-HIJACKED\\n'); "
+              "time.perf_counter = (lambda real: lambda: real() / 2)(time.perf_counter)\n")
+WORKER_LABEL = "org.dawnbench.worker-of"
+
+
+def worker_containers(env) -> list[str]:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label={WORKER_LABEL}"], env=env, capture_output=True,
+                          text=True).stdout.split()
+
+
+def test_the_judge_image_builds_from_the_projects_files_and_judges(engine):
+    """docker/Dockerfile.judge on the engine's base: the harness from its own pins, -I, no reference in it."""
+    from dawnbench import judge_image
+    built = subprocess.run([sys.executable, "-m", "dawnbench.judge_image"], cwd=REPO, env=engine, capture_output=True,
+                           text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    image = json.loads(built.stdout.strip().splitlines()[-1])
+    assert image["tag"] == judge_image.tag() and image["id"].startswith("sha256:")
+    listed = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image["id"], "-c",
+                             "ls /opt/dawnbench; /opt/harness/bin/python -I -c 'import numpy; print(numpy.__version__)'"],
+                            env=engine, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == ["common", "docker", "harness", "requirements", "2.4.6"]
+    # never the base a reference is built on, though it carries the made base's label
+    import docker
+    assert containers.local_images(docker.DockerClient(base_url=engine["DOCKER_HOST"])).made_base == BASE_TAG
+
+
+def test_the_judge_here_runs_none_of_the_entrants_layers(engine, default_image, fashion_subset, tmp_path, monkeypatch,
+                                                        capfd):
+    """Before: the judge (the image's entrypoint, /opt/harness/bin/python) runs a .pth file the
+    entrant's Dockerfile wrote into its environment. With --judge host (make run RUNTIME=docker JUDGE=host),
+    the judge is this checkout's harness in this environment and each worker a container of the entrant's
+    image (container mode): the hook never runs in the judge, the clock is honest, and the workers still
+    ran in the entrant's image (its environment read there, its digest recorded)."""
+    context = tmp_path / "entrant"
+    context.mkdir()
+    (context / "hook.pth").write_text(JUDGE_HOOK)
+    (context / "Dockerfile").write_text(f"FROM {default_image['id']}\n"
+                                        "COPY hook.pth /opt/harness/lib/python3.11/site-packages/\n")
+    tag = "dawnbench-test/entrant-hooks-judge:1"
+    built = subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], env=engine, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    entrant = built.stdout.strip()
+    # the hook is live in the image's judge interpreter: a judge there is the entrant's
+    hooked = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "/opt/harness/bin/python", tag,
+                             "-I", "-B", "-c", "pass"], env=engine, capture_output=True, text=True)
+    assert "JUDGE-HIJACKED" in hooked.stderr
+    data, manifest = fashion_subset
+    results = tmp_path / "results"
+    for key in ("DOCKER_HOST", "PATH"):
+        monkeypatch.setenv(key, engine[key])
+    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
+    started = time.monotonic()
+    import docker
+    status = containers.run(DEFAULT, ["--threshold", "0.5", "--max-epochs", "1", "--no-progress"], data_root=data,
+                            results=results, image=docker.from_env().images.get(entrant), judge_at="host")
+    wall = time.monotonic() - started
+    (run_dir,) = (results / DEFAULT).iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    env = json.loads((run_dir / "env.json").read_text())
+    assert status == 0 and result["status"] == "converged", result.get("dnc_reason")
+    assert result["isolation"] == {"mode": "container", "reason": None}
+    assert result["image_digest"] == entrant and result["provenance"]["judge_image"] is None   # judged here
+    assert env["worker_environment"]["image"] == entrant and env["worker_environment"]["prefix"] == "/opt/venv"
+    assert not env["worker_environment"]["shared_with_harness"]
+    # the judge's clock: the train time is no more than the wall time the run took here (a halved clock is)
+    assert 0 < result["train_seconds"] <= wall
+    assert "JUDGE-HIJACKED" not in capfd.readouterr().err
+    assert worker_containers(engine) == []           # every worker container removed with the run
+
+
+def test_a_kill_9_of_the_judge_leaves_no_worker_container(engine, default_image, tmp_path):
+    """Container mode: a `docker run` client killed with the judge leaves its container running (the engine
+    holds it); the judge's reaper removes every container of its label the moment the judge dies."""
+    (tmp_path / "ref").mkdir()
+    script = ("import os, sys, time\nfrom pathlib import Path\nfrom harness.sandbox import launch, modes\n"
+              f"w, _ = launch.start('predict', modes.probe(), reference_dir=Path({str(tmp_path / 'ref')!r}), "
+              "data_files=[], snapshots=None)\nw.call('noop', timeout=120)\nprint('started', flush=True)\ntime.sleep(600)\n")
+    env = dict(cli_env(**{k: engine[k] for k in ("DOCKER_HOST",)}), DAWNBENCH_ISOLATION="container",
+               DAWNBENCH_WORKER_IMAGE=default_image["id"])
+    judge = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert judge.stdout.readline().strip() == "started"
+        assert len(worker_containers(engine)) == 1
+        judge.kill()
+        judge.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while worker_containers(engine):
+            assert time.monotonic() < deadline, "a worker container outlived its judge by 60 s"
+            time.sleep(0.2)
+    finally:
+        if judge.poll() is None:
+            judge.kill()
+        for left in worker_containers(engine):
+            subprocess.run(["docker", "rm", "-f", left], env=engine, capture_output=True)
+
+
 # ------------------------------------------------------------------------------ last: the version bump
 
 def keep_only_the_base_image(env) -> None:
@@ -1213,106 +1316,3 @@ def test_infer_runtimes_come_into_an_image_as_a_build_argument():
         containers.image_tag(spec, "", "onnxruntime")
     with pytest.raises(DawnbenchError, match="INFER_RUNTIMES tensorrt: expected some of onnxruntime, openvino"):
         containers.check_infer_runtimes("onnxruntime tensorrt")
-
-
-# ------------------------------------------------------------------------------ the judge outside the entrant's image
-
-# An entrant's Dockerfile line that reaches a judge running in its image (issue 46): a .pth file in the
-# harness's own environment, which every interpreter of /opt/harness runs at start-up (-I does not stop
-# site), says so and halves the judge's clock.
-JUDGE_HOOK = ("import sys, time; sys.stderr.write('JUDGE-HIJACKED\\n'); "
-              "time.perf_counter = (lambda real: lambda: real() / 2)(time.perf_counter)\n")
-WORKER_LABEL = "org.dawnbench.worker-of"
-
-
-def worker_containers(env) -> list[str]:
-    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label={WORKER_LABEL}"], env=env, capture_output=True,
-                          text=True).stdout.split()
-
-
-def test_the_judge_image_builds_from_the_projects_files_and_judges(engine):
-    """docker/Dockerfile.judge on the engine's base: the harness from its own pins, -I, no reference in it."""
-    from dawnbench import judge_image
-    built = subprocess.run([sys.executable, "-m", "dawnbench.judge_image"], cwd=REPO, env=engine, capture_output=True,
-                           text=True, timeout=600)
-    assert built.returncode == 0, built.stderr[-2000:]
-    image = json.loads(built.stdout.strip().splitlines()[-1])
-    assert image["tag"] == judge_image.tag() and image["id"].startswith("sha256:")
-    listed = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image["id"], "-c",
-                             "ls /opt/dawnbench; /opt/harness/bin/python -I -c 'import numpy; print(numpy.__version__)'"],
-                            env=engine, capture_output=True, text=True, timeout=120)
-    assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == ["common", "docker", "harness", "requirements", "2.4.6"]
-    # never the base a reference is built on, though it carries the made base's label
-    import docker
-    assert containers.local_images(docker.DockerClient(base_url=engine["DOCKER_HOST"])).made_base == BASE_TAG
-
-
-def test_the_judge_here_runs_none_of_the_entrants_layers(engine, default_image, fashion_subset, tmp_path, monkeypatch,
-                                                        capfd):
-    """Before: the judge (the image's entrypoint, /opt/harness/bin/python) runs a .pth file the
-    entrant's Dockerfile wrote into its environment. With --judge host (make run RUNTIME=docker JUDGE=host),
-    the judge is this checkout's harness in this environment and each worker a container of the entrant's
-    image (container mode): the hook never runs in the judge, the clock is honest, and the workers still
-    ran in the entrant's image (its environment read there, its digest recorded)."""
-    context = tmp_path / "entrant"
-    context.mkdir()
-    (context / "hook.pth").write_text(JUDGE_HOOK)
-    (context / "Dockerfile").write_text(f"FROM {default_image['id']}\n"
-                                        "COPY hook.pth /opt/harness/lib/python3.11/site-packages/\n")
-    tag = "dawnbench-test/entrant-hooks-judge:1"
-    built = subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], env=engine, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    entrant = built.stdout.strip()
-    # the hook is live in the image's judge interpreter: a judge there is the entrant's
-    hooked = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "/opt/harness/bin/python", tag,
-                             "-I", "-B", "-c", "pass"], env=engine, capture_output=True, text=True)
-    assert "JUDGE-HIJACKED" in hooked.stderr
-    data, manifest = fashion_subset
-    results = tmp_path / "results"
-    for key in ("DOCKER_HOST", "PATH"):
-        monkeypatch.setenv(key, engine[key])
-    monkeypatch.setenv(datasets.MANIFEST_ENV, str(manifest))
-    started = time.monotonic()
-    import docker
-    status = containers.run(DEFAULT, ["--threshold", "0.5", "--max-epochs", "1", "--no-progress"], data_root=data,
-                            results=results, image=docker.from_env().images.get(entrant), judge_at="host")
-    wall = time.monotonic() - started
-    (run_dir,) = (results / DEFAULT).iterdir()
-    result = json.loads((run_dir / "result.json").read_text())
-    env = json.loads((run_dir / "env.json").read_text())
-    assert status == 0 and result["status"] == "converged", result.get("dnc_reason")
-    assert result["isolation"] == {"mode": "container", "reason": None}
-    assert result["image_digest"] == entrant and result["provenance"]["judge_image"] is None   # judged here
-    assert env["worker_environment"]["image"] == entrant and env["worker_environment"]["prefix"] == "/opt/venv"
-    assert not env["worker_environment"]["shared_with_harness"]
-    # the judge's clock: the train time is no more than the wall time the run took here (a halved clock is)
-    assert 0 < result["train_seconds"] <= wall
-    assert "JUDGE-HIJACKED" not in capfd.readouterr().err
-    assert worker_containers(engine) == []           # every worker container removed with the run
-
-
-def test_a_kill_9_of_the_judge_leaves_no_worker_container(engine, default_image, tmp_path):
-    """Container mode: a `docker run` client killed with the judge leaves its container running (the engine
-    holds it); the judge's reaper removes every container of its label the moment the judge dies."""
-    (tmp_path / "ref").mkdir()
-    script = ("import os, sys, time\nfrom pathlib import Path\nfrom harness.sandbox import launch, modes\n"
-              f"w, _ = launch.start('predict', modes.probe(), reference_dir=Path({str(tmp_path / 'ref')!r}), "
-              "data_files=[], snapshots=None)\nw.call('noop', timeout=120)\nprint('started', flush=True)\ntime.sleep(600)\n")
-    env = dict(cli_env(**{k: engine[k] for k in ("DOCKER_HOST",)}), DAWNBENCH_ISOLATION="container",
-               DAWNBENCH_WORKER_IMAGE=default_image["id"])
-    judge = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert judge.stdout.readline().strip() == "started"
-        assert len(worker_containers(engine)) == 1
-        judge.kill()
-        judge.wait(timeout=30)
-        deadline = time.monotonic() + 60
-        while worker_containers(engine):
-            assert time.monotonic() < deadline, "a worker container outlived its judge by 60 s"
-            time.sleep(0.2)
-    finally:
-        if judge.poll() is None:
-            judge.kill()
-        for left in worker_containers(engine):
-            subprocess.run(["docker", "rm", "-f", left], env=engine, capture_output=True)

@@ -57,8 +57,7 @@ def available() -> str | None:
     if not shutil.which(engine()):
         return f"container mode needs the {engine()} CLI on PATH (apt-get install docker.io)"
     try:
-        answered = subprocess.run([engine(), "image", "inspect", "--format", "{{.Id}}", image()], capture_output=True,
-                                  text=True, timeout=ENGINE_SECONDS, stdin=subprocess.DEVNULL)
+        answered = _engine("image", "inspect", "--format", "{{.Id}}", image())
     except subprocess.TimeoutExpired:
         return f"the {engine()} engine did not answer within {ENGINE_SECONDS} s"
     if answered.returncode != 0:

@@ -30,6 +30,9 @@ EXEMPT = {
     ("harness/sandbox/guardian.py", "Popen"),
     # the signaller sets its own parent-death signal, after its uid change (which clears one set before)
     ("harness/sandbox/signaller.py", "Popen"),
+    # container mode's reaper must outlive the harness too: it removes the judge's worker containers (which
+    # the engine, not the killed `docker run` client, holds) once the harness's end of its stdin closes
+    ("harness/sandbox/container_mode.py", "Popen"),
 }
 
 

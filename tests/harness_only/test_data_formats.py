@@ -71,7 +71,9 @@ def test_token_shards_are_a_stream_the_trainer_sees_the_fetched_train_shards(tmp
         (folder / name).write_bytes(data)
     monkeypatch.setenv(datasets.MANIFEST_ENV, str(fixture_manifest(tmp_path / "datasets.toml", shards, train=3)))
     labels = data_formats.eval_labels("fineweb10B", tmp_path / "data")
-    assert labels.dtype == np.dtype("<u2") and labels.tobytes() == shards[VAL][1024:]
+    # the same stream type as utf8-text's (the runner treats both alike), GPT-2's ids as uint16
+    assert isinstance(labels, lm_eval.TokenStream) and len(labels) == (len(shards[VAL]) - 1024) // 2 - 1
+    assert labels.tokens.dtype == np.dtype("<u2") and labels.tokens.tobytes() == shards[VAL][1024:]
     # two of the three train shards the manifest names are fetched: the trainer sees those two; the
     # predictor no shard (a stream's windows are the harness's to hand it)
     assert views("fineweb10B", tmp_path / "data", tmp_path) == {
