@@ -692,3 +692,23 @@ def test_a_run_folder_removed_or_replaced_mid_run_ends_dnc_and_writes_nowhere(re
     else:
         (moved,) = (results / "steady-test").glob("*.moved")
         assert not (moved / "result.json").exists()
+
+
+def test_a_signal_that_lands_in_an_at_fork_hook_is_raised_again_after_it():
+    """CI's numpy-1.23.5 tier (2026-11-28): the series' Ctrl-C reached its run while the run started a child
+    with a preexec_fn, inside logging's at-fork hook, where Python drops what a handler raises ("Exception
+    ignored in: <function _releaseLock>"): the signal was spent and the run went on to its budget. The handler
+    now sends it again, so it raises after the hook, where the run's handler catches it."""
+    import sys as _sys
+
+    from harness import runner
+    hook = {"__name__": "logging", "sys": _sys}
+    exec("def _releaseLock():\n    return sys._getframe()\n", hook)
+    frame = hook["_releaseLock"]()
+    assert runner.in_fork_hook(frame) and not runner.in_fork_hook(_sys._getframe())
+    with runner._Stops() as stops:
+        stops._on_signal(signal.SIGINT, frame)          # inside the hook: nothing raised there, nothing spent
+        assert stops.closing is False
+        with pytest.raises(KeyboardInterrupt):
+            time.sleep(5)                                # the same signal again, 50 ms later, outside it
+        assert stops.closing is True
