@@ -31,6 +31,10 @@ Parts, each printed as name=value lines with its anchors, or as `<part>: not mea
   kill9           a kill -9 of the harness of a CUDA run in init, training and eval, in bubblewrap-as-root
                   and uid mode: seconds until no process is left and the GPU holds none of its memory
                   (bench/killed_run.py; root only)
+  lm_step         the language-model task's references (fineweb-gpt2-modded and -llmc) at their own global
+                  batch and sequence length on synthetic token shards: ms a step eager and compiled, tokens/s,
+                  MFU (bench/lm_step.py)
+  lm_cost         fineweb-gpt2-modded-pytorch's steps under `dawnbench run` against a bare loop, paired repeats
 
 Without CUDA (or with --cpu-smoke) every part runs at tiny sizes on the CPU, labelled cpu, so the
 code paths are exercised; torch.compile there uses the "eager" backend (no C++ toolchain needed).
@@ -53,13 +57,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import airbench_peer, cifar_fast_precision, harness_cost, killed_run, reference_steps
+from bench import airbench_peer, cifar_fast_precision, harness_cost, killed_run, lm_step, reference_steps
 from bench.gpu_common import REPO, NotMeasured, Report, Setting, cpu_only, load_reference_module, one_line, reference_defaults
 from harness.arguments import Parser, regular_file, reports_errors
 
 BIDAF_DIR = REPO / "references" / "squad-bidaf-pytorch"
 PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu", "steps", "peer",
-         "harness_cost", "precision", "kill9")
+         "harness_cost", "precision", "kill9", "lm_step", "lm_cost")
 
 # Peak dense bf16 tensor FLOP/s by device name (NVIDIA's data sheets, without sparsity); a device
 # not in the table gets no utilization figure rather than a wrong one. Checked in order.
@@ -506,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     p.add_argument("--harness-cost-reference", default=harness_cost.REFERENCE, choices=sorted(harness_cost.SCHEDULES),
                    help="the record-class reference the harness_cost part times against its bare loop")
+    p.add_argument("--lm-references", default=",".join(lm_step.REFERENCES),
+                   help="comma-separated: the language-model references the lm_step part times (default both)")
     p.add_argument("--tta-reference", default="fashion-mnist-cnn-pytorch",
                    help="the reference whose time-to-accuracy the tta part measures")
     a = p.parse_args(argv)
@@ -520,6 +526,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("python -m bench.gpu: error: torch is not installed (make bench-gpu uses a reference's environment)",
               file=sys.stderr)
+        return 2
+    lm_names = [x.strip() for x in a.lm_references.split(",") if x.strip()]
+    if not lm_names or set(lm_names) - set(lm_step.REFERENCES):
+        print(f"python -m bench.gpu: error: --lm-references: give some of {', '.join(lm_step.REFERENCES)}", file=sys.stderr)
         return 2
     smoke = a.cpu_smoke or not torch.cuda.is_available()
     s = Setting(torch, smoke, a.quick)
@@ -547,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
         "harness_cost": lambda: harness_cost.part_harness_cost(s, r, a.harness_cost_reference),
         "precision": lambda: cifar_fast_precision.part_precision(s, r),
         "kill9": lambda: killed_run.part_kill9(s, r),
+        "lm_step": lambda: lm_step.part_lm_step(s, r, lm_names),
+        "lm_cost": lambda: lm_step.part_lm_cost(s, r),
     }
     for part in parts:
         try:

@@ -68,6 +68,19 @@ def test_the_network_and_its_parameters(train, spec):
         assert block.mlp.c_fc.out_features == block.mlp.c_proj.in_features == 4 * 768
 
 
+def test_its_snapshot_fits_the_task_s_cap(train, spec, tmp_path):
+    """The snapshot the harness takes after each epoch (the reference's own save: the weights alone) at full
+    size, in float32 (a CPU's, the largest form; the GPU's cast is smaller), is under the task's cap: a
+    cap of 512 MiB stopped the record's first snapshot at 545 MiB."""
+    from harness import tasks
+    cfg = spec.hyperparameters
+    net = network(train, cfg)       # real memory: 162M float32 parameters, 619 MiB
+    torch.save(net.state_dict(), tmp_path / "model.pt")
+    size = (tmp_path / "model.pt").stat().st_size
+    cap = tasks.get_task(spec.task.name).max_snapshot_mib * 2**20
+    assert 600 * 2**20 < size <= cap, (size / 2**20, cap / 2**20)
+
+
 def test_the_network_computes_the_records_forward(train):
     """A small network with every weight drawn at random against the record's forward restated (log:178-276):
     the x0 mix, pre-norm attention with QK-norm, rotary and the value residual, ReLU^2, the U-net skips, the
