@@ -60,7 +60,7 @@ def tokens_per_step(key: str, cfg: dict) -> int:
     return cfg["total_batch_tokens"]
 
 
-def write_fineweb(root: Path, seed: int = 0) -> tuple[Path, Path]:
+def write_fineweb(root: Path, seed: int = 0, val_tokens: int = VAL_TOKENS) -> tuple[Path, Path]:
     """Synthetic FineWeb under root: the val shard and one train shard in the exact format, fetched into
     root/data by the fetch code with their sha256s pinned in a manifest; (data root, manifest)."""
     sys.path.insert(0, str(REPO / "tests"))         # the exact-format writer the tests use
@@ -74,7 +74,7 @@ def write_fineweb(root: Path, seed: int = 0) -> tuple[Path, Path]:
     published = root / "published"
     published.mkdir(parents=True)
     shards = {}
-    for name, n in ((VAL, VAL_TOKENS), (train_name(1), TRAIN_TOKENS)):
+    for name, n in ((VAL, val_tokens), (train_name(1), TRAIN_TOKENS)):
         ids = rng.integers(0, 50256, size=n)
         ids[::1000] = 50256                          # documents of 1,000 tokens, as the tokenizer ends them
         shards[name] = shard_bytes(ids)
