@@ -189,6 +189,45 @@ def precision_table(data: dict) -> list[str]:
                    [("ratio of medians", ["precision_epoch_ratio_fp16_over_bf16", "precision_epoch_ratio_fp32_over_bf16"])])]
 
 
+LM_REFERENCES = (("`fineweb-gpt2-modded-pytorch` (record #11: Muon, U-net)", "modded"),
+                 ("`fineweb-gpt2-llmc-pytorch` (llm.c's GPT-2 124M, AdamW)", "llmc"))
+
+
+def lm_step_table(data: dict, keys: tuple[str, ...]) -> list[str]:
+    return table(data, ("its own train_step: 524,288 tokens a step, rows of 1,024, synthetic shards", "eager ms a step",
+                        "compiled ms a step", "compiled tokens/s", "MFU eager", "MFU compiled",
+                        "compiled first step s", "compiled peak MiB"),
+                 [(label, [f"lm_{key}_{name}" for name in
+                           ("eager_step_ms", "compiled_step_ms", "compiled_tokens_per_s", "eager_mfu", "compiled_mfu",
+                            "compiled_first_step_s", "compiled_peak_mib")])
+                  for label, key in LM_REFERENCES if key in keys])
+
+
+def lm_cost_table(data: dict) -> list[str]:
+    return table(data, ("6 eager steps: `dawnbench run` against a bare loop, 3 paired repeats", "bare ms a step",
+                        "harness ms a step", "train: harness / bare", "95% CI low", "95% CI high",
+                        "bare setup s", "harness init s"),
+                 [("bubblewrap as root", [f"lm_cost_bwrap_root_{name}" for name in
+                                          ("bare_step_ms", "harness_step_ms", "train_ratio", "train_ratio_ci95_low",
+                                           "train_ratio_ci95_high", "bare_setup_s", "harness_init_s")])])
+
+
+def lm_full_run_table(data: dict) -> list[str]:
+    return table(data, ("one `dawnbench run` as a user starts it (compile on), 6 steps, the task's full validation "
+                        "stream", "init s", "train s (compilation included)", "eval s (off the clock)"),
+                 [("uid mode", ["lm_full_run_init_s", "lm_full_run_train_s", "lm_full_run_eval_s"])])
+
+
+def lm_eval_table(data: dict) -> list[str]:
+    return table(data, ("the predictor at full size (random weights), the task's eval extrapolated from 1,280 windows "
+                        "and 768 audited positions", "first pass s (10,240 windows)", "audit s (2,304 positions)",
+                        "audit: max nats prefix vs window (tolerance 0.001)"),
+                 [(label, [f"lm_modded_eval_{key}_task_first_pass_s", f"lm_modded_eval_{key}_task_audit_s",
+                           f"lm_modded_eval_{key}_audit_max_diff_nats"])
+                  for label, key in (("float32, TF32 off (the reference as it is)", "fp32"),
+                                     ("float32, TF32 matmuls on (llm.c's eval)", "tf32"))])
+
+
 def heading(data: dict) -> list[str]:
     env = data["environment"]
     return [f"Measured {env['date']} on one {env['device']}; PyTorch {env['torch']} (the machine's own: "
@@ -217,6 +256,7 @@ def block_root(data: dict) -> list[str]:
                           ("squad-bidaf-pytorch, an epoch of SQuAD v1.1's size (s)", ["bidaf_epoch_s_pytorch"])])]
     lines += ["", *steps_table(data, [f"cifar10_{n}" for n in CIFAR_RESNETS]
                                 + ["cifar10_fast", "fashion_mnist_cnn", "imagenet_resnet50", "squad_bidaf"])]
+    lines += ["", *lm_step_table(data, ("modded", "llmc"))]
     lines += ["", *latency_table(data, [("ResNet-50, 224 px, bf16", "resnet50", "bf16"),
                                         ("ResNet-50, 224 px, fp32", "resnet50", "fp32"),
                                         ("Fashion-MNIST CNN, fp32", "fashion_mnist_cnn", "fp32"),
@@ -313,6 +353,15 @@ def block_fashion(data: dict) -> list[str]:
     return lines
 
 
+def block_lm(key: str):
+    def block(data: dict) -> list[str]:
+        lines = heading(data) + lm_step_table(data, (key,))
+        if key == "modded":
+            lines += ["", *lm_cost_table(data), "", *lm_full_run_table(data), "", *lm_eval_table(data)]
+        return lines
+    return block
+
+
 BLOCKS = {
     "README.md": block_root,
     "references/imagenet-resnet50-pytorch/README.md": block_resnet50,
@@ -320,6 +369,7 @@ BLOCKS = {
     "references/squad-bidaf-pytorch/README.md": block_bidaf,
     "references/fashion-mnist-cnn-pytorch/README.md": block_fashion,
     **{f"references/cifar10-{key}-pytorch/README.md": block_cifar_resnet(key) for key in CIFAR_RESNETS},
+    **{f"references/fineweb-gpt2-{key}-pytorch/README.md": block_lm(key) for key in ("modded", "llmc")},
 }
 
 
