@@ -50,7 +50,7 @@ def measured(root: Path = MEASURED) -> dict:
     not_run: dict = {}
     for d in same:
         not_run.update(d.get("not_run", {}))
-    return {"environment": {**env, "date": ", ".join(d["environment"]["date"] for d in same)},
+    return {"environment": {**env, "date": ", ".join(dict.fromkeys(d["environment"]["date"] for d in same))},
             "runs": [run for d in same for run in d["runs"]], "not_run": not_run}
 
 
@@ -75,6 +75,8 @@ def number(value) -> str:
 def cell(data: dict, name: str, scale: float = 1.0) -> str:
     if name.endswith("_top1"):          # an accuracy: a percentage to two places, as the entries give it
         return "; ".join(f"{100 * v:.2f}%" for v, _ in samples(data, name))
+    if "_ratio" in name:                # a paired ratio: its third decimal is the figure (1.016, not 1.02)
+        return "; ".join(f"{v:.3f}" for v, _ in samples(data, name))
     return "; ".join(number(v * scale if not isinstance(v, str) else v) for v, _ in samples(data, name))
 
 

@@ -117,7 +117,7 @@ def build(s: Setting, name: str, data_root: Path, compiled: bool):
     from harness import registry
     from harness.reference import Context
     key = REFERENCES[name]
-    spec = registry.load_spec(name)
+    spec = registry.load_spec(name, REPO / "references")    # this checkout's, whatever $DAWNBENCH_REFERENCES names
     sets = {**(SMOKE_SETS[key] if s.smoke else {}), "compile": "true" if compiled else "false"}
     cfg = registry.resolve_hyperparameters(spec, [f"{k}={v}" for k, v in sets.items()])
     ref = spec.load_entry_class()()
@@ -188,7 +188,8 @@ def part_lm_step(s: Setting, r: Report, names=tuple(REFERENCES)) -> None:
 def part_lm_cost(s: Setting, r: Report) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-gpu-lm-cost-") as folder:
         data_root, manifest = write_fineweb(Path(folder))
-        env = {"DAWNBENCH_DATA": str(data_root), "DAWNBENCH_DATASETS_MANIFEST": str(manifest)}
+        env = {"DAWNBENCH_DATA": str(data_root), "DAWNBENCH_DATASETS_MANIFEST": str(manifest),
+               "DAWNBENCH_REFERENCES": str(REPO / "references")}
         key = REFERENCES[PAIRED]
         sets = {**(SMOKE_SETS[key] if s.smoke else {}), "compile": "false", "steps_per_epoch": PAIRED_STEPS}
         if s.smoke:

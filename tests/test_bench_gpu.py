@@ -86,6 +86,14 @@ def test_the_cpu_smoke_runs_every_part(references_root, tmp_path):
     assert figures["precision_epoch_ratio_fp16_over_bf16"] > 0
     assert report["not_measured"]["peer"].startswith("airbench94 runs on CUDA only")
     assert figures["peer_cifar10_fast_schedule_s"] > 0 and figures["peer_cifar10_airbench_muon_schedule_s"] > 0
+    # the language-model references' own train_step (eager and compiled) at a tiny size, and the modded one under
+    # the harness against its bare loop (one pair): their figures, named by the isolation used
+    for key in ("modded", "llmc"):
+        for mode in ("eager", "compiled"):
+            assert figures[f"lm_{key}_{mode}_step_ms"] > 0 and figures[f"lm_{key}_{mode}_tokens_per_s"] > 0, key
+        assert 10.0 < figures[f"lm_{key}_loss_first"] < 11.5 and figures[f"lm_{key}_model_gflop_per_token"] > 0, key
+    (lm_ratio,) = [name for name in figures if name.startswith("lm_cost_") and name.endswith("_train_ratio")]
+    assert figures[lm_ratio] > 0 and figures[lm_ratio.replace("_train_ratio", "_harness_step_ms")] > 0
     assert set(report["not_measured"]) <= {"multi_gpu", "mfu_peak", "dali", "bidaf_tensorflow", "peer"}, \
         report["not_measured"]
 

@@ -2,7 +2,8 @@
 in float32 with TF32 matmuls off (the reference as it is) and on (llm.c's eval): the look-ahead audit holds
 them within the task's agree_tolerance, 0.001 nats. The network at full size with random weights (the head and
 the output projections drawn at std 0.02, not zero, so that the distributions are not uniform), random windows.
-`python3 eval_precision.py [windows] [audits]` from the checkout's root; on a CPU a tiny network."""
+`python3 eval_precision.py [windows] [audits]` from the checkout's root; on a CPU a tiny network. (Run on the
+H200 with one-line statements joined by semicolons; split here for the linter, the same statements.)"""
 import sys
 import time
 
@@ -53,9 +54,16 @@ def audit():
 
 for tf32 in (False, True):
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-    first_pass(); sync()                        # warm: the allocator, cuBLAS's plans
-    t = time.perf_counter(); first = first_pass(); sync(); first_s = time.perf_counter() - t
-    t = time.perf_counter(); fresh = audit(); sync(); audit_s = time.perf_counter() - t
+    first_pass()                                # warm: the allocator, cuBLAS's plans
+    sync()
+    t = time.perf_counter()
+    first = first_pass()
+    sync()
+    first_s = time.perf_counter() - t
+    t = time.perf_counter()
+    fresh = audit()
+    sync()
+    audit_s = time.perf_counter() - t
     diff = (fresh - first[rows, lengths - 1]).abs()
     tag = "tf32" if tf32 else "fp32"
     print(f"eval_{tag}_first_pass_s_per_1k_windows={first_s / W * 1000:.3f}")
