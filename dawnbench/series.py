@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from dawnbench import evidence
-from harness import datasets, plan, runner, safe_write
+from harness import datasets, dropped_signals, plan, runner, safe_write
 from harness.cli import run_command
 from harness.registry import ReferenceSpec, UsageError
 from harness.tasks import TASKS
@@ -279,6 +279,9 @@ def new_series_dir(results_root: Path, reference: str, stem: str | None = None) 
 
 
 def _raise_stopped(signum, frame):
+    if dropped_signals.dropped_here(frame):     # Python would drop the Stopped raised there: the signal again, after
+        dropped_signals.send_again(signum)
+        return
     raise Stopped()
 
 

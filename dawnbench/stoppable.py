@@ -18,6 +18,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 
+from harness import dropped_signals
 from harness.errors import UsageError
 
 STOP_GRACE_SECONDS = 60.0       # how long a stopped run gets to write its DNC record before it is killed
@@ -62,6 +63,9 @@ def raise_if_stopped() -> None:
 
 
 def _stopped(signum, frame):
+    if dropped_signals.dropped_here(frame):     # Python would drop the Stopped raised there: the signal again, after
+        dropped_signals.send_again(signum)
+        return
     for other in SIGNALS:           # only the first signal stops: a second must not cut the run's DNC short
         signal.signal(other, signal.SIG_IGN)
     _received.append(int(signum))

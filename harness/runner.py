@@ -19,7 +19,6 @@ import os
 import shutil
 import signal
 import sys
-import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 from harness import (
     collective,
     data_views,
+    dropped_signals,
     energy,
     environment,
     eval_bound,
@@ -589,15 +589,6 @@ def _timed(action) -> float:
     return time.perf_counter() - t
 
 
-def in_fork_hook(frame) -> bool:
-    """Whether a signal handler runs inside logging's at-fork hooks (run in this process around every fork
-    with a preexec_fn, as every child the harness starts has: kernel.dies_with_harness), where Python drops
-    what a handler raises ("Exception ignored in: <function _releaseLock>"): the signal was spent and the run
-    went on to its budget (CI's numpy-1.23.5 tier, 2026-11-28)."""
-    return (frame is not None and frame.f_globals.get("__name__") == "logging"
-            and frame.f_code.co_name in ("_acquireLock", "_releaseLock"))
-
-
 class _Stops:
     """How SIGINT, SIGTERM and SIGHUP end a run: the first one raises (KeyboardInterrupt, Terminated) where
     the harness is, so the run ends DNC with every file; before the run folder is made, with no folder at
@@ -640,10 +631,8 @@ class _Stops:
         if self.holding:
             self.held.append(signum)
             return
-        if in_fork_hook(_frame):    # Python would drop what it raises there, and the run would go on: again, after
-            again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
-            again.daemon = True
-            again.start()
+        if dropped_signals.dropped_here(_frame):    # what it raises there is dropped and the run goes on: again, after
+            dropped_signals.send_again(signum)
             return
         self.closing = True         # the first raises; every later one is noted
         if signum == signal.SIGINT:

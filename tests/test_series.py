@@ -260,3 +260,34 @@ def test_an_interrupted_series_still_writes_its_summary(seeded_refs, tmp_path):
     stopped = json.loads((folder / "seed1" / "result.json").read_text())
     assert stopped["status"] == "DNC" and stopped["dnc_reason"] == "error: interrupted (Ctrl-C, SIGINT)"
     assert "summary.json covers the 1 run(s) that finished" in err and "converged 1/1" in out
+
+
+def a_frame_in_logging_s_at_fork_hook():
+    import sys as _sys
+    hook = {"__name__": "logging", "sys": _sys}
+    exec("def _releaseLock():\n    return sys._getframe()\n", hook)
+    return hook["_releaseLock"]()
+
+
+@pytest.mark.parametrize("where", ["dawnbench.stoppable", "dawnbench.series"])
+def test_every_handler_that_raises_sends_a_signal_landing_in_an_at_fork_hook_again(where):
+    """The class of the case below: the tools' own handlers raise Stopped (`dawnbench.stoppable.signals_stop`,
+    which every tool that runs a run uses, and the series' SIGTERM), and Python drops it inside the hook as it
+    dropped the run's. Each sends the signal again and raises after the hook, its state untouched before."""
+    from dawnbench import series, stoppable
+    frame = a_frame_in_logging_s_at_fork_hook()
+    if where == "dawnbench.stoppable":
+        with stoppable.signals_stop():
+            stoppable._stopped(signal.SIGTERM, frame)     # inside the hook: nothing raised, nothing spent
+            assert not stoppable._received and signal.getsignal(signal.SIGINT) is stoppable._stopped
+            with pytest.raises(stoppable.Stopped):
+                time.sleep(5)                            # the same signal again, 50 ms later, outside it
+            assert stoppable._received == [signal.SIGTERM]
+    else:
+        previous = signal.signal(signal.SIGTERM, series._raise_stopped)
+        try:
+            series._raise_stopped(signal.SIGTERM, frame)
+            with pytest.raises(series.Stopped):
+                time.sleep(5)
+        finally:
+            signal.signal(signal.SIGTERM, previous)

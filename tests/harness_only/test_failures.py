@@ -701,11 +701,11 @@ def test_a_signal_that_lands_in_an_at_fork_hook_is_raised_again_after_it():
     now sends it again, so it raises after the hook, where the run's handler catches it."""
     import sys as _sys
 
-    from harness import runner
+    from harness import dropped_signals, runner
     hook = {"__name__": "logging", "sys": _sys}
     exec("def _releaseLock():\n    return sys._getframe()\n", hook)
     frame = hook["_releaseLock"]()
-    assert runner.in_fork_hook(frame) and not runner.in_fork_hook(_sys._getframe())
+    assert dropped_signals.dropped_here(frame) and not dropped_signals.dropped_here(_sys._getframe())
     with runner._Stops() as stops:
         stops._on_signal(signal.SIGINT, frame)          # inside the hook: nothing raised there, nothing spent
         assert stops.closing is False
