@@ -206,6 +206,29 @@ def test_a_predictor_that_keeps_state_for_the_audit_is_caught(lm_world):
     assert reason.startswith("the look-ahead audit: at window ") and "\n" not in reason, reason
 
 
+# An eval on the clock has no bound, but the run's time budget covers it: a predictor that never finishes loading is
+# stopped where max_seconds runs out, never waited for.
+SLOW_LOAD = '''
+import time
+
+
+class Cheat(Base):
+    def load(self, path):
+        if not self.ctx.trains:
+            time.sleep(600)
+        super().load(path)
+'''
+
+
+def test_an_eval_on_the_clock_ends_at_the_time_budget_not_a_bound(lm_world):
+    references, data, results, env = lm_world
+    write_lm_reference(references, "slow-load", SLOW_LOAD)
+    proc, result, _ = harness_run(references, "slow-load", data, results, "--max-seconds", "10", env=env)
+    reason = dnc_reason(proc, result)
+    assert reason.startswith("budget: time budget exceeded during the eval of epoch 1") and "max_seconds=10" in reason, \
+        reason
+
+
 def test_infer_refuses_a_language_model_task_in_one_line(lm_world, tmp_path):
     references, data, _, env = lm_world
     write_lm_reference(references, "infer-me")
