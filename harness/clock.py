@@ -15,10 +15,20 @@ SPANS = ("init", "train", "eval", "checkpoint", "harness")
 EXCLUDED = frozenset({"eval", "checkpoint"})
 
 
+def excluded(eval_on_clock: bool) -> frozenset[str]:
+    """The spans off a task's clock: DAWNBench's, or under tasks.toml's `eval_on_clock` (MLPerf's rule: a
+    task whose eval cost is fixed while its training shrinks, docs/RULES.md "The eval span") checkpoints only."""
+    return EXCLUDED - {"eval"} if eval_on_clock else EXCLUDED
+
+
 class Clock:
     def __init__(self, sync: Callable[[], None] | None = None,
                  now: Callable[[], float] = time.perf_counter,
-                 wall: Callable[[], float] = time.time):
+                 wall: Callable[[], float] = time.time, excluded: frozenset[str] = EXCLUDED):
+        unknown = set(excluded) - set(SPANS)
+        if unknown:
+            raise ValueError(f"unknown span {sorted(unknown)[0]!r}; spans are {SPANS}")
+        self.excluded = frozenset(excluded)     # the task's (excluded()), never a global switch
         self.sync = sync or (lambda: None)
         self._now = now
         self._wall = wall
@@ -55,9 +65,14 @@ class Clock:
         """Inclusive wall time up to the last lap (MLPerf-style: eval included)."""
         return self._last - self.start_perf
 
+    @property
+    def eval_on_clock(self) -> bool:
+        return "eval" not in self.excluded
+
     def on_clock(self) -> float:
-        """DAWNBench time up to the last lap: everything except eval and checkpoint spans."""
-        return self.elapsed() - sum(v for k, v in self.totals.items() if k in EXCLUDED)
+        """DAWNBench time up to the last lap: everything except the excluded spans (eval and checkpoint, or
+        checkpoint alone for a task whose eval is on the clock)."""
+        return self.elapsed() - sum(v for k, v in self.totals.items() if k in self.excluded)
 
     def wall_ms(self, seconds_since_start: float) -> int:
         """A clock reading as Unix milliseconds, for the event log."""

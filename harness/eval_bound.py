@@ -18,7 +18,8 @@ one example would otherwise make the bound thousands of seconds (issue 33). A fr
 in every eval (no state carried from one eval to the next), so every bound adds the trainer's init
 span, which the harness measured, for that start.
 Past the bound the run is DNC with the figures (docs/RULES.md, "The eval span"), and the predictor
-is stopped there rather than waited for.
+is stopped there rather than waited for. A task whose eval is on the clock (tasks.toml's `eval_on_clock`, MLPerf's
+rule: the language-model tasks) has no bound: its eval is paid for in its time-to-accuracy.
 """
 from __future__ import annotations
 

@@ -130,7 +130,8 @@ class Reference(abc.ABC):
     @abc.abstractmethod
     def predict(self) -> Any:
         """Predictions for every eval example in the task's canonical order: class scores
-        (N, C), ranked class ids (N, k), or {question id: answer text}. Off the clock.
+        (N, C), ranked class ids (N, k), or {question id: answer text}. Off the clock (on it for a task whose
+        tasks.toml says eval_on_clock: the language-model tasks).
 
         A language-model task (kind `lm`) calls `predict(inputs)` instead, several times: `inputs` is an
         int64 array [N, T] of token ids, windows of the validation stream the harness cut (the predictor's

@@ -3,7 +3,8 @@
     labels <- official files (checksummed)           before the clock (harness.plan)
     run_start, setup                                 init span      (on the clock)
     for epoch: train_epoch                           train span     (on the clock)
-               predict + score                       eval span      (off the clock), from the
+               predict + score                       eval span      (off the clock, or on it for a task
+                                                     whose tasks.toml says eval_on_clock), from the
                                                      reference's eval_from_epoch on
                stop when the stop rules say so       (harness.stop_rules)
     save                                             checkpoint span (off the clock)
@@ -42,7 +43,7 @@ from harness import (
     snapshots,
     stop_rules,
 )
-from harness.clock import Clock
+from harness.clock import Clock, excluded
 from harness.errors import DawnbenchError
 from harness.plan import Plan, RunOptions, make_plan
 from harness.registry import ReferenceSpec, check_reach, check_trains
@@ -103,10 +104,10 @@ def run(spec: ReferenceSpec, hyperparameters: dict, opts: RunOptions) -> dict:
                     outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock)
                     if outcome is None:
                         if stop_rules.evaluated(plan.budget, epoch):
-                            reached = this.evaluate(epoch, trained)
+                            reached, on_clock = this.evaluate(epoch, trained)
                         else:       # before the reference's first evaluated epoch: on the clock, nothing scored
-                            reached = this.skip(epoch, trained)
-                        outcome = stop_rules.decide(plan.budget, epoch, trained.loss, trained.on_clock, reached)
+                            reached, on_clock = this.skip(epoch, trained)
+                        outcome = stop_rules.decide(plan.budget, epoch, trained.loss, on_clock, reached)
                     if outcome is not None:
                         break
                 this.keep_model(outcome)
@@ -152,7 +153,8 @@ class _Run:
         try:
             self.system = environment.describe_system(plan.data_root, plan.worker_env)
             kernel.protect_harness()
-            self.clock = Clock()      # the workers synchronize their device before they answer
+            # the workers synchronize their device before they answer; the spans off the clock are the task's
+            self.clock = Clock(excluded=excluded(self.task.eval_on_clock))
             self.record = RunRecord(run_dir, self.spec, self.clock)
             self.trainer = self.predictor = None
             self.seen: dict = {}
@@ -322,10 +324,12 @@ class _Run:
             loss = float("nan")
         return Trained(stats, loss, on_clock, handover, train_s, cpu_s, train_total, tuple(rank_train_s))
 
-    def evaluate(self, epoch: int, trained: Trained) -> bool:
-        """Off the clock: rank 0 takes the epoch's snapshot out of the frozen trainer's reach and
-        scores it within the eval bound, every rank learns whether it reached the threshold, the
-        trainer is thawed, the epoch is recorded. Returns whether it reached it."""
+    def evaluate(self, epoch: int, trained: Trained) -> tuple[bool, float]:
+        """Off the clock (on it for a task whose eval is: tasks.toml's eval_on_clock): rank 0 takes the epoch's
+        snapshot out of the frozen trainer's reach and scores it within the eval bound (within the time budget
+        left where the eval is on the clock), every rank learns whether it reached the threshold, the
+        trainer is thawed, the epoch is recorded. Returns whether it reached it, and the on-clock seconds
+        after the eval (every rank's max): the epoch's time-to-accuracy."""
         p = self.plan
         self.record.eval_started(epoch)
         value, scores, stored, taken, cost, verdict = float("nan"), {}, {}, None, {}, 0.0
@@ -335,25 +339,26 @@ class _Run:
             verdict = 1.0 if self.task.reaches(value, p.budget.threshold) else 0.0
         (reached,) = self.group.broadcast([verdict])
         self.clock.lap("eval")
+        on_clock = self.group.max([self.clock.on_clock()])[0] if self.clock.eval_on_clock else trained.on_clock
         handover = trained.handover_s + _timed(self.trainer.thaw)
-        row = self.record.epoch_scored(epoch, value=value, scores=scores, stored=stored, on_clock=trained.on_clock,
+        row = self.record.epoch_scored(epoch, value=value, scores=scores, stored=stored, on_clock=on_clock,
                                        stats=trained.stats, handover_s=handover, snapshot=taken, eval_cost=cost,
                                        train_seconds=trained.train_total_s)
         figure = self.task.figure
         _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  {self.task.metric} {figure.said(value)} "
-             f"(target {figure.said(p.budget.threshold)})  time-to-accuracy clock {trained.on_clock:7.1f} s", p.rank)
+             f"(target {figure.said(p.budget.threshold)})  time-to-accuracy clock {on_clock:7.1f} s", p.rank)
         if reached:
             self.reached_at = row
-        return bool(reached)
+        return bool(reached), on_clock
 
-    def skip(self, epoch: int, trained: Trained) -> bool:
+    def skip(self, epoch: int, trained: Trained) -> tuple[bool, float]:
         """An epoch before the reference's first evaluated one (eval_from_epoch): no snapshot is
         scored (the trainer was asked for none), no eval span opens, the trainer was not frozen (`train`)
-        and goes on: the clock runs on. Returns False: an unscored epoch reaches nothing."""
+        and goes on: the clock runs on. Returns False (an unscored epoch reaches nothing) and the clock's seconds."""
         p = self.plan
         _say(f"epoch {epoch:3d}/{p.budget.max_epochs}  loss {trained.loss:.4f}  not evaluated (the reference evaluates "
              f"from epoch {p.budget.eval_from_epoch})  clock {trained.on_clock:7.1f} s", p.rank)
-        return False
+        return False, trained.on_clock
 
     def _take_snapshot(self, epoch: int) -> snapshots.Taken:
         """The frozen trainer's snapshot, copied and hashed where it cannot reach; its own copy removed."""
@@ -378,8 +383,11 @@ class _Run:
                                         train_examples=p.train_examples, rank_train_s=trained.rank_train_s,
                                         start_s=self.init_s, passes=self.spec.task.eval_passes, starts=starts)
         began = time.perf_counter()
+        during = f"the eval of epoch {epoch}"
 
         def left() -> float:
+            if self.clock.eval_on_clock:      # paid for on the clock: no bound, the time budget's rest
+                return self._on_clock_left(during)
             over = bound.seconds - (time.perf_counter() - began)
             if over <= 0:
                 raise bound.over(epoch, time.perf_counter() - began)
@@ -399,12 +407,16 @@ class _Run:
                 answer, array = self.predictor.call("predict", timeout=left())
                 predictions = answer["answers"] if "answers" in answer else array
         except handle.CallTimeout:
+            if self.clock.eval_on_clock:
+                raise self._spent(during) from None
             raise bound.over(epoch, time.perf_counter() - began) from None
         wall_s = time.perf_counter() - began
         self._retire_predictor()
         cpu_s = self.predictors_cpu - cpu_before        # every predictor of the eval's
-        cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(cpu_s, 3),
-                "eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.task.eval_passes,
+        # an eval on the clock has no bound (docs/RULES.md, "The eval span"): the log says so, and logs none
+        bounded = ({"eval_on_clock": True} if self.clock.eval_on_clock else
+                   {"eval_bound_s": round(bound.seconds, 3), "eval_passes": self.spec.task.eval_passes})
+        cost = {"predictor_s": round(wall_s, 3), "predictor_cpu_s": round(cpu_s, 3), **bounded,
                 "fresh_predictor": True, "train_s": round(trained.train_s, 3),
                 "rank_train_s": [round(t, 3) for t in trained.rank_train_s],
                 "train_cpu_s": round(trained.cpu_s, 3), **({"lm": audit} if audit else {})}
@@ -414,7 +426,7 @@ class _Run:
                 f"predict() returned {count} predictions; the {task.name} eval set has "
                 f"{p.eval_set.examples} examples, every one needs a prediction in canonical order")
         scores = task.score(predictions, p.labels, p.eval_set.dropped_indices)
-        stored = self.record.store_predictions(epoch, predictions)     # in the eval span, off the clock
+        stored = self.record.store_predictions(epoch, predictions)     # in the eval span
         return scores[task.metric], scores, stored, cost
 
     def _predictor_for(self, epoch: int, left) -> None:
@@ -541,7 +553,8 @@ class _Run:
             self.record.write(result, {**self.system, "framework_extra": self.framework_extra, "load": machine})
             if outcome.status == CONVERGED:
                 _say(f"converged: {self.task.metric} {self.task.figure.said(result['metric_value'])} at epoch {epochs}; "
-                     f"time-to-accuracy {result['tta_seconds']:.1f} s (eval excluded), wall {wall:.1f} s", p.rank)
+                     f"time-to-accuracy {result['tta_seconds']:.1f} s "
+                     f"({'eval included' if self.clock.eval_on_clock else 'eval excluded'}), wall {wall:.1f} s", p.rank)
             else:
                 _say(f"DNC: {outcome.reason}", p.rank)
             _say(provenance.official_line(result), p.rank)

@@ -65,6 +65,7 @@ class Task:
     train_examples: int = 0         # the official training set's size (the eval bound's denominator)
     max_snapshot_mib: float = 0.0   # the cap on a snapshot, the task's alone (docs/RULES.md, "Snapshots ...")
     eval_passes: float = 1.0        # what an eval example may cost in the eval bound, the task's alone
+    eval_on_clock: bool = False     # the eval span counts in the time-to-accuracy (MLPerf's rule), no eval bound
     kind: TaskKind = field(default_factory=ImageClassification)
     other_thresholds: tuple[tuple[float, str], ...] = ()   # (value, source): where analyses also read the logs
     acceptance: Acceptance = field(default_factory=Acceptance)   # how a run or a series is accepted
@@ -125,6 +126,14 @@ class Task:
         return [cells[c] for c in self.tsv_columns]
 
 
+def _eval_on_clock(name: str, value: object) -> bool:
+    """[tasks.<name>]'s eval_on_clock, checked: anything but true or false fails at import, in one line."""
+    if not isinstance(value, bool):
+        raise UnknownTaskError(f"tasks.toml [tasks.{name}]: eval_on_clock {value!r} must be true or false "
+                               f"(true: the eval span counts in the time-to-accuracy, MLPerf's rule)")
+    return value
+
+
 def _task(name: str, t: dict) -> Task:
     kind = resolve(t["kind"], name)
     task = Task(
@@ -138,6 +147,7 @@ def _task(name: str, t: dict) -> Task:
         train_examples=int(t["train_examples"]),
         max_snapshot_mib=float(t["max_snapshot_mib"]),
         eval_passes=float(t.get("eval_passes", 1.0)),
+        eval_on_clock=_eval_on_clock(name, t.get("eval_on_clock", False)),
         kind=kind,
         other_thresholds=tuple((float(o["value"]), str(o["source"])) for o in t.get("other_thresholds", ())),
         acceptance=_acceptance(name, t.get("acceptance", {})),

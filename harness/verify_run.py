@@ -65,6 +65,8 @@ MAX_EVENTS_BYTES = 32 * 2**20     # a line per event, a handful of events per ep
 MAX_RESULT_BYTES = 4 * 2**20      # result.json: one short history row per epoch
 _TREE, _OWNER = "run folder", "a run"
 EXCLUDED_SPANS = (("eval_start", "eval_stop"), ("checkpoint_start", "checkpoint_stop"))
+# a task whose eval is on the clock (tasks.toml's eval_on_clock, MLPerf's rule): its checkpoints alone are off it
+ON_CLOCK_EVAL_EXCLUDED = EXCLUDED_SPANS[1:]
 # What a verified verdict proves, and what it does not, on the verdict line itself.
 CONSISTENCY = ("consistent: its files agree with each other; that it happened as logged takes running it again: "
                f"{command('reproduce')}")
@@ -247,6 +249,7 @@ class Epoch:
     eval_stop: dict
     tta: float = math.nan
     scores: dict = field(default_factory=dict)      # recomputed (or, without labels, as logged)
+    tta_eval_off: float = math.nan      # the time with the eval spans left out: what a wrong eval-on-clock log says
 
 
 def _clock(record: dict) -> float:
@@ -388,10 +391,11 @@ def _structure(events: list[dict], task: Task, scored: int) -> tuple[list[Epoch]
     return epochs, stops[0], threshold, summary, started
 
 
-def _excluded_spans(events: list[dict]) -> list[tuple[float, float]]:
-    """(start, stop) clock readings of every span off the DAWNBench clock: eval, and checkpoint if logged."""
+def _excluded_spans(events: list[dict], kinds=EXCLUDED_SPANS) -> list[tuple[float, float]]:
+    """(start, stop) clock readings of every span off the DAWNBench clock: eval, and checkpoint if logged
+    (`kinds`: the (start, stop) keys of the spans off the task's clock)."""
     spans = []
-    for start_key, stop_key in EXCLUDED_SPANS:
+    for start_key, stop_key in kinds:
         open_at: float | None = None
         for e in events:
             if e["key"] == start_key:
@@ -406,12 +410,18 @@ def _excluded_spans(events: list[dict]) -> list[tuple[float, float]]:
     return spans
 
 
-def recompute_tta(events: list[dict], epochs: list[Epoch]) -> None:
-    """Each epoch's time-to-accuracy from the log: its epoch_stop minus the excluded spans before it."""
+def recompute_tta(events: list[dict], epochs: list[Epoch], eval_on_clock: bool = False) -> None:
+    """Each epoch's time-to-accuracy from the log: its epoch_stop minus the excluded spans before it; for a
+    task whose eval is on the clock (tasks.toml's eval_on_clock), its eval_stop minus the checkpoint spans."""
     spans = _excluded_spans(events)
     for epoch in epochs:
         t = _clock(epoch.stop)
-        epoch.tta = t - sum(stop - start for start, stop in spans if stop <= t)
+        epoch.tta = epoch.tta_eval_off = t - sum(stop - start for start, stop in spans if stop <= t)
+    if eval_on_clock:
+        spans = _excluded_spans(events, ON_CLOCK_EVAL_EXCLUDED)
+        for epoch in epochs:
+            t = _clock(epoch.eval_stop)
+            epoch.tta = t - sum(stop - start for start, stop in spans if stop <= t)
 
 
 def _tta_tolerance(epoch: Epoch, events: list[dict]) -> float:
@@ -608,8 +618,8 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
         for name, value in epoch.scores.items():
             if row.get(name) != value:
                 raise Disagreement(f"history epoch {epoch.number}: {name} {row.get(name)!r}, recomputed {value!r}")
-        _same_time(f"history epoch {epoch.number}: tta_seconds", row.get("tta_seconds"), epoch.tta,
-                   RESULT_S + _tta_tolerance(epoch, events), lower_bound)
+        _same_tta(f"history epoch {epoch.number}: tta_seconds", row.get("tta_seconds"), epoch, task,
+                  RESULT_S + _tta_tolerance(epoch, events), lower_bound)
         _same_time(f"history epoch {epoch.number}: wall_seconds", row.get("wall_seconds"), _clock(epoch.eval_stop),
                    RESULT_S + READING_S + FLOAT_S, False)
     _same_time("wall_seconds", result.get("wall_seconds"), _clock(run_stop), RESULT_S + READING_S + FLOAT_S, False)
@@ -630,8 +640,8 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
         if result.get("metric_value") != reached.scores[task.metric]:
             raise Disagreement(f"metric_value {result.get('metric_value')!r}, epoch {reached.number}'s "
                                f"{task.metric} is {reached.scores[task.metric]!r}")
-        _same_time("tta_seconds", result.get("tta_seconds"), reached.tta,
-                   RESULT_S + _tta_tolerance(reached, events), lower_bound)
+        _same_tta("tta_seconds", result.get("tta_seconds"), reached, task,
+                  RESULT_S + _tta_tolerance(reached, events), lower_bound)
         return (f"converged at epoch {reached.number}, the first with {task.metric} {task.kind.relation} "
                 f"{said(threshold)}: {task.metric} {said(reached.scores[task.metric])}, time-to-accuracy {reached.tta:.3f} s; "
                 f"status, tta_seconds, metric_value, epochs and {len(history)} history rows agree")
@@ -653,6 +663,17 @@ def _result_check(result: dict, task: Task, epochs: list[Epoch], run_stop: dict,
         raise Disagreement(f"epochs is {result['epochs']!r}, but the run ended in init, before its first epoch")
     return (f"DNC, no epoch with {task.metric} {task.kind.relation} {said(threshold)}; status, dnc_reason, metric_value, "
             f"epochs and {len(history)} history rows agree")
+
+
+def _same_tta(what: str, recorded: Any, epoch: Epoch, task: Task, tolerance: float, lower_bound: bool) -> None:
+    """A recorded time-to-accuracy against the log's; for a task whose eval is on the clock, one that left the eval
+    out (a harness's or an entrant's that excluded it) is named as such."""
+    value = _number(recorded)
+    if task.eval_on_clock and value is not None and value < epoch.tta - tolerance:
+        raise Disagreement(f"{what} {value} leaves the eval out (the log gives {epoch.tta:.6f} s with it, "
+                           f"{epoch.tta_eval_off:.6f} s without): the {task.name} task's eval is on the clock "
+                           f"(tasks.toml eval_on_clock, docs/RULES.md \"The eval span\")")
+    _same_time(what, recorded, epoch.tta, tolerance, lower_bound)
 
 
 def _same_time(what: str, recorded: Any, recomputed: float, tolerance: float, lower_bound: bool) -> None:
@@ -739,7 +760,7 @@ def verify(run_dir: Path, data_root: Path | None = None,
         scored = result.get("eval_examples")
         epochs, run_stop, threshold, summary, started = _structure(
             events, task, scored if isinstance(scored, int) and not isinstance(scored, bool) else task.eval_examples)
-        recompute_tta(events, epochs)
+        recompute_tta(events, epochs, task.eval_on_clock)
         state.update(epochs=epochs, run_stop=run_stop, threshold=threshold, started=started)
         return summary + f", run_stop {run_stop['metadata'].get('dawnbench_status')}"
 
@@ -750,7 +771,9 @@ def verify(run_dir: Path, data_root: Path | None = None,
         shown = ", ".join(f"{e.tta:.3f}" for e in epochs[:8]) + (", ..." if len(epochs) > 8 else "")
         bound = "; several processes: the log is rank 0's clock, a lower bound of the slowest rank's" \
             if lower_bound else ""
-        return f"per epoch, epoch_stop minus the eval and checkpoint spans before it: {shown} s{bound}"
+        how = ("eval_stop minus the checkpoint spans before it (the task's eval is on the clock)" if task.eval_on_clock
+               else "epoch_stop minus the eval and checkpoint spans before it")
+        return f"per epoch, {how}: {shown} s{bound}"
 
     def predictions_check() -> str:
         # as many predictions as the eval set on disk had (the scored ones and the blacklisted ones)
@@ -838,6 +861,15 @@ def _eval_bound_check(events: list[dict], task: Task, world_size: object = 1, of
     measured = [(n, m) for n, m in costs if "predictor_s" in m]
     if not measured:
         return "no eval cost logged (a run of a harness before the eval bound, or no eval)"
+    if task.eval_on_clock:      # paid for on the clock: no bound (docs/RULES.md, "The eval span")
+        for n, m in measured:
+            if m.get("eval_on_clock") is not True or m.get("eval_bound_s") is not None:
+                raise Disagreement(f"epoch {n}: eval_stop logs eval_on_clock {_shown(m.get('eval_on_clock'))} and "
+                                   f"eval_bound_s {_shown(m.get('eval_bound_s'))}, but the {task.name} task's eval is "
+                                   f"on the clock (tasks.toml eval_on_clock): true and no bound")
+        longest = max(measured, key=lambda nm: _number(nm[1].get("predictor_s")) or 0.0)
+        return (f"not applied: the {task.name} task's eval is on the clock, in its time-to-accuracy; {len(measured)} "
+                f"evals, the longest epoch {longest[0]}'s {_shown(longest[1].get('predictor_s'))} s")
     clock = {(e["key"], _epoch_num(e)): _number((e.get("metadata") or {}).get("clock_s")) for e in events}
     counted = [e for e in events if e["key"] == "eval_samples"]
     if len(counted) != 1 or not isinstance(counted[0].get("value"), int):

@@ -5,9 +5,12 @@ and one that keeps what the first pass saw for the audit each end DNC with the r
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cheats import events, harness_run, needs_isolation
@@ -41,8 +44,33 @@ def dnc_reason(proc, result) -> str:
     return result["dnc_reason"]
 
 
-def test_the_honest_model_passes_the_audit_and_verifies(lm_world):
-    proc, result, run_dir = run_lm(lm_world, "honest")
+@pytest.fixture(scope="module")
+def honest(lm_world):
+    """The honest model's run, once for the module: (process, result.json, run folder)."""
+    return run_lm(lm_world, "honest")
+
+
+def verify(world, run_dir) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", "verify", str(run_dir), "--data", str(world[1])],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, **world[3]})
+
+
+def spans(run_dir) -> dict[str, float]:
+    """Each span kind's seconds from the log: init (init_start..init_stop), train (every epoch_start..epoch_stop)
+    and eval (every eval_start..eval_stop)."""
+    clock, total = {}, {"init": 0.0, "train": 0.0, "eval": 0.0}
+    for e in events(run_dir):
+        clock[(e["key"], e["metadata"].get("epoch_num"))] = e["metadata"]["clock_s"]
+    for (key, n), t in clock.items():
+        for span, (start, stop) in {"init": ("init_start", "init_stop"), "train": ("epoch_start", "epoch_stop"),
+                                    "eval": ("eval_start", "eval_stop")}.items():
+            if key == stop:
+                total[span] += t - clock[(start, n)]
+    return total
+
+
+def test_the_honest_model_passes_the_audit_and_verifies(lm_world, honest):
+    proc, result, run_dir = honest
     assert proc.returncode == 0 and result["status"] == "converged", proc.stderr[-2000:]
     # the figure in its own unit, lower is better, on the terminal as in the log
     assert f"bpb {result['metric_value']:.4g} bits/byte (target 1.95 bits/byte)" in proc.stderr     # Figure.said
@@ -52,10 +80,38 @@ def test_the_honest_model_passes_the_audit_and_verifies(lm_world):
     assert len(audit["positions"]) == SETTINGS.audit_positions
     assert audit["max_logprob_difference"] <= SETTINGS.agree_tolerance
     assert audit["max_sum_error"] <= SETTINGS.sum_tolerance
-    verified = subprocess.run([sys.executable, "-m", "harness", "verify", str(run_dir), "--data", str(lm_world[1])],
-                              capture_output=True, text=True, timeout=300, env={**os.environ, **lm_world[3]})
+    # the task's eval is on the clock (tasks.toml eval_on_clock, MLPerf's rule): its time-to-accuracy counts the
+    # init, train and eval spans, the eval has no bound, and the terminal says the eval is included
+    took = spans(run_dir)
+    assert took["eval"] > 0 and result["tta_seconds"] >= sum(took.values()) - 0.01, (result["tta_seconds"], took)
+    assert result["history"][-1]["tta_seconds"] == result["tta_seconds"]
+    assert stop["metadata"]["eval_on_clock"] is True and stop["metadata"].get("eval_bound_s") is None
+    assert stop["metadata"]["predictor_s"] > 0
+    assert "(eval included)" in proc.stderr and "(eval excluded)" not in proc.stderr and TASKS["kjv-bytes"].eval_on_clock
+    verified = verify(lm_world, run_dir)
     assert verified.returncode == 0, verified.stdout[-3000:]
     assert "bpb recomputed from the stored predictions" in verified.stdout
+    assert "eval bound: not applied: the kjv-bytes task's eval is on the clock" in verified.stdout, verified.stdout
+
+
+def test_an_eval_on_clock_log_whose_time_leaves_the_eval_out_does_not_verify(lm_world, honest, tmp_path):
+    """The honest run's folder with its time-to-accuracy rewritten as a harness that left the eval off the clock
+    writes it (result.json's tta_seconds and history row, the TSV's hours): `verify` refuses it in one line."""
+    _, result, run_dir = honest
+    forged = Path(shutil.copytree(run_dir, tmp_path / "run"))
+    off = round(result["tta_seconds"] - spans(run_dir)["eval"], 3)
+    result = json.loads((forged / "result.json").read_text())
+    result["tta_seconds"] = result["history"][-1]["tta_seconds"] = off
+    (forged / "result.json").write_text(json.dumps(result))
+    (tsv,) = forged.glob("*.tsv")
+    rows = [line.split("\t") for line in tsv.read_text().splitlines()]
+    rows[-1][1] = f"{off / 3600:.6f}"
+    tsv.write_text("".join("\t".join(row) + "\n" for row in rows))
+    verified = verify(lm_world, forged)
+    assert verified.returncode == 1, verified.stdout[-3000:]
+    verdict = verified.stdout.splitlines()[-1]
+    assert verdict.startswith("disagreement: result.json: history epoch 1: tta_seconds ") and "leaves the eval out" in \
+        verdict and "the kjv-bytes task's eval is on the clock" in verdict, verified.stdout[-3000:]
 
 
 # Reads the next token from its input: inputs[i, t+1] is the token scored at position t. A normalized
@@ -148,6 +204,29 @@ def test_a_predictor_that_keeps_state_for_the_audit_is_caught(lm_world):
     proc, result, _ = run_lm(lm_world, "stateful", STATEFUL)
     reason = dnc_reason(proc, result)
     assert reason.startswith("the look-ahead audit: at window ") and "\n" not in reason, reason
+
+
+# An eval on the clock has no bound, but the run's time budget covers it: a predictor that never finishes loading is
+# stopped where max_seconds runs out, never waited for.
+SLOW_LOAD = '''
+import time
+
+
+class Cheat(Base):
+    def load(self, path):
+        if not self.ctx.trains:
+            time.sleep(600)
+        super().load(path)
+'''
+
+
+def test_an_eval_on_the_clock_ends_at_the_time_budget_not_a_bound(lm_world):
+    references, data, results, env = lm_world
+    write_lm_reference(references, "slow-load", SLOW_LOAD)
+    proc, result, _ = harness_run(references, "slow-load", data, results, "--max-seconds", "10", env=env)
+    reason = dnc_reason(proc, result)
+    assert reason.startswith("budget: time budget exceeded during the eval of epoch 1") and "max_seconds=10" in reason, \
+        reason
 
 
 def test_infer_refuses_a_language_model_task_in_one_line(lm_world, tmp_path):

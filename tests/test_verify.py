@@ -276,6 +276,10 @@ def test_time_to_accuracy_subtracts_eval_and_checkpoint_spans():
     epochs = [verify_run.Epoch(n, *[e for e in events if e["metadata"].get("epoch_num") == n]) for n in (1, 2)]
     verify_run.recompute_tta(events, epochs)
     assert [e.tta for e in epochs] == [10.0, 20.0 - 2.0 - 3.0]
+    # a task whose eval is on the clock (tasks.toml eval_on_clock): each epoch's time is at its eval_stop, and only
+    # the checkpoint spans are left out
+    verify_run.recompute_tta(events, epochs, eval_on_clock=True)
+    assert [e.tta for e in epochs] == [12.0, 21.0 - 3.0] and [e.tta_eval_off for e in epochs] == [10.0, 15.0]
 
 
 # ---------------------------------------------------------------- hostile folders: exit 2, one line

@@ -1,5 +1,6 @@
 import pytest
 
+from harness import clock as clock_mod
 from harness.clock import Clock
 
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
@@ -40,6 +41,28 @@ def test_spans_add_up_to_wall_time_and_eval_checkpoint_are_excluded():
     ends = [end for _, _, end in clock.laps]
     starts = [start for _, start, _ in clock.laps]
     assert starts[1:] == ends[:-1] and starts[0] == 0.0
+
+
+def test_a_task_with_its_eval_on_the_clock_counts_its_eval_laps_and_never_its_checkpoints():
+    """tasks.toml's eval_on_clock (MLPerf's rule): the excluded set is the task's, made with the clock; the
+    default is DAWNBench's, eval and checkpoint off."""
+    laps = [("init", 2.0), ("train", 10.0), ("eval", 3.0), ("harness", 0.5), ("train", 9.5), ("eval", 2.5),
+            ("checkpoint", 1.0)]
+    readings = {}
+    for on in (False, True):
+        now = FakeTime()
+        clock = Clock(now=now, wall=lambda: 0.0, excluded=clock_mod.excluded(on))
+        clock.start()
+        for span, dt in laps:
+            now.advance(dt)
+            clock.lap(span)
+        readings[on] = (clock.on_clock(), clock.eval_on_clock)
+    assert readings[False] == (pytest.approx(28.5 - 3.0 - 2.5 - 1.0), False)
+    assert readings[True] == (pytest.approx(28.5 - 1.0), True)      # both eval laps counted, the checkpoint not
+    assert clock_mod.excluded(False) == clock_mod.EXCLUDED == frozenset({"eval", "checkpoint"})
+    assert Clock().excluded == clock_mod.EXCLUDED and not Clock().eval_on_clock
+    with pytest.raises(ValueError, match="unknown span 'evals'"):
+        Clock(excluded=frozenset({"evals"}))
 
 
 def test_device_is_synchronized_before_every_reading():

@@ -1,10 +1,12 @@
 """The task registry: thresholds, eval sets and DAWNBench log rows, as the v1 entries wrote them."""
 import re
+import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from harness import tasks
 from harness.tasks import TASKS, UnknownTaskError, get_task
 
 pytestmark = pytest.mark.harness     # numpy and tqdm only: runs under numpy 1.23.5 too
@@ -34,6 +36,23 @@ def test_the_rules_table_states_every_task_as_tasks_toml_defines_it():
 def test_unknown_task_lists_known_ones():
     with pytest.raises(UnknownTaskError, match=", ".join(sorted(TASKS))):
         get_task("mnist")
+
+
+def test_eval_on_clock_is_the_language_model_tasks_and_a_non_bool_is_one_line():
+    """tasks.toml's eval_on_clock (docs/RULES.md, "The eval span"): the two language-model tasks put their eval on
+    the clock (MLPerf's rule), every other task keeps DAWNBench's (false, the default); anything but true or false
+    fails at import in one line."""
+    assert {name for name, task in TASKS.items() if task.eval_on_clock} == {"kjv-bytes", "fineweb-gpt2"}
+    with open(tasks._TASKS_FILE, "rb") as f:
+        raw = tomllib.load(f)["tasks"]
+    assert "eval_on_clock" not in raw["cifar10"] and not tasks._task("cifar10", raw["cifar10"]).eval_on_clock
+    assert tasks._task("toy", {**raw["cifar10"], "eval_on_clock": True}).eval_on_clock
+    for value in ("true", 1, 0, None):
+        with pytest.raises(UnknownTaskError) as raised:
+            tasks._task("toy", {**raw["cifar10"], "eval_on_clock": value})
+        message = str(raised.value)
+        assert message.startswith(f"tasks.toml [tasks.toy]: eval_on_clock {value!r} must be true or false")
+        assert "\n" not in message
 
 
 def test_imagenet_scores_and_row_carry_top1_and_top5_in_percent():
