@@ -58,17 +58,23 @@ from pathlib import Path
 import numpy as np
 
 from bench import airbench_peer, cifar_fast_precision, harness_cost, killed_run, lm_step, reference_steps
-from bench.gpu_common import REPO, NotMeasured, Report, Setting, cpu_only, load_reference_module, one_line, reference_defaults
+from bench.gpu_common import (
+    REPO,
+    NotMeasured,
+    Report,
+    Setting,
+    cpu_only,
+    load_reference_module,
+    one_line,
+    peak_bf16_flops,
+    reference_defaults,
+)
 from harness.arguments import Parser, regular_file, reports_errors
 
 BIDAF_DIR = REPO / "references" / "squad-bidaf-pytorch"
 PARTS = ("resnet50", "mfu", "dali", "latency", "cifar10_fast", "bidaf", "tta", "multi_gpu", "steps", "peer",
          "harness_cost", "precision", "kill9", "lm_step", "lm_cost")
 
-# Peak dense bf16 tensor FLOP/s by device name (NVIDIA's data sheets, without sparsity); a device
-# not in the table gets no utilization figure rather than a wrong one. Checked in order.
-PEAK_BF16_TFLOPS = (("H100", "PCIe", 756.0), ("H100", "HBM3", 989.0), ("H100", "SXM", 989.0),
-                    ("H200", "", 989.0), ("A100", "", 312.0))
 # ResNet-50 forward at 224 px: 4.1 G multiply-adds (the usual "4.1 GFLOPs"), 2 FLOPs each;
 # a training step is about 3 forwards (forward, and backward for activations and weights).
 RESNET50_FWD_GMAC_224 = 4.1
@@ -152,13 +158,6 @@ def training_flops_per_image(s: Setting, px: int) -> float:
     with FlopCounterMode(display=False) as counter:
         torch.nn.functional.cross_entropy(net(x), y).backward()
     return float(counter.get_total_flops()) / 2
-
-
-def peak_bf16_flops(name: str) -> float:
-    for family, variant, tflops in PEAK_BF16_TFLOPS:
-        if family in name and variant in name:
-            return tflops * 1e12
-    raise NotMeasured(f"no peak bf16 FLOP/s on record for {name!r} (bench/gpu.py PEAK_BF16_TFLOPS)")
 
 
 def part_resnet50(s: Setting, r: Report) -> dict[tuple[int, bool], float]:

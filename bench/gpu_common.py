@@ -8,10 +8,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Peak dense bf16 tensor FLOP/s by device name (NVIDIA's data sheets, without sparsity); a device
+# not in the table gets no utilization figure rather than a wrong one. Checked in order.
+PEAK_BF16_TFLOPS = (("H100", "PCIe", 756.0), ("H100", "HBM3", 989.0), ("H100", "SXM", 989.0),
+                    ("H200", "", 989.0), ("A100", "", 312.0))
+
 
 class NotMeasured(Exception):
     """A part this machine cannot run: its one-line reason is printed and recorded."""
 
+
+
+def peak_bf16_flops(name: str) -> float:
+    for family, variant, tflops in PEAK_BF16_TFLOPS:
+        if family in name and variant in name:
+            return tflops * 1e12
+    raise NotMeasured(f"no peak bf16 FLOP/s on record for {name!r} (bench/gpu_common.py PEAK_BF16_TFLOPS)")
 
 
 class Report:

@@ -34,11 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from bench import overhead
-from bench.gpu_common import REPO, Report, Setting, cpu_only
+from bench.gpu_common import REPO, NotMeasured, Report, Setting, cpu_only, peak_bf16_flops
 
 REFERENCES = {"fineweb-gpt2-modded-pytorch": "modded", "fineweb-gpt2-llmc-pytorch": "llmc"}
 PAIRED = "fineweb-gpt2-modded-pytorch"
-# Peak dense bf16 tensor FLOP/s (NVIDIA's data sheets, no sparsity): bench/gpu.py's table.
 WARMUP, STEPS = 2, 5                  # steps before the clock (the allocator, cuBLAS's plans), steps timed
 SMOKE_WARMUP, SMOKE_STEPS = 1, 2
 PAIRED_STEPS, PAIRED_REPEATS = 6, 3   # a paired run: one epoch of 6 steps (3.1M tokens), 3 pairs
@@ -127,11 +126,11 @@ def build(s: Setting, name: str, data_root: Path, compiled: bool):
 
 
 def peak_flops(s: Setting) -> float | None:
-    from bench.gpu import PEAK_BF16_TFLOPS
-    for family, variant, tflops in PEAK_BF16_TFLOPS:
-        if family in s.name and variant in s.name:
-            return tflops * 1e12
-    return None
+    """The device's peak dense bf16 FLOP/s, or None where none is on record (a CPU): no utilization then."""
+    try:
+        return peak_bf16_flops(s.name)
+    except NotMeasured:
+        return None
 
 
 def time_steps(s: Setting, name: str, data_root: Path, compiled: bool, r: Report) -> None:

@@ -143,8 +143,10 @@ def _paired(reference, epochs, seed, repeats, sets, env, log, results: Path) -> 
             "harness_init_seconds": med(harnessed_runs, "init"), "harness_train_seconds": med(harnessed_runs, "train"),
             "harness_span_seconds": med(harnessed_runs, "harness_span"),
             "harness_handover_seconds": med(harnessed_runs, "handover_s"),
-            "handover_ms_median": statistics.median(handovers), "handover_ms_p99": percentile(handovers, 99),
-            "handover_ms_max": max(handovers), "handovers": len(handovers),
+            # no handover where no epoch was evaluated to the end (an eval over its bound): no figure, not a crash
+            "handover_ms_median": statistics.median(handovers) if handovers else math.nan,
+            "handover_ms_p99": percentile(handovers, 99) if handovers else math.nan,
+            "handover_ms_max": max(handovers) if handovers else math.nan, "handovers": len(handovers),
             "bare_spread_pct": 100 * (max(b["total"] for b in bares) - min(b["total"] for b in bares)) / b_total,
             "harness_span_pct": 100 * med(harnessed_runs, "harness_span") / h_total,
             "isolation": ",".join(sorted(modes))}
