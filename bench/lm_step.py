@@ -43,6 +43,7 @@ SMOKE_WARMUP, SMOKE_STEPS = 1, 2
 PAIRED_STEPS, PAIRED_REPEATS = 6, 3   # a paired run: one epoch of 6 steps (3.1M tokens), 3 pairs
 TRAIN_TOKENS = 1 << 21                # one train shard; the streams wrap to its start after its end
 VAL_TOKENS = 513                      # 512 scored tokens: the eval and its audit stay seconds
+SMOKE_VAL_TOKENS = 65                 # the CPU smoke's: 64 audited prefixes (a test runs it in CI)
 # The CPU smoke: each recipe's own code at a size a CPU steps in well under a second.
 SMOKE_SETS = {
     "modded": {"n_layer": 2, "n_head": 2, "n_embd": 32, "sequence_length": 64, "batch_size": 8,
@@ -177,7 +178,7 @@ def time_steps(s: Setting, name: str, data_root: Path, compiled: bool, r: Report
 
 def part_lm_step(s: Setting, r: Report, names=tuple(REFERENCES)) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-gpu-lm-") as folder:
-        data_root, manifest = write_fineweb(Path(folder))
+        data_root, manifest = write_fineweb(Path(folder), val_tokens=SMOKE_VAL_TOKENS if s.smoke else VAL_TOKENS)
         with manifest_set(manifest):
             for name in names:
                 for compiled in (False, True):
@@ -186,7 +187,7 @@ def part_lm_step(s: Setting, r: Report, names=tuple(REFERENCES)) -> None:
 
 def part_lm_cost(s: Setting, r: Report) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-gpu-lm-cost-") as folder:
-        data_root, manifest = write_fineweb(Path(folder))
+        data_root, manifest = write_fineweb(Path(folder), val_tokens=SMOKE_VAL_TOKENS if s.smoke else VAL_TOKENS)
         env = {"DAWNBENCH_DATA": str(data_root), "DAWNBENCH_DATASETS_MANIFEST": str(manifest),
                "DAWNBENCH_REFERENCES": str(REPO / "references")}
         key = REFERENCES[PAIRED]
